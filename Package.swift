@@ -1,0 +1,98 @@
+// swift-tools-version:6.1
+//
+// EventKernel: an embedded, event-sourced storage kernel.
+//
+// Layers (lower never imports higher), see Docs/Architecture.md:
+//   EventKernelTool (the `eventkernel` CLI)
+//   Activities, ActivityWorkload (the reference domain and its seeded generator)
+//   EventKernel (typed events, projections, snapshots, repositories)
+//   EventLog (the segmented, compressed, checksummed log)
+//   CLZ4 (system library over liblz4)
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "EventKernel",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "EventLog", targets: ["EventLog"]),
+        .library(name: "EventKernel", targets: ["EventKernel"]),
+        .library(name: "Activities", targets: ["Activities"]),
+        .library(name: "ActivityWorkload", targets: ["ActivityWorkload"]),
+        .executable(name: "eventkernel", targets: ["EventKernelTool"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLZ4",
+            pkgConfig: "liblz4",
+            providers: [.apt(["liblz4-dev"]), .brew(["lz4"])]
+        ),
+        .target(
+            name: "EventLog",
+            dependencies: ["CLZ4"],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "EventKernel",
+            dependencies: [
+                "EventLog",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "Activities",
+            dependencies: ["EventKernel", "EventLog"],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "ActivityWorkload",
+            dependencies: ["Activities"],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "EventKernelTool",
+            dependencies: [
+                "EventLog", "EventKernel", "Activities", "ActivityWorkload",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // Spawned by the tests to hold or contend for a store's lock from a second process.
+        .executableTarget(
+            name: "EventLogTestHelper",
+            dependencies: ["EventLog"],
+            path: "Tests/EventLogTestHelper",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "EventLogTests",
+            dependencies: ["EventLog", "EventLogTestHelper"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "EventKernelTests",
+            dependencies: ["EventKernel", "EventLog"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "ActivitiesTests",
+            dependencies: ["Activities", "ActivityWorkload", "EventKernel", "EventLog"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "EventKernelToolTests",
+            dependencies: ["EventKernelTool", "Activities", "EventLog"],
+            swiftSettings: strictSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,1 @@
+// The Activities module; see Docs/Architecture.md.

@@ -1,0 +1,1 @@
+// The ActivityWorkload module; see Docs/Architecture.md.

@@ -1,0 +1,1 @@
+// The EventKernel module; see Docs/Architecture.md.

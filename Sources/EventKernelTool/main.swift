@@ -1,0 +1,1 @@
+print("eventkernel: not built yet")

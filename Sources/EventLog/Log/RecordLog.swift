@@ -1,0 +1,116 @@
+/// How appends are made durable. Chosen when a log is opened.
+public enum DurabilityPolicy: Hashable, Sendable {
+    /// An append returns only after its batch is on stable storage (`fdatasync`).
+    /// Concurrent appends share one write and one sync (group commit).
+    case synced
+    /// An append returns after `write(2)`; the log syncs every `syncInterval` and on close.
+    /// A crash (of the machine, not just the process) may lose up to one interval of appends.
+    case buffered(syncInterval: Duration)
+
+    /// Buffered, syncing every 100 milliseconds.
+    public static var buffered: DurabilityPolicy { .buffered(syncInterval: .milliseconds(100)) }
+}
+
+/// How batch payloads are stored.
+public enum CompressionCodec: UInt8, Hashable, Sendable, CaseIterable, CustomStringConvertible {
+    /// Stored as is.
+    case none = 0
+    /// LZ4 block compression (liblz4). A batch that does not shrink is stored uncompressed.
+    case lz4 = 1
+
+    public var description: String {
+        switch self {
+        case .none: "none"
+        case .lz4: "lz4"
+        }
+    }
+}
+
+/// An append-only sequence of timestamped records with gap-free positions.
+///
+/// Two implementations exist: ``SegmentedLog``, the durable one on disk, and ``InMemoryLog``,
+/// for tests and previews. Layers above (EventKernel) are written against this protocol.
+///
+/// All methods are safe to call from any task. Reads never wait on an append or a sync:
+/// they see the records acknowledged so far.
+public protocol RecordLog: AnyObject, Sendable {
+    /// The acknowledged position range and timestamp range. O(1).
+    var bounds: LogBounds { get }
+
+    /// Appends records as one atomic batch: after a crash, either all of them are in the log or none.
+    ///
+    /// - Parameter entries: The records, in order. Must not be empty.
+    /// - Returns: The positions assigned, `entries.count` of them, contiguous.
+    /// - Throws: ``LogError``: ``LogError/Code/invalidArgument`` for an empty batch,
+    ///   ``LogError/Code/tooLarge`` beyond the format's limits, ``LogError/Code/io`` or
+    ///   ``LogError/Code/poisoned`` when the write or sync failed (nothing was acknowledged),
+    ///   ``LogError/Code/closed``, ``LogError/Code/readOnly``.
+    func append(_ entries: [LogEntry]) async throws -> Range<LogPosition>
+
+    /// Calls `body` with each record from `start` up to and including `end`, in position order,
+    /// stopping early when `body` returns `false`.
+    ///
+    /// - Parameters:
+    ///   - start: The first position to visit; positions before ``bounds`` are clamped.
+    ///   - end: The last position to visit, or `nil` for the end of the log as of the call.
+    ///   - body: Receives a view valid only during the call; returns whether to continue.
+    /// - Throws: ``LogError`` with code ``LogError/Code/corruption`` naming file, offset and
+    ///   position if a stored batch fails its checks, or any error `body` throws.
+    /// - Complexity: O(log b) to find the first batch (b batches), then linear in what is visited.
+    func forEachRecord(
+        from start: LogPosition, through end: LogPosition?,
+        _ body: (LogRecordView) throws -> Bool
+    ) throws
+
+    /// Calls `body` with each record whose timestamp lies in `range`, in position order,
+    /// skipping whole batches whose minimum and maximum timestamps lie outside it.
+    ///
+    /// - Parameters:
+    ///   - range: The timestamps to visit, both ends inclusive.
+    ///   - body: Receives a view valid only during the call; returns whether to continue.
+    /// - Throws: ``LogError`` on damage, or any error `body` throws.
+    func forEachRecord(
+        timestampsIn range: ClosedRange<LogTimestamp>,
+        _ body: (LogRecordView) throws -> Bool
+    ) throws
+
+    /// Makes every acknowledged append durable now (a no-op under ``DurabilityPolicy/synced``).
+    /// - Throws: ``LogError`` when the sync fails.
+    func synchronize() async throws
+
+    /// Syncs and releases the log. Later calls fail with ``LogError/Code/closed``. Idempotent.
+    /// - Throws: ``LogError`` when the final sync fails.
+    func close() async throws
+}
+
+extension RecordLog {
+    /// Appends one record.
+    /// - Returns: The position assigned.
+    /// - Throws: See ``RecordLog/append(_:)``.
+    @discardableResult
+    public func append(_ entry: LogEntry) async throws -> LogPosition {
+        try await append([entry]).lowerBound
+    }
+
+    /// Reads records from `start` forward, at most `limit` of them.
+    /// - Complexity: O(log b + k) for k records returned.
+    public func read(from start: LogPosition, limit: Int = .max) throws -> [LogRecord] {
+        var out: [LogRecord] = []
+        guard limit > 0 else { return out }
+        try forEachRecord(from: start, through: nil) { view in
+            out.append(view.copy())
+            return out.count < limit
+        }
+        return out
+    }
+
+    /// Reads the records whose timestamps lie in `range` (both ends inclusive), in position order.
+    public func read(timestampsIn range: ClosedRange<LogTimestamp>) throws -> [LogRecord] {
+        var out: [LogRecord] = []
+        try forEachRecord(timestampsIn: range) { view in
+            out.append(view.copy())
+            return true
+        }
+        return out
+    }
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what EventKernel needs from the system when it is missing:
+# liblz4-dev (the log's compression) and, for the benchmark package, libsqlite3-dev (GRDB).
+# Safe to run repeatedly; uses sudo only when not already root.
+set -euo pipefail
+
+need=()
+pkg-config --exists liblz4 2>/dev/null || need+=(liblz4-dev)
+if [ "${WITH_SQLITE:-0}" = "1" ]; then
+  pkg-config --exists sqlite3 2>/dev/null || need+=(libsqlite3-dev)
+fi
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "setup: missing ${need[*]}; install them with your package manager (macOS: brew install lz4 sqlite pkg-config)" >&2
+  exit 1
+fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "setup: installing ${need[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
