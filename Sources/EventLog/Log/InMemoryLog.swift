@@ -33,15 +33,19 @@ public final class InMemoryLog: RecordLog {
         }
     }
 
-    public func append(_ entries: [LogEntry]) async throws -> Range<LogPosition> {
-        try appendNow(entries)
+    public func enqueueAppend(
+        _ entries: [LogEntry],
+        completion: @escaping @Sendable (Result<Range<LogPosition>, LogError>) -> Void
+    ) {
+        let result = Result { () throws(LogError) in try appendNow(entries) }
+        completion(result)
     }
 
     /// Appends synchronously; the in-memory log never waits.
     /// - Throws: ``LogError`` for an empty batch or a closed log.
-    public func appendNow(_ entries: [LogEntry]) throws -> Range<LogPosition> {
+    public func appendNow(_ entries: [LogEntry]) throws(LogError) -> Range<LogPosition> {
         guard !entries.isEmpty else { throw LogError(.invalidArgument, "an append needs at least one record") }
-        return try state.withLock { state in
+        return try state.withLock { (state) throws(LogError) -> Range<LogPosition> in
             guard !state.closed else { throw LogError(.closed, "the log is closed") }
             let first = LogPosition(state.records.count)
             for entry in entries { Self.add(entry, to: &state) }

@@ -47,6 +47,28 @@ public protocol RecordLog: AnyObject, Sendable {
     ///   ``LogError/Code/closed``, ``LogError/Code/readOnly``.
     func append(_ entries: [LogEntry]) async throws -> Range<LogPosition>
 
+    /// Queues records as one atomic batch and returns at once; `completion` reports the outcome.
+    ///
+    /// This is the primitive under ``append(_:)``. Layers above use it when the order of
+    /// positions must match the order of their own decisions (an event store checks an
+    /// expected entity version and enqueues under one lock), without holding that lock across
+    /// the sync.
+    ///
+    /// Guarantees: batches get positions in the order they were enqueued; completions are
+    /// called in that order, one at a time, after the batch is durable per the log's
+    /// ``DurabilityPolicy`` (and so after every earlier batch is); a failed batch fails every
+    /// batch enqueued after it, so acknowledged positions never have gaps. `completion` may run
+    /// on any thread, possibly before this method returns: it must not block or take a lock the
+    /// caller holds while enqueueing.
+    ///
+    /// - Parameters:
+    ///   - entries: The records, in order.
+    ///   - completion: Receives the assigned positions, or the ``LogError`` that prevented them.
+    func enqueueAppend(
+        _ entries: [LogEntry],
+        completion: @escaping @Sendable (Result<Range<LogPosition>, LogError>) -> Void
+    )
+
     /// Calls `body` with each record from `start` up to and including `end`, in position order,
     /// stopping early when `body` returns `false`.
     ///
@@ -84,6 +106,13 @@ public protocol RecordLog: AnyObject, Sendable {
 }
 
 extension RecordLog {
+    /// Appends records as one atomic batch and waits until it is acknowledged.
+    public func append(_ entries: [LogEntry]) async throws -> Range<LogPosition> {
+        try await withCheckedThrowingContinuation { continuation in
+            enqueueAppend(entries) { continuation.resume(with: $0) }
+        }
+    }
+
     /// Appends one record.
     /// - Returns: The position assigned.
     /// - Throws: See ``RecordLog/append(_:)``.

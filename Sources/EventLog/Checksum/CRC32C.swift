@@ -1,0 +1,74 @@
+/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum of every batch header,
+/// batch payload, segment index and snapshot.
+///
+/// Written here rather than taken from a library: none of the packages this project may depend
+/// on ships CRC-32C (swift-crypto has hashes, compress-nio has CRC-32/IEEE only), and the log
+/// needs exactly this one function. It is the checksum of iSCSI, ext4, Btrfs, RocksDB and
+/// Kafka's record batches, chosen for its error-detection properties on storage data.
+/// The implementation is "slicing-by-8" (eight 256-entry tables, eight bytes per step), which
+/// runs at roughly 1-2 GB/s in portable code: far faster than the disk it guards.
+///
+/// The check value `CRC32C.checksum("123456789")` is `0xE3069283`.
+public enum CRC32C {
+    /// The checksum of `bytes`, continuing from `crc` (pass a previous result to checksum data
+    /// in pieces; the default starts a new checksum).
+    /// - Complexity: O(n).
+    public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+        var c = ~crc
+        var index = 0
+        let count = bytes.count
+        guard count > 0, let base = bytes.baseAddress else { return crc }
+        tables.withUnsafeBufferPointer { t in
+            while count - index >= 8 {
+                let word = base.loadUnaligned(fromByteOffset: index, as: UInt64.self).littleEndian
+                let low = UInt32(truncatingIfNeeded: word) ^ c
+                let high = UInt32(truncatingIfNeeded: word >> 32)
+                c = t[7 * 256 + Int(low & 0xFF)]
+                    ^ t[6 * 256 + Int((low >> 8) & 0xFF)]
+                    ^ t[5 * 256 + Int((low >> 16) & 0xFF)]
+                    ^ t[4 * 256 + Int(low >> 24)]
+                    ^ t[3 * 256 + Int(high & 0xFF)]
+                    ^ t[2 * 256 + Int((high >> 8) & 0xFF)]
+                    ^ t[1 * 256 + Int((high >> 16) & 0xFF)]
+                    ^ t[Int(high >> 24)]
+                index += 8
+            }
+            while index < count {
+                let byte = base.load(fromByteOffset: index, as: UInt8.self)
+                c = t[Int((c ^ UInt32(byte)) & 0xFF)] ^ (c >> 8)
+                index += 1
+            }
+        }
+        return ~c
+    }
+
+    /// The checksum of a byte sequence.
+    public static func checksum(_ bytes: some Sequence<UInt8>) -> UInt32 {
+        if let result = bytes.withContiguousStorageIfAvailable({ checksum(UnsafeRawBufferPointer($0)) }) {
+            return result
+        }
+        return Array(bytes).withUnsafeBytes { checksum($0) }
+    }
+
+    /// The checksum of a string's UTF-8 bytes.
+    public static func checksum(_ string: String) -> UInt32 {
+        checksum(Array(string.utf8))
+    }
+
+    private static let tables: [UInt32] = {
+        let polynomial: UInt32 = 0x82F6_3B78
+        var t = [UInt32](repeating: 0, count: 8 * 256)
+        for n in 0..<256 {
+            var c = UInt32(n)
+            for _ in 0..<8 { c = (c & 1) != 0 ? (c >> 1) ^ polynomial : c >> 1 }
+            t[n] = c
+        }
+        for n in 0..<256 {
+            for k in 1..<8 {
+                let previous = t[(k - 1) * 256 + n]
+                t[k * 256 + n] = t[Int(previous & 0xFF)] ^ (previous >> 8)
+            }
+        }
+        return t
+    }()
+}

@@ -1,0 +1,55 @@
+private import CLZ4
+
+/// LZ4 block compression over liblz4, used for batch payloads and snapshots.
+///
+/// Block format (not frame format): the container (batch header, snapshot header) already
+/// records both lengths and a checksum, so the frame's own headers would be redundant bytes.
+public enum LZ4Block {
+    /// The largest input LZ4 accepts (about 2 GiB).
+    public static let maxInputSize = Int(LZ4_MAX_INPUT_SIZE)
+
+    /// Compresses `source`, appending the compressed bytes to `destination`.
+    /// - Returns: The number of bytes appended.
+    /// - Throws: ``LogError`` with code ``LogError/Code/tooLarge`` beyond ``maxInputSize``,
+    ///   ``LogError/Code/compression`` if liblz4 fails.
+    @discardableResult
+    public static func compress(_ source: UnsafeRawBufferPointer, appendingTo destination: inout [UInt8]) throws(LogError) -> Int {
+        guard source.count <= maxInputSize else {
+            throw LogError(.tooLarge, "\(source.count) bytes exceed LZ4's input limit of \(maxInputSize)")
+        }
+        if source.isEmpty { return 0 }
+        let bound = Int(LZ4_compressBound(Int32(source.count)))
+        let start = destination.count
+        destination.append(contentsOf: repeatElement(0, count: bound))
+        let written = destination.withUnsafeMutableBytes { out -> Int32 in
+            LZ4_compress_default(
+                source.baseAddress!.assumingMemoryBound(to: CChar.self),
+                (out.baseAddress! + start).assumingMemoryBound(to: CChar.self),
+                Int32(source.count), Int32(bound))
+        }
+        guard written > 0 else {
+            destination.removeLast(bound)
+            throw LogError(.compression, "LZ4 compression of \(source.count) bytes failed")
+        }
+        destination.removeLast(bound - Int(written))
+        return Int(written)
+    }
+
+    /// Decompresses `source` into `destination`, which must be exactly the original length.
+    /// - Throws: ``LogError`` with code ``LogError/Code/compression`` when the input is
+    ///   malformed or does not decompress to exactly `destination.count` bytes.
+    public static func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) throws(LogError) {
+        if destination.isEmpty && source.isEmpty { return }
+        guard let src = source.baseAddress, let dst = destination.baseAddress,
+              source.count <= Int(Int32.max), destination.count <= Int(Int32.max) else {
+            throw LogError(.compression, "LZ4 input of \(source.count) bytes cannot decompress to \(destination.count) bytes")
+        }
+        // LZ4_decompress_safe never reads or writes out of bounds, whatever the input.
+        let produced = LZ4_decompress_safe(
+            src.assumingMemoryBound(to: CChar.self), dst.assumingMemoryBound(to: CChar.self),
+            Int32(source.count), Int32(destination.count))
+        guard produced == Int32(destination.count) else {
+            throw LogError(.compression, "LZ4 data decompressed to \(produced) bytes, expected \(destination.count)")
+        }
+    }
+}
