@@ -27,7 +27,7 @@ public struct LogTimestamp: Hashable, Comparable, Sendable, Codable, CustomStrin
     public init(_ date: Date) throws {
         let nanos = (date.timeIntervalSince1970 * 1e9).rounded()
         guard nanos.isFinite, nanos >= -9.2e18, nanos <= 9.2e18 else {
-            throw LogError(.invalidArgument, "date \(date) is outside the range a log timestamp can hold (years 1678...2262)")
+            throw LogError(.invalidArgument, "date \(date.timeIntervalSince1970) s since 1970 is outside the range a log timestamp can hold (years 1678...2262)")
         }
         self.nanosecondsSince1970 = Int64(nanos)
     }

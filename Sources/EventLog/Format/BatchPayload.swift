@@ -1,0 +1,110 @@
+/// Encoding and decoding of a batch's records (Docs/FileFormat.md, "Batch payload").
+///
+/// Uncompressed, a payload is the records back to back, each as
+/// `varint(timestamp - batch minimum timestamp)`, `varint(length)`, `length` bytes.
+/// Varints (unsigned LEB128) keep the framing at two or three bytes a record, so that small
+/// records are not dominated by their framing even before compression.
+enum BatchPayload {
+    /// Builds the stored form of a batch: the header followed by the (maybe compressed) payload.
+    /// - Returns: The encoded batch and its header.
+    static func encodeBatch(
+        _ entries: some Collection<LogEntry>, firstPosition: LogPosition, codec: CompressionCodec,
+        into output: inout [UInt8], scratch: inout [UInt8]
+    ) throws(LogError) -> BatchHeader {
+        guard !entries.isEmpty else { throw LogError(.invalidArgument, "an append needs at least one record") }
+        guard entries.count <= Int(UInt32.max) else { throw LogError(.tooLarge, "\(entries.count) records in one batch") }
+        var minTimestamp = Int64.max
+        var maxTimestamp = Int64.min
+        for entry in entries {
+            minTimestamp = min(minTimestamp, entry.timestamp.nanosecondsSince1970)
+            maxTimestamp = max(maxTimestamp, entry.timestamp.nanosecondsSince1970)
+        }
+        scratch.removeAll(keepingCapacity: true)
+        for entry in entries {
+            // Subtraction cannot overflow when done in UInt64 bit patterns: the difference fits.
+            let delta = UInt64(bitPattern: entry.timestamp.nanosecondsSince1970) &- UInt64(bitPattern: minTimestamp)
+            scratch.appendVarint(delta)
+            scratch.appendVarint(UInt64(entry.payload.count))
+            scratch.append(contentsOf: entry.payload)
+        }
+        guard scratch.count <= BatchHeader.maxPayloadLength else {
+            throw LogError(.tooLarge, "batch payload of \(scratch.count) bytes exceeds the format limit of \(BatchHeader.maxPayloadLength) bytes")
+        }
+        let headerStart = output.count
+        output.append(contentsOf: repeatElement(0, count: BatchHeader.size))
+        var storedCodec = codec
+        var storedLength = scratch.count
+        if codec == .lz4 {
+            storedLength = try scratch.withBytes { (raw) throws(LogError) -> Int in
+                try LZ4Block.compress(raw, appendingTo: &output)
+            }
+            // Incompressible data is stored as is: never pay more bytes for compression.
+            if storedLength >= scratch.count {
+                output.removeLast(storedLength)
+                storedCodec = .none
+                storedLength = scratch.count
+                output.append(contentsOf: scratch)
+            }
+        } else {
+            output.append(contentsOf: scratch)
+        }
+        let payloadChecksum = output.withUnsafeBytes {
+            CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[(headerStart + BatchHeader.size)...]))
+        }
+        let header = BatchHeader(
+            codec: storedCodec, firstPosition: firstPosition, recordCount: UInt32(entries.count),
+            storedLength: UInt32(storedLength), uncompressedLength: UInt32(scratch.count),
+            payloadChecksum: payloadChecksum, minTimestamp: minTimestamp, maxTimestamp: maxTimestamp)
+        var headerBytes: [UInt8] = []
+        header.encode(into: &headerBytes)
+        output.replaceSubrange(headerStart..<(headerStart + BatchHeader.size), with: headerBytes)
+        return header
+    }
+
+    /// Decompresses (when needed) and walks a verified stored payload, calling `body` per record.
+    ///
+    /// - Returns: `false` if `body` asked to stop.
+    /// - Throws: A ``LogError`` with code ``LogError/Code/corruption`` (without location; the
+    ///   caller adds it) when the framing does not match the header, or whatever `body` throws.
+    static func forEachRecord(
+        in stored: UnsafeRawBufferPointer, header: BatchHeader, scratch: inout [UInt8],
+        from start: LogPosition = 0, through end: LogPosition = .max,
+        _ body: (LogRecordView) throws -> Bool
+    ) throws -> Bool {
+        if header.codec == .lz4 {
+            let length = Int(header.uncompressedLength)
+            if scratch.count < length { scratch = [UInt8](repeating: 0, count: length) }
+            try scratch.withUnsafeMutableBytes { out in
+                try LZ4Block.decompress(stored, into: UnsafeMutableRawBufferPointer(rebasing: out[0..<length]))
+            }
+            return try scratch.withUnsafeBytes { raw in
+                try walk(UnsafeRawBufferPointer(rebasing: raw[0..<length]), header: header, from: start, through: end, body)
+            }
+        }
+        return try walk(stored, header: header, from: start, through: end, body)
+    }
+
+    private static func walk(
+        _ payload: UnsafeRawBufferPointer, header: BatchHeader, from start: LogPosition, through end: LogPosition,
+        _ body: (LogRecordView) throws -> Bool
+    ) throws -> Bool {
+        var cursor = ByteCursor(payload)
+        var position = header.firstPosition
+        for index in 0..<Int(header.recordCount) {
+            guard let delta = cursor.readVarint(), let length = cursor.readVarint(),
+                  length <= UInt64(payload.count), let bytes = cursor.readBytes(Int(length)) else {
+                throw LogError(.corruption, "record \(index) of \(header.recordCount) in batch is truncated or malformed", position: position)
+            }
+            let timestamp = LogTimestamp(nanosecondsSince1970: Int64(bitPattern: UInt64(bitPattern: header.minTimestamp) &+ delta))
+            if position > end { return false }
+            if position >= start {
+                guard try body(LogRecordView(position: position, timestamp: timestamp, payload: bytes)) else { return false }
+            }
+            position += 1
+        }
+        guard cursor.isAtEnd else {
+            throw LogError(.corruption, "batch payload has \(payload.count - cursor.offset) bytes after its \(header.recordCount) records", position: header.firstPosition)
+        }
+        return true
+    }
+}

@@ -1,0 +1,271 @@
+public import Foundation
+import Synchronization
+
+/// The durable ``RecordLog``: a directory of LZ4-compressed, checksummed, segmented files.
+///
+/// ```swift
+/// let log = try SegmentedLog.open(at: URL(filePath: "/var/lib/app/events"))
+/// let positions = try await log.append([LogEntry(timestamp: .now(), payload: bytes)])
+/// try log.forEachRecord(from: 0, through: nil) { record in ...; return true }
+/// try await log.close()
+/// ```
+///
+/// - One writer per directory: ``open(at:configuration:)`` takes an exclusive `flock` on
+///   `<directory>/LOCK`; a second writer, in this process or another, gets
+///   ``LogError/Code/locked``. ``openReadOnly(at:)`` takes no lock and sees a consistent prefix.
+/// - Appends are grouped: concurrent callers share one `write(2)` and one `fdatasync(2)`
+///   (``DurabilityPolicy``), performed by a dedicated writer thread so that no task of the
+///   Swift concurrency pool ever blocks on the disk.
+/// - Opening reads the index side files of sealed segments and scans only the active segment,
+///   truncating a torn tail and refusing damage elsewhere (``recoveryReport``, Docs/Durability.md).
+///
+/// The byte layout is specified in Docs/FileFormat.md.
+public final class SegmentedLog: RecordLog {
+    /// Options fixed when a log is opened for writing.
+    public struct Configuration: Sendable {
+        /// A segment is sealed and a new one started once it reaches this many bytes.
+        /// A single batch larger than this gets a segment of its own. Default 64 MiB; at least 4 KiB.
+        public var segmentSize: Int = 64 << 20
+        /// When an append is acknowledged. Default ``DurabilityPolicy/synced``.
+        public var durability: DurabilityPolicy = .synced
+        /// How batch payloads are stored. Default ``CompressionCodec/lz4``.
+        public var compression: CompressionCodec = .lz4
+        /// Reserve the active segment's space up front with `fallocate`, so that `fdatasync`
+        /// flushes data without size metadata. Default `true` (Linux only; ignored elsewhere).
+        public var preallocate: Bool = true
+        /// Concurrent appends are merged into batches of up to about this many payload bytes.
+        public var maxGroupBytes: Int = 4 << 20
+        /// The system-call layer for writes and syncs; replaced in fault-injection tests.
+        public var fileIO: any LogFileIO = PosixFileIO()
+
+        /// The defaults: synced, LZ4, 64 MiB segments, preallocated.
+        public init() {}
+
+        /// Creates a configuration.
+        public init(segmentSize: Int = 64 << 20, durability: DurabilityPolicy = .synced,
+                    compression: CompressionCodec = .lz4, preallocate: Bool = true) {
+            self.segmentSize = segmentSize
+            self.durability = durability
+            self.compression = compression
+            self.preallocate = preallocate
+        }
+    }
+
+    /// Counters since open, for tests, the CLI and benchmarks.
+    public struct Statistics: Hashable, Sendable {
+        /// Append requests acknowledged.
+        public var appendsAcknowledged: Int
+        /// Batches written.
+        public var batchesWritten: Int
+        /// `fdatasync` calls on segment files.
+        public var dataSyncs: Int
+        /// Bytes written to segment files (headers and stored payloads).
+        public var bytesWritten: Int
+    }
+
+    /// The store directory.
+    public let directory: URL
+    /// Whether the log was opened with ``openReadOnly(at:)``.
+    public let isReadOnly: Bool
+    let core: LogCore
+    private let writer: GroupCommitWriter?
+    private let lock: DirectoryLock?
+    private let recovery: Mutex<RecoveryReport>
+
+    private init(directory: URL, core: LogCore, writer: GroupCommitWriter?, lock: DirectoryLock?, recovery: RecoveryReport) {
+        self.directory = directory
+        self.core = core
+        self.writer = writer
+        self.lock = lock
+        self.isReadOnly = writer == nil
+        self.recovery = Mutex(recovery)
+    }
+
+    /// Opens (creating if needed) the log in `directory` for writing.
+    ///
+    /// Recovers from a crash first: a torn batch at the end of the active segment is truncated
+    /// (its bytes are kept under `recovered/`) and reported in ``recoveryReport``.
+    ///
+    /// - Parameters:
+    ///   - directory: The store directory; created with intermediate directories if missing.
+    ///   - configuration: Segment size, durability, compression.
+    /// - Returns: The open log, holding the store's writer lock until ``close()``.
+    /// - Throws: ``LogError``: ``LogError/Code/locked`` if another writer has the store,
+    ///   ``LogError/Code/notAStore`` if `directory` is a file, ``LogError/Code/corruption``
+    ///   (with file, offset, position) for damage that is not a torn tail, ``LogError/Code/io``.
+    public static func open(at directory: URL, configuration: Configuration = Configuration()) throws -> SegmentedLog {
+        guard configuration.segmentSize >= 4096 else {
+            throw LogError(.invalidArgument, "segment size \(configuration.segmentSize) is below the minimum of 4096 bytes")
+        }
+        if case .buffered(let interval) = configuration.durability, interval <= .zero {
+            throw LogError(.invalidArgument, "buffered sync interval must be positive, got \(interval)")
+        }
+        let path = directory.standardizedFileURL.path
+        try StoreDirectory.create(path)
+        let lock = try DirectoryLock(directory: path)
+        var report = RecoveryReport()
+        let loaded = try LogLoader(directory: path, writable: true, configuration: configuration).load(report: &report)
+        let core = LogCore(directory: path, configuration: configuration, segments: loaded.segments)
+        let writer = GroupCommitWriter(core: core, active: loaded.active!, nextPosition: loaded.nextPosition)
+        writer.start()
+        return SegmentedLog(directory: directory, core: core, writer: writer, lock: lock, recovery: report)
+    }
+
+    /// Opens the log in `directory` for reading, alongside a writer if one is running.
+    ///
+    /// Never writes: a torn tail is not truncated but treated as the end; ``refresh()`` picks
+    /// up what a writer appended since.
+    /// - Throws: ``LogError/Code/notAStore`` if the directory does not exist; damage as for
+    ///   ``open(at:configuration:)``.
+    public static func openReadOnly(at directory: URL) throws -> SegmentedLog {
+        let path = directory.standardizedFileURL.path
+        try StoreDirectory.requireExisting(path)
+        var report = RecoveryReport()
+        let configuration = Configuration()
+        let loaded = try LogLoader(directory: path, writable: false, configuration: configuration).load(report: &report)
+        let core = LogCore(directory: path, configuration: configuration, segments: loaded.segments)
+        return SegmentedLog(directory: directory, core: core, writer: nil, lock: nil, recovery: report)
+    }
+
+    deinit {
+        writer?.abandon()
+    }
+
+    /// What recovery found and did when the log was opened (or last refreshed).
+    public var recoveryReport: RecoveryReport { recovery.withLock { $0 } }
+
+    /// Counters since open.
+    public var statistics: Statistics { core.statistics() }
+
+    public var bounds: LogBounds { core.state.withLock { $0.bounds } }
+
+    /// The number of segment files, sealed and active.
+    public var segmentCount: Int { core.state.withLock { $0.segments.count } }
+
+    public func enqueueAppend(
+        _ entries: [LogEntry],
+        completion: @escaping @Sendable (Result<Range<LogPosition>, LogError>) -> Void
+    ) {
+        guard let writer else {
+            completion(.failure(LogError(.readOnly, "the log was opened read-only", file: core.directory)))
+            return
+        }
+        guard !entries.isEmpty else {
+            completion(.failure(LogError(.invalidArgument, "an append needs at least one record")))
+            return
+        }
+        var bytes = 0
+        for entry in entries { bytes += entry.payload.count + 20 }
+        guard bytes <= BatchHeader.maxPayloadLength else {
+            completion(.failure(LogError(.tooLarge, "an append of \(entries.count) records and about \(bytes) bytes exceeds the batch limit of \(BatchHeader.maxPayloadLength) bytes")))
+            return
+        }
+        writer.submit(.append(entries, bytes, completion))
+    }
+
+    public func synchronize() async throws {
+        guard let writer else { return }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            writer.submit(.sync({ continuation.resume(with: $0.mapError { $0 as any Error }) }))
+        }
+    }
+
+    public func close() async throws {
+        guard let writer else {
+            core.state.withLock { $0.closed = true }
+            return
+        }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            writer.submit(.close({ continuation.resume(with: $0.mapError { $0 as any Error }) }))
+        }
+        lock?.unlock()
+    }
+
+    /// Picks up batches and segments a writer appended since this read-only log was opened or
+    /// last refreshed.
+    /// - Returns: The new bounds.
+    /// - Throws: ``LogError`` for damage, or ``LogError/Code/invalidArgument`` on a writable log
+    ///   (which is always current).
+    @discardableResult
+    public func refresh() throws -> LogBounds {
+        guard writer == nil else { return bounds }
+        var report = RecoveryReport()
+        let known = core.state.withLock { $0.segments }
+        let loaded = try LogLoader(directory: core.directory, writable: false, configuration: core.configuration)
+            .load(report: &report, reusingSealed: known)
+        recovery.withLock { $0 = report }
+        return core.state.withLock { state in
+            state.segments = loaded.segments
+            state.recomputeBounds()
+            return state.bounds
+        }
+    }
+}
+
+/// One segment file as the log's readers and writer share it.
+struct SegmentEntry: Sendable {
+    let basePosition: LogPosition
+    let file: OpenFile
+    var batches: [BatchLocation]
+    var nextPosition: LogPosition
+    var minTimestamp: Int64?
+    var maxTimestamp: Int64?
+    var sealed: Bool
+    var dataEnd: Int64
+
+    mutating func add(_ batch: BatchLocation) {
+        batches.append(batch)
+        nextPosition = batch.endPosition
+        minTimestamp = min(minTimestamp ?? batch.minTimestamp, batch.minTimestamp)
+        maxTimestamp = max(maxTimestamp ?? batch.maxTimestamp, batch.maxTimestamp)
+        dataEnd = batch.endOffset
+    }
+}
+
+/// The state readers see, guarded by ``LogCore/state``.
+struct LogState: Sendable {
+    var segments: [SegmentEntry]
+    var bounds: LogBounds = .empty
+    var closed = false
+
+    mutating func recomputeBounds() {
+        var bounds = LogBounds(firstPosition: segments.first?.basePosition ?? 0,
+                               nextPosition: segments.last?.nextPosition ?? 0, minTimestamp: nil, maxTimestamp: nil)
+        for segment in segments {
+            if let lo = segment.minTimestamp {
+                bounds.minTimestamp = Swift.min(bounds.minTimestamp ?? LogTimestamp(nanosecondsSince1970: lo), LogTimestamp(nanosecondsSince1970: lo))
+            }
+            if let hi = segment.maxTimestamp {
+                bounds.maxTimestamp = Swift.max(bounds.maxTimestamp ?? LogTimestamp(nanosecondsSince1970: hi), LogTimestamp(nanosecondsSince1970: hi))
+            }
+        }
+        self.bounds = bounds
+    }
+}
+
+/// What the writer and the readers of one open log share.
+final class LogCore: Sendable {
+    let directory: String
+    let configuration: SegmentedLog.Configuration
+    let state: Mutex<LogState>
+    let appendsAcknowledged = Atomic<Int>(0)
+    let batchesWritten = Atomic<Int>(0)
+    let dataSyncs = Atomic<Int>(0)
+    let bytesWritten = Atomic<Int>(0)
+
+    init(directory: String, configuration: SegmentedLog.Configuration, segments: [SegmentEntry]) {
+        self.directory = directory
+        self.configuration = configuration
+        var state = LogState(segments: segments)
+        state.recomputeBounds()
+        self.state = Mutex(state)
+    }
+
+    func statistics() -> SegmentedLog.Statistics {
+        SegmentedLog.Statistics(
+            appendsAcknowledged: appendsAcknowledged.load(ordering: .relaxed),
+            batchesWritten: batchesWritten.load(ordering: .relaxed),
+            dataSyncs: dataSyncs.load(ordering: .relaxed),
+            bytesWritten: bytesWritten.load(ordering: .relaxed))
+    }
+}

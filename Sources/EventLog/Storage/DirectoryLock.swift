@@ -1,0 +1,37 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The exclusive writer lock of a store: `flock(2)` on `<store>/LOCK`.
+///
+/// flock locks belong to an open file description, so a second open in the same process
+/// conflicts just as one from another process does; the kernel drops the lock when the
+/// process dies, so a crash never leaves a stale lock behind.
+final class DirectoryLock: Sendable {
+    static let fileName = "LOCK"
+    let file: OpenFile
+
+    /// Takes the lock without waiting.
+    /// - Throws: ``LogError`` with code ``LogError/Code/locked`` when another writer holds it.
+    init(directory: String) throws(LogError) {
+        let path = directory + "/" + Self.fileName
+        let file = try OpenFile.open(path, flags: O_RDWR | O_CREAT)
+        while flock(file.descriptor, LOCK_EX | LOCK_NB) != 0 {
+            if errno == EINTR { continue }
+            if errno == EWOULDBLOCK {
+                throw LogError(.locked, "the store is locked by another writer (in this or another process); open it read-only, or stop the other writer", file: path, systemErrorNumber: errno)
+            }
+            throw .system("flock", errno: errno, file: path)
+        }
+        // Informational only: who holds the lock, for people inspecting a stuck store.
+        let pid = Array("\(getpid())\n".utf8)
+        _ = ftruncate(file.descriptor, 0)
+        _ = pid.withUnsafeBytes { pwrite(file.descriptor, $0.baseAddress, $0.count, 0) }
+        self.file = file
+    }
+
+    /// Releases the lock now (closing the file would too).
+    func unlock() { _ = flock(file.descriptor, LOCK_UN) }
+}

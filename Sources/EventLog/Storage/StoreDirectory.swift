@@ -1,0 +1,91 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Directory-level operations: creation, listing, atomic replacement of small files.
+enum StoreDirectory {
+    /// Creates `path` and its parents; fails if it exists as something other than a directory.
+    static func create(_ path: String) throws(LogError) {
+        var st = stat()
+        if stat(path, &st) == 0 {
+            guard (st.st_mode & S_IFMT) == S_IFDIR else {
+                throw LogError(.notAStore, "\(path) exists and is not a directory", file: path)
+            }
+            return
+        }
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if mkdir(prefix, 0o755) != 0 && errno != EEXIST {
+                throw LogError(errno == EACCES || errno == EROFS ? .io : .notAStore,
+                               "cannot create store directory \(prefix)", file: prefix, systemErrorNumber: errno)
+            }
+        }
+        guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
+            throw LogError(.notAStore, "\(path) is not a directory", file: path)
+        }
+    }
+
+    /// Fails unless `path` is an existing directory.
+    static func requireExisting(_ path: String) throws(LogError) {
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            throw LogError(.notAStore, "no store at \(path): the directory does not exist", file: path, systemErrorNumber: errno)
+        }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else {
+            throw LogError(.notAStore, "\(path) is not a directory", file: path)
+        }
+    }
+
+    /// The names in a directory (no "." or "..").
+    static func list(_ path: String) throws(LogError) -> [String] {
+        guard let dir = opendir(path) else {
+            throw LogError(.notAStore, "cannot list \(path)", file: path, systemErrorNumber: errno)
+        }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0
+    }
+
+    /// Makes the directory's entries (creations, renames, removals) durable.
+    static func synchronize(_ path: String, io: any LogFileIO) throws(LogError) {
+        let dir = try OpenFile.open(path, flags: O_RDONLY)
+        try io.synchronize(descriptor: dir.descriptor, path: path)
+    }
+
+    /// Replaces `directory/name` with `bytes` atomically: temporary file, fsync, rename,
+    /// directory fsync. A crash leaves either the old file or the new one, never a mix.
+    static func writeAtomically(_ bytes: [UInt8], directory: String, name: String, io: any LogFileIO) throws(LogError) {
+        let temporary = directory + "/" + name + ".tmp"
+        let final = directory + "/" + name
+        let file = try OpenFile.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
+        try bytes.withBytes { (raw) throws(LogError) in
+            try io.writeAll(raw, toAbsoluteOffset: 0, descriptor: file.descriptor, path: temporary)
+        }
+        try io.synchronize(descriptor: file.descriptor, path: temporary)
+        guard rename(temporary, final) == 0 else {
+            throw LogError.system("rename to \(final)", errno: errno, file: temporary)
+        }
+        try synchronize(directory, io: io)
+    }
+
+    /// Removes a file; a missing file is not an error.
+    static func remove(_ path: String) throws(LogError) {
+        if unlink(path) != 0 && errno != ENOENT {
+            throw LogError.system("unlink", errno: errno, file: path)
+        }
+    }
+}

@@ -1,0 +1,79 @@
+import EventLog
+import Foundation
+import Testing
+
+/// A fresh temporary directory, removed when the test's scope ends.
+final class TemporaryDirectory: Sendable {
+    let url: URL
+    var path: String { url.path }
+
+    init(_ label: String = "eventlog") {
+        url = FileManager.default.temporaryDirectory
+            .appending(path: "\(label)-\(UUID().uuidString.prefix(8))", directoryHint: .isDirectory)
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: url) }
+
+    func file(_ name: String) -> URL { url.appending(path: name) }
+}
+
+func entry(_ i: Int, size: Int = 0, at timestamp: Int64? = nil) -> LogEntry {
+    var payload = Array("record-\(i)".utf8)
+    if size > payload.count {
+        // Pseudo-random filler, so that LZ4 cannot shrink it and segment sizes are predictable.
+        var state = UInt64(truncatingIfNeeded: i) &* 0x9E37_79B9_7F4A_7C15 | 1
+        for _ in payload.count..<size {
+            state ^= state << 13; state ^= state >> 7; state ^= state << 17
+            payload.append(UInt8(truncatingIfNeeded: state))
+        }
+    }
+    return LogEntry(timestamp: LogTimestamp(nanosecondsSince1970: timestamp ?? Int64(i) * 1_000), payload: payload)
+}
+
+func segmentFiles(in directory: TemporaryDirectory) throws -> [String] {
+    try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".log") }.sorted()
+}
+
+/// Flips one bit of a file at `offset`.
+func flipBit(in path: String, at offset: Int64) throws {
+    let handle = try FileHandle(forUpdating: URL(filePath: path))
+    defer { try? handle.close() }
+    try handle.seek(toOffset: UInt64(offset))
+    let byte = try handle.read(upToCount: 1) ?? Data([0])
+    try handle.seek(toOffset: UInt64(offset))
+    try handle.write(contentsOf: Data([byte[0] ^ 0x10]))
+}
+
+func fileSize(_ path: String) throws -> Int64 {
+    (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value ?? 0
+}
+
+func allRecords(_ log: some RecordLog) throws -> [LogRecord] {
+    try log.read(from: 0)
+}
+
+/// The built products directory (where the helper executable is).
+func productsDirectory() -> URL {
+    let executable = URL(filePath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+    var directory = executable.deletingLastPathComponent()
+    // Swift Testing on Linux runs `<products>/EventKernelPackageTests.xctest`.
+    while !FileManager.default.fileExists(atPath: directory.appending(path: "EventLogTestHelper").path),
+          directory.path != "/" {
+        directory = directory.deletingLastPathComponent()
+    }
+    return directory
+}
+
+/// Runs the helper executable and returns its exit status and output.
+func runHelper(_ arguments: [String]) throws -> (status: Int32, output: String) {
+    let process = Process()
+    process.executableURL = productsDirectory().appending(path: "EventLogTestHelper")
+    process.arguments = arguments
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
