@@ -1,1 +1,0 @@
-// The EventKernel module; see Docs/Architecture.md.

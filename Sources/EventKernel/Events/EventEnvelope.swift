@@ -1,0 +1,55 @@
+public import Foundation
+public import EventLog
+
+/// Optional context recorded with an event, for audit.
+public struct EventMetadata: Hashable, Sendable, Codable {
+    /// Ties together events caused by one request or operation.
+    public var correlationID: String?
+    /// Who or what caused the event (a user, a service).
+    public var actor: String?
+
+    /// Creates metadata.
+    public init(correlationID: String? = nil, actor: String? = nil) {
+        self.correlationID = correlationID
+        self.actor = actor
+    }
+
+    /// No metadata.
+    public static let none = EventMetadata()
+}
+
+/// A committed event as read back from the store: where and when it was recorded, what it is
+/// about, and its encoded payload.
+public struct EventEnvelope: Hashable, Sendable {
+    /// The log position: global, gap-free, assigned on commit.
+    public var position: LogPosition
+    /// When the event was recorded (the log record's timestamp).
+    public var recordedAt: Date
+    /// The event type name, e.g. `"Account.added"`.
+    public var eventType: String
+    /// The schema version of ``payload``; codecs upcast older versions.
+    public var schemaVersion: UInt16
+    /// The entity the event is about.
+    public var entityID: EntityID
+    /// The entity's version after this event: 1 for its first event, then +1 per event.
+    public var entityVersion: UInt64
+    /// Audit context.
+    public var metadata: EventMetadata
+    /// The codec-encoded event.
+    public var payload: [UInt8]
+
+    /// Creates an envelope.
+    public init(
+        position: LogPosition, recordedAt: Date, eventType: String, schemaVersion: UInt16,
+        entityID: EntityID, entityVersion: UInt64, metadata: EventMetadata = .none, payload: [UInt8]
+    ) {
+        self.position = position
+        self.recordedAt = recordedAt
+        self.eventType = eventType
+        self.schemaVersion = schemaVersion
+        self.entityID = entityID
+        self.entityVersion = entityVersion
+        self.metadata = metadata
+        self.payload = payload
+    }
+}

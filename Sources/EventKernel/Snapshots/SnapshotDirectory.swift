@@ -1,0 +1,142 @@
+public import Foundation
+public import EventLog
+public import Logging
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// When the store writes projection snapshots.
+public struct SnapshotPolicy: Hashable, Sendable {
+    /// Write snapshots after this many committed events since the last ones (`nil`: never by count).
+    public var everyEvents: Int?
+    /// Write snapshots when the store closes.
+    public var onClose: Bool
+    /// How many snapshots to keep per projection (at least 1).
+    public var keep: Int
+
+    /// Creates a policy.
+    public init(everyEvents: Int? = 10_000, onClose: Bool = true, keep: Int = 2) {
+        self.everyEvents = everyEvents
+        self.onClose = onClose
+        self.keep = max(1, keep)
+    }
+
+    /// Every 10,000 events and on close, keeping two.
+    public static let `default` = SnapshotPolicy()
+    /// Never write snapshots (existing ones are still read).
+    public static let never = SnapshotPolicy(everyEvents: nil, onClose: false)
+}
+
+/// The `<store>/snapshots/` directory: atomic writes, newest-valid lookup, pruning.
+///
+/// Files are named `<20-digit next position>-<hex of the projection name>.snap` so that a
+/// listing sorts by position and the name survives any character set.
+public struct SnapshotDirectory: Sendable {
+    /// The directory holding the snapshot files.
+    public let url: URL
+    private let logger: Logger
+
+    /// Creates a handle for `<storeDirectory>/snapshots/` (created on first write).
+    public init(storeDirectory: URL, logger: Logger = Logger(label: "EventKernel.Snapshots")) {
+        self.url = storeDirectory.appendingPathComponent("snapshots", isDirectory: true)
+        self.logger = logger
+    }
+
+    private static func suffix(for name: String) -> String {
+        "-" + name.utf8.map { String(format: "%02x", $0) }.joined() + ".snap"
+    }
+
+    /// The snapshot files of a projection, oldest first.
+    public func files(for projectionName: String) -> [URL] {
+        let suffix = Self.suffix(for: projectionName)
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+        return names.filter { $0.hasSuffix(suffix) && $0.count == 20 + suffix.count }
+            .sorted()
+            .map { url.appendingPathComponent($0) }
+    }
+
+    /// Writes a snapshot atomically: temporary file, fsync, rename, directory fsync. Then
+    /// deletes all but the newest `keep` snapshots of that projection.
+    /// - Throws: ``RepositoryError/storage(_:)`` when a file operation fails.
+    public func write(_ snapshot: SnapshotFile, keep: Int) throws {
+        let bytes = try snapshot.encoded()
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        let name = String(format: "%020llu", snapshot.nextPosition) + Self.suffix(for: snapshot.projectionName)
+        let final = url.appendingPathComponent(name)
+        let temp = url.appendingPathComponent(".\(name).\(UUID().uuidString).tmp")
+        try Self.writeSynced(bytes, to: temp.path)
+        guard rename(temp.path, final.path) == 0 else {
+            let number = errno
+            unlink(temp.path)
+            throw RepositoryError.storage("rename \(temp.path) -> \(final.path) failed: errno \(number)")
+        }
+        try Self.syncDirectory(url.path)
+        let all = files(for: snapshot.projectionName)
+        for old in all.dropLast(max(1, keep)) { try? FileManager.default.removeItem(at: old) }
+    }
+
+    private static func posixWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+        #if canImport(Glibc)
+        Glibc.write(fd, buffer, count)
+        #else
+        Darwin.write(fd, buffer, count)
+        #endif
+    }
+
+    private static func writeSynced(_ bytes: [UInt8], to path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        guard fd >= 0 else { throw RepositoryError.storage("open \(path) failed: errno \(errno)") }
+        defer { close(fd) }
+        var written = 0
+        while written < bytes.count {
+            let n = bytes.withUnsafeBytes { posixWrite(fd, $0.baseAddress! + written, $0.count - written) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw RepositoryError.storage("write \(path) failed: errno \(errno)")
+            }
+            written += n
+        }
+        guard fsync(fd) == 0 else { throw RepositoryError.storage("fsync \(path) failed: errno \(errno)") }
+    }
+
+    private static func syncDirectory(_ path: String) throws {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw RepositoryError.storage("open directory \(path) failed: errno \(errno)") }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw RepositoryError.storage("fsync directory \(path) failed: errno \(errno)") }
+    }
+
+    /// The newest snapshot of a projection that verifies, matches `schemaVersion` and covers
+    /// no more than `maxNextPosition`. Files that are corrupt or outdated are logged and skipped.
+    /// - Returns: The snapshot, or `nil` when none qualifies (the caller replays from 0).
+    public func newestValid(
+        projectionName: String, schemaVersion: UInt16, maxNextPosition: LogPosition = .max
+    ) -> SnapshotFile? {
+        for file in files(for: projectionName).reversed() {
+            let bytes: [UInt8]
+            do { bytes = Array(try Data(contentsOf: file)) } catch {
+                logger.warning("snapshot unreadable, ignored", metadata: ["file": "\(file.path)", "error": "\(error)"])
+                continue
+            }
+            let snapshot: SnapshotFile
+            do { snapshot = try SnapshotFile(decoding: bytes) } catch {
+                logger.warning("snapshot corrupt, ignored", metadata: ["file": "\(file.path)", "error": "\(error)"])
+                continue
+            }
+            guard snapshot.projectionName == projectionName else {
+                logger.warning("snapshot names another projection, ignored", metadata: ["file": "\(file.path)", "name": "\(snapshot.projectionName)"])
+                continue
+            }
+            guard snapshot.schemaVersion == schemaVersion else {
+                logger.notice("snapshot has an outdated schema version, ignored",
+                              metadata: ["file": "\(file.path)", "found": "\(snapshot.schemaVersion)", "expected": "\(schemaVersion)"])
+                continue
+            }
+            guard snapshot.nextPosition <= maxNextPosition else { continue }
+            return snapshot
+        }
+        return nil
+    }
+}

@@ -1,0 +1,125 @@
+public import Foundation
+public import EventLog
+
+extension EventStore {
+    /// Reads committed events from `start` forward.
+    /// - Parameters:
+    ///   - start: The first position.
+    ///   - limit: At most this many.
+    /// - Throws: ``RepositoryError/storage(_:)`` for log damage or a record that is not an event.
+    /// - Complexity: O(log b + k).
+    public func read(from start: LogPosition = 0, limit: Int = .max) throws -> [EventEnvelope] {
+        var out: [EventEnvelope] = []
+        guard limit > 0 else { return out }
+        try forEachEnvelope(from: start, through: nil) { envelope in
+            out.append(envelope)
+            return out.count < limit
+        }
+        return out
+    }
+
+    /// Calls `body` with each event from `start` through `end` (inclusive; `nil`: the end).
+    /// - Throws: ``RepositoryError/storage(_:)``, or what `body` throws.
+    public func forEachEnvelope(
+        from start: LogPosition, through end: LogPosition?, _ body: (EventEnvelope) throws -> Bool
+    ) throws {
+        do {
+            try log.forEachRecord(from: start, through: end) { view in try body(try EventEnvelope(view)) }
+        } catch let error as BinaryDecodingError {
+            throw RepositoryError.storage("a log record is not a valid event: \(error)")
+        } catch let error as LogError {
+            throw RepositoryError.storage(error.description)
+        }
+    }
+
+    /// Every event of one entity, oldest first.
+    /// - Throws: ``RepositoryError/storage(_:)``.
+    /// - Complexity: O(n) over the whole log (a scan; entities are not indexed by the log).
+    public func history(of id: EntityID) throws -> [EventEnvelope] {
+        var out: [EventEnvelope] = []
+        try forEachEnvelope(from: 0, through: nil) { envelope in
+            if envelope.entityID == id { out.append(envelope) }
+            return true
+        }
+        return out
+    }
+
+    /// A stream of committed events from `start`: first those already committed, read from
+    /// the log, then each new commit as it happens; no gap, no duplicate, in position order.
+    ///
+    /// The stream buffers without bound; it ends when the store closes, and throws if the
+    /// catch-up read fails.
+    public func subscribe(from start: LogPosition = 0) -> AsyncThrowingStream<EventEnvelope, any Error> {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: EventEnvelope.self)
+        let outcome: Result<UInt64?, any Error> = commit.withLock { state in
+            guard !state.closed else { return .success(nil) }
+            // Under the commit lock, nextPosition is exact: records below it were delivered to
+            // live subscribers already, none above can be until we are registered.
+            do {
+                if start < state.nextPosition {
+                    try forEachEnvelope(from: start, through: state.nextPosition - 1) { envelope in
+                        continuation.yield(envelope)
+                        return true
+                    }
+                }
+            } catch { return .failure(error) }
+            state.nextSubscriber += 1
+            state.subscribers[state.nextSubscriber] = continuation
+            return .success(state.nextSubscriber)
+        }
+        switch outcome {
+        case .success(let id?):
+            continuation.onTermination = { [weak self] _ in
+                _ = self?.commit.withLock { $0.subscribers.removeValue(forKey: id) }
+            }
+        case .success(nil): continuation.finish()
+        case .failure(let error): continuation.finish(throwing: error)
+        }
+        return stream
+    }
+
+    // MARK: Time travel
+
+    /// The state of a projection as of a position: a fresh instance from `make`, restored from
+    /// the newest snapshot at or before that point if one fits, then folded up to and including
+    /// `position`.
+    /// - Parameters:
+    ///   - make: Creates a fresh instance (same name and schema version as the live one).
+    ///   - position: The last event to include.
+    /// - Throws: ``RepositoryError/storage(_:)``.
+    /// - Complexity: O(events between the snapshot used and `position`).
+    public func state<P: Projection>(of make: () -> P, throughPosition position: LogPosition) throws -> P {
+        let projection = make()
+        let end = Swift.min(position &+ 1, log.bounds.nextPosition)
+        if let snapshots, let file = snapshots.newestValid(
+            projectionName: projection.name, schemaVersion: projection.schemaVersion, maxNextPosition: end) {
+            try? projection.restore(from: ProjectionSnapshot(bytes: file.body, nextPosition: file.nextPosition))
+        }
+        try Self.replay(log, into: [projection], from: projection.nextPosition, until: end)
+        return projection
+    }
+
+    /// The state of a projection as of a date: every event up to the last one recorded at or
+    /// before `date`. `nil` when no event is that old.
+    /// - Throws: ``RepositoryError/storage(_:)``.
+    /// - Complexity: O(n) to find the position, then as ``state(of:throughPosition:)``.
+    public func state<P: Projection>(of make: () -> P, asOf date: Date) throws -> P? {
+        guard let position = try lastPosition(recordedAtOrBefore: date) else { return nil }
+        return try state(of: make, throughPosition: position)
+    }
+
+    /// The position of the last event recorded at or before `date`, scanning timestamps.
+    /// - Throws: ``RepositoryError/storage(_:)``.
+    public func lastPosition(recordedAtOrBefore date: Date) throws -> LogPosition? {
+        let limit: LogTimestamp
+        do { limit = try LogTimestamp(date) } catch { throw RepositoryError.invalidQuery("\(error)") }
+        var found: LogPosition?
+        do {
+            try log.forEachRecord(from: 0, through: nil) { view in
+                if view.timestamp <= limit { found = view.position }
+                return true
+            }
+        } catch { throw RepositoryError.storage("\(error)") }
+        return found
+    }
+}

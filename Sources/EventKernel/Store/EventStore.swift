@@ -1,0 +1,276 @@
+public import Foundation
+public import EventLog
+public import Logging
+import Synchronization
+
+/// The event store: typed events over any ``RecordLog``, with optimistic concurrency,
+/// projections folded in the commit path, live subscriptions and snapshots.
+///
+/// Concurrency design:
+/// - An *admission* lock serializes "check expected versions, reserve the next ones, enqueue
+///   the batch", so log positions follow the order of the checks. It is never held across the
+///   sync: the log's group commit still batches concurrent appenders.
+/// - The log calls completions in position order after durability, possibly synchronously
+///   inside `enqueueAppend`. A completion therefore never takes the admission lock; it takes
+///   the *commit* lock, under which projections fold the events and subscribers receive them.
+/// - Queries read projections through their own locks, never the store's.
+public final class EventStore: Sendable {
+    /// The log underneath.
+    public let log: any RecordLog
+    /// The snapshot directory, when the store has a directory.
+    public let snapshots: SnapshotDirectory?
+    /// When snapshots are written.
+    public let snapshotPolicy: SnapshotPolicy
+    let logger: Logger
+    let versions = VersionTable()
+
+    private struct Admission { var closed = false }
+
+    struct CommitState {
+        var projections: [any Projection] = []
+        var subscribers: [UInt64: AsyncThrowingStream<EventEnvelope, any Error>.Continuation] = [:]
+        var nextSubscriber: UInt64 = 0
+        /// One past the last position whose completion ran: everything below is folded in.
+        var nextPosition: LogPosition = 0
+        var eventsSinceSnapshot = 0
+        var snapshotInFlight = false
+        var closed = false
+    }
+
+    private let admission = Mutex(Admission())
+    let commit = Mutex(CommitState())
+
+    /// Opens a store over a log: restores the entity-version map and each projection from the
+    /// newest valid snapshot (if `directory` is given) and replays only the tail of the log.
+    ///
+    /// - Parameters:
+    ///   - log: The log; the store closes it in ``close()``.
+    ///   - directory: The store directory; snapshots live in `<directory>/snapshots/`. `nil`: no snapshots.
+    ///   - projections: Projections to register now (more can be added with ``register(_:)``).
+    ///   - snapshotPolicy: When to write snapshots.
+    ///   - logger: Receives notices about ignored snapshots and failed snapshot writes.
+    /// - Throws: ``RepositoryError/storage(_:)`` when the log cannot be read or holds a record
+    ///   that is not an event.
+    /// - Complexity: O(tail) records read, per projection restored from a different position.
+    public init(
+        log: any RecordLog, directory: URL? = nil, projections: [any Projection] = [],
+        snapshotPolicy: SnapshotPolicy = .default,
+        logger: Logger = Logger(label: "EventKernel.EventStore")
+    ) throws {
+        self.log = log
+        self.snapshots = directory.map { SnapshotDirectory(storeDirectory: $0, logger: logger) }
+        self.snapshotPolicy = snapshotPolicy
+        self.logger = logger
+        let next = log.bounds.nextPosition
+        try commit.withLock { (state) throws in
+            state.nextPosition = next
+            try self.catchUp(versions, through: next)
+        }
+        for projection in projections { try register(projection) }
+    }
+
+    /// Restores `projection` from its newest usable snapshot, then folds the log up to `next`.
+    /// Called with the commit lock held, so no commit interleaves.
+    private func catchUp(_ projection: any Projection, through next: LogPosition) throws {
+        if projection.nextPosition == 0, let snapshots,
+           let file = snapshots.newestValid(projectionName: projection.name, schemaVersion: projection.schemaVersion, maxNextPosition: next) {
+            do {
+                try projection.restore(from: ProjectionSnapshot(bytes: file.body, nextPosition: file.nextPosition))
+            } catch {
+                logger.warning("snapshot state did not decode, replaying from the start",
+                               metadata: ["projection": "\(projection.name)", "error": "\(error)"])
+            }
+        }
+        try Self.replay(log, into: [projection], from: projection.nextPosition, until: next)
+    }
+
+    /// Folds records `[start, end)` into projections, in chunks.
+    static func replay(_ log: any RecordLog, into projections: [any Projection], from start: LogPosition, until end: LogPosition) throws {
+        guard start < end else { return }
+        var chunk: [EventEnvelope] = []
+        chunk.reserveCapacity(1024)
+        do {
+            try log.forEachRecord(from: start, through: end - 1) { view in
+                chunk.append(try EventEnvelope(view))
+                if chunk.count == 1024 {
+                    for projection in projections { projection.apply(chunk) }
+                    chunk.removeAll(keepingCapacity: true)
+                }
+                return true
+            }
+        } catch let error as BinaryDecodingError {
+            throw RepositoryError.storage("a log record is not a valid event: \(error)")
+        } catch let error as LogError {
+            throw RepositoryError.storage(error.description)
+        }
+        for projection in projections where !chunk.isEmpty { projection.apply(chunk) }
+    }
+
+    /// Adds a projection: restores it from a snapshot if one fits, catches it up with the log
+    /// and from then on folds every commit into it.
+    /// - Throws: ``RepositoryError/validationFailed(_:)`` when the name is taken,
+    ///   ``RepositoryError/storage(_:)`` when the log cannot be read.
+    /// - Complexity: O(records after its snapshot); commits wait meanwhile.
+    public func register(_ projection: any Projection) throws {
+        try commit.withLock { (state) throws in
+            guard !state.closed else { throw RepositoryError.closed }
+            guard projection.name != versions.name, !state.projections.contains(where: { $0.name == projection.name }) else {
+                throw RepositoryError.validationFailed("a projection named \"\(projection.name)\" is already registered")
+            }
+            // The commit lock makes nextPosition exact: every record below it is committed and
+            // no completion can run until the projection is in the list, so nothing is missed
+            // or folded twice.
+            try catchUp(projection, through: state.nextPosition)
+            state.projections.append(projection)
+        }
+    }
+
+    /// The position the next committed event will get, as seen by projections.
+    public var nextPosition: LogPosition { commit.withLock { $0.nextPosition } }
+
+    /// The last committed version of an entity, 0 when it has no event.
+    /// - Complexity: O(1).
+    public func version(of id: EntityID) -> UInt64 { versions.committedVersion(of: id) }
+
+    // MARK: Appending
+
+    /// Appends events atomically, as one log batch.
+    ///
+    /// Every expected version is checked first against committed and in-flight versions; on
+    /// a mismatch nothing is written. Once the log made the batch durable, the events are
+    /// folded into the projections and sent to subscribers, then this method returns.
+    ///
+    /// - Parameter events: The events, in order. Several may concern the same entity.
+    /// - Returns: The committed envelopes, with positions and entity versions.
+    /// - Throws: ``RepositoryError/conflict(entity:expected:actual:)``, ``RepositoryError/closed``,
+    ///   ``RepositoryError/validationFailed(_:)`` for a date a log timestamp cannot hold,
+    ///   ``RepositoryError/storage(_:)`` when the log failed (nothing acknowledged).
+    @discardableResult
+    public func append(_ events: [PendingEvent]) async throws -> [EventEnvelope] {
+        guard !events.isEmpty else { return [] }
+        let now = Date()
+        var stamps: [LogTimestamp] = []
+        stamps.reserveCapacity(events.count)
+        for pending in events {
+            do { stamps.append(try LogTimestamp(pending.recordedAt ?? now)) } catch {
+                throw RepositoryError.validationFailed("recordedAt \(pending.recordedAt ?? now) cannot be stored: \(error)")
+            }
+        }
+        let timestamps = stamps
+        return try await withCheckedThrowingContinuation { continuation in
+            admission.withLock { admission in
+                guard !admission.closed else { return continuation.resume(throwing: RepositoryError.closed) }
+                let entityVersions: [UInt64]
+                do { entityVersions = try versions.reserve(events) } catch {
+                    return continuation.resume(throwing: error)
+                }
+                var entries: [LogEntry] = []
+                entries.reserveCapacity(events.count)
+                for (index, pending) in events.enumerated() {
+                    let e = pending.event
+                    entries.append(LogEntry(timestamp: timestamps[index], payload: EventEnvelope.encodeRecordPayload(
+                        eventType: e.eventType, schemaVersion: e.schemaVersion, entityID: e.entityID,
+                        entityVersion: entityVersions[index], metadata: pending.metadata, payload: e.payload)))
+                }
+                // May complete synchronously: the completion takes only the commit lock.
+                log.enqueueAppend(entries) { result in
+                    self.complete(result, events: events, versions: entityVersions, stamps: timestamps, continuation: continuation)
+                }
+            }
+        }
+    }
+
+    /// Appends one event. See ``append(_:)-([PendingEvent])``.
+    @discardableResult
+    public func append(_ event: PendingEvent) async throws -> EventEnvelope {
+        try await append([event])[0]
+    }
+
+    private func complete(
+        _ result: Result<Range<LogPosition>, LogError>, events: [PendingEvent], versions entityVersions: [UInt64],
+        stamps: [LogTimestamp], continuation: CheckedContinuation<[EventEnvelope], any Error>
+    ) {
+        let ids = Set(events.map(\.event.entityID))
+        switch result {
+        case .failure(let error):
+            versions.release(ids)
+            continuation.resume(throwing: RepositoryError.storage(error.description))
+        case .success(let range):
+            var envelopes: [EventEnvelope] = []
+            envelopes.reserveCapacity(events.count)
+            for (index, pending) in events.enumerated() {
+                let e = pending.event
+                envelopes.append(EventEnvelope(
+                    position: range.lowerBound + LogPosition(index), recordedAt: stamps[index].date,
+                    eventType: e.eventType, schemaVersion: e.schemaVersion, entityID: e.entityID,
+                    entityVersion: entityVersions[index], metadata: pending.metadata, payload: e.payload))
+            }
+            // Committed before released, so a concurrent check never sees an older version.
+            versions.apply(envelopes)
+            versions.release(ids)
+            let snapshotDue = commit.withLock { state -> Bool in
+                for projection in state.projections { projection.apply(envelopes) }
+                for subscriber in state.subscribers.values {
+                    for envelope in envelopes { subscriber.yield(envelope) }
+                }
+                state.nextPosition = range.upperBound
+                state.eventsSinceSnapshot += envelopes.count
+                guard let every = snapshotPolicy.everyEvents, snapshots != nil,
+                      state.eventsSinceSnapshot >= every, !state.snapshotInFlight, !state.closed else { return false }
+                state.snapshotInFlight = true
+                state.eventsSinceSnapshot = 0
+                return true
+            }
+            if snapshotDue {
+                // Off the commit path: file writes and fsyncs never delay acknowledgements.
+                Task.detached { [self] in
+                    do { try self.writeSnapshots() } catch {
+                        self.logger.error("periodic snapshot failed", metadata: ["error": "\(error)"])
+                    }
+                    self.commit.withLock { $0.snapshotInFlight = false }
+                }
+            }
+            continuation.resume(returning: envelopes)
+        }
+    }
+
+    // MARK: Snapshots and closing
+
+    /// Writes a snapshot of every projection and of the entity-version map now.
+    /// - Throws: ``RepositoryError/validationFailed(_:)`` when the store has no directory,
+    ///   ``RepositoryError/storage(_:)`` when a write fails.
+    public func writeSnapshots() throws {
+        guard let snapshots else { throw RepositoryError.validationFailed("the store has no directory for snapshots") }
+        let projections: [any Projection] = [versions] + commit.withLock { $0.projections }
+        for projection in projections {
+            let state = try projection.snapshotState()
+            try snapshots.write(
+                SnapshotFile(projectionName: projection.name, schemaVersion: projection.schemaVersion,
+                             nextPosition: state.nextPosition, body: state.bytes),
+                keep: snapshotPolicy.keep)
+        }
+    }
+
+    /// Closes the store: refuses new appends, writes snapshots if the policy says so, ends
+    /// subscriptions and closes the log. Idempotent.
+    /// - Throws: ``RepositoryError/storage(_:)`` when the log's final sync fails.
+    public func close() async throws {
+        let wasClosed = admission.withLock { admission in
+            defer { admission.closed = true }
+            return admission.closed
+        }
+        guard !wasClosed else { return }
+        do { try await log.synchronize() } catch { throw RepositoryError.storage("\(error)") }
+        if snapshotPolicy.onClose, snapshots != nil {
+            do { try writeSnapshots() } catch { logger.error("snapshot on close failed", metadata: ["error": "\(error)"]) }
+        }
+        let subscribers = commit.withLock { state in
+            state.closed = true
+            defer { state.subscribers.removeAll() }
+            return Array(state.subscribers.values)
+        }
+        // Outside the lock: finishing runs onTermination, which takes the commit lock.
+        for subscriber in subscribers { subscriber.finish() }
+        do { try await log.close() } catch { throw RepositoryError.storage("\(error)") }
+    }
+}

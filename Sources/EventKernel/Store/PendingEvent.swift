@@ -1,0 +1,31 @@
+public import Foundation
+
+/// An event to append: its encoded form plus an optional expected entity version.
+public struct PendingEvent: Hashable, Sendable {
+    /// The encoded event.
+    public var event: EncodedEvent
+    /// The entity version the caller expects before this event (0: the entity has no event
+    /// yet); `nil` appends unconditionally.
+    public var expectedVersion: UInt64?
+    /// Audit context.
+    public var metadata: EventMetadata
+    /// The recorded-at time; `nil` uses the time of the append.
+    public var recordedAt: Date?
+
+    /// Creates a pending event from an encoded one.
+    public init(_ event: EncodedEvent, expectedVersion: UInt64? = nil, metadata: EventMetadata = .none, recordedAt: Date? = nil) {
+        self.event = event
+        self.expectedVersion = expectedVersion
+        self.metadata = metadata
+        self.recordedAt = recordedAt
+    }
+
+    /// Creates a pending event by encoding a typed event with its codec.
+    /// - Throws: Whatever the codec throws.
+    public init<Codec: EventCodec>(
+        _ event: Codec.Event, codec: Codec, expectedVersion: UInt64? = nil,
+        metadata: EventMetadata = .none, recordedAt: Date? = nil
+    ) throws {
+        self.init(try codec.encode(event), expectedVersion: expectedVersion, metadata: metadata, recordedAt: recordedAt)
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import Testing
+import EventLog
+import EventKernel
+
+@Suite struct EncodingTests {
+    @Test func envelopeRoundTrip() throws {
+        let id = EntityID.uuid(UUID())
+        let bytes = EventEnvelope.encodeRecordPayload(
+            eventType: "Account.added", schemaVersion: 3, entityID: id, entityVersion: 300,
+            metadata: EventMetadata(correlationID: "c-1", actor: "ana"), payload: [1, 2, 3])
+        let timestamp = LogTimestamp(nanosecondsSince1970: 1_700_000_000_000_000_000)
+        let envelope = try EventEnvelope(recordPayload: bytes, position: 7, timestamp: timestamp)
+        #expect(envelope == EventEnvelope(position: 7, recordedAt: timestamp.date, eventType: "Account.added", schemaVersion: 3,
+                                          entityID: id, entityVersion: 300, metadata: EventMetadata(correlationID: "c-1", actor: "ana"),
+                                          payload: [1, 2, 3]))
+        // Compact: 1 version + 14 type + 1 schema + 17 id + 2 version + 1 flags + 4 + 4 metadata + 3 payload.
+        #expect(bytes.count == 47)
+        let stringID = try EventEnvelope(recordPayload: EventEnvelope.encodeRecordPayload(
+            eventType: "x", schemaVersion: 1, entityID: .string("acc-1"), entityVersion: 1, metadata: .none, payload: []),
+            position: 0, timestamp: timestamp)
+        #expect(stringID.entityID == .string("acc-1"))
+        #expect(stringID.metadata == .none)
+    }
+
+    @Test func malformedEnvelopeReportsOffset() throws {
+        let bytes = EventEnvelope.encodeRecordPayload(
+            eventType: "Account.added", schemaVersion: 1, entityID: .uuid(UUID()), entityVersion: 1, metadata: .none, payload: [])
+        // Truncated inside the UUID (1 + 14 + 1 + tag = offset 17).
+        #expect(throws: BinaryDecodingError(.truncated(needed: 6), at: 17)) {
+            try EventEnvelope(recordPayload: Array(bytes.prefix(27)), position: 0, timestamp: .min)
+        }
+        var badTag = bytes
+        badTag[16] = 9
+        #expect(throws: BinaryDecodingError(.invalidValue("unknown entity id tag 9"), at: 16)) {
+            try EventEnvelope(recordPayload: badTag, position: 0, timestamp: .min)
+        }
+        #expect(throws: BinaryDecodingError(.invalidValue("unknown envelope format version 2"), at: 0)) {
+            try EventEnvelope(recordPayload: [2], position: 0, timestamp: .min)
+        }
+    }
+
+    @Test func binaryPrimitives() throws {
+        var writer = BinaryWriter()
+        writer.writeVarint(UInt64.max)
+        writer.writeZigZag(-3)
+        writer.writeFixed(UInt32(0xDEADBEEF))
+        writer.writeString("héllo")
+        writer.writeDateMilliseconds(Date(timeIntervalSince1970: 1.5))
+        writer.writeDateExact(Date(timeIntervalSince1970: 1.25))
+        let uuid = UUID()
+        writer.writeUUID(uuid)
+        writer.writeOptionalString(nil)
+        var reader = BinaryReader(writer.bytes)
+        #expect(try reader.readVarint() == UInt64.max)
+        #expect(try reader.readZigZag() == -3)
+        #expect(try reader.readFixed(UInt32.self) == 0xDEADBEEF)
+        #expect(try reader.readString() == "héllo")
+        #expect(try reader.readDateMilliseconds() == Date(timeIntervalSince1970: 1.5))
+        #expect(try reader.readDateExact() == Date(timeIntervalSince1970: 1.25))
+        #expect(try reader.readUUID() == uuid)
+        #expect(try reader.readOptionalString() == nil)
+        try reader.expectEnd()
+        var overlong = BinaryReader(Array(repeating: 0xFF, count: 11))
+        #expect(throws: BinaryDecodingError(.malformedVarint, at: 0)) { try overlong.readVarint() }
+        var badUTF8 = BinaryReader([2, 0xC3, 0x28])
+        #expect(throws: BinaryDecodingError(.invalidUTF8, at: 0)) { try badUTF8.readString() }
+    }
+
+    struct RenamedV1: Codable, Sendable { var id: UUID; var name: String }
+    struct Renamed: Codable, Sendable, Equatable { var id: UUID; var first: String; var last: String }
+
+    @Test func upcastingKeepsOldVersionsDecodable() async throws {
+        let store = try EventStore(log: InMemoryLog())
+        let v1 = JSONEventCodec<RenamedV1>(eventType: "Renamed", schemaVersion: 1, entityID: { .uuid($0.id) })
+        let id = UUID()
+        try await store.append(PendingEvent(RenamedV1(id: id, name: "Ada Lovelace"), codec: v1))
+        let v2 = JSONEventCodec<Renamed>(eventType: "Renamed", schemaVersion: 2, entityID: { .uuid($0.id) })
+            .upcasting(from: 1, decoding: RenamedV1.self) { old in
+                let parts = old.name.split(separator: " ", maxSplits: 1).map(String.init)
+                return Renamed(id: old.id, first: parts[0], last: parts.count > 1 ? parts[1] : "")
+            }
+        try await store.append(PendingEvent(Renamed(id: id, first: "Ada", last: "King"), codec: v2))
+        let decoded = try store.read().map { try v2.decode($0) }
+        #expect(decoded == [Renamed(id: id, first: "Ada", last: "Lovelace"), Renamed(id: id, first: "Ada", last: "King")])
+        #expect(try store.read().map(\.schemaVersion) == [1, 2])
+        let noUpcaster = JSONEventCodec<Renamed>(eventType: "Renamed", schemaVersion: 2, entityID: { .uuid($0.id) })
+        #expect(throws: RepositoryError.self) { try noUpcaster.decode(store.read()[0]) }
+    }
+}

@@ -1,0 +1,205 @@
+import Foundation
+import Testing
+import EventLog
+import EventKernel
+
+/// A counter projection: sum of payload byte 0 per entity; counts applied events.
+func makeCounter(schemaVersion: UInt16 = 1) -> ProjectedState<[String: Int]> {
+    ProjectedState(name: "counter", schemaVersion: schemaVersion, initial: [:]) { state, envelope in
+        state[envelope.entityID.description, default: 0] += Int(envelope.payload.first ?? 0)
+    }
+}
+
+func event(_ id: String, _ value: UInt8, expected: UInt64? = nil) -> PendingEvent {
+    PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1, entityID: .string(id), payload: [value]), expectedVersion: expected)
+}
+
+@Suite struct StoreTests {
+    @Test func conflictWritesNothing() async throws {
+        let log = InMemoryLog()
+        let store = try EventStore(log: log)
+        try await store.append([event("a", 1, expected: 0), event("a", 1, expected: 1)])
+        #expect(store.version(of: .string("a")) == 2)
+        await #expect(throws: RepositoryError.conflict(entity: .string("a"), expected: 1, actual: 2)) {
+            try await store.append([event("b", 1, expected: 0), event("a", 1, expected: 1)])
+        }
+        #expect(log.bounds.nextPosition == 2)
+        #expect(store.version(of: .string("b")) == 0)
+        // The failed batch reserved nothing: b can still be created at version 0.
+        let envelopes = try await store.append([event("b", 1, expected: 0)])
+        #expect(envelopes.map(\.entityVersion) == [1])
+    }
+
+    @Test func concurrentAppendsAreGapFreeAndOrdered() async throws {
+        let counter = makeCounter()
+        let seen = ProjectedState<[UInt64]>(name: "positions", schemaVersion: 1, initial: []) { $0.append($1.position) }
+        let store = try EventStore(log: InMemoryLog(), projections: [counter, seen])
+        let positions = try await withThrowingTaskGroup(of: [UInt64].self) { group in
+            for task in 0..<64 {
+                group.addTask { try await store.append([event("e\(task % 8)", 1), event("e\(task % 8)", 1)]).map(\.position) }
+            }
+            return try await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(positions.sorted() == Array(0..<128))
+        #expect(seen.state == Array(0..<128))
+        #expect(counter.state.values.reduce(0, +) == 128)
+        // Entity versions per entity are 1...16 without gaps, in position order.
+        let versions = try store.read().filter { $0.entityID == .string("e3") }.map(\.entityVersion)
+        #expect(versions == Array(1...16))
+    }
+
+    @Test func subscribeCatchesUpThenFollowsLive() async throws {
+        let store = try EventStore(log: InMemoryLog())
+        for i in 0..<10 { try await store.append(event("s", UInt8(i))) }
+        let stream = store.subscribe(from: 3)
+        let writer = Task {
+            for i in 10..<30 { try await store.append(event("s", UInt8(i))) }
+        }
+        var received: [UInt64] = []
+        for try await envelope in stream {
+            received.append(envelope.position)
+            if received.count == 27 { break }
+        }
+        try await writer.value
+        #expect(received == Array(3..<30))
+    }
+
+    @Test func historyAndTimeTravel() async throws {
+        let store = try EventStore(log: InMemoryLog())
+        let base = Date(timeIntervalSince1970: 1_700_000_000)
+        for i in 0..<20 {
+            var pending = event(i % 2 == 0 ? "x" : "y", UInt8(i))
+            pending.recordedAt = base.addingTimeInterval(Double(i))
+            try await store.append(pending)
+        }
+        let history = try store.history(of: .string("y"))
+        #expect(history.map(\.position) == [1, 3, 5, 7, 9, 11, 13, 15, 17, 19])
+        #expect(history.map(\.entityVersion) == Array(1...10))
+        #expect(history[0].recordedAt == base.addingTimeInterval(1))
+        let at7 = try store.state(of: { makeCounter() }, throughPosition: 7)
+        #expect(at7.state == ["x": 0 + 2 + 4 + 6, "y": 1 + 3 + 5 + 7])
+        let asOf = try #require(try store.state(of: { makeCounter() }, asOf: base.addingTimeInterval(4.5)))
+        #expect(asOf.state == ["x": 6, "y": 4])
+        #expect(try store.state(of: { makeCounter() }, asOf: base.addingTimeInterval(-1)) == nil)
+    }
+
+    @Test func closedStoreRejectsAppends() async throws {
+        let store = try EventStore(log: InMemoryLog())
+        try await store.close()
+        await #expect(throws: RepositoryError.closed) { try await store.append(event("a", 1)) }
+    }
+}
+
+@Suite struct SnapshotTests {
+    func tempDir() -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("ek-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// Writes 100 events, snapshots at 60 (via writeSnapshots), then 40 more.
+    func populate(_ dir: URL) async throws -> InMemoryLog {
+        let log = InMemoryLog()
+        let store = try EventStore(log: log, directory: dir, projections: [makeCounter()], snapshotPolicy: .never)
+        for i in 0..<60 { try await store.append(event("k\(i % 5)", UInt8(i % 7))) }
+        try store.writeSnapshots()
+        for i in 60..<100 { try await store.append(event("k\(i % 5)", UInt8(i % 7))) }
+        return log
+    }
+
+    func reopen(_ log: InMemoryLog, _ dir: URL, schemaVersion: UInt16 = 1) throws -> (EventStore, ProjectedState<[String: Int]>) {
+        // A second store over the same (still open) in-memory log stands in for a restart.
+        let counter = makeCounter(schemaVersion: schemaVersion)
+        let store = try EventStore(log: log, directory: dir, projections: [counter], snapshotPolicy: .never)
+        return (store, counter)
+    }
+
+    func expected() -> [String: Int] {
+        var state: [String: Int] = [:]
+        for i in 0..<100 { state["k\(i % 5)", default: 0] += i % 7 }
+        return state
+    }
+
+    @Test func snapshotStartupReplaysOnlyTheTail() async throws {
+        let dir = tempDir()
+        let log = try await populate(dir)
+        let (store, counter) = try reopen(log, dir)
+        #expect(counter.state == expected())
+        #expect(counter.eventsApplied == 40)
+        // Versions came from the snapshot plus tail: optimistic concurrency still works.
+        #expect(store.version(of: .string("k0")) == 20)
+        await #expect(throws: RepositoryError.conflict(entity: .string("k0"), expected: 3, actual: 20)) {
+            try await store.append(event("k0", 1, expected: 3))
+        }
+    }
+
+    @Test func withoutSnapshotFullReplay() async throws {
+        let dir = tempDir()
+        let log = try await populate(dir)
+        try FileManager.default.removeItem(at: dir.appendingPathComponent("snapshots"))
+        let (_, counter) = try reopen(log, dir)
+        #expect(counter.state == expected())
+        #expect(counter.eventsApplied == 100)
+    }
+
+    @Test func corruptSnapshotIsIgnored() async throws {
+        let dir = tempDir()
+        let log = try await populate(dir)
+        let snapshots = SnapshotDirectory(storeDirectory: dir)
+        let file = try #require(snapshots.files(for: "counter").last)
+        var bytes = try Array(Data(contentsOf: file))
+        bytes[bytes.count - 3] ^= 0x40
+        try Data(bytes).write(to: file)
+        #expect(throws: BinaryDecodingError.self) { try SnapshotFile(decoding: bytes) }
+        let (_, counter) = try reopen(log, dir)
+        #expect(counter.state == expected())
+        #expect(counter.eventsApplied == 100)
+    }
+
+    @Test func outdatedSchemaVersionIsIgnored() async throws {
+        let dir = tempDir()
+        let log = try await populate(dir)
+        let (_, counter) = try reopen(log, dir, schemaVersion: 2)
+        #expect(counter.state == expected())
+        #expect(counter.eventsApplied == 100)
+    }
+
+    @Test func fallsBackToOlderSnapshotAndKeepsTwo() async throws {
+        let dir = tempDir()
+        let log = InMemoryLog()
+        let store = try EventStore(log: log, directory: dir, projections: [makeCounter()], snapshotPolicy: .never)
+        for round in 0..<3 {
+            for i in 0..<10 { try await store.append(event("k", UInt8(round * 10 + i))) }
+            try store.writeSnapshots()
+        }
+        let snapshots = SnapshotDirectory(storeDirectory: dir)
+        let files = snapshots.files(for: "counter")
+        #expect(files.map { $0.lastPathComponent.prefix(20) } == ["00000000000000000020", "00000000000000000030"])
+        try Data("garbage".utf8).write(to: files[1])
+        let (_, counter) = try reopen(log, dir)
+        #expect(counter.state == ["k": (0..<30).reduce(0, +)])
+        #expect(counter.eventsApplied == 10)
+    }
+
+    @Test func periodicAndCloseSnapshots() async throws {
+        let dir = tempDir()
+        let store = try EventStore(log: InMemoryLog(), directory: dir, projections: [makeCounter()],
+                                   snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: true))
+        try await store.append(event("a", 1))
+        try await store.close()
+        let file = try #require(SnapshotDirectory(storeDirectory: dir).newestValid(projectionName: "counter", schemaVersion: 1))
+        #expect(file.nextPosition == 1)
+        #expect(SnapshotDirectory(storeDirectory: dir).newestValid(projectionName: "$entity-versions", schemaVersion: 1) != nil)
+    }
+
+    @Test func timeTravelUsesSnapshotsCorrectly() async throws {
+        let dir = tempDir()
+        let log = try await populate(dir)
+        let (store, _) = try reopen(log, dir)
+        for position: UInt64 in [0, 30, 59, 60, 61, 99] {
+            var reference: [String: Int] = [:]
+            for i in 0...Int(position) { reference["k\(i % 5)", default: 0] += i % 7 }
+            #expect(try store.state(of: { makeCounter() }, throughPosition: position).state == reference)
+        }
+    }
+}
