@@ -24,6 +24,12 @@ final class GroupCommitWriter: @unchecked Sendable {
     private let condition = NSCondition()
     private var queue: [Request] = []
     private var accepting = true
+    /// Requests submitted and not yet taken; read without the lock while the writer spins.
+    private let submitted = Atomic<Int>(0)
+    /// How long the writer polls for the next request before sleeping on the condition.
+    /// A synced appender that awaits each append comes back within a few tens of
+    /// microseconds; catching it without a futex wake-up saves that much on every append.
+    private static let spinBeforeSleeping: Duration = .microseconds(50)
 
     // Writer thread only.
     private let core: LogCore
@@ -68,6 +74,7 @@ final class GroupCommitWriter: @unchecked Sendable {
         }
         if case .close = request { accepting = false }
         queue.append(request)
+        submitted.add(1, ordering: .releasing)
         condition.signal()
         condition.unlock()
     }
@@ -81,6 +88,7 @@ final class GroupCommitWriter: @unchecked Sendable {
 
     private func run() {
         while true {
+            spinForWork()
             condition.lock()
             var timedOut = false
             while queue.isEmpty {
@@ -97,6 +105,7 @@ final class GroupCommitWriter: @unchecked Sendable {
             }
             let work = queue
             queue.removeAll(keepingCapacity: true)
+            submitted.subtract(work.count, ordering: .relaxed)
             condition.unlock()
 
             if timedOut && work.isEmpty {
@@ -105,6 +114,12 @@ final class GroupCommitWriter: @unchecked Sendable {
             }
             if process(work) { return }
         }
+    }
+
+    private func spinForWork() {
+        guard submitted.load(ordering: .acquiring) == 0 else { return }
+        let deadline = ContinuousClock.now.advanced(by: Self.spinBeforeSleeping)
+        while submitted.load(ordering: .acquiring) == 0 && ContinuousClock.now < deadline {}
     }
 
     /// Handles one round of requests; returns true once the log is closed.
