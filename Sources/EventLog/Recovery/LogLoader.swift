@@ -162,7 +162,9 @@ struct LogLoader {
             return SegmentEntry(basePosition: base, file: file, batches: [], nextPosition: base,
                                 minTimestamp: nil, maxTimestamp: nil, sealed: false, dataEnd: Int64(SegmentHeader.size))
         }
-        let scan = try SegmentScanner(file: file, basePosition: base).scan()
+        var scanner = SegmentScanner(file: file, basePosition: base)
+        scanner.concurrentWriterPossible = !writable
+        let scan = try scanner.scan()
         switch scan.end {
         case .clean:
             break

@@ -42,11 +42,16 @@ struct SegmentScanner {
     let basePosition: LogPosition
     /// Also decompress each batch and check its record framing (verification walks do).
     var decodeRecords = false
+    /// A writer may be appending while this scan reads (read-only opens, verify). Then an
+    /// invalid batch may be one still being copied in: the scan re-reads before judging, so a
+    /// write in progress is never mistaken for damage.
+    var concurrentWriterPossible = false
+    private static let rereadAttempts = 5
 
     private static let windowSize = 4 << 20
 
     func scan() throws(LogError) -> SegmentScan {
-        let fileSize = try file.size()
+        var fileSize = try file.size()
         var result = SegmentScan(basePosition: basePosition, nextPosition: basePosition, fileSize: fileSize)
         let headerBytes = try file.read(fromAbsoluteOffset: 0, count: SegmentHeader.size)
         switch headerBytes.withUnsafeBytes({ SegmentHeader.decode($0) }) {
@@ -65,6 +70,7 @@ struct SegmentScanner {
         var offset = Int64(SegmentHeader.size)
         var expected = basePosition
         var decodeScratch: [UInt8] = []
+        var rereads = 0
         while offset < fileSize {
             let failure: String
             if fileSize - offset < Int64(BatchHeader.size) {
@@ -95,9 +101,18 @@ struct SegmentScanner {
                         expected = header.endPosition
                         result.nextPosition = expected
                         result.dataEnd = offset
+                        rereads = 0
                         continue
                     }
                 }
+            }
+            if concurrentWriterPossible && rereads < Self.rereadAttempts {
+                rereads += 1
+                if rereads > 1 { usleep(1_000) }
+                fileSize = try file.size()
+                result.fileSize = fileSize
+                window = FileWindow(file: file, fileSize: fileSize)
+                continue
             }
             result.end = try classify(failure, at: offset, expected: expected, fileSize: fileSize)
             return result

@@ -36,6 +36,7 @@ extension SegmentedLog {
                 file = try OpenFile.open(segmentPath, flags: O_RDONLY)
                 var scanner = SegmentScanner(file: file, basePosition: base)
                 scanner.decodeRecords = true
+                scanner.concurrentWriterPossible = isLast
                 scan = try scanner.scan()
             } catch {
                 report.problems.append(.init(severity: .damage, error: error))
