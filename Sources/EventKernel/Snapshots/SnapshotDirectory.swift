@@ -10,7 +10,15 @@ import Darwin
 /// When the store writes projection snapshots.
 public struct SnapshotPolicy: Hashable, Sendable {
     /// Write snapshots after this many committed events since the last ones (`nil`: never by count).
+    ///
+    /// A snapshot serializes a projection's whole state, so snapshotting at a fixed interval
+    /// would make total snapshot work grow with the square of the log. The store therefore
+    /// also waits until the events since the last snapshot are at least a quarter of the log
+    /// (``growthFraction``): snapshot work stays linear in the log and startup replays at most
+    /// about a fifth of it.
     public var everyEvents: Int?
+    /// The events since the last snapshot must also be at least this fraction of the log.
+    public var growthFraction: Double = 0.25
     /// Write snapshots when the store closes.
     public var onClose: Bool
     /// How many snapshots to keep per projection (at least 1).
@@ -23,7 +31,7 @@ public struct SnapshotPolicy: Hashable, Sendable {
         self.keep = max(1, keep)
     }
 
-    /// Every 10,000 events and on close, keeping two.
+    /// Every 10,000 events (and a quarter of the log) and on close, keeping two.
     public static let `default` = SnapshotPolicy()
     /// Never write snapshots (existing ones are still read).
     public static let never = SnapshotPolicy(everyEvents: nil, onClose: false)

@@ -216,7 +216,9 @@ public final class EventStore: Sendable {
                 state.nextPosition = range.upperBound
                 state.eventsSinceSnapshot += envelopes.count
                 guard let every = snapshotPolicy.everyEvents, snapshots != nil,
-                      state.eventsSinceSnapshot >= every, !state.snapshotInFlight, !state.closed else { return false }
+                      state.eventsSinceSnapshot >= every,
+                      Double(state.eventsSinceSnapshot) >= snapshotPolicy.growthFraction * Double(state.nextPosition),
+                      !state.snapshotInFlight, !state.closed else { return false }
                 state.snapshotInFlight = true
                 state.eventsSinceSnapshot = 0
                 return true
