@@ -7,19 +7,22 @@ struct BulkBuilder {
 
     init(capacity: Int) {
         index.rows.reserveCapacity(capacity)
-        index.slotsByID.reserveCapacity(capacity)
     }
 
-    /// Appends a row; returns `false` if its id is already present.
-    mutating func append(id: UUID, start: Double, end: Double, type: UInt32) -> Bool {
+    /// Appends a row; the id map is built afterwards by `finish()`.
+    mutating func append(id: UUID, start: Double, end: Double, type: UInt32) {
         let slot = Int32(index.rows.count)
-        guard index.slotsByID.updateValue(slot, forKey: id) == nil else { return false }
         index.rows.append(ActivityRow(id: id, start: start, end: end, type: type))
         let entry = IndexEntry(start: start, slot: slot)
         index.byStart.appendSorted(entry)
         index.byType[Int(type)].appendSorted(entry)
         index.noteEnd(slot: slot, start: start, end: end)
-        return true
+    }
+
+    /// Builds the id map; returns the id of a repeated row, if any.
+    mutating func finish() -> UUID? {
+        let rows = index.rows
+        return index.slotsByID.bulkLoad(rows: rows).map { rows[$0].id }
     }
 }
 
@@ -163,7 +166,6 @@ extension ActivityIndex {
         }
         let n = Int(rowCount)
         builder.index.rows.reserveCapacity(n)
-        builder.index.slotsByID.reserveCapacity(n)
         var previousStart = -Double.infinity
         var previousID: UUID? = nil
         var o = reader.offset
@@ -188,12 +190,11 @@ extension ActivityIndex {
                     throw .corruptSnapshot("row \(i): rows out of order")
                 }
             }
-            guard builder.append(id: id, start: start, end: end, type: type) else {
-                throw .corruptSnapshot("row \(i): duplicate id \(id)")
-            }
+            builder.append(id: id, start: start, end: end, type: type)
             previousStart = start
             previousID = id
         }
+        if let duplicate = builder.finish() { throw .corruptSnapshot("duplicate id \(duplicate)") }
         self = builder.index
     }
 

@@ -28,7 +28,7 @@ public enum ActivityIndexError: Error, Sendable, Equatable, CustomStringConverti
 /// Layout (about 120 bytes per activity at 1M activities):
 /// - a row table of 40-byte rows `(id, start, end, type code)` addressed by
 ///   an `Int32` slot, with a free list so removals do not shift rows;
-/// - an id map from id to slot, for O(1) lookup;
+/// - an id map from id to slot, for O(1) lookup (see `SlotTable`);
 /// - a global sorted index of `(start, slot)` entries ordered by
 ///   `(startDate, id)`, see `SortedSlotIndex`;
 /// - one such sorted index per activity type, so filters on rare types do
@@ -43,7 +43,7 @@ public enum ActivityIndexError: Error, Sendable, Equatable, CustomStringConverti
 public struct ActivityIndex: Sendable {
     @usableFromInline var rows: [ActivityRow] = []
     @usableFromInline var freeSlots: [Int32] = []
-    @usableFromInline var slotsByID: [UUID: Int32] = [:]
+    @usableFromInline var slotsByID = SlotTable()
     @usableFromInline var byStart = SortedSlotIndex()
     @usableFromInline var byType: [SortedSlotIndex] = []
     @usableFromInline var typeTable: [ActivityType] = []
@@ -76,10 +76,9 @@ public struct ActivityIndex: Sendable {
                 throw .endBeforeStart(id: m.id, start: m.startDate, end: e)
             }
             let code = builder.index.intern(m.type)
-            guard builder.append(id: m.id, start: start, end: end, type: code) else {
-                throw .alreadyExists(m.id)
-            }
+            builder.append(id: m.id, start: start, end: end, type: code)
         }
+        if let duplicate = builder.finish() { throw .alreadyExists(duplicate) }
         self = builder.index
     }
 
@@ -91,7 +90,7 @@ public struct ActivityIndex: Sendable {
 
     /// Whether the index holds no activities.
     @inlinable
-    public var isEmpty: Bool { slotsByID.isEmpty }
+    public var isEmpty: Bool { slotsByID.count == 0 }
 
     /// The activity with the given id, if any.
     ///
@@ -99,7 +98,7 @@ public struct ActivityIndex: Sendable {
     /// - Complexity: O(1) on average.
     @inlinable
     public subscript(id id: UUID) -> ActivityModel? {
-        guard let slot = slotsByID[id] else { return nil }
+        guard let slot = slotsByID.find(id, rows: rows) else { return nil }
         return model(at: slot)
     }
 
@@ -113,7 +112,7 @@ public struct ActivityIndex: Sendable {
     /// - Complexity: O(log n) searches plus moving at most a chunk of
     ///   `SortedSlotIndex.maxChunk` entries, twice.
     public mutating func insert(_ model: ActivityModel) throws(ActivityIndexError) {
-        guard slotsByID[model.id] == nil else { throw .alreadyExists(model.id) }
+        guard slotsByID.find(model.id, rows: rows) == nil else { throw .alreadyExists(model.id) }
         if let end = model.endDate, end < model.startDate {
             throw .endBeforeStart(id: model.id, start: model.startDate, end: end)
         }
@@ -129,7 +128,7 @@ public struct ActivityIndex: Sendable {
             slot = Int32(rows.count)
             rows.append(row)
         }
-        slotsByID[model.id] = slot
+        _ = slotsByID.insert(slot, id: model.id, rows: rows)
         link(slot)
     }
 
@@ -141,7 +140,7 @@ public struct ActivityIndex: Sendable {
     /// - Complexity: O(1) if only the end date changes, otherwise like a
     ///   removal plus an insertion.
     public mutating func update(_ model: ActivityModel) throws(ActivityIndexError) {
-        guard let slot = slotsByID[model.id] else { throw .notFound(model.id) }
+        guard let slot = slotsByID.find(model.id, rows: rows) else { throw .notFound(model.id) }
         if let end = model.endDate, end < model.startDate {
             throw .endBeforeStart(id: model.id, start: model.startDate, end: end)
         }
@@ -170,7 +169,7 @@ public struct ActivityIndex: Sendable {
     ///   `.endBeforeStart` (with both dates) if `date` precedes its start.
     /// - Complexity: O(1) on average.
     public mutating func end(id: UUID, at date: Date) throws(ActivityIndexError) {
-        guard let slot = slotsByID[id] else { throw .notFound(id) }
+        guard let slot = slotsByID.find(id, rows: rows) else { throw .notFound(id) }
         let start = rows[Int(slot)].start
         let end = date.timeIntervalSinceReferenceDate
         guard end >= start else {
@@ -188,7 +187,7 @@ public struct ActivityIndex: Sendable {
     /// - Complexity: O(log n) plus moving at most a chunk of entries, twice.
     @discardableResult
     public mutating func remove(id: UUID) -> ActivityModel? {
-        guard let slot = slotsByID.removeValue(forKey: id) else { return nil }
+        guard let slot = slotsByID.remove(id, rows: rows) else { return nil }
         let removed = model(at: slot)
         unlink(slot)
         rows[Int(slot)].end = .nan
