@@ -101,6 +101,7 @@ func sampleIndex() throws -> (ActivityIndex, [ActivityModel]) {
         // models[i] spans [i, i + 0.5]: end == lower and start == upper count.
         #expect(try index.fetch(overlappingFrom: date(2.5), to: date(4)) == Array(models[2...4]))
         #expect(try index.fetch(overlappingFrom: date(2.6), to: date(3.9)) == [models[3]])
+        #expect(try index.fetch(overlapping: date(2.5)...date(4), sortOrder: .newestFirst) == models[2...4].reversed())
         let e = #expect(throws: ActivityQueryError.self) { try index.fetch(overlappingFrom: date(4), to: date(2)) }
         #expect(e?.message.contains("\(date(2))") == true)
     }

@@ -27,9 +27,11 @@ extension ActivityIndex {
     }
 
     /// Chooses between the global index and the per-type indexes. Per-type
-    /// indexes win when the selected types are a minority: the global walk
-    /// would discard most entries it visits, while a k-way merge over a
-    /// handful of sources costs only a few comparisons per result.
+    /// indexes win when the selected types are a minority (under half of
+    /// the activities): the global walk would discard most entries it
+    /// visits, while a k-way merge over a handful of sources costs only a
+    /// few comparisons per result. Above half, the global walk discards
+    /// less than one entry per result and needs no merge.
     @usableFromInline
     func plan(for types: Set<ActivityType>?) -> Plan {
         guard let types else { return .global(nil) }
@@ -44,7 +46,7 @@ extension ActivityIndex {
             selectedTypes += 1
         }
         if selectedTypes == 0 { return .empty }
-        if selected * 3 > count * 2 { return .global(mask) }
+        if selected * 2 >= count { return .global(mask) }
         var codes: [Int] = []
         codes.reserveCapacity(selectedTypes)
         for code in 0..<typeTable.count where mask.contains(UInt32(code)) { codes.append(code) }
@@ -82,31 +84,36 @@ extension ActivityIndex {
                 return result.count < limit
             }
         case .perType(let codes):
-            // Each source is a shrinking window [lo, hi) of one per-type
-            // index; the next result is the smallest (or largest) head.
-            var los: [IndexPosition] = []
-            var his: [IndexPosition] = []
-            los.reserveCapacity(codes.count)
-            his.reserveCapacity(codes.count)
+            // Each source contributes at most offset + limit entries, so take
+            // that many from each (a tight scan over contiguous chunks), then
+            // merge; with small limits this beats stepping nested positions.
+            let needed = offset > Int.max - limit ? Int.max : offset + limit
+            var sources: [[IndexEntry]] = []
+            sources.reserveCapacity(codes.count)
             for code in codes {
-                let (lo, hi) = bounds(byType[code])
-                los.append(lo)
-                his.append(hi)
+                let index = byType[code]
+                let (lo, hi) = bounds(index)
+                var taken: [IndexEntry] = []
+                if needed <= 256 { taken.reserveCapacity(needed) }
+                index.scan(from: lo, to: hi, reversed: reversed) { e in
+                    taken.append(e)
+                    return taken.count < needed
+                }
+                sources.append(taken)
             }
+            var heads = [Int](repeating: 0, count: sources.count)
             while result.count < limit {
                 var best = -1
                 var bestEntry = IndexEntry(start: 0, slot: 0)
-                for s in 0..<codes.count where los[s] < his[s] {
-                    let index = byType[codes[s]]
-                    let e = reversed ? index[index.predecessor(of: his[s])] : index[los[s]]
+                for s in 0..<sources.count where heads[s] < sources[s].count {
+                    let e = sources[s][heads[s]]
                     if best < 0 || (reversed ? entryLess(bestEntry, e) : entryLess(e, bestEntry)) {
                         best = s
                         bestEntry = e
                     }
                 }
                 if best < 0 { break }
-                let index = byType[codes[best]]
-                if reversed { his[best] = index.predecessor(of: his[best]) } else { los[best] = index.successor(of: los[best]) }
+                heads[best] += 1
                 if skip > 0 { skip -= 1; continue }
                 result.append(model(at: bestEntry.slot))
             }
@@ -190,6 +197,24 @@ extension ActivityIndex {
     ) throws(ActivityQueryError) -> [ActivityModel] {
         try fetch(ActivityRangeQuery(.overlapping, from: start, to: end,
                                      types: types, sortOrder: sortOrder, limit: limit))
+    }
+
+    /// Returns the activities whose lifetime overlaps a closed range; see
+    /// `fetch(overlappingFrom:to:types:sortOrder:limit:)`.
+    ///
+    /// - Parameters:
+    ///   - range: The interval; both ends inclusive.
+    ///   - types: The types to keep, `nil` for all, `[]` for none.
+    ///   - sortOrder: The result order (oldest first unless specified).
+    ///   - limit: The maximum result count, or `nil` for all.
+    /// - Returns: The overlapping activities in `sortOrder`.
+    /// - Throws: `ActivityQueryError` if `limit` is negative.
+    /// - Complexity: See `fetch(overlappingFrom:to:types:sortOrder:limit:)`.
+    public func fetch(
+        overlapping range: ClosedRange<Date>, types: Set<ActivityType>? = nil,
+        sortOrder: ActivitySortOrder = .oldestFirst, limit: Int? = nil
+    ) throws(ActivityQueryError) -> [ActivityModel] {
+        try fetch(overlappingFrom: range.lowerBound, to: range.upperBound, types: types, sortOrder: sortOrder, limit: limit)
     }
 
     /// Runs a window query; see `ActivityRangeQuery`.

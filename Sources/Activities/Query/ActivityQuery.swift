@@ -107,7 +107,7 @@ public struct ActivityQueryError: Error, Sendable, CustomStringConvertible, Equa
 /// - `cursor` keeps only activities strictly after it in the sort order;
 ///   then `offset` (never negative) skips that many matches; then `limit`
 ///   applies.
-public struct ActivityQuery: Hashable, Sendable {
+public struct ActivityQuery: Hashable, Sendable, Codable {
     /// Keep only activities that start strictly after this date.
     public var afterDate: Date?
     /// Keep only activities that start strictly before this date.
@@ -209,9 +209,9 @@ public struct ActivityQuery: Hashable, Sendable {
 /// Both ends of the window are inclusive. An activity `x` overlaps `[a, b]`
 /// when `x.startDate <= b` and either `x.endDate >= a` or `x` is still
 /// active (a running activity extends to the indefinite future).
-public struct ActivityRangeQuery: Hashable, Sendable {
+public struct ActivityRangeQuery: Hashable, Sendable, Codable {
     /// How the window selects activities.
-    public enum Kind: Hashable, Sendable {
+    public enum Kind: String, Hashable, Sendable, Codable {
         /// Activities whose start date lies in the window.
         case startingIn
         /// Activities whose lifetime overlaps the window.
