@@ -1,1 +1,0 @@
-// The Activities module; see Docs/Architecture.md.

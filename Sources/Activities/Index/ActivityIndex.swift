@@ -1,0 +1,295 @@
+public import Foundation
+
+/// Why an `ActivityIndex` mutation or snapshot load failed.
+public enum ActivityIndexError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// An activity with this id is already in the index.
+    case alreadyExists(UUID)
+    /// No activity with this id is in the index.
+    case notFound(UUID)
+    /// An activity would end before it starts.
+    case endBeforeStart(id: UUID, start: Date, end: Date)
+    /// A date is NaN or infinite, which has no place in a sorted index.
+    case nonFiniteDate(id: UUID)
+    /// Snapshot bytes are truncated, corrupted or of an unknown version.
+    case corruptSnapshot(String)
+
+    public var description: String {
+        switch self {
+        case .alreadyExists(let id): "activity \(id) already exists"
+        case .notFound(let id): "activity \(id) not found"
+        case .endBeforeStart(let id, let start, let end):
+            "activity \(id) cannot end (\(end)) before it starts (\(start))"
+        case .nonFiniteDate(let id): "activity \(id) has a non-finite date"
+        case .corruptSnapshot(let reason): "corrupt activity index snapshot: \(reason)"
+        }
+    }
+}
+
+/// The in-memory read model of all current activities, built for fast
+/// filtered, sorted, paginated queries at millions of activities.
+///
+/// Layout (about 90 bytes per activity at 1M activities, measured):
+/// - a row table of 40-byte rows `(id, start, end, type code)` addressed by
+///   an `Int32` slot, with a free list so removals do not shift rows;
+/// - an id map from id to slot, for O(1) lookup (see `SlotTable`);
+/// - a global sorted index of `(start, slot)` entries ordered by
+///   `(startDate, id)`, see `SortedSlotIndex`;
+/// - one such sorted index per activity type, so filters on rare types do
+///   not scan the others (several types are merged lazily, stopping at the
+///   limit);
+/// - interned type names, so rows store a small code instead of a `String`;
+/// - the longest duration of any ended activity and the set of active ones,
+///   so overlap queries only scan `start ∈ [a - maxDuration, b]`.
+///
+/// `ActivityIndex` is a value type with copy-on-write storage; copies are
+/// cheap until mutated, and it can be sent between tasks.
+public struct ActivityIndex: Sendable {
+    @usableFromInline var rows: [ActivityRow] = []
+    @usableFromInline var freeSlots: [Int32] = []
+    @usableFromInline var slotsByID = SlotTable()
+    @usableFromInline var byStart = SortedSlotIndex()
+    @usableFromInline var byType: [SortedSlotIndex] = []
+    @usableFromInline var typeTable: [ActivityType] = []
+    @usableFromInline var typeCodes: [ActivityType: UInt32] = [:]
+    @usableFromInline var activeSlots: Set<Int32> = []
+    /// The longest duration of any activity that was ever ended in this
+    /// index. It never shrinks (removals would need a rescan); a stale, larger
+    /// value only widens the overlap scan, it never loses results.
+    @usableFromInline var maxEndedDuration: Double = 0
+
+    /// Creates an empty index.
+    ///
+    /// - Complexity: O(1)
+    public init() {}
+
+    /// Creates an index holding the given activities, built in bulk.
+    ///
+    /// - Parameter models: The activities; their ids must be distinct.
+    /// - Throws: `ActivityIndexError.alreadyExists` for a repeated id,
+    ///   `.endBeforeStart` for an activity that ends before it starts,
+    ///   `.nonFiniteDate` for a NaN or infinite date.
+    /// - Complexity: O(n log n) for the sort, then O(n).
+    public init(_ models: some Sequence<ActivityModel>) throws(ActivityIndexError) {
+        var sorted = Array(models)
+        sorted.sort { ActivityCursor(after: $0) < ActivityCursor(after: $1) }
+        var builder = BulkBuilder(capacity: sorted.count)
+        for m in sorted {
+            let start = m.startDate.timeIntervalSinceReferenceDate
+            let end = m.endDate?.timeIntervalSinceReferenceDate ?? .nan
+            try Self.validate(m)
+            let code = builder.index.intern(m.type)
+            builder.append(id: m.id, start: start, end: end, type: code)
+        }
+        if let duplicate = builder.finish() { throw .alreadyExists(duplicate) }
+        self = builder.index
+    }
+
+    /// The number of activities in the index.
+    ///
+    /// - Complexity: O(1)
+    @inlinable
+    public var count: Int { slotsByID.count }
+
+    /// Whether the index holds no activities.
+    @inlinable
+    public var isEmpty: Bool { slotsByID.count == 0 }
+
+    /// The activity with the given id, if any.
+    ///
+    /// - Parameter id: The id to look up.
+    /// - Complexity: O(1) on average.
+    @inlinable
+    public subscript(id id: UUID) -> ActivityModel? {
+        guard let slot = slotsByID.find(id, rows: rows) else { return nil }
+        return model(at: slot)
+    }
+
+    // MARK: Mutations
+
+    /// Adds an activity.
+    ///
+    /// - Parameter model: The activity to add.
+    /// - Throws: `ActivityIndexError.alreadyExists` if its id is present;
+    ///   `.endBeforeStart` if it ends before it starts; `.nonFiniteDate` for
+    ///   a NaN or infinite date.
+    /// - Complexity: O(log n) searches plus moving at most a chunk of
+    ///   `SortedSlotIndex.maxChunk` entries, twice.
+    public mutating func insert(_ model: ActivityModel) throws(ActivityIndexError) {
+        guard slotsByID.find(model.id, rows: rows) == nil else { throw .alreadyExists(model.id) }
+        try Self.validate(model)
+        let code = intern(model.type)
+        let row = ActivityRow(
+            id: model.id, start: model.startDate.timeIntervalSinceReferenceDate,
+            end: model.endDate?.timeIntervalSinceReferenceDate ?? .nan, type: code)
+        let slot: Int32
+        if let free = freeSlots.popLast() {
+            slot = free
+            rows[Int(slot)] = row
+        } else {
+            slot = Int32(rows.count)
+            rows.append(row)
+        }
+        _ = slotsByID.insert(slot, id: model.id, rows: rows)
+        link(slot)
+    }
+
+    /// Replaces the activity that has `model.id` with `model`.
+    ///
+    /// - Parameter model: The new state of the activity.
+    /// - Throws: `ActivityIndexError.notFound` if no activity has its id;
+    ///   `.endBeforeStart` if it ends before it starts; `.nonFiniteDate` for
+    ///   a NaN or infinite date.
+    /// - Complexity: O(1) if only the end date changes, otherwise like a
+    ///   removal plus an insertion.
+    public mutating func update(_ model: ActivityModel) throws(ActivityIndexError) {
+        guard let slot = slotsByID.find(model.id, rows: rows) else { throw .notFound(model.id) }
+        try Self.validate(model)
+        let code = intern(model.type)
+        let start = model.startDate.timeIntervalSinceReferenceDate
+        let end = model.endDate?.timeIntervalSinceReferenceDate ?? .nan
+        let old = rows[Int(slot)]
+        if old.start == start && old.type == code {
+            rows[Int(slot)].end = end
+            noteEnd(slot: slot, start: start, end: end)
+            return
+        }
+        unlink(slot)
+        rows[Int(slot)] = ActivityRow(id: model.id, start: start, end: end, type: code)
+        link(slot)
+    }
+
+    /// Ends the activity with the given id at the given date.
+    ///
+    /// Ending an already ended activity moves its end date.
+    ///
+    /// - Parameters:
+    ///   - id: The activity to end.
+    ///   - date: Its end date.
+    /// - Throws: `ActivityIndexError.notFound` for an unknown id;
+    ///   `.endBeforeStart` (with both dates) if `date` precedes its start;
+    ///   `.nonFiniteDate` if `date` is NaN or infinite.
+    /// - Complexity: O(1) on average.
+    public mutating func end(id: UUID, at date: Date) throws(ActivityIndexError) {
+        guard let slot = slotsByID.find(id, rows: rows) else { throw .notFound(id) }
+        let start = rows[Int(slot)].start
+        let end = date.timeIntervalSinceReferenceDate
+        guard end.isFinite else { throw .nonFiniteDate(id: id) }
+        guard end >= start else {
+            throw .endBeforeStart(id: id, start: Date(timeIntervalSinceReferenceDate: start), end: date)
+        }
+        rows[Int(slot)].end = end
+        noteEnd(slot: slot, start: start, end: end)
+    }
+
+    /// Removes the activity with the given id.
+    ///
+    /// - Parameter id: The activity to remove.
+    /// - Returns: The removed activity, or `nil` if there was none (which is
+    ///   not an error, so replaying a delete is harmless).
+    /// - Complexity: O(log n) plus moving at most a chunk of entries, twice.
+    @discardableResult
+    public mutating func remove(id: UUID) -> ActivityModel? {
+        guard let slot = slotsByID.remove(id, rows: rows) else { return nil }
+        let removed = model(at: slot)
+        unlink(slot)
+        rows[Int(slot)].end = .nan
+        freeSlots.append(slot)
+        return removed
+    }
+
+    /// Rejects models the sorted indexes cannot hold consistently.
+    static func validate(_ model: ActivityModel) throws(ActivityIndexError) {
+        guard model.startDate.timeIntervalSinceReferenceDate.isFinite,
+              model.endDate?.timeIntervalSinceReferenceDate.isFinite ?? true
+        else { throw .nonFiniteDate(id: model.id) }
+        if let end = model.endDate, end < model.startDate {
+            throw .endBeforeStart(id: model.id, start: model.startDate, end: end)
+        }
+    }
+
+    @usableFromInline
+    mutating func intern(_ type: ActivityType) -> UInt32 {
+        if let code = typeCodes[type] { return code }
+        let code = UInt32(typeTable.count)
+        typeTable.append(type)
+        typeCodes[type] = code
+        byType.append(SortedSlotIndex())
+        return code
+    }
+
+    /// Adds a slot whose row is filled in to the sorted indexes and the
+    /// active set.
+    private mutating func link(_ slot: Int32) {
+        let row = rows[Int(slot)]
+        let entry = IndexEntry(start: row.start, slot: slot)
+        byStart.insert(entry, id: row.id, rows: rows)
+        byType[Int(row.type)].insert(entry, id: row.id, rows: rows)
+        noteEnd(slot: slot, start: row.start, end: row.end)
+    }
+
+    private mutating func unlink(_ slot: Int32) {
+        let row = rows[Int(slot)]
+        byStart.remove(start: row.start, id: row.id, slot: slot, rows: rows)
+        byType[Int(row.type)].remove(start: row.start, id: row.id, slot: slot, rows: rows)
+        activeSlots.remove(slot)
+    }
+
+    @usableFromInline
+    mutating func noteEnd(slot: Int32, start: Double, end: Double) {
+        if end.isNaN {
+            activeSlots.insert(slot)
+        } else {
+            activeSlots.remove(slot)
+            maxEndedDuration = max(maxEndedDuration, end - start)
+        }
+    }
+
+    // MARK: Reading
+
+    @inlinable
+    func model(at slot: Int32) -> ActivityModel {
+        let row = rows[Int(slot)]
+        return ActivityModel(
+            id: row.id,
+            startDate: Date(timeIntervalSinceReferenceDate: row.start),
+            endDate: row.end.isNaN ? nil : Date(timeIntervalSinceReferenceDate: row.end),
+            type: typeTable[Int(row.type)])
+    }
+
+    /// Whether `a` sorts before `b` (oldest first).
+    @inlinable
+    func entryLess(_ a: IndexEntry, _ b: IndexEntry) -> Bool {
+        if a.start != b.start { return a.start < b.start }
+        return ActivityCursor.idLess(rows[Int(a.slot)].id, rows[Int(b.slot)].id)
+    }
+
+    /// All activities in the given order.
+    ///
+    /// - Parameter order: The result order.
+    /// - Returns: Every activity in the index.
+    /// - Complexity: O(n)
+    public func all(sortedBy order: ActivitySortOrder = .oldestFirst) -> [ActivityModel] {
+        var result: [ActivityModel] = []
+        result.reserveCapacity(count)
+        byStart.scan(from: byStart.startPosition, to: byStart.endPosition, reversed: order == .newestFirst) {
+            result.append(model(at: $0.slot))
+            return true
+        }
+        return result
+    }
+
+    /// Whether an activity satisfies a query's filters and cursor (offset
+    /// and limit depend on the other results and are not checked).
+    ///
+    /// Observation uses this to decide cheaply whether a change can affect a
+    /// query's results.
+    ///
+    /// - Parameters:
+    ///   - model: The activity to test.
+    ///   - query: The query.
+    /// - Complexity: O(1) on average.
+    @inlinable
+    public func matches(_ model: ActivityModel, _ query: ActivityQuery) -> Bool {
+        query.matches(model)
+    }
+}

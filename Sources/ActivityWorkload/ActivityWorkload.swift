@@ -1,1 +1,0 @@
-// The ActivityWorkload module; see Docs/Architecture.md.

@@ -1,0 +1,71 @@
+@testable import Activities
+import ActivityWorkload
+import Foundation
+import Testing
+
+@Suite struct IndexInternalsTests {
+    /// Sequential, low-entropy ids stress the id hash table's probing and
+    /// backward-shift deletion.
+    @Test func idLookupWithStructuredIds() throws {
+        func id(_ n: Int) -> UUID {
+            var u: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &u) { $0.storeBytes(of: UInt32(n).bigEndian, toByteOffset: 12, as: UInt32.self) }
+            return UUID(uuid: u)
+        }
+        var index = ActivityIndex()
+        for n in 0..<5000 { try index.insert(ActivityModel(id: id(n), startDate: date(Double(n % 97)), type: .sleep)) }
+        for n in stride(from: 0, to: 5000, by: 2) { #expect(index.remove(id: id(n))?.id == id(n)) }
+        for n in 0..<5000 { #expect((index[id: id(n)] != nil) == (n % 2 == 1), "id \(n)") }
+        for n in stride(from: 0, to: 5000, by: 2) { try index.insert(ActivityModel(id: id(n), startDate: date(1), type: "x")) }
+        #expect(index.count == 5000)
+        for n in 0..<5000 { #expect(index[id: id(n)]?.id == id(n)) }
+        // Bulk loading the same ids (via a snapshot) finds them all too.
+        var bytes: [UInt8] = []
+        index.serialize(into: &bytes)
+        let loaded = try ActivityIndex(deserializing: bytes)
+        for n in 0..<5000 { #expect(loaded[id: id(n)]?.id == id(n)) }
+    }
+
+    @Test func snapshotWithDuplicateIdThrowsEvenWithValidChecksum() throws {
+        var index = ActivityIndex()
+        let a = ActivityModel(id: uuid(1), startDate: date(0), endDate: date(1), type: .sleep)
+        let b = ActivityModel(id: uuid(2), startDate: date(5), type: .sleep)
+        try index.insert(a)
+        try index.insert(b)
+        var bytes: [UInt8] = []
+        index.serialize(into: &bytes)
+        // Locate the rows: header 8, type count 4, one type (4 + 5), count 8.
+        let rows = 8 + 4 + 4 + 5 + 8
+        #expect(Array(bytes[rows..<rows + 16]) == withUnsafeBytes(of: a.id.uuid) { Array($0) })
+        bytes.replaceSubrange(rows + 36..<rows + 52, with: bytes[rows..<rows + 16])
+        let checksum = bytes.withUnsafeBytes { ActivityIndex.checksum(UnsafeRawBufferPointer(rebasing: $0[..<(bytes.count - 8)])) }
+        withUnsafeBytes(of: checksum.littleEndian) { bytes.replaceSubrange(bytes.count - 8..<bytes.count, with: $0) }
+        let error = #expect(throws: ActivityIndexError.self) { try ActivityIndex(deserializing: bytes) }
+        #expect(error?.description.contains("duplicate") == true)
+        // And an unknown version is rejected before anything else.
+        bytes[4] = 99
+        #expect(throws: ActivityIndexError.corruptSnapshot("unsupported version 99")) { try ActivityIndex(deserializing: bytes) }
+    }
+
+    @Test func nonFiniteDatesAreRejected() throws {
+        var index = ActivityIndex()
+        let bad = ActivityModel(id: uuid(1), startDate: Date(timeIntervalSinceReferenceDate: .nan), type: .sleep)
+        #expect(throws: ActivityIndexError.nonFiniteDate(id: bad.id)) { try index.insert(bad) }
+        let good = ActivityModel(id: uuid(2), startDate: date(0), type: .sleep)
+        try index.insert(good)
+        #expect(throws: ActivityIndexError.nonFiniteDate(id: good.id)) {
+            try index.end(id: good.id, at: Date(timeIntervalSinceReferenceDate: .infinity))
+        }
+        #expect(index.count == 1 && index[id: good.id] == good)
+    }
+
+    @Test func chronologicalAppendsPackChunksDensely() throws {
+        var index = ActivityIndex()
+        for op in ActivityHistoryGenerator(seed: 3, activityCount: 20_000) {
+            if case .add(let m) = op { try index.insert(m) }
+        }
+        let chunks = index.byStart.chunks
+        #expect(chunks.count <= index.count / SortedSlotIndex.maxChunk + 2)
+        #expect(chunks.allSatisfy { !$0.isEmpty && $0.count <= SortedSlotIndex.maxChunk })
+    }
+}
