@@ -1,0 +1,92 @@
+public import EventKernel
+public import Foundation
+
+/// The compact binary encoding of ``ActivityEvent``s in the log.
+///
+/// Event types are `activity.added`, `activity.updated`, `activity.ended` and
+/// `activity.deleted`, all at schema version 1. The activity's id is the envelope's entity id
+/// and is not repeated in the payload. Payloads (little-endian):
+///
+/// - added, updated: flags `UInt8` (bit 0: has an end date), start date (Float64 seconds since
+///   1970, exact), end date (Float64, if flagged), type (varint length + UTF-8).
+/// - ended: end date (Float64).
+/// - deleted: empty.
+///
+/// Dates are stored as the exact `Double` so that a model reads back equal to what was written.
+/// A future schema version must keep decoding version 1 (see ``decode(_:)``).
+public struct ActivityEventCodec: Sendable {
+    /// The event type names.
+    public enum EventType {
+        /// `activity.added`
+        public static let added = "activity.added"
+        /// `activity.updated`
+        public static let updated = "activity.updated"
+        /// `activity.ended`
+        public static let ended = "activity.ended"
+        /// `activity.deleted`
+        public static let deleted = "activity.deleted"
+    }
+
+    /// The schema version written.
+    public static let schemaVersion: UInt16 = 1
+
+    /// Creates the codec.
+    public init() {}
+
+    /// Encodes an event for ``EventStore/append(_:)``.
+    public func encode(_ event: ActivityEvent) -> EncodedEvent {
+        var writer = BinaryWriter(capacity: 32)
+        let type: String
+        switch event {
+        case .added(let model), .updated(let model):
+            type = if case .added = event { EventType.added } else { EventType.updated }
+            writer.writeUInt8(model.endDate == nil ? 0 : 1)
+            writer.writeDateExact(model.startDate)
+            if let end = model.endDate { writer.writeDateExact(end) }
+            writer.writeString(model.type.rawValue)
+        case .ended(_, let date):
+            type = EventType.ended
+            writer.writeDateExact(date)
+        case .deleted:
+            type = EventType.deleted
+        }
+        return EncodedEvent(eventType: type, schemaVersion: Self.schemaVersion, entityID: .uuid(event.activityID), payload: writer.bytes)
+    }
+
+    /// Decodes an event from its envelope.
+    /// - Throws: ``BinaryDecodingError`` for a malformed payload, ``RepositoryError/storage(_:)``
+    ///   for an event type or schema version this build does not know, or an entity id that is
+    ///   not a UUID.
+    public func decode(_ envelope: EventEnvelope) throws -> ActivityEvent {
+        guard case .uuid(let id) = envelope.entityID else {
+            throw RepositoryError.storage("activity event at position \(envelope.position) has a non-UUID entity id \(envelope.entityID)")
+        }
+        guard envelope.schemaVersion == 1 else {
+            throw RepositoryError.storage("activity event at position \(envelope.position) has schema version \(envelope.schemaVersion), newer than this build (1)")
+        }
+        var reader = BinaryReader(envelope.payload)
+        let event: ActivityEvent
+        switch envelope.eventType {
+        case EventType.added, EventType.updated:
+            let flags = try reader.readUInt8()
+            let start = try reader.readDateExact()
+            let end = flags & 1 != 0 ? try reader.readDateExact() : nil
+            let type = ActivityType(rawValue: try reader.readString())
+            let model = ActivityModel(id: id, startDate: start, endDate: end, type: type)
+            event = envelope.eventType == EventType.added ? .added(model) : .updated(model)
+        case EventType.ended:
+            event = .ended(id: id, at: try reader.readDateExact())
+        case EventType.deleted:
+            event = .deleted(id: id)
+        default:
+            throw RepositoryError.storage("unknown activity event type \"\(envelope.eventType)\" at position \(envelope.position)")
+        }
+        try reader.expectEnd()
+        return event
+    }
+
+    /// Whether an envelope holds an activity event (a store may hold other domains too).
+    public static func isActivityEvent(_ envelope: EventEnvelope) -> Bool {
+        envelope.eventType.hasPrefix("activity.")
+    }
+}

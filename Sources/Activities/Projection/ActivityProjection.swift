@@ -1,0 +1,141 @@
+public import EventKernel
+public import EventLog
+public import Foundation
+import Synchronization
+
+/// The read model of the Activities domain: folds ``ActivityEvent``s into an ``ActivityIndex``.
+///
+/// Queries take a shared lock, so any number run at once; applying a commit takes the exclusive
+/// lock only for the in-memory fold. The store applies commits after they are durable, so a
+/// query never sees an event a crash could still take away.
+///
+/// Snapshots hold the serialized index (``ActivityIndex/serialize(into:)``), so startup from a
+/// snapshot bulk-loads the index instead of re-inserting every activity.
+public final class ActivityProjection: Projection {
+    /// A change to one activity, as observers are told of it.
+    public struct Change: Sendable {
+        /// The activity before the event (nil for an add).
+        public var old: ActivityModel?
+        /// The activity after the event (nil for a delete).
+        public var new: ActivityModel?
+    }
+
+    /// An event that could not be folded (a log written by a buggy or foreign writer):
+    /// recorded, never silently skipped. `eventkernel verify` reports these.
+    public struct IntegrityIssue: Hashable, Sendable, CustomStringConvertible {
+        /// The event's position.
+        public var position: LogPosition
+        /// What was wrong.
+        public var message: String
+        public var description: String { "position \(position): \(message)" }
+    }
+
+    struct State: Sendable {
+        var index = ActivityIndex()
+        var nextPosition: LogPosition = 0
+        var issues: [IntegrityIssue] = []
+    }
+
+    /// `"activities"`.
+    public let name = "activities"
+    /// Bumped whenever the snapshot layout or the fold changes; older snapshots are ignored.
+    public let schemaVersion: UInt16 = 1
+
+    private let state = ReadWriteLock(State())
+    private let observers = Mutex<(next: UInt64, callbacks: [UInt64: @Sendable ([Change]) -> Void])>((0, [:]))
+    private let codec = ActivityEventCodec()
+
+    /// Creates an empty projection.
+    public init() {}
+
+    public var nextPosition: LogPosition { state.withReadLock { $0.nextPosition } }
+
+    /// Runs `body` on the current index under the shared lock.
+    /// - Complexity: O(1) plus `body`; never waits on I/O.
+    @inlinable
+    public func read<R>(_ body: (borrowing ActivityIndex) throws -> R) rethrows -> R {
+        try withState { try body($0.index) }
+    }
+
+    @usableFromInline
+    func withState<R>(_ body: (borrowing State) throws -> R) rethrows -> R {
+        try state.withReadLock { try body($0) }
+    }
+
+    /// Events that could not be folded, in position order.
+    public var integrityIssues: [IntegrityIssue] { state.withReadLock { $0.issues } }
+
+    public func apply(_ envelopes: [EventEnvelope]) {
+        let observing = observers.withLock { !$0.callbacks.isEmpty }
+        var changes: [Change] = []
+        state.withWriteLock { state in
+            for envelope in envelopes where envelope.position >= state.nextPosition {
+                state.nextPosition = envelope.position + 1
+                guard ActivityEventCodec.isActivityEvent(envelope) else { continue }
+                do {
+                    let event = try codec.decode(envelope)
+                    let change = try Self.fold(event, into: &state.index)
+                    if observing { changes.append(change) }
+                } catch {
+                    state.issues.append(IntegrityIssue(position: envelope.position, message: "\(error)"))
+                }
+            }
+        }
+        guard !changes.isEmpty else { return }
+        let callbacks = observers.withLock { Array($0.callbacks.values) }
+        for callback in callbacks { callback(changes) }
+    }
+
+    /// Applies one event to an index: the single definition of the domain's semantics, used
+    /// for the live state, snapshots and time travel alike.
+    static func fold(_ event: ActivityEvent, into index: inout ActivityIndex) throws -> Change {
+        switch event {
+        case .added(let model):
+            try index.insert(model)
+            return Change(old: nil, new: model)
+        case .updated(let model):
+            let old = index[id: model.id]
+            try index.update(model)
+            return Change(old: old, new: model)
+        case .ended(let id, let date):
+            let old = index[id: id]
+            try index.end(id: id, at: date)
+            return Change(old: old, new: index[id: id])
+        case .deleted(let id):
+            return Change(old: index.remove(id: id), new: nil)
+        }
+    }
+
+    public func snapshotState() throws -> ProjectionSnapshot {
+        state.withReadLock { state in
+            var bytes: [UInt8] = []
+            state.index.serialize(into: &bytes)
+            return ProjectionSnapshot(bytes: bytes, nextPosition: state.nextPosition)
+        }
+    }
+
+    public func restore(from snapshot: ProjectionSnapshot) throws {
+        let index = try ActivityIndex(deserializing: snapshot.bytes)
+        state.withWriteLock { state in
+            state.index = index
+            state.nextPosition = snapshot.nextPosition
+        }
+    }
+
+    /// Calls `callback` after each commit that changed activities, with the changes, on the
+    /// committing thread. Keep it short; it must not call back into the store.
+    /// - Returns: A token for ``removeObserver(_:)``.
+    public func addObserver(_ callback: @escaping @Sendable ([Change]) -> Void) -> UInt64 {
+        observers.withLock { observers in
+            let token = observers.next
+            observers.next += 1
+            observers.callbacks[token] = callback
+            return token
+        }
+    }
+
+    /// Stops calling an observer.
+    public func removeObserver(_ token: UInt64) {
+        _ = observers.withLock { $0.callbacks.removeValue(forKey: token) }
+    }
+}

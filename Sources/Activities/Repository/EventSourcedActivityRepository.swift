@@ -1,0 +1,253 @@
+public import EventKernel
+public import EventLog
+public import Foundation
+public import Logging
+
+/// The durable ``ActivityRepositoryProtocol``: every mutation is an ``ActivityEvent`` appended
+/// to an EventKernel store; queries are answered from memory by an ``ActivityProjection``.
+///
+/// ```swift
+/// let repository = try EventSourcedActivityRepository.open(at: URL(filePath: "/var/lib/app/activities"))
+/// try await repository.add(ActivityModel(startDate: .now, type: .sleep))
+/// let lastWeek = try repository.activities(matching: ActivityQuery(afterDate: .now - 7 * 86_400, limit: 50))
+/// try await repository.close()
+/// ```
+///
+/// Writes are checked against the current state and the entity's version in one step: two
+/// concurrent adds of one id never both succeed, and an update never resurrects a deleted
+/// activity. Under the default synced durability an awaited write is on stable storage.
+public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
+    /// Options for ``open(at:configuration:logger:)``.
+    public struct Configuration: Sendable {
+        /// The log's options (durability, segment size, compression).
+        public var log = SegmentedLog.Configuration()
+        /// When snapshots are written.
+        public var snapshots = SnapshotPolicy.default
+
+        /// The defaults: synced, LZ4, snapshots every 10,000 events (and a quarter of the log)
+        /// and on close.
+        public init() {}
+
+        /// Creates a configuration.
+        public init(log: SegmentedLog.Configuration, snapshots: SnapshotPolicy = .default) {
+            self.log = log
+            self.snapshots = snapshots
+        }
+    }
+
+    /// The event store underneath, for reading events, subscribing, snapshots and time travel.
+    public let store: EventStore
+    /// The read model.
+    public let projection: ActivityProjection
+    let codec = ActivityEventCodec()
+    private static let maxConflictRetries = 32
+
+    /// Wraps a store, registering (and catching up) an ``ActivityProjection`` on it.
+    /// - Throws: `RepositoryError` if the log cannot be replayed.
+    public init(store: EventStore) throws {
+        self.store = store
+        self.projection = ActivityProjection()
+        try store.register(projection)
+    }
+
+    /// Opens (creating if needed) a durable repository in `directory`.
+    ///
+    /// Loads the newest valid snapshot and replays the log after it; a missing, damaged or
+    /// outdated snapshot is logged and the log is replayed instead.
+    /// - Throws: `LogError` (locked, damaged, not a directory) or `RepositoryError`.
+    public static func open(
+        at directory: URL, configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "EventKernel.Activities")
+    ) throws -> EventSourcedActivityRepository {
+        let log = try SegmentedLog.open(at: directory, configuration: configuration.log)
+        let store = try EventStore(log: log, directory: directory, snapshotPolicy: configuration.snapshots, logger: logger)
+        return try EventSourcedActivityRepository(store: store)
+    }
+
+    /// Opens a repository for reading only, alongside a running writer if there is one.
+    /// Writes fail; ``refresh()`` picks up what the writer appended since.
+    public static func openReadOnly(
+        at directory: URL, logger: Logger = Logger(label: "EventKernel.Activities")
+    ) throws -> EventSourcedActivityRepository {
+        let log = try SegmentedLog.openReadOnly(at: directory)
+        let store = try EventStore(log: log, directory: directory, snapshotPolicy: .never, logger: logger)
+        return try EventSourcedActivityRepository(store: store)
+    }
+
+    /// A repository over any log (an `InMemoryLog` for tests), without snapshots.
+    public convenience init(log: any RecordLog) throws {
+        try self.init(store: EventStore(log: log, snapshotPolicy: .never))
+    }
+
+    /// Syncs, writes snapshots per policy, and closes the log. Later calls fail with `closed`.
+    public func close() async throws {
+        try await store.close()
+    }
+
+    // MARK: Queries
+
+    /// The activities matching `query`, synchronously.
+    /// - Throws: `RepositoryError.invalidQuery` when the query is malformed.
+    /// - Complexity: O(log n + k) for a date window returning k activities.
+    public func activities(matching query: ActivityQuery) throws -> [ActivityModel] {
+        do {
+            return try projection.read { try $0.fetch(query) }
+        } catch let error as ActivityQueryError {
+            throw RepositoryError.invalidQuery(error.message)
+        }
+    }
+
+    /// The activities matching a date-range query, synchronously.
+    public func activities(in range: ActivityRangeQuery) throws -> [ActivityModel] {
+        do {
+            return try projection.read { try $0.fetch(range) }
+        } catch let error as ActivityQueryError {
+            throw RepositoryError.invalidQuery(error.message)
+        }
+    }
+
+    /// The activity with `id`, if it exists.
+    public func activity(id: UUID) -> ActivityModel? {
+        projection.read { $0[id: id] }
+    }
+
+    /// How many activities exist.
+    public var count: Int { projection.read { $0.count } }
+
+    public func fetch(query: ActivityQuery) async throws -> [ActivityModel] {
+        try activities(matching: query)
+    }
+
+    public func fetch(range: ActivityRangeQuery) async throws -> [ActivityModel] {
+        try activities(in: range)
+    }
+
+    // MARK: Writes
+
+    public func add(_ activity: ActivityModel) async throws {
+        try Self.validate(activity)
+        try await write(activity.id) { existing in
+            guard existing == nil else { throw RepositoryError.alreadyExists(.uuid(activity.id)) }
+            return .added(activity)
+        }
+    }
+
+    public func update(_ activity: ActivityModel) async throws {
+        try Self.validate(activity)
+        try await write(activity.id) { existing in
+            guard existing != nil else { throw RepositoryError.notFound(.uuid(activity.id)) }
+            return .updated(activity)
+        }
+    }
+
+    public func delete(id: UUID) async throws {
+        try await write(id) { existing in existing == nil ? nil : .deleted(id: id) }
+    }
+
+    public func end(id: UUID, at date: Date) async throws {
+        try Self.validate(date, "end date")
+        try await write(id) { existing in
+            guard let existing else { throw RepositoryError.notFound(.uuid(id)) }
+            guard date >= existing.startDate else {
+                throw RepositoryError.validationFailed("end date \(date) is before the start date \(existing.startDate) of activity \(id)")
+            }
+            return .ended(id: id, at: date)
+        }
+    }
+
+    /// Appends several events atomically (one batch): all happen or none.
+    /// Each is checked as the single-event writes check it, in order.
+    public func apply(_ events: [ActivityEvent]) async throws {
+        guard !events.isEmpty else { return }
+        var pending: [PendingEvent] = []
+        var simulated: [UUID: ActivityModel?] = [:]
+        for event in events {
+            let id = event.activityID
+            let existing = simulated[id] ?? activity(id: id)
+            var scratch = ActivityIndex()
+            if let existing { try? scratch.insert(existing) }
+            switch event {
+            case .added(let model):
+                try Self.validate(model)
+                if existing != nil { throw RepositoryError.alreadyExists(.uuid(id)) }
+            case .updated(let model):
+                try Self.validate(model)
+                if existing == nil { throw RepositoryError.notFound(.uuid(id)) }
+            case .ended(_, let date):
+                guard let existing else { throw RepositoryError.notFound(.uuid(id)) }
+                if date < existing.startDate { throw RepositoryError.validationFailed("end date \(date) is before the start date \(existing.startDate) of activity \(id)") }
+            case .deleted:
+                if existing == nil { continue }
+            }
+            do { _ = try ActivityProjection.fold(event, into: &scratch) } catch {
+                throw RepositoryError.validationFailed("\(error)")
+            }
+            simulated[id] = .some(scratch[id: id])
+            let expected: UInt64? = pending.contains { $0.event.entityID == .uuid(id) } ? nil : store.version(of: .uuid(id))
+            pending.append(PendingEvent(codec.encode(event), expectedVersion: expected))
+        }
+        guard !pending.isEmpty else { return }
+        try await store.append(pending)
+    }
+
+    /// Decides and appends one event for `id`, with the entity version read before the state,
+    /// so that a concurrent change in between makes the append conflict (then retries).
+    private func write(_ id: UUID, _ decide: (ActivityModel?) throws -> ActivityEvent?) async throws {
+        for _ in 0..<Self.maxConflictRetries {
+            let version = store.version(of: .uuid(id))
+            guard let event = try decide(activity(id: id)) else { return }
+            do {
+                try await store.append(PendingEvent(codec.encode(event), expectedVersion: version))
+                return
+            } catch RepositoryError.conflict {
+                continue
+            }
+        }
+        throw RepositoryError.conflict(entity: .uuid(id), expected: store.version(of: .uuid(id)), actual: store.version(of: .uuid(id)))
+    }
+
+    static func validate(_ activity: ActivityModel) throws {
+        try validate(activity.startDate, "start date")
+        if let end = activity.endDate {
+            try validate(end, "end date")
+            guard end >= activity.startDate else {
+                throw RepositoryError.validationFailed("end date \(end) is before the start date \(activity.startDate) of activity \(activity.id)")
+            }
+        }
+        guard !activity.type.rawValue.isEmpty else {
+            throw RepositoryError.validationFailed("activity \(activity.id) has an empty type")
+        }
+    }
+
+    static func validate(_ date: Date, _ what: String) throws {
+        guard date.timeIntervalSince1970.isFinite else {
+            throw RepositoryError.validationFailed("\(what) is not a finite date")
+        }
+    }
+
+    // MARK: Observation
+
+    public func observe(query: ActivityQuery) -> AsyncStream<[ActivityModel]> {
+        ActivityObservation.stream(query: query, projection: projection)
+    }
+
+    // MARK: Read-only followers
+
+    /// For a repository opened with ``openReadOnly(at:logger:)``: reads what a writer appended
+    /// since, folding it into the projection (observers are notified).
+    /// - Returns: The number of events applied.
+    @discardableResult
+    public func refresh() throws -> Int {
+        guard let log = store.log as? SegmentedLog, log.isReadOnly else { return 0 }
+        let before = projection.nextPosition
+        let bounds = try log.refresh()
+        guard bounds.nextPosition > before else { return 0 }
+        var envelopes: [EventEnvelope] = []
+        try log.forEachRecord(from: before, through: bounds.nextPosition - 1) { view in
+            envelopes.append(try EventEnvelope(view))
+            return true
+        }
+        projection.apply(envelopes)
+        return envelopes.count
+    }
+}
