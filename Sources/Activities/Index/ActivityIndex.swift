@@ -13,6 +13,7 @@ public enum ActivityIndexError: Error, Sendable, Equatable, CustomStringConverti
     /// Snapshot bytes are truncated, corrupted or of an unknown version.
     case corruptSnapshot(String)
 
+    /// A human-readable explanation including the offending id or dates.
     public var description: String {
         switch self {
         case .alreadyExists(let id): "activity \(id) already exists"
@@ -242,9 +243,9 @@ public struct ActivityIndex: Sendable {
     static func durationBucket(_ duration: Double) -> Int {
         guard duration > 1 else { return 0 }
         guard duration < 0x1p62 else { return 63 }
-        let k = Int(log2(duration).rounded(.up))
-        // log2 may round down just above a power of two.
-        return Double(sign: .plus, exponent: k, significand: 1) < duration ? k + 1 : k
+        // ceil(log2(duration)) from the binary exponent, without calling log2.
+        let k = Int(duration.exponent)
+        return duration.significandBitPattern == 0 ? k : k + 1
     }
 
     /// Counts a linked row in the active set or the duration histogram.
