@@ -68,4 +68,24 @@ import Testing
         #expect(chunks.count <= index.count / SortedSlotIndex.maxChunk + 2)
         #expect(chunks.allSatisfy { !$0.isEmpty && $0.count <= SortedSlotIndex.maxChunk })
     }
+
+    @Test func overlapScanBoundShrinksWhenOutlierIsRemoved() throws {
+        var index = ActivityIndex()
+        let short = ActivityModel(id: uuid(1), startDate: date(0), endDate: date(30), type: .sleep)
+        let outlier = ActivityModel(id: uuid(2), startDate: date(0), endDate: date(60 * 24 * 30), type: .sleep)
+        try index.insert(short)
+        try index.insert(outlier)
+        #expect(index.maxEndedDurationBound >= 30 * 86_400)
+        var corrected = outlier
+        corrected.endDate = date(45)
+        try index.update(corrected)
+        #expect(index.maxEndedDurationBound >= 45 * 60 && index.maxEndedDurationBound <= 2 * 45 * 60)
+        index.remove(id: corrected.id)
+        #expect(index.maxEndedDurationBound >= 30 * 60 && index.maxEndedDurationBound <= 2 * 30 * 60)
+        #expect(try index.fetch(overlappingFrom: date(30), to: date(40)) == [short])
+        for d in [0.5, 1, 1.5, 2, 1023, 1024, 1025, 86_400, 1e15] {
+            let k = ActivityIndex.durationBucket(d)
+            #expect(Double(sign: .plus, exponent: k, significand: 1) >= d && (k == 0 || Double(sign: .plus, exponent: k - 1, significand: 1) < d), "\(d)")
+        }
+    }
 }

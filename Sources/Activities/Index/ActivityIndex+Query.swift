@@ -250,18 +250,11 @@ extension ActivityIndex {
                 mask = m
             }
             // Every ended activity overlapping [a, b] starts at or after
-            // a - maxEndedDuration; the extra second absorbs rounding.
-            let scanFrom = a - maxEndedDuration - 1
-            var scanned: [Int32] = []
-            let lo = byStart.position(ofStart: scanFrom, strict: false)
-            let hi = byStart.position(ofStart: b, strict: true)
-            byStart.scan(from: lo, to: hi, reversed: false) { e in
-                let row = rows[Int(e.slot)]
-                if let mask, !mask.contains(row.type) { return true }
-                if row.end.isNaN || row.end >= a { scanned.append(e.slot) }
-                return true
-            }
-            // Active activities that started before the scanned window.
+            // a - (longest duration); the extra second absorbs rounding.
+            let scanFrom = a - maxEndedDurationBound - 1
+            let reversed = query.sortOrder == .newestFirst
+            // Active activities that started before the scanned window;
+            // they precede every scanned one.
             var early: [Int32] = []
             for slot in activeSlots {
                 let row = rows[Int(slot)]
@@ -269,9 +262,24 @@ extension ActivityIndex {
             }
             early.sort { entryLess(IndexEntry(start: rows[Int($0)].start, slot: $0),
                                    IndexEntry(start: rows[Int($1)].start, slot: $1)) }
-            var slots = early + scanned
-            if query.sortOrder == .newestFirst { slots.reverse() }
-            return slots.prefix(limit).map { model(at: $0) }
+            var slots: [Int32] = []
+            if !reversed {
+                slots = Array(early.prefix(limit))
+            }
+            if slots.count < limit {
+                let lo = byStart.position(ofStart: scanFrom, strict: false)
+                let hi = byStart.position(ofStart: b, strict: true)
+                byStart.scan(from: lo, to: hi, reversed: reversed) { e in
+                    let row = rows[Int(e.slot)]
+                    if let mask, !mask.contains(row.type) { return true }
+                    if row.end.isNaN || row.end >= a { slots.append(e.slot) }
+                    return slots.count < limit
+                }
+            }
+            if reversed && slots.count < limit {
+                slots += early.reversed().prefix(limit - slots.count)
+            }
+            return slots.map { model(at: $0) }
         }
     }
 }

@@ -16,7 +16,7 @@ struct BulkBuilder {
         let entry = IndexEntry(start: start, slot: slot)
         index.byStart.appendSorted(entry)
         index.byType[Int(type)].appendSorted(entry)
-        index.noteEnd(slot: slot, start: start, end: end)
+        index.track(slot, index.rows[Int(slot)])
     }
 
     /// Builds the id map; returns the id of a repeated row, if any.

@@ -13,6 +13,7 @@ public enum ActivityIndexError: Error, Sendable, Equatable, CustomStringConverti
     /// Snapshot bytes are truncated, corrupted or of an unknown version.
     case corruptSnapshot(String)
 
+    /// A human-readable explanation including the offending id or dates.
     public var description: String {
         switch self {
         case .alreadyExists(let id): "activity \(id) already exists"
@@ -52,10 +53,12 @@ public struct ActivityIndex: Sendable {
     @usableFromInline var typeTable: [ActivityType] = []
     @usableFromInline var typeCodes: [ActivityType: UInt32] = [:]
     @usableFromInline var activeSlots: Set<Int32> = []
-    /// The longest duration of any activity that was ever ended in this
-    /// index. It never shrinks (removals would need a rescan); a stale, larger
-    /// value only widens the overlap scan, it never loses results.
-    @usableFromInline var maxEndedDuration: Double = 0
+    /// How many ended activities have a duration in `(2^(k-1), 2^k]`
+    /// seconds (bucket 0: at most 1 s). The highest non-empty bucket bounds
+    /// the longest duration within a factor of two, and unlike a running
+    /// maximum it shrinks again when a long outlier is corrected or removed,
+    /// so one mistaken month-long entry cannot slow overlap queries forever.
+    @usableFromInline var durationBuckets = [Int](repeating: 0, count: 64)
 
     /// Creates an empty index.
     ///
@@ -149,8 +152,9 @@ public struct ActivityIndex: Sendable {
         let end = model.endDate?.timeIntervalSinceReferenceDate ?? .nan
         let old = rows[Int(slot)]
         if old.start == start && old.type == code {
+            untrack(slot, old)
             rows[Int(slot)].end = end
-            noteEnd(slot: slot, start: start, end: end)
+            track(slot, rows[Int(slot)])
             return
         }
         unlink(slot)
@@ -177,8 +181,9 @@ public struct ActivityIndex: Sendable {
         guard end >= start else {
             throw .endBeforeStart(id: id, start: Date(timeIntervalSinceReferenceDate: start), end: date)
         }
+        untrack(slot, rows[Int(slot)])
         rows[Int(slot)].end = end
-        noteEnd(slot: slot, start: start, end: end)
+        track(slot, rows[Int(slot)])
     }
 
     /// Removes the activity with the given id.
@@ -224,24 +229,48 @@ public struct ActivityIndex: Sendable {
         let entry = IndexEntry(start: row.start, slot: slot)
         byStart.insert(entry, id: row.id, rows: rows)
         byType[Int(row.type)].insert(entry, id: row.id, rows: rows)
-        noteEnd(slot: slot, start: row.start, end: row.end)
+        track(slot, row)
     }
 
     private mutating func unlink(_ slot: Int32) {
         let row = rows[Int(slot)]
         byStart.remove(start: row.start, id: row.id, slot: slot, rows: rows)
         byType[Int(row.type)].remove(start: row.start, id: row.id, slot: slot, rows: rows)
-        activeSlots.remove(slot)
+        untrack(slot, row)
     }
 
-    @usableFromInline
-    mutating func noteEnd(slot: Int32, start: Double, end: Double) {
-        if end.isNaN {
+    /// The histogram bucket `k` with `duration <= 2^k` (63 for huge ones).
+    static func durationBucket(_ duration: Double) -> Int {
+        guard duration > 1 else { return 0 }
+        guard duration < 0x1p62 else { return 63 }
+        // ceil(log2(duration)) from the binary exponent, without calling log2.
+        let k = Int(duration.exponent)
+        return duration.significandBitPattern == 0 ? k : k + 1
+    }
+
+    /// Counts a linked row in the active set or the duration histogram.
+    mutating func track(_ slot: Int32, _ row: ActivityRow) {
+        if row.end.isNaN {
             activeSlots.insert(slot)
         } else {
-            activeSlots.remove(slot)
-            maxEndedDuration = max(maxEndedDuration, end - start)
+            durationBuckets[Self.durationBucket(row.end - row.start)] += 1
         }
+    }
+
+    /// Undoes `track` for the row's current state.
+    mutating func untrack(_ slot: Int32, _ row: ActivityRow) {
+        if row.end.isNaN {
+            activeSlots.remove(slot)
+        } else {
+            durationBuckets[Self.durationBucket(row.end - row.start)] -= 1
+        }
+    }
+
+    /// An upper bound on the duration of every ended activity: within 2x of
+    /// the true maximum, infinite if some duration exceeds 2^62 seconds.
+    var maxEndedDurationBound: Double {
+        guard let k = durationBuckets.lastIndex(where: { $0 > 0 }) else { return 0 }
+        return k >= 63 ? .infinity : Double(sign: .plus, exponent: k, significand: 1)
     }
 
     // MARK: Reading

@@ -88,6 +88,7 @@ public struct ActivityQueryError: Error, Sendable, CustomStringConvertible, Equa
     /// - Parameter message: What is wrong, with the offending values.
     public init(_ message: String) { self.message = message }
 
+    /// The message, prefixed so it reads well in logs.
     public var description: String { "invalid activity query: \(message)" }
 }
 
