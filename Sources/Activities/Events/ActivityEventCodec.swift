@@ -1,5 +1,5 @@
 public import EventKernel
-public import Foundation
+import Foundation
 
 /// The compact binary encoding of ``ActivityEvent``s in the log.
 ///

@@ -1,6 +1,5 @@
 public import EventKernel
 public import EventLog
-public import Foundation
 import Synchronization
 
 /// The read model of the Activities domain: folds ``ActivityEvent``s into an ``ActivityIndex``.
@@ -30,10 +29,12 @@ public final class ActivityProjection: Projection {
         public var description: String { "position \(position): \(message)" }
     }
 
+    @usableFromInline
     struct State: Sendable {
-        var index = ActivityIndex()
+        @usableFromInline var index = ActivityIndex()
         var nextPosition: LogPosition = 0
         var issues: [IntegrityIssue] = []
+        init() {}
     }
 
     /// `"activities"`.
@@ -41,7 +42,7 @@ public final class ActivityProjection: Projection {
     /// Bumped whenever the snapshot layout or the fold changes; older snapshots are ignored.
     public let schemaVersion: UInt16 = 1
 
-    private let state = ReadWriteLock(State())
+    @usableFromInline let state = ReadWriteLock(State())
     private let observers = Mutex<(next: UInt64, callbacks: [UInt64: @Sendable ([Change]) -> Void])>((0, [:]))
     private let codec = ActivityEventCodec()
 

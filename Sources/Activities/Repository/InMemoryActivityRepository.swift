@@ -1,5 +1,5 @@
-public import EventKernel
-public import EventLog
+import EventKernel
+import EventLog
 public import Foundation
 
 /// An ``ActivityRepositoryProtocol`` in memory, for tests and previews.

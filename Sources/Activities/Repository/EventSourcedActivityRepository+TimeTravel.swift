@@ -1,0 +1,43 @@
+public import EventKernel
+public import EventLog
+public import Foundation
+
+/// One event in an activity's history.
+public struct ActivityHistoryEntry: Hashable, Sendable {
+    /// The event's position in the log.
+    public var position: LogPosition
+    /// When the event was recorded.
+    public var recordedAt: Date
+    /// The activity's version after the event (1 for its first event).
+    public var entityVersion: UInt64
+    /// Correlation id and actor, if the writer gave them.
+    public var metadata: EventMetadata
+    /// What happened.
+    public var event: ActivityEvent
+}
+
+extension EventSourcedActivityRepository {
+    /// Every event of one activity, oldest first, with positions and timestamps.
+    /// - Throws: `RepositoryError.storage` if the log cannot be read or an event does not decode.
+    /// - Complexity: O(n) in the events of the store (a full scan).
+    public func history(of id: UUID) throws -> [ActivityHistoryEntry] {
+        try store.history(of: .uuid(id)).map { envelope in
+            ActivityHistoryEntry(position: envelope.position, recordedAt: envelope.recordedAt,
+                                 entityVersion: envelope.entityVersion, metadata: envelope.metadata,
+                                 event: try codec.decode(envelope))
+        }
+    }
+
+    /// The activities as they were after the event at `position` (inclusive), replayed from the
+    /// newest snapshot at or before it.
+    /// - Complexity: O(events between that snapshot and `position`).
+    public func activities(throughPosition position: LogPosition) throws -> ActivityIndex {
+        try store.state(of: { ActivityProjection() }, throughPosition: position).read { $0 }
+    }
+
+    /// The activities as they were at `date`: after every event recorded at or before it.
+    /// Empty if the store has no event that old.
+    public func activities(asOf date: Date) throws -> ActivityIndex {
+        try store.state(of: { ActivityProjection() }, asOf: date)?.read { $0 } ?? ActivityIndex()
+    }
+}
