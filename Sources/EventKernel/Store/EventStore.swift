@@ -205,11 +205,15 @@ public final class EventStore: Sendable {
                     eventType: e.eventType, schemaVersion: e.schemaVersion, entityID: e.entityID,
                     entityVersion: entityVersions[index], metadata: pending.metadata, payload: e.payload))
             }
-            // Committed before released, so a concurrent check never sees an older version.
-            versions.apply(envelopes)
-            versions.release(ids)
+            // Order matters. Projections first: a writer that reads an entity's version and
+            // then the projection's state (to decide add vs. update) must never see the new
+            // version with the old state, or two concurrent adds of one id could both pass.
+            // Then versions are committed before the reservation is released, so a concurrent
+            // check never sees an older version.
             let snapshotDue = commit.withLock { state -> Bool in
                 for projection in state.projections { projection.apply(envelopes) }
+                versions.apply(envelopes)
+                versions.release(ids)
                 for subscriber in state.subscribers.values {
                     for envelope in envelopes { subscriber.yield(envelope) }
                 }
