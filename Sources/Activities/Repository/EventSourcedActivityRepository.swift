@@ -50,6 +50,13 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
         try store.register(projection)
     }
 
+    /// Wraps a store that was created with `projection` among its projections (so that the
+    /// store's single replay at open also filled it).
+    init(store: EventStore, registered projection: ActivityProjection) {
+        self.store = store
+        self.projection = projection
+    }
+
     /// Opens (creating if needed) a durable repository in `directory`.
     ///
     /// Loads the newest valid snapshot and replays the log after it; a missing, damaged or
@@ -60,8 +67,10 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
         logger: Logger = Logger(label: "EventKernel.Activities")
     ) throws -> EventSourcedActivityRepository {
         let log = try SegmentedLog.open(at: directory, configuration: configuration.log)
-        let store = try EventStore(log: log, directory: directory, snapshotPolicy: configuration.snapshots, logger: logger)
-        return try EventSourcedActivityRepository(store: store)
+        let projection = ActivityProjection()
+        let store = try EventStore(log: log, directory: directory, projections: [projection],
+                                   snapshotPolicy: configuration.snapshots, logger: logger)
+        return EventSourcedActivityRepository(store: store, registered: projection)
     }
 
     /// Opens a repository for reading only, alongside a running writer if there is one.
@@ -70,13 +79,15 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
         at directory: URL, logger: Logger = Logger(label: "EventKernel.Activities")
     ) throws -> EventSourcedActivityRepository {
         let log = try SegmentedLog.openReadOnly(at: directory)
-        let store = try EventStore(log: log, directory: directory, snapshotPolicy: .never, logger: logger)
-        return try EventSourcedActivityRepository(store: store)
+        let projection = ActivityProjection()
+        let store = try EventStore(log: log, directory: directory, projections: [projection], snapshotPolicy: .never, logger: logger)
+        return EventSourcedActivityRepository(store: store, registered: projection)
     }
 
     /// A repository over any log (an `InMemoryLog` for tests), without snapshots.
     public convenience init(log: any RecordLog) throws {
-        try self.init(store: EventStore(log: log, snapshotPolicy: .never))
+        let projection = ActivityProjection()
+        self.init(store: try EventStore(log: log, projections: [projection], snapshotPolicy: .never), registered: projection)
     }
 
     /// Syncs, writes snapshots per policy, and closes the log. Later calls fail with `closed`.

@@ -64,24 +64,38 @@ public final class EventStore: Sendable {
         let next = log.bounds.nextPosition
         try commit.withLock { (state) throws in
             state.nextPosition = next
-            try self.catchUp(versions, through: next)
+            // One pass over the log for the version table and every projection: each is
+            // restored from its snapshot, then the log is replayed once from the lowest
+            // position any of them needs (each ignores what it already holds).
+            try self.catchUp([versions] + projections, through: next)
+            state.projections = projections
         }
-        for projection in projections { try register(projection) }
+        var names = Set([versions.name])
+        for projection in projections where !names.insert(projection.name).inserted {
+            throw RepositoryError.validationFailed("a projection named \"\(projection.name)\" is registered twice")
+        }
     }
 
     /// Restores `projection` from its newest usable snapshot, then folds the log up to `next`.
     /// Called with the commit lock held, so no commit interleaves.
-    private func catchUp(_ projection: any Projection, through next: LogPosition) throws {
-        if projection.nextPosition == 0, let snapshots,
-           let file = snapshots.newestValid(projectionName: projection.name, schemaVersion: projection.schemaVersion, maxNextPosition: next) {
-            do {
-                try projection.restore(from: ProjectionSnapshot(bytes: file.body, nextPosition: file.nextPosition))
-            } catch {
-                logger.warning("snapshot state did not decode, replaying from the start",
-                               metadata: ["projection": "\(projection.name)", "error": "\(error)"])
+    private func catchUp(_ projections: [any Projection], through next: LogPosition) throws {
+        for projection in projections {
+            if projection.nextPosition == 0, let snapshots,
+               let file = snapshots.newestValid(projectionName: projection.name, schemaVersion: projection.schemaVersion, maxNextPosition: next) {
+                do {
+                    try projection.restore(from: ProjectionSnapshot(bytes: file.body, nextPosition: file.nextPosition))
+                } catch {
+                    logger.warning("snapshot state did not decode, replaying from the start",
+                                   metadata: ["projection": "\(projection.name)", "error": "\(error)"])
+                }
             }
         }
-        try Self.replay(log, into: [projection], from: projection.nextPosition, until: next)
+        guard let start = projections.map(\.nextPosition).min() else { return }
+        try Self.replay(log, into: projections, from: start, until: next)
+    }
+
+    private func catchUp(_ projection: any Projection, through next: LogPosition) throws {
+        try catchUp([projection], through: next)
     }
 
     /// Folds records `[start, end)` into projections, in chunks.
