@@ -39,7 +39,9 @@ struct ImportCommand: AsyncParsableCommand {
         var lineNumber = 0
         var blank = 0
         do {
-            for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            if text.hasSuffix("\n") { lines.removeLast() }  // the final newline ends the last line
+            for line in lines {
                 lineNumber += 1
                 let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
                 if trimmed.isEmpty { blank += 1; continue }

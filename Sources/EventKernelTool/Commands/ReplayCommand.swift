@@ -27,7 +27,9 @@ struct ReplayCommand: AsyncParsableCommand {
             if let asOf {
                 let date: Date
                 do { date = try ISODate.parse(asOf) } catch { throw ToolError(.badInput, "--as-of: \(error)") }
-                index = try repository.activities(asOf: date)
+                // Log timestamps hold years 1678...2262: clamp, so that any date answers.
+                let clamped = min(max(date, Date(timeIntervalSince1970: -9.2e9)), Date(timeIntervalSince1970: 9.2e9))
+                index = try repository.activities(asOf: clamped)
                 label = "as of \(ISODate.format(date))"
             } else {
                 let next = repository.store.log.bounds.nextPosition
