@@ -17,5 +17,9 @@ test: setup
 release: setup
 	$(SWIFT) build -c release
 
+# Generates 1M activities into ./eventkernel-store (replacing it) and prints the summary (Docs/CLI.md).
+demo: setup
+	$(SWIFT) run -c release eventkernel demo --reset
+
 clean:
 	rm -rf .build Benchmarks/.build

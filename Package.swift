@@ -63,6 +63,8 @@ let package = Package(
             dependencies: [
                 "EventLog", "EventKernel", "Activities", "ActivityWorkload",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // To send library log messages to stderr, keeping stdout clean for --json.
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),

@@ -1,0 +1,160 @@
+import Activities
+import ActivityWorkload
+import ArgumentParser
+import EventKernel
+import EventLog
+import Foundation
+
+/// Generates a realistic history, appends it, reopens from the snapshot, replays in full,
+/// runs sample queries, verifies, and prints a summary.
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo", abstract: "Generate, store, reopen, replay, query and verify a realistic activity history.")
+
+    @OptionGroup var store: StoreOptions
+    @Option(help: "Activities to generate.") var activities = 1_000_000
+    @Option(help: "The generator's seed.") var seed: UInt64 = 42
+    @Flag(help: "Buffered durability (acknowledge after write(2); sync every 100 ms) instead of fdatasync per batch.") var buffered = false
+    @Flag(help: "Delete an existing store at --dir first.") var reset = false
+    @Option(help: "Events per atomic batch.") var batchSize = 1_000
+    @Option(help: "Repetitions of each sample query.") var repetitions = 2_000
+
+    func validate() throws {
+        guard activities > 0 else { throw ValidationError("--activities must be positive") }
+        guard batchSize > 0, repetitions > 0 else { throw ValidationError("--batch-size and --repetitions must be positive") }
+    }
+
+    func run() async throws {
+        let directory = store.url
+        let fm = FileManager.default
+        if fm.fileExists(atPath: directory.path) {
+            let contents = (try? fm.contentsOfDirectory(atPath: directory.path)) ?? []
+            if !contents.isEmpty {
+                guard reset else {
+                    throw ToolError(.badInput, "\(directory.path) is not empty; the demo needs a fresh directory (pass --reset to delete it first, or another --dir)")
+                }
+                if StoreLocation.lockHolder(of: directory) != nil {
+                    // Refuse to delete a store a writer holds.
+                    let probe = try StoreLocation.openWriter(directory, create: true)
+                    try await probe.close()
+                }
+                do { try fm.removeItem(at: directory) } catch { throw ToolError(.io, "cannot delete \(directory.path): \(error.localizedDescription)") }
+            }
+        }
+
+        // 1. Generate and append.
+        var configuration = EventSourcedActivityRepository.Configuration()
+        if buffered { configuration.log.durability = .buffered }
+        let repository = try StoreLocation.openWriter(directory, create: true, configuration: configuration)
+        let generator = ActivityHistoryGenerator(seed: seed, activityCount: activities)
+        print("Generating \(Output.count(activities)) activities (seed \(seed)) into \(directory.path), \(buffered ? "buffered" : "synced") durability, batches of \(Output.count(batchSize)) events")
+        Output.flush()
+        var progress = ProgressBar("appending", total: activities)
+        var chunk: [ActivityEvent] = []
+        chunk.reserveCapacity(batchSize)
+        var events = 0
+        var added = 0
+        let start = DispatchTime.now().uptimeNanoseconds
+        try await withToolErrors(store: directory) {
+            for operation in generator {
+                switch operation {
+                case .add(let model): chunk.append(.added(model)); added += 1
+                case .update(let model): chunk.append(.updated(model))
+                case .end(let id, let at): chunk.append(.ended(id: id, at: at))
+                case .delete(let id): chunk.append(.deleted(id: id))
+                }
+                if chunk.count == batchSize {
+                    try await repository.apply(chunk)
+                    events += chunk.count
+                    chunk.removeAll(keepingCapacity: true)
+                    progress.update(added)
+                }
+            }
+            if !chunk.isEmpty { try await repository.apply(chunk); events += chunk.count }
+        }
+        let appendSeconds = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+        progress.finish()
+        let liveActivities = repository.count
+        let (_, closeSeconds) = try await measure { try await withToolErrors(store: directory) { try await repository.close() } }
+        print("appended \(Output.count(events)) events in \(Output.seconds(appendSeconds)); closed (snapshot written) in \(Output.seconds(closeSeconds))")
+        Output.flush()
+
+        // 2. Startup from the snapshot vs a full replay.
+        let (reopened, snapshotSeconds) = try measure { try StoreLocation.openReadOnly(directory) }
+        let (replayed, replaySeconds) = try measure {
+            try withToolErrorsSync(store: directory) { () throws -> EventSourcedActivityRepository in
+                let log = try SegmentedLog.openReadOnly(at: directory)
+                return try EventSourcedActivityRepository(store: EventStore(log: log, directory: nil, snapshotPolicy: .never, logger: StoreLocation.logger))
+            }
+        }
+        guard reopened.count == liveActivities, replayed.count == liveActivities else {
+            throw ToolError(.damage, "state mismatch: \(liveActivities) activities written, \(reopened.count) after snapshot startup, \(replayed.count) after full replay")
+        }
+        print("reopened from snapshot in \(Output.seconds(snapshotSeconds)); full replay in \(Output.seconds(replaySeconds))")
+        Output.flush()
+
+        // 3. Sample queries at random points of the history.
+        let historyStart = generator.start
+        let span = generator.span
+        var rng = SeededRandom(seed: seed ^ 0x5EED)
+        func randomDate() -> Date { historyStart.addingTimeInterval(Double.random(in: 0..<span, using: &rng)) }
+        let week: TimeInterval = 7 * 86_400
+        var queryRows: [[String]] = []
+        var queryRates: [(String, Double)] = []
+        func time(_ name: String, _ body: (Date) throws -> Int) throws {
+            var total = 0
+            let dates = (0..<repetitions).map { _ in randomDate() }
+            let (_, seconds) = try measure { for d in dates { total += try body(d) } }
+            let rate = Double(repetitions) / seconds
+            queryRates.append((name, rate))
+            queryRows.append([name, Output.count(repetitions), Output.rate(rate), String(format: "%.1f µs", seconds / Double(repetitions) * 1e6),
+                              String(format: "%.1f", Double(total) / Double(repetitions))])
+        }
+        let twoTypes: Set<ActivityType> = [.sleep, "feeding"]
+        try withToolErrorsSync(store: directory) {
+            try time("7-day window, newest 50") { d in
+                try reopened.activities(matching: ActivityQuery(afterDate: d - week, beforeDate: d, limit: 50, sortOrder: .newestFirst)).count
+            }
+            try time("7-day window, 2 types, newest 50") { d in
+                try reopened.activities(matching: ActivityQuery(afterDate: d - week, beforeDate: d, types: twoTypes, limit: 50, sortOrder: .newestFirst)).count
+            }
+            try time("starting in a 1-day range") { d in
+                try reopened.activities(in: ActivityRangeQuery(.startingIn, from: d - 86_400, to: d)).count
+            }
+            try time("overlapping a 1-hour range") { d in
+                try reopened.activities(in: ActivityRangeQuery(.overlapping, from: d - 3_600, to: d)).count
+            }
+        }
+
+        // 4. Verify.
+        let (check, verifySeconds) = try measure { try StoreCheck.run(directory, checkProjection: false) }
+
+        // 5. Summary.
+        let disk = StoreLocation.diskUsage(directory)
+        let snapshotBytes = StoreLocation.diskUsage(directory, under: "snapshots")
+        let logBytes = check.log.segments.reduce(Int64(0)) { $0 + $1.fileBytes }
+        let ratio = check.log.storedPayloadBytes > 0 ? Double(check.log.uncompressedPayloadBytes) / Double(check.log.storedPayloadBytes) : 1
+        print("")
+        print(Output.table(["metric", ">value"], [
+            ["activities (live)", Output.count(liveActivities)],
+            ["events", Output.count(events)],
+            ["batches", Output.count(check.log.batches)],
+            ["bytes on disk (total)", Output.bytes(disk)],
+            ["  log segments", Output.bytes(logBytes)],
+            ["  snapshots", Output.bytes(snapshotBytes)],
+            ["log bytes per activity", String(format: "%.1f B", Double(logBytes) / Double(max(1, liveActivities)))],
+            ["compression ratio (LZ4)", String(format: "%.2f×", ratio)],
+            ["append rate (\(buffered ? "buffered" : "synced"))", Output.rate(Double(events) / appendSeconds)],
+            ["append time", Output.seconds(appendSeconds)],
+            ["startup from snapshot", Output.seconds(snapshotSeconds)],
+            ["startup by full replay", Output.seconds(replaySeconds)],
+            ["replay / snapshot", String(format: "%.1f×", replaySeconds / max(snapshotSeconds, 1e-9))],
+            ["verify (every byte)", Output.seconds(verifySeconds)],
+            ["integrity", check.isIntact ? "intact" : "DAMAGED"],
+        ]))
+        print("")
+        print(Output.table(["query", ">runs", ">rate", ">mean", ">avg results"], queryRows))
+        for problem in check.problems { print(problem.text) }
+        if !check.isIntact { throw ExitCode(ToolExit.damage.rawValue) }
+    }
+}

@@ -1,0 +1,111 @@
+import Activities
+import ArgumentParser
+import Foundation
+
+/// Imports JSON Lines. All or nothing for bad input: the whole file is parsed and checked
+/// against the store first; only then is it appended, in atomic batches of `batchSize` events.
+struct ImportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Append events or activities from a JSON Lines file (validated in full before anything is written).")
+
+    @OptionGroup var store: StoreOptions
+    @Argument(help: ArgumentHelp("The JSON Lines file (event lines or activity lines, see Docs/CLI.md).", valueName: "FILE.jsonl"))
+    var file: String
+    @Option(help: "Events per atomic batch.") var batchSize = 1_000
+
+    func validate() throws {
+        guard batchSize > 0 else { throw ValidationError("--batch-size must be positive") }
+    }
+
+    func run() async throws {
+        let data: Data
+        do { data = try Data(contentsOf: URL(filePath: file)) } catch {
+            throw ToolError(.badInput, "cannot read \(file): \((error as NSError).localizedDescription)")
+        }
+        let text = String(decoding: data, as: UTF8.self)
+        let directory = store.url
+        let storeExists = FileManager.default.fileExists(atPath: directory.path)
+        // Open first when the store exists: a locked store fails before any work.
+        var repository = storeExists ? try StoreLocation.openWriter(directory, create: true) : nil
+
+        // 1. Parse and check every line against the store's state plus the lines before it.
+        var events: [(line: Int, event: ActivityEvent)] = []
+        var overlay: [UUID: ActivityModel?] = [:]
+        func current(_ id: UUID) -> ActivityModel? {
+            if let known = overlay[id] { return known }
+            return repository?.activity(id: id)
+        }
+        var lineNumber = 0
+        var blank = 0
+        do {
+            var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            if text.hasSuffix("\n") { lines.removeLast() }  // the final newline ends the last line
+            for line in lines {
+                lineNumber += 1
+                let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
+                if trimmed.isEmpty { blank += 1; continue }
+                let event: ActivityEvent
+                do { event = try ActivityJSON.parseLine(Substring(trimmed)) } catch {
+                    throw ToolError(.badInput, "\(file):\(lineNumber): \(error.message)")
+                }
+                let id = event.activityID
+                let existing = current(id)
+                switch event {
+                case .added(let model):
+                    if existing != nil { throw ToolError(.badInput, "\(file):\(lineNumber): duplicate id \(id.uuidString): the activity already exists") }
+                    overlay[id] = .some(model)
+                case .updated(let model):
+                    if existing == nil { throw ToolError(.badInput, "\(file):\(lineNumber): unknown id \(id.uuidString): no such activity to update") }
+                    overlay[id] = .some(model)
+                case .ended(_, let at):
+                    guard var model = existing else { throw ToolError(.badInput, "\(file):\(lineNumber): unknown id \(id.uuidString): no such activity to end") }
+                    if at < model.startDate {
+                        throw ToolError(.badInput, "\(file):\(lineNumber): end before start: \(ISODate.format(at)) is before the start \(ISODate.format(model.startDate)) of activity \(id.uuidString)")
+                    }
+                    model.endDate = at
+                    overlay[id] = .some(model)
+                case .deleted:
+                    if existing == nil { throw ToolError(.badInput, "\(file):\(lineNumber): unknown id \(id.uuidString): no such activity to delete") }
+                    overlay[id] = .some(nil)
+                }
+                events.append((lineNumber, event))
+            }
+        } catch let error as ToolError {
+            try? await repository?.close()
+            throw ToolError(error.exit, error.message + "\nnothing was imported (the file is checked in full before anything is written)")
+        }
+        guard !events.isEmpty else {
+            try? await repository?.close()
+            print("nothing to import: \(file) has no events (\(lineNumber) lines, \(blank) blank)")
+            return
+        }
+
+        // 2. Append in atomic batches.
+        if repository == nil { repository = try StoreLocation.openWriter(directory, create: true) }
+        guard let repository else { return }
+        var progress = ProgressBar("importing", total: events.count)
+        var written = 0
+        var lastLine = 0
+        do {
+            while written < events.count {
+                let chunk = events[written..<min(events.count, written + batchSize)]
+                try await repository.apply(chunk.map(\.event))
+                written += chunk.count
+                lastLine = chunk.last!.line
+                progress.update(written)
+            }
+            progress.finish()
+            try await repository.close()
+        } catch {
+            progress.finish()
+            try? await repository.close()
+            let underlying = ToolError.from(error, store: directory)
+            let acknowledged = written == 0 ? "nothing was imported" :
+                "\(Output.count(written)) events from lines 1–\(lastLine) were imported and are durable; the last line acknowledged is \(lastLine)"
+            throw ToolError(underlying.exit == .badInput ? .io : underlying.exit,
+                            "write failed at line \(events[written].line): \(underlying.message)\n\(acknowledged); lines \(events[written].line)–\(lineNumber) were not imported")
+        }
+        print("imported \(Output.count(written)) events from \(file) (lines 1–\(lastLine), \(blank) blank line\(blank == 1 ? "" : "s") skipped) into \(directory.path); last line imported: \(lastLine)")
+    }
+}

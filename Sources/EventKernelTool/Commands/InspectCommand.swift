@@ -1,0 +1,66 @@
+import ArgumentParser
+import EventLog
+import Foundation
+
+struct InspectCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "inspect", abstract: "Segments, totals, compression and snapshots of a store (read-only).")
+
+    @OptionGroup var store: StoreOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+        try StoreLocation.requireStore(store.url)
+        let report = try withToolErrorsSync(store: store.url) { try SegmentedLog.verify(at: store.url) }
+        let snapshots = StoreCheck.inspectSnapshots(store.url, decodeState: false)
+        let disk = StoreLocation.diskUsage(store.url)
+        let ratio = report.storedPayloadBytes > 0 ? Double(report.uncompressedPayloadBytes) / Double(report.storedPayloadBytes) : 1
+        let first = report.segments.compactMap(\.minTimestamp).min()
+        let last = report.segments.compactMap(\.maxTimestamp).max()
+        if json {
+            print(Output.json([
+                "directory": store.url.path,
+                "segments": report.segments.map { s -> [String: Any] in
+                    ["file": (s.file as NSString).lastPathComponent, "basePosition": s.basePosition, "nextPosition": s.nextPosition,
+                     "batches": s.batches, "events": s.records, "bytes": s.fileBytes, "sealed": s.sealed]
+                },
+                "totals": [
+                    "segments": report.segments.count, "batches": report.batches, "events": report.records,
+                    "bytesOnDisk": disk, "storedPayloadBytes": report.storedPayloadBytes,
+                    "uncompressedPayloadBytes": report.uncompressedPayloadBytes, "compressionRatio": ratio,
+                    "firstRecordedAt": first.map { ISODate.format($0.date) as Any } ?? NSNull(),
+                    "lastRecordedAt": last.map { ISODate.format($0.date) as Any } ?? NSNull(),
+                ] as [String: Any],
+                "snapshots": snapshots.map { s -> [String: Any] in
+                    ["file": (s.file as NSString).lastPathComponent, "bytes": s.bytes, "ok": s.error == nil,
+                     "position": s.nextPosition.map { $0 as Any } ?? NSNull(), "projection": s.projection ?? NSNull()]
+                },
+                "intact": report.isIntact,
+            ] as [String: Any]))
+            return
+        }
+        print("Store \(store.url.path)\n")
+        print(Output.table(["segment", ">first", ">batches", ">events", ">bytes", "sealed"], report.segments.map { s in
+            [(s.file as NSString).lastPathComponent, String(s.basePosition), Output.count(s.batches), Output.count(s.records),
+             Output.bytes(s.fileBytes), s.sealed ? "yes" : "no (active)"]
+        }))
+        print("")
+        print(Output.keyValues([
+            ("segments", String(report.segments.count)),
+            ("batches", Output.count(report.batches)),
+            ("events", Output.count(report.records)),
+            ("bytes on disk", Output.bytes(disk)),
+            ("payload", "\(Output.bytes(report.uncompressedPayloadBytes)) → \(Output.bytes(report.storedPayloadBytes)) stored"),
+            ("compression ratio", String(format: "%.2f×", ratio)),
+            ("recorded", first.map { "\(ISODate.format($0.date)) … \(ISODate.format((last ?? $0).date))" } ?? "(empty)"),
+            ("integrity", report.isIntact ? "no damage found" : "DAMAGED (run `eventkernel verify`)"),
+        ]))
+        print("")
+        if snapshots.isEmpty { print("no snapshots") } else {
+            print(Output.table(["snapshot", ">position", ">bytes", "projection"], snapshots.map { s in
+                [(s.file as NSString).lastPathComponent, s.nextPosition.map(String.init) ?? "?", Output.bytes(s.bytes),
+                 s.error.map { "CORRUPT: \($0)" } ?? (s.projection ?? "?")]
+            }))
+        }
+    }
+}

@@ -1,0 +1,129 @@
+import Activities
+import ArgumentParser
+import EventKernel
+import EventLog
+import Foundation
+
+/// What `verify` found, shared with `demo`.
+struct StoreCheck {
+    struct Problem {
+        var severity: String  // "damage" or "warning"
+        var message: String
+        var file: String?
+        var offset: Int64?
+        var position: UInt64?
+        var json: [String: Any] {
+            var o: [String: Any] = ["severity": severity, "message": message]
+            if let file { o["file"] = file }
+            if let offset { o["offset"] = offset }
+            if let position { o["position"] = position }
+            return o
+        }
+        var text: String {
+            var where_: [String] = []
+            if let file { where_.append("file \(file)") }
+            if let offset { where_.append("offset \(offset)") }
+            if let position { where_.append("position \(position)") }
+            return "\(severity): \(message)" + (where_.isEmpty ? "" : " (\(where_.joined(separator: ", ")))")
+        }
+    }
+    struct Snapshot {
+        var file: String
+        var bytes: Int64
+        var projection: String?
+        var nextPosition: UInt64?
+        var schemaVersion: UInt16?
+        var error: String?
+    }
+
+    var log: VerificationReport
+    var snapshots: [Snapshot] = []
+    var problems: [Problem] = []
+    var activities: Int?
+
+    var isIntact: Bool { !problems.contains { $0.severity == "damage" } }
+
+    static func run(_ directory: URL, checkProjection: Bool = true) throws -> StoreCheck {
+        let report = try withToolErrorsSync(store: directory) { try SegmentedLog.verify(at: directory) }
+        var check = StoreCheck(log: report)
+        for problem in report.problems {
+            let e = problem.error
+            check.problems.append(Problem(severity: problem.severity.rawValue, message: "\(e.code): \(e.message)", file: e.file, offset: e.offset, position: e.position))
+        }
+        check.snapshots = inspectSnapshots(directory, decodeState: true)
+        for snapshot in check.snapshots where snapshot.error != nil {
+            check.problems.append(Problem(severity: "damage", message: "snapshot: \(snapshot.error!) (a snapshot is a cache: delete the file, then run `eventkernel snapshot`)", file: snapshot.file, offset: nil, position: nil))
+        }
+        if checkProjection && report.isIntact {
+            do {
+                let repository = try EventSourcedActivityRepository.openReadOnly(at: directory, logger: StoreLocation.logger)
+                check.activities = repository.count
+                for issue in repository.projection.integrityIssues {
+                    check.problems.append(Problem(severity: "warning", message: "projection: \(issue.message)", file: nil, offset: nil, position: issue.position))
+                }
+            } catch {
+                check.problems.append(Problem(severity: "damage", message: "the store does not load: \(ToolError.from(error).message)", file: nil, offset: nil, position: nil))
+            }
+        }
+        return check
+    }
+
+    /// Every file in `<store>/snapshots/`, decoded (checksums checked) and, for the activities
+    /// projection, its state decoded too when `decodeState`.
+    static func inspectSnapshots(_ directory: URL, decodeState: Bool) -> [Snapshot] {
+        let folder = directory.appending(path: "snapshots")
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).filter { $0.hasSuffix(".snap") && !$0.hasPrefix(".") }.sorted()
+        return names.map { name in
+            let path = folder.appending(path: name).path
+            guard let data = FileManager.default.contents(atPath: path) else {
+                return Snapshot(file: path, bytes: 0, error: "unreadable")
+            }
+            var entry = Snapshot(file: path, bytes: Int64(data.count))
+            do {
+                let file = try SnapshotFile(decoding: Array(data))
+                entry.projection = file.projectionName
+                entry.nextPosition = file.nextPosition
+                entry.schemaVersion = file.schemaVersion
+                if decodeState && file.projectionName == "activities" {
+                    let projection = ActivityProjection()
+                    if file.schemaVersion == projection.schemaVersion {
+                        try projection.restore(from: ProjectionSnapshot(bytes: file.body, nextPosition: file.nextPosition))
+                    }
+                }
+            } catch {
+                entry.error = "\(error)"
+            }
+            return entry
+        }
+    }
+}
+
+struct VerifyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Check every batch's checksums, the segment indexes, the snapshots and the projection (read-only).",
+        discussion: "Exit status 0 when intact (warnings allowed), 3 when damage is found.")
+
+    @OptionGroup var store: StoreOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+        try StoreLocation.requireStore(store.url)
+        let check = try StoreCheck.run(store.url)
+        if json {
+            print(Output.json([
+                "directory": store.url.path, "intact": check.isIntact, "segments": check.log.segments.count,
+                "batches": check.log.batches, "events": check.log.records,
+                "snapshots": check.snapshots.map { s -> [String: Any] in
+                    ["file": s.file, "ok": s.error == nil, "position": s.nextPosition.map { $0 as Any } ?? NSNull()]
+                },
+                "problems": check.problems.map(\.json),
+            ] as [String: Any]))
+        } else {
+            print("verified \(store.url.path): \(check.log.segments.count) segments, \(Output.count(check.log.batches)) batches, \(Output.count(check.log.records)) events, \(check.snapshots.count) snapshots")
+            for problem in check.problems { print(problem.text) }
+            print(check.isIntact ? "intact" : "DAMAGED: run `eventkernel repair --yes` to cut the log at the first damage (removed bytes are kept under recovered/)")
+        }
+        if !check.isIntact { throw ExitCode(ToolExit.damage.rawValue) }
+    }
+}

@@ -1,0 +1,55 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+/// The `eventkernel` command: replay, audit, query, import and export an EventKernel store.
+@main
+struct EventKernelCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "eventkernel",
+        abstract: "Replay, audit, query, import and export an EventKernel activity store.",
+        discussion: """
+            Every command takes --dir D (default: $EVENTKERNEL_STORE, else ./eventkernel-store).
+            Exit status: 0 ok, 1 usage or bad input, 2 store missing/not a store/locked, 3 damage found, 4 I/O failure.
+            See Docs/CLI.md.
+            """,
+        subcommands: [
+            DemoCommand.self, ImportCommand.self, ExportCommand.self, QueryCommand.self, ReplayCommand.self,
+            HistoryCommand.self, VerifyCommand.self, InspectCommand.self, SnapshotCommand.self, RepairCommand.self,
+            TailCommand.self,
+        ]
+    )
+
+    static func main() async {
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .warning
+            return handler
+        }
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+            terminate(ToolExit.ok.rawValue)
+        } catch let error as ToolError {
+            Output.flush()
+            Output.error(error.message)
+            terminate(error.exit.rawValue)
+        } catch {
+            Output.flush()
+            let code = exitCode(for: error)
+            if code == .success {
+                print(fullMessage(for: error))
+                terminate(0)
+            }
+            if let exitError = error as? ExitCode { terminate(exitError.rawValue) }
+            let message = fullMessage(for: error)
+            FileHandle.standardError.write(Data((message.hasPrefix("Error: ") ? "eventkernel: error: " + message.dropFirst(7) : message).utf8))
+            FileHandle.standardError.write(Data("\n".utf8))
+            terminate(ToolExit.badInput.rawValue)
+        }
+    }
+}

@@ -1,0 +1,126 @@
+import Activities
+import EventKernel
+import Foundation
+
+/// The JSON Lines schema of import and export (Docs/CLI.md, "JSON Lines").
+enum ActivityJSON {
+    static func escape(_ s: String) -> String {
+        var out = "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case let c where c.value < 0x20: out += String(format: "\\u%04x", c.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+
+    /// `{"id":…,"startDate":…,"endDate":…|null,"type":…}` with a fixed key order.
+    static func activity(_ model: ActivityModel) -> String {
+        let end = model.endDate.map { escape(ISODate.format($0)) } ?? "null"
+        return "{\"id\":\(escape(model.id.uuidString)),\"startDate\":\(escape(ISODate.format(model.startDate))),\"endDate\":\(end),\"type\":\(escape(model.type.rawValue))}"
+    }
+
+    /// One event line; `position` and `recordedAt` lead when given (export).
+    static func event(_ event: ActivityEvent, position: UInt64? = nil, recordedAt: Date? = nil, version: UInt64? = nil) -> String {
+        var fields: [String] = []
+        if let position { fields.append("\"position\":\(position)") }
+        if let recordedAt { fields.append("\"recordedAt\":\(escape(ISODate.format(recordedAt)))") }
+        if let version { fields.append("\"version\":\(version)") }
+        switch event {
+        case .added(let model): fields += ["\"event\":\"added\"", "\"activity\":\(activity(model))"]
+        case .updated(let model): fields += ["\"event\":\"updated\"", "\"activity\":\(activity(model))"]
+        case .ended(let id, let at): fields += ["\"event\":\"ended\"", "\"id\":\(escape(id.uuidString))", "\"at\":\(escape(ISODate.format(at)))"]
+        case .deleted(let id): fields += ["\"event\":\"deleted\"", "\"id\":\(escape(id.uuidString))"]
+        }
+        return "{" + fields.joined(separator: ",") + "}"
+    }
+
+    /// For JSONSerialization-based output.
+    static func object(_ model: ActivityModel) -> [String: Any] {
+        ["id": model.id.uuidString, "startDate": ISODate.format(model.startDate),
+         "endDate": model.endDate.map { ISODate.format($0) as Any } ?? NSNull(), "type": model.type.rawValue]
+    }
+
+    static func name(_ event: ActivityEvent) -> String {
+        switch event {
+        case .added: "added"
+        case .updated: "updated"
+        case .ended: "ended"
+        case .deleted: "deleted"
+        }
+    }
+
+    static func details(_ event: ActivityEvent) -> String {
+        switch event {
+        case .added(let m), .updated(let m):
+            "\(m.type) \(ISODate.format(m.startDate)) → \(m.endDate.map(ISODate.format) ?? "(active)")"
+        case .ended(_, let at): "at \(ISODate.format(at))"
+        case .deleted: ""
+        }
+    }
+
+    struct LineError: Error { var message: String }
+
+    /// Parses one import line: an event object (with `"event"`) or a bare activity (an add).
+    static func parseLine(_ line: Substring) throws(LineError) -> ActivityEvent {
+        let object: Any
+        do { object = try JSONSerialization.jsonObject(with: Data(line.utf8)) } catch {
+            throw LineError(message: "bad JSON: \((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "not valid JSON")")
+        }
+        guard let dict = object as? [String: Any] else { throw LineError(message: "bad JSON: expected an object") }
+        guard let kind = dict["event"] else { return .added(try model(dict, context: "activity")) }
+        guard let kind = kind as? String else { throw LineError(message: "field \"event\" must be a string") }
+        switch kind {
+        case "added", "updated":
+            guard let inner = dict["activity"] else { throw LineError(message: "missing field \"activity\" for a \(kind) event") }
+            guard let innerDict = inner as? [String: Any] else { throw LineError(message: "field \"activity\" must be an object") }
+            let m = try model(innerDict, context: "activity")
+            return kind == "added" ? .added(m) : .updated(m)
+        case "ended":
+            return .ended(id: try uuid(dict, "id"), at: try date(dict, "at"))
+        case "deleted":
+            return .deleted(id: try uuid(dict, "id"))
+        default:
+            throw LineError(message: "unknown event \"\(kind)\" (expected added, updated, ended or deleted)")
+        }
+    }
+
+    private static func string(_ dict: [String: Any], _ key: String) throws(LineError) -> String {
+        guard let value = dict[key], !(value is NSNull) else { throw LineError(message: "missing field \"\(key)\"") }
+        guard let text = value as? String else { throw LineError(message: "field \"\(key)\" must be a string") }
+        return text
+    }
+
+    private static func uuid(_ dict: [String: Any], _ key: String) throws(LineError) -> UUID {
+        let text = try string(dict, key)
+        guard let id = UUID(uuidString: text) else { throw LineError(message: "field \"\(key)\": \"\(text)\" is not a UUID") }
+        return id
+    }
+
+    private static func date(_ dict: [String: Any], _ key: String) throws(LineError) -> Date {
+        let text = try string(dict, key)
+        guard let date = ISODate.tryParse(text) else { throw LineError(message: "bad date in \"\(key)\": \"\(text)\" is not ISO 8601") }
+        return date
+    }
+
+    private static func model(_ dict: [String: Any], context: String) throws(LineError) -> ActivityModel {
+        let id = try uuid(dict, "id")
+        let start = try date(dict, "startDate")
+        var end: Date? = nil
+        if let value = dict["endDate"], !(value is NSNull) {
+            end = try date(dict, "endDate")
+        }
+        let type = try string(dict, "type")
+        guard !type.isEmpty else { throw LineError(message: "field \"type\" must not be empty") }
+        if let end, end < start {
+            throw LineError(message: "end before start: endDate \(ISODate.format(end)) is before startDate \(ISODate.format(start)) of activity \(id)")
+        }
+        return ActivityModel(id: id, startDate: start, endDate: end, type: ActivityType(rawValue: type))
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+
+/// ISO 8601 dates for the command line and JSON Lines, parsed and formatted without
+/// Foundation formatters (fast, thread-safe, and lossless for `Date`'s `Double`).
+///
+/// Accepted: `2025-03-01` (midnight UTC), `2025-03-01T08:30`, `2025-03-01T08:30:15`,
+/// `2025-03-01T08:30:15.123456Z`, with an optional `Z` or `±hh:mm` offset (none means UTC).
+/// Formatted: `2025-03-01T08:30:15Z`, or with the fractional digits that reproduce the exact
+/// `Date` when parsed back (`2025-03-01T08:30:15.25Z`).
+enum ISODate {
+    struct ParseError: Error, CustomStringConvertible {
+        var text: String
+        var description: String {
+            "\"\(text)\" is not an ISO 8601 date or date-time (expected e.g. 2025-03-01 or 2025-03-01T08:30:00Z)"
+        }
+    }
+
+    static func parse(_ text: String) throws(ParseError) -> Date {
+        guard let date = tryParse(text) else { throw ParseError(text: text) }
+        return date
+    }
+
+    static func tryParse(_ text: String) -> Date? {
+        let b = Array(text.utf8)
+        var i = 0
+        func number(_ digits: Int) -> Int? {
+            guard i + digits <= b.count else { return nil }
+            var v = 0
+            for k in i..<(i + digits) {
+                guard b[k] >= 48 && b[k] <= 57 else { return nil }
+                v = v * 10 + Int(b[k] - 48)
+            }
+            i += digits
+            return v
+        }
+        func expect(_ c: UInt8) -> Bool {
+            guard i < b.count, b[i] == c else { return false }
+            i += 1
+            return true
+        }
+        guard let year = number(4), expect(45), let month = number(2), expect(45), let day = number(2),
+              (1...12).contains(month), (1...daysIn(month, year)).contains(day) else { return nil }
+        var hour = 0, minute = 0, second = 0
+        var fraction: [UInt8] = []
+        var offset = 0
+        if i < b.count {
+            guard b[i] == 84 || b[i] == 116 || b[i] == 32 else { return nil }  // T, t or space
+            i += 1
+            guard let h = number(2), expect(58), let m = number(2), h < 24, m < 60 else { return nil }
+            hour = h; minute = m
+            if expect(58) {
+                guard let s = number(2), s < 61 else { return nil }
+                second = min(s, 59)
+                if expect(46) || expect(44) {
+                    while i < b.count, b[i] >= 48 && b[i] <= 57 { fraction.append(b[i]); i += 1 }
+                    guard !fraction.isEmpty else { return nil }
+                }
+            }
+            if i < b.count {
+                if b[i] == 90 || b[i] == 122 { i += 1 }  // Z
+                else if b[i] == 43 || b[i] == 45 {
+                    let sign = b[i] == 45 ? -1 : 1
+                    i += 1
+                    guard let oh = number(2) else { return nil }
+                    _ = expect(58)
+                    guard let om = number(2), oh < 24, om < 60 else { return nil }
+                    offset = sign * (oh * 3600 + om * 60)
+                } else { return nil }
+            }
+            guard i == b.count else { return nil }
+        }
+        let whole = daysFromCivil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset
+        if fraction.isEmpty { return Date(timeIntervalSince1970: Double(whole)) }
+        let fractionText = String(decoding: fraction, as: UTF8.self)
+        if whole >= 0 {
+            // Parsing the whole decimal at once rounds correctly: exact round trip of `format`.
+            return Date(timeIntervalSince1970: Double("\(whole).\(fractionText)") ?? Double(whole))
+        }
+        return Date(timeIntervalSince1970: Double(whole) + (Double("0.\(fractionText)") ?? 0))
+    }
+
+    static func format(_ date: Date) -> String {
+        let t = date.timeIntervalSince1970
+        guard t.isFinite else { return "invalid" }
+        var whole = Int(t.rounded(.down))
+        var fraction = ""
+        if t >= 0 {
+            // Swift's description is the shortest decimal that round-trips.
+            let text = "\(t)"
+            if !text.contains("e"), let dot = text.firstIndex(of: ".") {
+                whole = Int(text[..<dot]) ?? whole
+                let digits = text[text.index(after: dot)...]
+                if digits != "0" { fraction = "." + digits }
+            } else if t != t.rounded(.down) {
+                fraction = String(format: ".%06d", Int(((t - t.rounded(.down)) * 1e6).rounded()))
+            }
+        } else if t != t.rounded(.down) {
+            let micros = min(999_999, Int(((t - t.rounded(.down)) * 1e6).rounded()))
+            fraction = String(format: ".%06d", micros)
+        }
+        let days = Int((Double(whole) / 86_400).rounded(.down))
+        let secs = whole - days * 86_400
+        let (y, m, d) = civilFromDays(days)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d", y, m, d, secs / 3600, secs / 60 % 60, secs % 60) + fraction + "Z"
+    }
+
+    private static func daysIn(_ month: Int, _ year: Int) -> Int {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    // Howard Hinnant's algorithms.
+    static func daysFromCivil(_ y0: Int, _ m: Int, _ d: Int) -> Int {
+        let y = m <= 2 ? y0 - 1 : y0
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    static func civilFromDays(_ z0: Int) -> (Int, Int, Int) {
+        let z = z0 + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let y = yoe + era * 400
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (m <= 2 ? y + 1 : y, m, d)
+    }
+}
+
+/// `A...B`: two ISO dates.
+func parseDateRange(_ text: String, flag: String) throws -> ClosedRange<Date> {
+    let parts = text.components(separatedBy: "...")
+    guard parts.count == 2 else {
+        throw ToolError(.badInput, "\(flag) expects A...B (two ISO 8601 dates), got \"\(text)\"")
+    }
+    do {
+        let a = try ISODate.parse(parts[0]), b = try ISODate.parse(parts[1])
+        guard a <= b else { throw ToolError(.badInput, "\(flag): \(parts[1]) is before \(parts[0])") }
+        return a...b
+    } catch let error as ISODate.ParseError {
+        throw ToolError(.badInput, "\(flag): \(error)")
+    }
+}

@@ -1,1 +1,0 @@
-print("eventkernel: not built yet")

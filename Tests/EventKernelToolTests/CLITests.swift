@@ -1,0 +1,330 @@
+import Activities
+import EventLog
+import Foundation
+import Testing
+
+// MARK: - Support
+
+/// A fresh temporary directory, removed when released.
+final class TempDir: Sendable {
+    let url: URL
+    var path: String { url.path }
+    init(_ label: String = "ekcli") {
+        url = FileManager.default.temporaryDirectory.appending(path: "\(label)-\(UUID().uuidString.prefix(8))", directoryHint: .isDirectory)
+        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(at: url) }
+    func file(_ name: String) -> URL { url.appending(path: name) }
+}
+
+/// The products directory holding the built `eventkernel` executable.
+func productsDirectory() -> URL {
+    var directory = URL(filePath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    while !FileManager.default.fileExists(atPath: directory.appending(path: "eventkernel").path), directory.path != "/" {
+        directory = directory.deletingLastPathComponent()
+    }
+    return directory
+}
+
+struct RunResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+func makeProcess(_ arguments: [String], stdout: URL, stderr: URL) throws -> Process {
+    let process = Process()
+    process.executableURL = productsDirectory().appending(path: "eventkernel")
+    process.arguments = arguments
+    var environment = ProcessInfo.processInfo.environment
+    environment.removeValue(forKey: "EVENTKERNEL_STORE")
+    process.environment = environment
+    _ = FileManager.default.createFile(atPath: stdout.path, contents: nil)
+    _ = FileManager.default.createFile(atPath: stderr.path, contents: nil)
+    process.standardOutput = try FileHandle(forWritingTo: stdout)
+    process.standardError = try FileHandle(forWritingTo: stderr)
+    process.standardInput = FileHandle.nullDevice
+    return process
+}
+
+/// Runs `eventkernel` with `arguments` to completion.
+func run(_ arguments: String...) throws -> RunResult {
+    try run(arguments)
+}
+
+func run(_ arguments: [String]) throws -> RunResult {
+    let temp = TempDir("ekcli-out")
+    let out = temp.file("stdout"), err = temp.file("stderr")
+    let process = try makeProcess(arguments, stdout: out, stderr: err)
+    try process.run()
+    process.waitUntilExit()
+    return RunResult(status: process.terminationStatus,
+                     stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
+                     stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+}
+
+let t0 = Date(timeIntervalSince1970: 1_735_689_600)  // 2025-01-01T00:00:00Z
+let ids = (0..<6).map { UUID(uuidString: String(format: "00000000-0000-4000-8000-%012d", $0))! }
+
+func activityLine(_ i: Int, start: String, end: String?, type: String) -> String {
+    "{\"id\":\"\(ids[i].uuidString)\",\"startDate\":\"\(start)\",\"endDate\":\(end.map { "\"\($0)\"" } ?? "null"),\"type\":\"\(type)\"}"
+}
+
+/// Five good lines: three adds (one active), an end, an update.
+let goodLines = [
+    "{\"event\":\"added\",\"activity\":" + activityLine(0, start: "2025-01-01T20:00:00Z", end: "2025-01-02T06:30:00Z", type: "sleep") + "}",
+    "{\"event\":\"added\",\"activity\":" + activityLine(1, start: "2025-01-02T08:00:00.250Z", end: "2025-01-02T08:20:00Z", type: "feeding") + "}",
+    activityLine(2, start: "2025-01-03T10:00:00Z", end: nil, type: "Tummy time"),
+    "{\"event\":\"ended\",\"id\":\"\(ids[2].uuidString)\",\"at\":\"2025-01-03T10:15:00Z\"}",
+    "{\"event\":\"updated\",\"activity\":" + activityLine(1, start: "2025-01-02T08:00:00.250Z", end: "2025-01-02T08:25:00Z", type: "feeding") + "}",
+]
+
+func write(_ lines: [String], to url: URL) throws {
+    try (lines.joined(separator: "\n") + "\n").write(to: url, atomically: true, encoding: .utf8)
+}
+
+/// A store with the good lines imported.
+func importedStore(_ temp: TempDir) throws -> String {
+    let file = temp.file("good.jsonl")
+    try write(goodLines, to: file)
+    let store = temp.file("store").path
+    let result = try run("import", file.path, "--dir", store)
+    #expect(result.status == 0, "\(result.stderr)")
+    return store
+}
+
+func jsonObject(_ text: String) throws -> Any {
+    try JSONSerialization.jsonObject(with: Data(text.utf8))
+}
+
+// MARK: - Tests
+
+@Suite("eventkernel CLI")
+struct CLITests {
+    @Test func demoPrintsTheSummary() throws {
+        let temp = TempDir()
+        let store = temp.file("demo").path
+        let result = try run("demo", "--dir", store, "--activities", "2000", "--repetitions", "20")
+        #expect(result.status == 0, "\(result.stderr)")
+        for expected in ["activities (live)", "events", "compression ratio", "append rate", "startup from snapshot",
+                         "startup by full replay", "replay / snapshot", "7-day window, newest 50", "overlapping", "intact"] {
+            #expect(result.stdout.contains(expected), "missing \(expected) in \(result.stdout)")
+        }
+        // A second run refuses the non-empty store; --reset allows it.
+        let again = try run("demo", "--dir", store, "--activities", "100")
+        #expect(again.status == 1)
+        #expect(again.stderr.contains("--reset"))
+        #expect(try run("demo", "--dir", store, "--activities", "100", "--repetitions", "5", "--reset").status == 0)
+    }
+
+    @Test func importThenQuery() throws {
+        let temp = TempDir()
+        let store = try importedStore(temp)
+        let all = try run("query", "--dir", store, "--json", "--oldest-first")
+        #expect(all.status == 0)
+        let array = try #require(try jsonObject(all.stdout) as? [[String: Any]])
+        #expect(array.map { $0["id"] as? String } == [ids[0], ids[1], ids[2]].map(\.uuidString))
+        #expect(array[1]["endDate"] as? String == "2025-01-02T08:25:00Z")
+        #expect(array[1]["startDate"] as? String == "2025-01-02T08:00:00.25Z")
+        #expect(array[2]["endDate"] as? String == "2025-01-03T10:15:00Z")
+        let sleep = try run("query", "--dir", store, "--json", "--type", "sleep", "--after", "2025-01-01", "--before", "2025-01-02T00:00Z")
+        #expect((try jsonObject(sleep.stdout) as? [Any])?.count == 1)
+        let range = try run("query", "--dir", store, "--overlapping", "2025-01-02T06:00:00Z...2025-01-02T07:00:00Z")
+        #expect(range.stdout.contains(ids[0].uuidString) && !range.stdout.contains(ids[1].uuidString))
+        let bad = try run("query", "--dir", store, "--after", "yesterday")
+        #expect(bad.status == 1 && bad.stderr.contains("eventkernel: error:"))
+    }
+
+    @Test(arguments: [
+        ("{\"event\":\"added\",", "bad JSON"),
+        ("{\"event\":\"started\",\"id\":\"x\"}", "unknown event"),
+        ("{\"event\":\"added\",\"activity\":{\"id\":\"00000000-0000-4000-8000-000000000009\",\"type\":\"bath\"}}", "missing field \"startDate\""),
+        ("{\"id\":\"00000000-0000-4000-8000-000000000009\",\"startDate\":\"2025-13-01\",\"type\":\"bath\"}", "bad date"),
+        ("{\"id\":\"00000000-0000-4000-8000-000000000009\",\"startDate\":\"2025-01-05T10:00:00Z\",\"endDate\":\"2025-01-05T09:00:00Z\",\"type\":\"bath\"}", "end before start"),
+        ("{\"id\":\"00000000-0000-4000-8000-000000000000\",\"startDate\":\"2025-01-05T10:00:00Z\",\"type\":\"bath\"}", "duplicate id"),
+        ("{\"event\":\"deleted\",\"id\":\"00000000-0000-4000-8000-000000000009\"}", "unknown id"),
+    ])
+    func malformedLineIsRejectedAndNothingIsImported(line: String, problem: String) throws {
+        let temp = TempDir()
+        let store = try importedStore(temp)
+        let before = try run("export", "--dir", store)
+        // Two good new lines, then the bad one at line 3.
+        let file = temp.file("bad.jsonl")
+        try write([
+            activityLine(3, start: "2025-01-04T10:00:00Z", end: "2025-01-04T10:30:00Z", type: "bath"),
+            activityLine(4, start: "2025-01-04T11:00:00Z", end: nil, type: "nap"),
+            line,
+        ], to: file)
+        let result = try run("import", file.path, "--dir", store)
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("bad.jsonl:3:"), "\(result.stderr)")
+        #expect(result.stderr.contains(problem), "\(result.stderr)")
+        #expect(result.stderr.contains("nothing was imported"))
+        #expect(try run("export", "--dir", store).stdout == before.stdout)
+    }
+
+    @Test func exportImportRoundTrip() throws {
+        let temp = TempDir()
+        let demo = temp.file("demo").path
+        #expect(try run("demo", "--dir", demo, "--activities", "1500", "--repetitions", "5").status == 0)
+        let exported = temp.file("events.jsonl").path
+        #expect(try run("export", "--dir", demo, "--output", exported).status == 0)
+        let copy = temp.file("copy").path
+        let imported = try run("import", exported, "--dir", copy)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stdout.contains("last line imported"))
+        let a = try run("export", "--dir", demo, "--format", "activities")
+        let b = try run("export", "--dir", copy, "--format", "activities")
+        #expect(!a.stdout.isEmpty && a.stdout == b.stdout)
+        // The activities form imports too, to the same state.
+        let activities = temp.file("activities.jsonl")
+        try a.stdout.write(to: activities, atomically: true, encoding: .utf8)
+        let third = temp.file("third").path
+        #expect(try run("import", activities.path, "--dir", third).status == 0)
+        #expect(try run("export", "--dir", third, "--format", "activities").stdout == a.stdout)
+    }
+
+    @Test func historyOfAnID() throws {
+        let temp = TempDir()
+        let store = try importedStore(temp)
+        let result = try run("history", ids[1].uuidString, "--dir", store, "--json")
+        #expect(result.status == 0)
+        let object = try #require(try jsonObject(result.stdout) as? [String: Any])
+        let events = try #require(object["events"] as? [[String: Any]])
+        #expect(events.map { $0["event"] as? String } == ["added", "updated"])
+        #expect(events.map { $0["version"] as? Int } == [1, 2])
+        #expect(events.map { $0["position"] as? Int } == [1, 4])
+        let table = try run("history", ids[2].uuidString, "--dir", store)
+        #expect(table.stdout.contains("ended") && table.stdout.contains("2025-01-03T10:15:00Z"))
+        #expect(try run("history", ids[5].uuidString, "--dir", store).status == 1)
+    }
+
+    @Test func replayAsOfAndPosition() throws {
+        let temp = TempDir()
+        let store = try importedStore(temp)
+        let past = try run("replay", "--dir", store, "--as-of", "2000-01-01", "--json")
+        #expect(past.status == 0)
+        #expect((try jsonObject(past.stdout) as? [String: Any])?["activities"] as? Int == 0)
+        let now = try run("replay", "--dir", store, "--as-of", "2999-01-01T00:00:00Z", "--json")
+        let summary = try #require(try jsonObject(now.stdout) as? [String: Any])
+        #expect(summary["activities"] as? Int == 3)
+        #expect(summary["active"] as? Int == 0)
+        // Through position 2 the tummy time is still running.
+        let atTwo = try run("replay", "--dir", store, "--position", "2", "--json")
+        #expect((try jsonObject(atTwo.stdout) as? [String: Any])?["active"] as? Int == 1)
+        let queried = try run("replay", "--dir", store, "--position", "1", "--type", "feeding", "--json")
+        let rows = try #require(try jsonObject(queried.stdout) as? [[String: Any]])
+        #expect(rows.count == 1 && rows[0]["endDate"] as? String == "2025-01-02T08:20:00Z")
+        #expect(try run("replay", "--dir", store, "--position", "99").status == 1)
+    }
+
+    @Test func verifyDamageRepair() async throws {
+        let temp = TempDir()
+        let store = temp.file("store")
+        // Small segments, so that the first one is sealed.
+        let repository = try EventSourcedActivityRepository.open(
+            at: store, configuration: .init(log: SegmentedLog.Configuration(segmentSize: 4096)))
+        for batch in 0..<40 {
+            try await repository.apply((0..<10).map { k in
+                .added(ActivityModel(startDate: t0 + Double(batch * 10 + k) * 600, endDate: t0 + Double(batch * 10 + k) * 600 + 300, type: "diaper"))
+            })
+        }
+        try await repository.close()
+        let clean = try run("verify", "--dir", store.path)
+        #expect(clean.status == 0, "\(clean.stdout)\(clean.stderr)")
+        #expect(clean.stdout.contains("intact"))
+        let inspect = try run("inspect", "--dir", store.path, "--json")
+        let info = try #require(try jsonObject(inspect.stdout) as? [String: Any])
+        #expect((info["totals"] as? [String: Any])?["events"] as? Int == 400)
+        let segments = try #require(info["segments"] as? [[String: Any]])
+        #expect(segments.count > 1 && segments[0]["sealed"] as? Bool == true)
+
+        // Flip a byte in the middle of the first (sealed) segment.
+        let first = store.appending(path: try #require(segments[0]["file"] as? String))
+        let size = try #require(segments[0]["bytes"] as? Int)
+        let handle = try FileHandle(forUpdating: first)
+        try handle.seek(toOffset: UInt64(size / 2))
+        let byte = try handle.read(upToCount: 1)![0]
+        try handle.seek(toOffset: UInt64(size / 2))
+        try handle.write(contentsOf: Data([byte ^ 0x40]))
+        try handle.close()
+
+        let damaged = try run("verify", "--dir", store.path)
+        #expect(damaged.status == 3)
+        #expect(damaged.stdout.contains("file \(first.path)"), "\(damaged.stdout)")
+        #expect(damaged.stdout.contains("offset "))
+        let json = try run("verify", "--dir", store.path, "--json")
+        #expect(json.status == 3)
+        #expect((try jsonObject(json.stdout) as? [String: Any])?["intact"] as? Bool == false)
+
+        let refused = try run("repair", "--dir", store.path)
+        #expect(refused.status == 1 && refused.stderr.contains("--yes"))
+        let repaired = try run("repair", "--dir", store.path, "--yes")
+        #expect(repaired.status == 0, "\(repaired.stderr)")
+        #expect(repaired.stdout.contains("dropped"))
+        let after = try run("verify", "--dir", store.path)
+        #expect(after.status == 0, "\(after.stdout)")
+        #expect(try run("snapshot", "--dir", store.path).status == 0)
+    }
+
+    @Test func missingStoreAndNotAStore() throws {
+        let temp = TempDir()
+        let missing = try run("query", "--dir", temp.file("nope").path)
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("eventkernel: error: no store at") && missing.stderr.contains("no such directory"))
+        let empty = try run("verify", "--dir", temp.path)
+        #expect(empty.status == 2 && empty.stderr.contains("not an eventkernel store"))
+        #expect(try run("inspect", "--dir", temp.file("nope").path).status == 2)
+    }
+
+    @Test func lockedStore() async throws {
+        let temp = TempDir()
+        let store = try importedStore(temp)
+        let writer = try EventSourcedActivityRepository.open(at: URL(filePath: store))
+        let file = temp.file("more.jsonl")
+        try write([activityLine(5, start: "2025-02-01T10:00:00Z", end: nil, type: "bath")], to: file)
+        let result = try run("import", file.path, "--dir", store)
+        try await writer.close()
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("locked by another writer (pid \(ProcessInfo.processInfo.processIdentifier))"), "\(result.stderr)")
+        // Read-only commands work alongside the writer.
+        #expect(try run("query", "--dir", store).status == 0)
+    }
+
+    @Test func tailPrintsEvents() throws {
+        let temp = TempDir()
+        let store = try importedStore(temp)
+        let result = try run("tail", "--dir", store)
+        #expect(result.status == 0)
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 5)
+        #expect(lines[3].contains("ended") && lines[3].contains(ids[2].uuidString))
+        let json = try run("tail", "--dir", store, "--from", "3", "--json")
+        #expect(json.stdout.split(separator: "\n").count == 2)
+    }
+
+    @Test func tailFollowSeesNewEvents() async throws {
+        let temp = TempDir()
+        let store = try importedStore(temp)
+        let writer = try EventSourcedActivityRepository.open(at: URL(filePath: store))
+        let out = temp.file("tail.out")
+        let process = try makeProcess(["tail", "--dir", store, "--follow", "--json"], stdout: out, stderr: temp.file("tail.err"))
+        try process.run()
+        func output() -> String { (try? String(contentsOf: out, encoding: .utf8)) ?? "" }
+        func wait(until condition: (String) -> Bool) async throws -> Bool {
+            for _ in 0..<100 {
+                if condition(output()) { return true }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            return false
+        }
+        #expect(try await wait { $0.split(separator: "\n").count == 5 })
+        let late = ActivityModel(id: ids[5], startDate: t0 + 86_400 * 40, type: "bath")
+        try await writer.add(late)
+        #expect(try await wait { $0.contains(ids[5].uuidString) }, "\(output())")
+        process.terminate()
+        process.waitUntilExit()
+        try await writer.close()
+        #expect(output().split(separator: "\n").count == 6)
+    }
+}
