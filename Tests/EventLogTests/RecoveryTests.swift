@@ -65,15 +65,50 @@ struct RecoveryTests {
         let (segment, _, _) = try await Self.makeStore(dir)
         let second = try SegmentScanner(file: try OpenFile.open(segment, flags: O_RDONLY), basePosition: 0).scan().batches[1]
         try flipBit(in: segment, at: second.offset + Int64(BatchHeader.size) + 3)
-        #expect {
-            _ = try SegmentedLog.open(at: dir.url)
-        } throws: { error in
+        func isTheDamage(_ error: any Error) -> Bool {
             guard let error = error as? LogError else { return false }
             return error.code == .corruption && error.file == segment && error.offset == second.offset && error.position == 3
         }
+        // After a clean close the checkpoint vouches for the batches it lists, as a sealed
+        // segment's index does: open succeeds, and the damage is named when read and by verify.
+        #expect(FileManager.default.fileExists(atPath: dir.file(SegmentName.checkpoint(0)).path))
+        let log = try SegmentedLog.open(at: dir.url)
+        #expect(throws: LogError.self, performing: { _ = try log.read(from: 0) })
+        #expect { _ = try log.read(from: 0) } throws: { isTheDamage($0) }
+        try await log.close()
         let report = try SegmentedLog.verify(at: dir.url)
         #expect(!report.isIntact)
         #expect(report.firstDamage?.offset == second.offset)
+        // After a crash (no checkpoint) the whole active segment is scanned: open refuses.
+        try FileManager.default.removeItem(at: dir.file(SegmentName.checkpoint(0)))
+        #expect { _ = try SegmentedLog.open(at: dir.url) } throws: { isTheDamage($0) }
+    }
+
+    @Test("a checkpoint that no longer matches its segment is ignored, and only the tail after a valid one is scanned")
+    func checkpointValidation() async throws {
+        let dir = TemporaryDirectory()
+        let (segment, _, _) = try await Self.makeStore(dir)
+        let checkpoint = dir.file(SegmentName.checkpoint(0)).path
+        #expect(FileManager.default.fileExists(atPath: checkpoint))
+        // An older checkpoint (as after a crash that followed later appends) covers a prefix:
+        // what follows it is found by scanning past it.
+        let stale = try Data(contentsOf: URL(filePath: checkpoint))
+        do {
+            let log = try SegmentedLog.open(at: dir.url)
+            _ = try await log.append(entry(100))
+            try await log.close()
+        }
+        try stale.write(to: URL(filePath: checkpoint))
+        let reopened = try SegmentedLog.open(at: dir.url)
+        #expect(try allRecords(reopened).map(\.position) == Array(0..<16))
+        #expect(try reopened.read(from: 15).first?.payload == entry(100).payload)
+        try await reopened.close()
+        _ = segment
+        // A damaged checkpoint is ignored (and the segment scanned), never trusted.
+        try flipBit(in: checkpoint, at: 20)
+        let again = try SegmentedLog.open(at: dir.url)
+        #expect(try allRecords(again).count == 16)
+        try await again.close()
     }
 
     @Test("a bit flip in a sealed segment's payload or header is named by verify and by reads", arguments: [false, true])

@@ -112,10 +112,9 @@ public struct BinaryReader: Sendable {
     public mutating func readFixed<T: FixedWidthInteger>(_ type: T.Type) throws(BinaryDecodingError) -> T {
         let size = MemoryLayout<T>.size
         try require(size)
-        var value: T = 0
-        for i in 0..<size { value |= T(truncatingIfNeeded: bytes[offset + i]) << (8 * i) }
+        let at = offset
         offset += size
-        return value
+        return bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: at, as: T.self)) }
     }
 
     /// Reads a `Bool` written as one byte (0 or 1).
@@ -155,10 +154,17 @@ public struct BinaryReader: Sendable {
     /// - Throws: ``BinaryDecodingError`` when truncated or not UTF-8.
     public mutating func readString() throws(BinaryDecodingError) -> String {
         let start = offset
-        let raw = try readBytes()
-        guard let string = String(validating: raw, as: UTF8.self) else {
-            throw BinaryDecodingError(.invalidUTF8, at: start)
+        let count = try readVarint()
+        guard count <= UInt64(remaining) else {
+            throw BinaryDecodingError(.truncated(needed: Int(clamping: count) - remaining), at: start)
         }
+        let from = offset
+        offset += Int(count)
+        // Decoded in place: no intermediate array (this runs for every event on replay).
+        let string = bytes.withUnsafeBufferPointer { buffer in
+            String(validating: UnsafeBufferPointer(rebasing: buffer[from..<(from + Int(count))]), as: UTF8.self)
+        }
+        guard let string else { throw BinaryDecodingError(.invalidUTF8, at: start) }
         return string
     }
 
@@ -169,9 +175,14 @@ public struct BinaryReader: Sendable {
 
     /// Reads a 16-byte UUID.
     public mutating func readUUID() throws(BinaryDecodingError) -> UUID {
-        let raw = try readRaw(count: 16)
-        return UUID(uuid: (raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
-                           raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]))
+        try require(16)
+        let at = offset
+        offset += 16
+        var value = uuid_t(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        bytes.withUnsafeBytes { source in
+            withUnsafeMutableBytes(of: &value) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[at..<(at + 16)])) }
+        }
+        return UUID(uuid: value)
     }
 
     /// Reads a `Double` written by ``BinaryWriter/writeDouble(_:)``.

@@ -79,9 +79,15 @@ public final class EventStore: Sendable {
     /// Restores `projection` from its newest usable snapshot, then folds the log up to `next`.
     /// Called with the commit lock held, so no commit interleaves.
     private func catchUp(_ projections: [any Projection], through next: LogPosition) throws {
-        for projection in projections {
-            if projection.nextPosition == 0, let snapshots,
-               let file = snapshots.newestValid(projectionName: projection.name, schemaVersion: projection.schemaVersion, maxNextPosition: next) {
+        // Snapshots are read, checked and decoded in parallel: each is independent, and at
+        // startup this is most of the work.
+        if let snapshots {
+            let logger = self.logger
+            DispatchQueue.concurrentPerform(iterations: projections.count) { index in
+                let projection = projections[index]
+                guard projection.nextPosition == 0,
+                      let file = snapshots.newestValid(projectionName: projection.name, schemaVersion: projection.schemaVersion, maxNextPosition: next)
+                else { return }
                 do {
                     try projection.restore(from: ProjectionSnapshot(bytes: file.body, nextPosition: file.nextPosition))
                 } catch {

@@ -11,7 +11,7 @@ final class VersionTable: Projection {
     let schemaVersion: UInt16 = 1
 
     private struct State {
-        var committed: [EntityID: UInt64] = [:]
+        var committed = EntityVersionMap()
         /// Versions handed out to appends not yet acknowledged, with how many are in flight.
         var reserved: [EntityID: (version: UInt64, inFlight: Int)] = [:]
         var nextPosition: LogPosition = 0
@@ -73,7 +73,7 @@ final class VersionTable: Projection {
         let (committed, next) = state.withLock { ($0.committed, $0.nextPosition) }
         var writer = BinaryWriter(capacity: committed.count * 24)
         writer.writeVarint(UInt64(committed.count))
-        for (id, version) in committed {
+        committed.forEach { id, version in
             writer.writeEntityID(id)
             writer.writeVarint(version)
         }
@@ -83,7 +83,7 @@ final class VersionTable: Projection {
     func restore(from snapshot: ProjectionSnapshot) throws {
         var reader = BinaryReader(snapshot.bytes)
         let count = try reader.readVarint()
-        var committed: [EntityID: UInt64] = [:]
+        var committed = EntityVersionMap()
         committed.reserveCapacity(Int(min(count, 1 << 20)))
         for _ in 0..<count { committed[try reader.readEntityID()] = try reader.readVarint() }
         try reader.expectEnd()

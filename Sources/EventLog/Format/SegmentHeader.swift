@@ -59,6 +59,8 @@ enum SegmentName {
 
     static func segment(_ base: LogPosition) -> String { "\(padded(base)).\(segmentExtension)" }
     static func index(_ base: LogPosition) -> String { "\(padded(base)).\(indexExtension)" }
+    /// The active segment's checkpoint, written on clean close (Docs/FileFormat.md).
+    static func checkpoint(_ base: LogPosition) -> String { "\(padded(base)).ckpt" }
 
     static func padded(_ base: LogPosition) -> String {
         let digits = String(base)

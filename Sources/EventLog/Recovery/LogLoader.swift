@@ -164,6 +164,9 @@ struct LogLoader {
         }
         var scanner = SegmentScanner(file: file, basePosition: base)
         scanner.concurrentWriterPossible = !writable
+        if let checkpoint = try loadCheckpoint(file: file, base: base) {
+            scanner.resume = (checkpoint.batches, checkpoint.dataLength, checkpoint.nextPosition)
+        }
         let scan = try scanner.scan()
         switch scan.end {
         case .clean:
@@ -179,6 +182,35 @@ struct LogLoader {
         }
         return SegmentEntry(basePosition: base, file: file, batches: scan.batches, nextPosition: scan.nextPosition,
                             minTimestamp: scan.minTimestamp, maxTimestamp: scan.maxTimestamp, sealed: false, dataEnd: scan.dataEnd)
+    }
+
+    /// The active segment's checkpoint, if one exists and still describes a prefix of the file.
+    ///
+    /// Written on clean close, it lets open skip re-checking the batches that were already
+    /// checked, as a sealed segment's index does; only what was appended after it is scanned.
+    /// It is trusted only if its checksum holds, it lies inside the file, and the header of its
+    /// last batch is where it says, with the same position, count and length.
+    private func loadCheckpoint(file: OpenFile, base: LogPosition) throws(LogError) -> SegmentIndexFile? {
+        let path = path(SegmentName.checkpoint(base))
+        guard StoreDirectory.exists(path) else { return nil }
+        let checkpointFile = try OpenFile.open(path, flags: O_RDONLY)
+        let bytes = try checkpointFile.read(fromAbsoluteOffset: 0, count: Int(try checkpointFile.size()))
+        guard case .success(let checkpoint) = bytes.withUnsafeBytes({ SegmentIndexFile.decode($0) }),
+              checkpoint.basePosition == base, checkpoint.dataLength <= (try file.size()) else {
+            if writable { try StoreDirectory.remove(path) }
+            return nil
+        }
+        if let last = checkpoint.batches.last {
+            let header = try file.read(fromAbsoluteOffset: last.offset, count: BatchHeader.size)
+            guard header.count == BatchHeader.size,
+                  case .success(let decoded) = header.withUnsafeBytes({ BatchHeader.decode($0) }),
+                  decoded.firstPosition == last.firstPosition, decoded.recordCount == last.recordCount,
+                  decoded.batchLength == Int(last.batchLength) else {
+                if writable { try StoreDirectory.remove(path) }
+                return nil
+            }
+        }
+        return checkpoint
     }
 
     /// Keeps the torn bytes in `recovered/`, then cuts the segment at `offset`.

@@ -47,6 +47,9 @@ struct SegmentScanner {
     /// write in progress is never mistaken for damage.
     var concurrentWriterPossible = false
     private static let rereadAttempts = 5
+    /// Where to resume: batches already known valid (from a checkpoint) and the offset and
+    /// position after them. The walk then checks only what follows.
+    var resume: (batches: [BatchLocation], offset: Int64, position: LogPosition)?
 
     private static let windowSize = 4 << 20
 
@@ -69,6 +72,18 @@ struct SegmentScanner {
         var window = FileWindow(file: file, fileSize: fileSize)
         var offset = Int64(SegmentHeader.size)
         var expected = basePosition
+        if let resume {
+            result.batches = resume.batches
+            for batch in resume.batches {
+                result.records += UInt64(batch.recordCount)
+                result.minTimestamp = min(result.minTimestamp ?? batch.minTimestamp, batch.minTimestamp)
+                result.maxTimestamp = max(result.maxTimestamp ?? batch.maxTimestamp, batch.maxTimestamp)
+            }
+            offset = resume.offset
+            expected = resume.position
+            result.nextPosition = expected
+            result.dataEnd = offset
+        }
         var decodeScratch: [UInt8] = []
         var rereads = 0
         while offset < fileSize {

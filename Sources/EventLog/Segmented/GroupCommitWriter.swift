@@ -276,6 +276,8 @@ final class GroupCommitWriter: @unchecked Sendable {
                                      dataLength: active.dataEnd, batches: batches)
         try StoreDirectory.writeAtomically(index.encoded(), directory: core.directory,
                                            name: SegmentName.index(active.basePosition), io: io)
+        // The index supersedes a checkpoint left by an earlier clean close.
+        try StoreDirectory.remove(core.directory + "/" + SegmentName.checkpoint(active.basePosition))
         let loader = LogLoader(directory: core.directory, writable: true, configuration: configuration)
         let created = try loader.createSegment(base: nextPosition)
         core.state.withLock { state in
@@ -310,10 +312,25 @@ final class GroupCommitWriter: @unchecked Sendable {
                 try io.truncate(descriptor: active.file.descriptor, path: active.file.path, length: active.dataEnd)
                 try io.synchronize(descriptor: active.file.descriptor, path: active.file.path)
             }
+            writeCheckpoint()
             return .success(())
         } catch {
             return .failure(error)
         }
+    }
+
+    /// Records the active segment's batches so that the next open need not re-check them.
+    /// Best effort: without a checkpoint, open scans the whole active segment, as after a crash.
+    private func writeCheckpoint() {
+        let name = SegmentName.checkpoint(active.basePosition)
+        let batches = core.state.withLock { $0.segments[$0.segments.count - 1].batches }
+        guard !batches.isEmpty else {
+            try? StoreDirectory.remove(core.directory + "/" + name)
+            return
+        }
+        let checkpoint = SegmentIndexFile(basePosition: active.basePosition, nextPosition: nextPosition,
+                                          dataLength: active.dataEnd, batches: batches)
+        try? StoreDirectory.writeAtomically(checkpoint.encoded(), directory: core.directory, name: name, io: io)
     }
 
     /// After a failed write or sync the kernel may have dropped dirty pages and cleared the

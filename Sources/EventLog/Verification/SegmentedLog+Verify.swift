@@ -146,6 +146,7 @@ extension SegmentedLog {
             report.savedFiles.append(RecoveredFiles.path(directory: path, name: name))
             report.droppedBytes += Int64(bytes.count)
             try StoreDirectory.remove(path + "/" + SegmentName.index(base))
+            try StoreDirectory.remove(path + "/" + SegmentName.checkpoint(base))
             if from == 0 {
                 try StoreDirectory.remove(segmentPath)
             } else {
