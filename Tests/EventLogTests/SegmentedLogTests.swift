@@ -36,7 +36,7 @@ struct SegmentedLogTests {
     @Test("1M small records across several segments survive close and reopen")
     func millionRecords() async throws {
         let dir = TemporaryDirectory()
-        let total = 1_000_000, perBatch = 1_000
+        let total = testScale.pick(1_000_000, small: 100_000), perBatch = 1_000
         var configuration = SegmentedLog.Configuration(segmentSize: 1 << 20, durability: .buffered)
         configuration.preallocate = false
         do {
