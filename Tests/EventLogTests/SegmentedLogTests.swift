@@ -37,7 +37,7 @@ struct SegmentedLogTests {
     func millionRecords() async throws {
         let dir = TemporaryDirectory()
         let total = testScale.pick(1_000_000, small: 100_000), perBatch = 1_000
-        var configuration = SegmentedLog.Configuration(segmentSize: 1 << 20, durability: .buffered)
+        var configuration = SegmentedLog.Configuration(segmentSize: testScale.pick(1 << 20, small: 128 << 10), durability: .buffered)
         configuration.preallocate = false
         do {
             let log = try SegmentedLog.open(at: dir.url, configuration: configuration)
