@@ -14,7 +14,7 @@ import Testing
 /// - never a crash, never a record that differs from the original.
 ///
 /// Debug: all structural bytes (segment and batch headers, the edges of each payload, whole
-/// index files) and every `EVENTKERNEL_CORRUPTION_STRIDE`-th other payload byte (default 2; 1 = every
+/// index files) and every `EVENTKERNEL_CORRUPTION_STRIDE`-th other payload byte (default 4; 1 = every
 /// byte; 8 under `EVENTKERNEL_TEST_SCALE=small`).
 @Suite("Reliability: corruption sweep")
 struct CorruptionSweepTests {
@@ -84,7 +84,7 @@ struct CorruptionSweepTests {
             }
             structural[SegmentName.segment(segment.basePosition)] = set
         }
-        let stride = environmentInt("EVENTKERNEL_CORRUPTION_STRIDE", default: testScale.pick(2, small: 8))
+        let stride = environmentInt("EVENTKERNEL_CORRUPTION_STRIDE", default: testScale.pick(4, small: 8))
 
         let work = root.appending(path: "case", directoryHint: .isDirectory)
         var tally = Tally()
