@@ -3,6 +3,11 @@
 //
 //   EventLogTestHelper try-lock DIR          exit 0 if the writer lock was taken, 3 if locked
 //   EventLogTestHelper append DIR COUNT      synced single-record appends, one "ack N" line each
+//   EventLogTestHelper append DIR COUNT SEGMENT_BYTES
+//                                            the same with SEGMENT_BYTES segments (>= 4096, so
+//                                            that rolls are frequent), continuing an existing
+//                                            store: record i is "record-i" at position i, and
+//                                            "start N" is printed once the store is open
 import EventLog
 import Foundation
 
@@ -29,11 +34,17 @@ case "try-lock":
     }
 case "append":
     let count = arguments.count > 3 ? Int(arguments[3]) ?? 1000 : 1000
+    let segmentBytes = arguments.count > 4 ? Int(arguments[4]) : nil
     do {
         var configuration = SegmentedLog.Configuration()
-        configuration.segmentSize = 64 << 10
+        configuration.segmentSize = segmentBytes ?? 64 << 10
         let log = try SegmentedLog.open(at: directory, configuration: configuration)
-        for i in 0..<count {
+        var first = 0
+        if segmentBytes != nil {
+            first = Int(log.bounds.nextPosition)
+            FileHandle.standardOutput.write(Data("start \(first)\n".utf8))
+        }
+        for i in first..<(first + count) {
             let payload = Array("record-\(i)".utf8)
             let position = try await log.append(LogEntry(timestamp: .now(), payload: payload))
             // Unbuffered: a parent that kills this process must see every acknowledgement.

@@ -36,8 +36,8 @@ struct SegmentedLogTests {
     @Test("1M small records across several segments survive close and reopen")
     func millionRecords() async throws {
         let dir = TemporaryDirectory()
-        let total = 1_000_000, perBatch = 1_000
-        var configuration = SegmentedLog.Configuration(segmentSize: 1 << 20, durability: .buffered)
+        let total = testScale.pick(1_000_000, small: 100_000), perBatch = 1_000
+        var configuration = SegmentedLog.Configuration(segmentSize: testScale.pick(1 << 20, small: 128 << 10), durability: .buffered)
         configuration.preallocate = false
         do {
             let log = try SegmentedLog.open(at: dir.url, configuration: configuration)

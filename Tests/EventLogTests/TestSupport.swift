@@ -77,3 +77,20 @@ func runHelper(_ arguments: [String]) throws -> (status: Int32, output: String) 
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }
+
+/// How big heavy tests should be: `EVENTKERNEL_TEST_SCALE=small` (set by scripts/sanitizers.sh)
+/// shrinks them for sanitizer runs, which are 5–20x slower.
+enum TestScale: Sendable {
+    case normal, small
+    /// `normal` unless small was asked for.
+    var isSmall: Bool { self == .small }
+    /// `full` normally, `small` under `EVENTKERNEL_TEST_SCALE=small`.
+    func pick<T>(_ full: T, small: T) -> T { isSmall ? small : full }
+}
+
+let testScale: TestScale = ProcessInfo.processInfo.environment["EVENTKERNEL_TEST_SCALE"] == "small" ? .small : .normal
+
+/// An integer from the environment, or `defaultValue`.
+func environmentInt(_ name: String, default defaultValue: Int) -> Int {
+    ProcessInfo.processInfo.environment[name].flatMap { Int($0) } ?? defaultValue
+}

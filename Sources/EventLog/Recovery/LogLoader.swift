@@ -149,11 +149,7 @@ struct LogLoader {
             error.position = base
             let size = try file.size()
             let bytes = try file.read(fromAbsoluteOffset: 0, count: Int(size))
-            let onlyHeaderSpace = bytes.count <= SegmentHeader.size
-                || bytes.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[SegmentHeader.size...]).isAllZero() }
-            let expectedHeader = SegmentHeader(basePosition: base).encoded()
-            let headerIsPartialWrite = zip(bytes.prefix(SegmentHeader.size), expectedHeader).allSatisfy { $0 == $1 || $0 == 0 }
-            guard onlyHeaderSpace && headerIsPartialWrite else { throw error }
+            guard Self.isUnfinishedSegmentCreation(bytes, base: base) else { throw error }
             if writable {
                 try file.writeHeader(base: base, io: io)
                 try io.synchronize(descriptor: file.descriptor, path: file.path)
@@ -211,6 +207,17 @@ struct LogLoader {
             }
         }
         return checkpoint
+    }
+
+    /// Whether a segment file whose header is invalid is only a segment whose creation was cut
+    /// short by a crash: its header bytes are a prefix of the right header (unwritten bytes are
+    /// zero) and nothing but zeros follows. Such a file holds no data and is rewritten on open.
+    static func isUnfinishedSegmentCreation(_ bytes: [UInt8], base: LogPosition) -> Bool {
+        let onlyHeaderSpace = bytes.count <= SegmentHeader.size
+            || bytes.withUnsafeBytes { UnsafeRawBufferPointer(rebasing: $0[SegmentHeader.size...]).isAllZero() }
+        let expectedHeader = SegmentHeader(basePosition: base).encoded()
+        let headerIsPartialWrite = zip(bytes.prefix(SegmentHeader.size), expectedHeader).allSatisfy { $0 == $1 || $0 == 0 }
+        return onlyHeaderSpace && headerIsPartialWrite
     }
 
     /// Keeps the torn bytes in `recovered/`, then cuts the segment at `offset`.

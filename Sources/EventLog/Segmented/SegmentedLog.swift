@@ -175,10 +175,13 @@ public final class SegmentedLog: RecordLog {
             core.state.withLock { $0.closed = true }
             return
         }
+        // The writer has stopped once close completes, whether or not its final sync failed:
+        // release the lock either way, so that a failed close does not keep the store locked
+        // until this object is deinitialised (a reopen, which runs recovery, must be possible).
+        defer { lock?.unlock() }
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             writer.submit(.close({ continuation.resume(with: $0.mapError { $0 as any Error }) }))
         }
-        lock?.unlock()
     }
 
     /// Picks up batches and segments a writer appended since this read-only log was opened or

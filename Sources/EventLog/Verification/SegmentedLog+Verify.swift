@@ -39,6 +39,16 @@ extension SegmentedLog {
                 scanner.concurrentWriterPossible = isLast
                 scan = try scanner.scan()
             } catch {
+                // The last segment's creation cut short by a crash (a partial header, then
+                // zeros): no data, rewritten by the next writer open, as recovery does.
+                if isLast, let file = try? OpenFile.open(segmentPath, flags: O_RDONLY), let size = try? file.size(),
+                   let bytes = try? file.read(fromAbsoluteOffset: 0, count: Int(size)),
+                   LogLoader.isUnfinishedSegmentCreation(bytes, base: base) {
+                    var note = error
+                    note.message = "segment whose creation was never finished (a crash while rolling; it holds no data and the next writer open rewrites it): " + error.message
+                    report.problems.append(.init(severity: .warning, error: note))
+                    continue
+                }
                 report.problems.append(.init(severity: .damage, error: error))
                 expected = nil
                 continue

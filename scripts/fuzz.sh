@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets under Fuzz/ into .build/fuzz/ and runs each for a bounded time.
+#
+#   scripts/fuzz.sh            each target 30 s
+#   scripts/fuzz.sh 600        each target 10 min
+#   TARGETS=BatchDecoderFuzz scripts/fuzz.sh 60
+#
+# A target is a directory Fuzz/<Name>/ with a main.swift defining LLVMFuzzerTestOneInput; it is
+# compiled with the sources of the modules listed for it below into one module (internal APIs
+# are reachable), with -sanitize=fuzzer,address. Its seed corpus is Fuzz/corpus/<Name>/
+# (committed, tiny); new inputs found go to .build/fuzz/corpus/<Name>/, crashes to
+# .build/fuzz/artifacts/<Name>/ (reproduce: .build/fuzz/<Name> <crash-file>).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-30}
+out=.build/fuzz
+mkdir -p "$out"
+
+# target name -> source directories compiled with it (one line per target).
+declare -A target_sources=(
+  [BatchDecoderFuzz]="Sources/EventLog"
+  # [JSONLinesImportFuzz]="Sources/EventLog Sources/EventKernel Sources/EventKernelImport"  # when the importer exists
+)
+targets=${TARGETS:-${!target_sources[*]}}
+
+swiftc_flags=(
+  -sanitize=fuzzer,address -parse-as-library -Onone -g
+  -swift-version 6 -enable-upcoming-feature ExistentialAny -enable-upcoming-feature InternalImportsByDefault
+  -I Sources/CLZ4 -llz4
+)
+
+status=0
+for target in $targets; do
+  sources=()
+  for dir in ${target_sources[$target]}; do
+    while IFS= read -r -d '' f; do sources+=("$f"); done < <(find "$dir" -name '*.swift' -print0)
+  done
+  echo "== $target: building ($(( ${#sources[@]} + 1 )) files)"
+  swiftc "${swiftc_flags[@]}" -module-name "${target}Module" "${sources[@]}" "Fuzz/$target/main.swift" -o "$out/$target"
+  corpus="$out/corpus/$target"; artifacts="$out/artifacts/$target/"
+  mkdir -p "$corpus" "$artifacts"
+  seeds=()
+  [[ -d Fuzz/corpus/$target ]] && seeds+=("Fuzz/corpus/$target")
+  echo "== $target: fuzzing for $seconds s"
+  if ! ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} "$out/$target" -max_total_time="$seconds" -rss_limit_mb=2048 \
+      -artifact_prefix="$artifacts" -print_final_stats=1 "$corpus" "${seeds[@]}"; then
+    echo "== $target: FAILED; crash inputs in $artifacts" >&2
+    status=1
+  fi
+done
+exit $status

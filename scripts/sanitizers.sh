@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs the test suite under ThreadSanitizer and AddressSanitizer, each in its own build
+# directory (.build/tsan, .build/asan), with EVENTKERNEL_TEST_SCALE=small so the heavy tests
+# shrink themselves (sanitized code runs 5-20x slower). Prints the wall time of each run.
+#
+#   scripts/sanitizers.sh                 both sanitizers, all tests
+#   scripts/sanitizers.sh thread          only TSan
+#   FILTER=EventLogTests scripts/sanitizers.sh address
+#
+# Environment: FILTER (a `swift test --filter` pattern), EVENTKERNEL_TEST_SCALE (default small),
+# JOBS (build jobs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sanitizers=("${@:-thread address}")
+read -r -a sanitizers <<< "${sanitizers[*]}"
+export EVENTKERNEL_TEST_SCALE="${EVENTKERNEL_TEST_SCALE:-small}"
+# Stop at the first report rather than printing a flood; keep the whole report.
+export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1 detect_leaks=0}"
+
+seed_scratch() {
+  # Offline machines: reuse the dependency checkouts of the default build directory.
+  local scratch=$1
+  mkdir -p "$scratch"
+  for item in checkouts repositories workspace-state.json; do
+    if [[ -e .build/$item && ! -e $scratch/$item ]]; then cp -R ".build/$item" "$scratch/$item"; fi
+  done
+}
+
+status=0
+for sanitizer in "${sanitizers[@]}"; do
+  case $sanitizer in
+    thread) scratch=.build/tsan ;;
+    address) scratch=.build/asan ;;
+    *) echo "unknown sanitizer $sanitizer (thread|address)" >&2; exit 2 ;;
+  esac
+  seed_scratch "$scratch"
+  args=(--sanitize="$sanitizer" --scratch-path "$scratch")
+  [[ -n ${JOBS:-} ]] && args+=(--jobs "$JOBS")
+  start=$(date +%s)
+  echo "== $sanitizer: building (scratch $scratch)"
+  swift build --build-tests "${args[@]}"
+  built=$(date +%s)
+  echo "== $sanitizer: testing (EVENTKERNEL_TEST_SCALE=$EVENTKERNEL_TEST_SCALE${FILTER:+, filter $FILTER})"
+  if ! swift test --skip-build "${args[@]}" ${FILTER:+--filter "$FILTER"}; then status=1; fi
+  end=$(date +%s)
+  echo "== $sanitizer: build $((built - start)) s, tests $((end - built)) s, total $((end - start)) s"
+done
+exit $status
