@@ -1,4 +1,3 @@
-import Synchronization
 
 /// How `observe(query:)` works for both repositories.
 ///

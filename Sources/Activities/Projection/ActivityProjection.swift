@@ -1,6 +1,5 @@
 public import EventKernel
 public import EventLog
-import Synchronization
 
 /// The read model of the Activities domain: folds ``ActivityEvent``s into an ``ActivityIndex``.
 ///
@@ -43,7 +42,7 @@ public final class ActivityProjection: Projection {
     public let schemaVersion: UInt16 = 1
 
     @usableFromInline let state = ReadWriteLock(State())
-    private let observers = Mutex<(next: UInt64, callbacks: [UInt64: @Sendable ([Change]) -> Void])>((0, [:]))
+    private let observers = Locked<(next: UInt64, callbacks: [UInt64: @Sendable ([Change]) -> Void])>((0, [:]))
     private let codec = ActivityEventCodec()
 
     /// Creates an empty projection.

@@ -1,6 +1,5 @@
 import Foundation
 public import EventLog
-import Synchronization
 
 /// A ``Projection`` over a value-type `State` and a reducer: the helper a domain uses.
 ///
@@ -30,8 +29,8 @@ public final class ProjectedState<State: Sendable>: Projection {
     private let reducer: Reducer
     private let encodeState: @Sendable (State) throws -> [UInt8]
     private let decodeState: @Sendable ([UInt8]) throws -> State
-    private let inner: Mutex<Inner>
-    private let listeners = Mutex<(next: UInt64, all: [UInt64: @Sendable ([EventEnvelope]) -> Void])>((0, [:]))
+    private let inner: Locked<Inner>
+    private let listeners = Locked<(next: UInt64, all: [UInt64: @Sendable ([EventEnvelope]) -> Void])>((0, [:]))
 
     /// Creates a projection with explicit snapshot encoding.
     /// - Parameters:
@@ -53,7 +52,7 @@ public final class ProjectedState<State: Sendable>: Projection {
         self.reducer = reducer
         self.encodeState = encode
         self.decodeState = decode
-        self.inner = Mutex(Inner(state: initial))
+        self.inner = Locked(Inner(state: initial))
     }
 
     /// A fresh instance with the same configuration and the initial state (for time travel).

@@ -1,6 +1,5 @@
 public import Foundation
 public import EventLog
-import Synchronization
 
 /// A generic event-sourced repository: a domain declares its entity type and gets durable
 /// add/update/delete (as events), id lookups, predicate and date-range queries, paging,
@@ -253,7 +252,7 @@ where Entity.ID: EntityIDConvertible {
     /// The stream ends when the consumer stops iterating.
     public func observe(where predicate: @escaping @Sendable (Entity) -> Bool) -> AsyncStream<[Entity]> {
         let (stream, continuation) = AsyncStream.makeStream(of: [Entity].self, bufferingPolicy: .bufferingNewest(16))
-        let last = Mutex<[UInt8]?>(nil)
+        let last = Locked<[UInt8]?>(nil)
         let prefix = typeName + "."
         let publish: @Sendable () -> Void = { [weak self] in
             guard let self else { return }

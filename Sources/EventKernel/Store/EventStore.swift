@@ -1,7 +1,6 @@
 public import Foundation
 public import EventLog
 public import Logging
-import Synchronization
 
 /// The event store: typed events over any ``RecordLog``, with optimistic concurrency,
 /// projections folded in the commit path, live subscriptions and snapshots.
@@ -37,8 +36,8 @@ public final class EventStore: Sendable {
         var closed = false
     }
 
-    private let admission = Mutex(Admission())
-    let commit = Mutex(CommitState())
+    private let admission = Locked(Admission())
+    let commit = Locked(CommitState())
 
     /// Opens a store over a log: restores the entity-version map and each projection from the
     /// newest valid snapshot (if `directory` is given) and replays only the tail of the log.

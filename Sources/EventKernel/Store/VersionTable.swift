@@ -1,5 +1,4 @@
 import EventLog
-import Synchronization
 
 /// The store's entity -> last version map, kept as a projection so it is snapshotted and
 /// restored with the others (optimistic concurrency keeps working after a snapshot startup).
@@ -17,7 +16,7 @@ final class VersionTable: Projection {
         var nextPosition: LogPosition = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     var nextPosition: LogPosition { state.withLock { $0.nextPosition } }
 

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A ``RecordLog`` held in memory: same semantics as ``SegmentedLog`` (gap-free positions,
 /// atomic batches, time-range reads), no files. For tests and previews.
@@ -10,7 +9,7 @@ public final class InMemoryLog: RecordLog {
         var closed = false
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Creates an empty log, or one holding `records` re-numbered from position 0.
     public init(records: [LogEntry] = []) {

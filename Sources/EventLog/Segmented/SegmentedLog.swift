@@ -70,7 +70,7 @@ public final class SegmentedLog: RecordLog {
     let core: LogCore
     private let writer: GroupCommitWriter?
     private let lock: DirectoryLock?
-    private let recovery: Mutex<RecoveryReport>
+    private let recovery: Locked<RecoveryReport>
 
     private init(directory: URL, core: LogCore, writer: GroupCommitWriter?, lock: DirectoryLock?, recovery: RecoveryReport) {
         self.directory = directory
@@ -78,7 +78,7 @@ public final class SegmentedLog: RecordLog {
         self.writer = writer
         self.lock = lock
         self.isReadOnly = writer == nil
-        self.recovery = Mutex(recovery)
+        self.recovery = Locked(recovery)
     }
 
     /// Opens (creating if needed) the log in `directory` for writing.
@@ -250,7 +250,7 @@ struct LogState: Sendable {
 final class LogCore: Sendable {
     let directory: String
     let configuration: SegmentedLog.Configuration
-    let state: Mutex<LogState>
+    let state: Locked<LogState>
     let appendsAcknowledged = Atomic<Int>(0)
     let batchesWritten = Atomic<Int>(0)
     let dataSyncs = Atomic<Int>(0)
@@ -261,7 +261,7 @@ final class LogCore: Sendable {
         self.configuration = configuration
         var state = LogState(segments: segments)
         state.recomputeBounds()
-        self.state = Mutex(state)
+        self.state = Locked(state)
     }
 
     func statistics() -> SegmentedLog.Statistics {
