@@ -85,8 +85,10 @@ final class Ledger: Sendable {
         var changed = first
         changed.amount = 9
         try await ledger.transactions.update(changed)
-        #expect(await iterator.next() == [first])
-        #expect(await iterator.next() == [changed])
+        let afterAdds = await iterator.next()
+        #expect(afterAdds == [first], "got \(String(describing: afterAdds))")
+        let afterUpdate = await iterator.next()
+        #expect(afterUpdate == [changed], "got \(String(describing: afterUpdate))")
     }
 
     @Test func historyTimeTravelAndSnapshotRestart() async throws {

@@ -259,7 +259,11 @@ where Entity.ID: EntityIDConvertible {
             last.withLock { last in
                 let result = self.fetch(where: predicate)
                 // Entities need not be Equatable: compare encodings to drop unchanged results.
-                let encoded = (try? JSONEncoder().encode(result)).map(Array.init) ?? []
+                // Sorted keys: JSONEncoder's key order is otherwise not guaranteed to repeat,
+                // and an unchanged result would be yielded again (seen under AddressSanitizer).
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys]
+                let encoded = (try? encoder.encode(result)).map(Array.init) ?? []
                 guard encoded != last else { return }
                 last = encoded
                 continuation.yield(result)

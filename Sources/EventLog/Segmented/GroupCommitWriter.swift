@@ -93,12 +93,16 @@ final class GroupCommitWriter: @unchecked Sendable {
             var timedOut = false
             while queue.isEmpty {
                 if dirty, case .buffered(let interval) = configuration.durability {
+                    // The deadline is re-checked after every wake-up: a timed wait may return
+                    // early, and syncing before the interval would break the policy's promise
+                    // of batching syncs (and the counters tests rely on).
                     let remaining = lastSync.advanced(by: interval) - ContinuousClock.now
-                    let seconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
-                    if seconds <= 0 || !condition.wait(until: Date(timeIntervalSinceNow: seconds)) {
-                        timedOut = queue.isEmpty
+                    if remaining <= .zero {
+                        timedOut = true
                         break
                     }
+                    let seconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
+                    _ = condition.wait(until: Date(timeIntervalSinceNow: seconds))
                 } else {
                     condition.wait()
                 }
