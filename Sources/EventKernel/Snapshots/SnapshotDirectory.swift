@@ -85,6 +85,21 @@ public struct SnapshotDirectory: Sendable {
         for old in all.dropLast(max(1, keep)) { try? FileManager.default.removeItem(at: old) }
     }
 
+    /// Deletes the temporary files (`.<name>.<uuid>.tmp`) that a writer killed in the middle of
+    /// ``write(_:keep:)`` left behind. Only the store's writer (holding its lock) may call this:
+    /// it alone writes snapshots, so at its open every temporary file is stale.
+    /// - Returns: The number of files removed.
+    @discardableResult
+    public func removeStaleTemporaryFiles() -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+        var removed = 0
+        for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
+            if unlink(url.appendingPathComponent(name).path) == 0 { removed += 1 }
+        }
+        if removed > 0 { logger.notice("removed stale temporary snapshot files", metadata: ["directory": "\(url.path)", "count": "\(removed)"]) }
+        return removed
+    }
+
     private static func posixWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
         #if canImport(Glibc)
         Glibc.write(fd, buffer, count)
