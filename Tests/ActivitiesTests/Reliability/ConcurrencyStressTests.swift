@@ -117,7 +117,11 @@ struct ConcurrencyStressTests {
                 if !ordered { result.problems.append("results out of order or duplicated: \(a.id) then \(b.id)"); break }
             }
             for model in models where !query.matches(model) { result.problems.append("\(model) does not match \(query)"); break }
-            for model in models where !written.contains(model) { result.problems.append("\(model) was never written"); break }
+            for model in models where !written.contains(model) {
+                let known = written.models.withLock { $0[model.id] ?? [] }.map { "\($0.startDate.timeIntervalSince1970) \($0.endDate?.timeIntervalSince1970 ?? -1) \($0.type)" }
+                result.problems.append("\(model.startDate.timeIntervalSince1970) \(model.endDate?.timeIntervalSince1970 ?? -1) \(model.type) was never written; written: \(known)")
+                break
+            }
             if result.problems.count > 20 { break }
             await Task.yield()
         }

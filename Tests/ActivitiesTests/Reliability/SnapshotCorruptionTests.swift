@@ -16,11 +16,11 @@ import Testing
 /// snapshot that would have been used was skipped.
 ///
 /// By default every header byte and an evenly spaced sample of body bytes, about
-/// `EVENTKERNEL_SNAPSHOT_CASES` (default 3000, 400 under `EVENTKERNEL_TEST_SCALE=small`)
+/// `EVENTKERNEL_SNAPSHOT_CASES` (default 5000, 400 under `EVENTKERNEL_TEST_SCALE=small`)
 /// cases; `EVENTKERNEL_SNAPSHOT_STRIDE=1` sweeps every byte.
 @Suite("Reliability: snapshot corruption sweep", .serialized)
 struct SnapshotCorruptionTests {
-    static let caseBudget = Reliability.environmentInt("EVENTKERNEL_SNAPSHOT_CASES", default: Reliability.pick(3000, small: 400))
+    static let caseBudget = Reliability.environmentInt("EVENTKERNEL_SNAPSHOT_CASES", default: Reliability.pick(5000, small: 400))
     static let headerBytes = 72
 
     struct Reference {
