@@ -70,7 +70,9 @@ public struct SnapshotDirectory: Sendable {
     /// - Throws: ``RepositoryError/storage(_:)`` when a file operation fails.
     public func write(_ snapshot: SnapshotFile, keep: Int) throws {
         let bytes = try snapshot.encoded()
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        do { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) } catch {
+            throw RepositoryError.storage("cannot create the snapshot directory \(url.path): \((error as NSError).localizedDescription)")
+        }
         let name = String(format: "%020llu", snapshot.nextPosition) + Self.suffix(for: snapshot.projectionName)
         let final = url.appendingPathComponent(name)
         let temp = url.appendingPathComponent(".\(name).\(UUID().uuidString).tmp")
