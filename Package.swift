@@ -75,6 +75,14 @@ let package = Package(
             path: "Tests/EventLogTestHelper",
             swiftSettings: strictSettings
         ),
+        // Spawned by the Activities reliability tests: a repository writer that is killed
+        // mid-write (crash tests) or holds a store's lock from a second process.
+        .executableTarget(
+            name: "ActivitiesTestHelper",
+            dependencies: ["Activities", "EventKernel", "EventLog"],
+            path: "Tests/ActivitiesTestHelper",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "EventLogTests",
             dependencies: ["EventLog", "EventLogTestHelper"],
@@ -87,12 +95,16 @@ let package = Package(
         ),
         .testTarget(
             name: "ActivitiesTests",
-            dependencies: ["Activities", "ActivityWorkload", "EventKernel", "EventLog"],
+            dependencies: [
+                "Activities", "ActivityWorkload", "EventKernel", "EventLog", "ActivitiesTestHelper",
+                // To record the warnings logged for ignored snapshots.
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "EventKernelToolTests",
-            dependencies: ["EventKernelTool", "Activities", "EventLog"],
+            dependencies: ["EventKernelTool", "Activities", "EventLog", "ActivitiesTestHelper"],
             swiftSettings: strictSettings
         ),
     ],

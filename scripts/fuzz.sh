@@ -6,8 +6,9 @@
 #   TARGETS=BatchDecoderFuzz scripts/fuzz.sh 60
 #
 # A target is a directory Fuzz/<Name>/ with a main.swift defining LLVMFuzzerTestOneInput; it is
-# compiled with the sources of the modules listed for it below into one module (internal APIs
-# are reachable), with -sanitize=fuzzer,address. Its seed corpus is Fuzz/corpus/<Name>/
+# compiled with the source directories or files listed for it below into one module (internal
+# APIs are reachable), with -sanitize=fuzzer,address. An entry "module:Name=dir" is instead
+# built first as its own (instrumented, static) module Name that the target imports. Its seed corpus is Fuzz/corpus/<Name>/
 # (committed, tiny); new inputs found go to .build/fuzz/corpus/<Name>/, crashes to
 # .build/fuzz/artifacts/<Name>/ (reproduce: .build/fuzz/<Name> <crash-file>).
 set -euo pipefail
@@ -19,7 +20,9 @@ mkdir -p "$out"
 # target name -> source directories compiled with it (one line per target).
 declare -A target_sources=(
   [BatchDecoderFuzz]="Sources/EventLog"
-  # [JSONLinesImportFuzz]="Sources/EventLog Sources/EventKernel Sources/EventKernelImport"  # when the importer exists
+  # The CLI's JSON Lines parser and import checks, over the modules they import (each built
+  # first as its own instrumented module: "module:Name=dir").
+  [ImportFuzz]="module:Logging=.build/checkouts/swift-log/Sources/Logging module:EventLog=Sources/EventLog module:EventKernel=Sources/EventKernel module:Activities=Sources/Activities Sources/EventKernelTool/Support/ActivityJSON.swift Sources/EventKernelTool/Support/Dates.swift"
 )
 targets=${TARGETS:-${!target_sources[*]}}
 
@@ -32,11 +35,27 @@ swiftc_flags=(
 status=0
 for target in $targets; do
   sources=()
-  for dir in ${target_sources[$target]}; do
-    while IFS= read -r -d '' f; do sources+=("$f"); done < <(find "$dir" -name '*.swift' -print0)
+  modules=()
+  moddir="$out/modules/$target"
+  for entry in ${target_sources[$target]}; do
+    if [[ $entry == module:* ]]; then
+      spec=${entry#module:}; name=${spec%%=*}; dir=${spec#*=}
+      msources=()
+      while IFS= read -r -d '' f; do msources+=("$f"); done < <(find "$dir" -name '*.swift' -print0)
+      mkdir -p "$moddir"
+      echo "== $target: building module $name (${#msources[@]} files)"
+      swiftc "${swiftc_flags[@]}" -package-name fuzz -I "$moddir" -module-name "$name" -emit-module -emit-module-path "$moddir/$name.swiftmodule" \
+        -emit-library -static -o "$moddir/lib$name.a" "${msources[@]}"
+      modules+=("$name")
+      continue
+    fi
+    while IFS= read -r -d '' f; do sources+=("$f"); done < <(find "$entry" -name '*.swift' -print0)
   done
+  links=()
+  for name in "${modules[@]}"; do links+=(-L "$moddir" "-l$name"); done
   echo "== $target: building ($(( ${#sources[@]} + 1 )) files)"
-  swiftc "${swiftc_flags[@]}" -module-name "${target}Module" "${sources[@]}" "Fuzz/$target/main.swift" -o "$out/$target"
+  swiftc "${swiftc_flags[@]}" ${modules[@]:+-I "$moddir"} -module-name "${target}Module" "${sources[@]}" "Fuzz/$target/main.swift" \
+    "${links[@]}" -o "$out/$target"
   corpus="$out/corpus/$target"; artifacts="$out/artifacts/$target/"
   mkdir -p "$corpus" "$artifacts"
   seeds=()

@@ -4,16 +4,19 @@ import Foundation
 /// The compact binary encoding of ``ActivityEvent``s in the log.
 ///
 /// Event types are `activity.added`, `activity.updated`, `activity.ended` and
-/// `activity.deleted`, all at schema version 1. The activity's id is the envelope's entity id
-/// and is not repeated in the payload. Payloads (little-endian):
+/// `activity.deleted`, written at schema version 2. The activity's id is the envelope's entity
+/// id and is not repeated in the payload. Payloads (little-endian):
 ///
-/// - added, updated: flags `UInt8` (bit 0: has an end date), start date (Float64 seconds since
-///   1970, exact), end date (Float64, if flagged), type (varint length + UTF-8).
+/// - added, updated: flags `UInt8` (bit 0: has an end date), start date (Float64), end date
+///   (Float64, if flagged), type (varint length + UTF-8).
 /// - ended: end date (Float64).
 /// - deleted: empty.
 ///
-/// Dates are stored as the exact `Double` so that a model reads back equal to what was written.
-/// A future schema version must keep decoding version 1 (see ``decode(_:)``).
+/// Dates: schema version 2 stores `Date.timeIntervalSinceReferenceDate` (seconds since
+/// 2001-01-01), the `Double` a `Date` holds, so that a model reads back equal to what was
+/// written. Version 1 stored seconds since 1970, which converting to and from the reference
+/// date rounds for some dates (a model could read back one ulp off); it is still decoded.
+/// A future schema version must keep decoding versions 1 and 2 (see ``decode(_:)``).
 public struct ActivityEventCodec: Sendable {
     /// The event type names.
     public enum EventType {
@@ -28,7 +31,7 @@ public struct ActivityEventCodec: Sendable {
     }
 
     /// The schema version written.
-    public static let schemaVersion: UInt16 = 1
+    public static let schemaVersion: UInt16 = 2
 
     /// Creates the codec.
     public init() {}
@@ -41,12 +44,12 @@ public struct ActivityEventCodec: Sendable {
         case .added(let model), .updated(let model):
             type = if case .added = event { EventType.added } else { EventType.updated }
             writer.writeUInt8(model.endDate == nil ? 0 : 1)
-            writer.writeDateExact(model.startDate)
-            if let end = model.endDate { writer.writeDateExact(end) }
+            writer.writeDateReference(model.startDate)
+            if let end = model.endDate { writer.writeDateReference(end) }
             writer.writeString(model.type.rawValue)
         case .ended(_, let date):
             type = EventType.ended
-            writer.writeDateExact(date)
+            writer.writeDateReference(date)
         case .deleted:
             type = EventType.deleted
         }
@@ -61,21 +64,25 @@ public struct ActivityEventCodec: Sendable {
         guard case .uuid(let id) = envelope.entityID else {
             throw RepositoryError.storage("activity event at position \(envelope.position) has a non-UUID entity id \(envelope.entityID)")
         }
-        guard envelope.schemaVersion == 1 else {
-            throw RepositoryError.storage("activity event at position \(envelope.position) has schema version \(envelope.schemaVersion), newer than this build (1)")
+        guard envelope.schemaVersion == 1 || envelope.schemaVersion == 2 else {
+            throw RepositoryError.storage("activity event at position \(envelope.position) has schema version \(envelope.schemaVersion), newer than this build (\(Self.schemaVersion))")
         }
+        let version1 = envelope.schemaVersion == 1
         var reader = BinaryReader(envelope.payload)
+        func readDate() throws(BinaryDecodingError) -> Date {
+            version1 ? try reader.readDateExact() : try reader.readDateReference()
+        }
         let event: ActivityEvent
         switch envelope.eventType {
         case EventType.added, EventType.updated:
             let flags = try reader.readUInt8()
-            let start = try reader.readDateExact()
-            let end = flags & 1 != 0 ? try reader.readDateExact() : nil
+            let start = try readDate()
+            let end = flags & 1 != 0 ? try readDate() : nil
             let type = ActivityType(rawValue: try reader.readString())
             let model = ActivityModel(id: id, startDate: start, endDate: end, type: type)
             event = envelope.eventType == EventType.added ? .added(model) : .updated(model)
         case EventType.ended:
-            event = .ended(id: id, at: try reader.readDateExact())
+            event = .ended(id: id, at: try readDate())
         case EventType.deleted:
             event = .deleted(id: id)
         default:

@@ -156,10 +156,15 @@ public struct ActivityQuery: Hashable, Sendable, Codable {
 
     /// Checks that the query is well formed.
     ///
-    /// - Throws: `ActivityQueryError` if `limit` or `offset` is negative, or
-    ///   if `afterDate` is later than `beforeDate`.
+    /// - Throws: `ActivityQueryError` if `limit` or `offset` is negative, a date
+    ///   is NaN, or `afterDate` is later than `beforeDate`.
     /// - Complexity: O(1)
     public func validate() throws(ActivityQueryError) {
+        // NaN compares false with everything (and a NaN `Date` traps when printed), so it is
+        // rejected here before any message interpolates a date.
+        if afterDate?.timeIntervalSinceReferenceDate.isNaN == true { throw ActivityQueryError("afterDate is not a number (NaN)") }
+        if beforeDate?.timeIntervalSinceReferenceDate.isNaN == true { throw ActivityQueryError("beforeDate is not a number (NaN)") }
+        if cursor?.startDate.timeIntervalSinceReferenceDate.isNaN == true { throw ActivityQueryError("cursor startDate is not a number (NaN)") }
         if let limit, limit < 0 {
             throw ActivityQueryError("limit must not be negative (limit: \(limit))")
         }
@@ -261,6 +266,9 @@ public struct ActivityRangeQuery: Hashable, Sendable, Codable {
     ///   the limit is negative.
     /// - Complexity: O(1)
     public func validate() throws(ActivityQueryError) {
+        if lowerBound.timeIntervalSinceReferenceDate.isNaN || upperBound.timeIntervalSinceReferenceDate.isNaN {
+            throw ActivityQueryError("interval bounds must not be NaN")
+        }
         if upperBound < lowerBound {
             throw ActivityQueryError(
                 "interval end must not be before its start (start: \(lowerBound), end: \(upperBound))"

@@ -200,6 +200,11 @@ public struct BinaryReader: Sendable {
         Date(timeIntervalSince1970: try readDouble())
     }
 
+    /// Reads a date written by ``BinaryWriter/writeDateReference(_:)`` (exact).
+    public mutating func readDateReference() throws(BinaryDecodingError) -> Date {
+        Date(timeIntervalSinceReferenceDate: try readDouble())
+    }
+
     /// Fails unless every byte was consumed.
     /// - Throws: ``BinaryDecodingError`` with reason ``BinaryDecodingError/Reason/trailingBytes(_:)``.
     public func expectEnd() throws(BinaryDecodingError) {

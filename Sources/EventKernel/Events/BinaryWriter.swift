@@ -72,6 +72,12 @@ public struct BinaryWriter: Sendable {
         writeZigZag(Int64((value.timeIntervalSince1970 * 1000).rounded()))
     }
 
-    /// Writes a date as a `Double` of seconds since 1970 (8 bytes, lossless).
+    /// Writes a date as a `Double` of seconds since 1970 (8 bytes). Not lossless for every
+    /// `Date`: a `Date` holds seconds since 2001, and converting rounds some values by an ulp;
+    /// use ``writeDateReference(_:)`` for an exact round trip.
     public mutating func writeDateExact(_ value: Date) { writeDouble(value.timeIntervalSince1970) }
+
+    /// Writes a date as its `timeIntervalSinceReferenceDate` `Double` (8 bytes, lossless: the
+    /// value a `Date` holds).
+    public mutating func writeDateReference(_ value: Date) { writeDouble(value.timeIntervalSinceReferenceDate) }
 }

@@ -70,7 +70,9 @@ public struct SnapshotDirectory: Sendable {
     /// - Throws: ``RepositoryError/storage(_:)`` when a file operation fails.
     public func write(_ snapshot: SnapshotFile, keep: Int) throws {
         let bytes = try snapshot.encoded()
-        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        do { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) } catch {
+            throw RepositoryError.storage("cannot create the snapshot directory \(url.path): \((error as NSError).localizedDescription)")
+        }
         let name = String(format: "%020llu", snapshot.nextPosition) + Self.suffix(for: snapshot.projectionName)
         let final = url.appendingPathComponent(name)
         let temp = url.appendingPathComponent(".\(name).\(UUID().uuidString).tmp")
@@ -83,6 +85,21 @@ public struct SnapshotDirectory: Sendable {
         try Self.syncDirectory(url.path)
         let all = files(for: snapshot.projectionName)
         for old in all.dropLast(max(1, keep)) { try? FileManager.default.removeItem(at: old) }
+    }
+
+    /// Deletes the temporary files (`.<name>.<uuid>.tmp`) that a writer killed in the middle of
+    /// ``write(_:keep:)`` left behind. Only the store's writer (holding its lock) may call this:
+    /// it alone writes snapshots, so at its open every temporary file is stale.
+    /// - Returns: The number of files removed.
+    @discardableResult
+    public func removeStaleTemporaryFiles() -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+        var removed = 0
+        for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
+            if unlink(url.appendingPathComponent(name).path) == 0 { removed += 1 }
+        }
+        if removed > 0 { logger.notice("removed stale temporary snapshot files", metadata: ["directory": "\(url.path)", "count": "\(removed)"]) }
+        return removed
     }
 
     private static func posixWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {

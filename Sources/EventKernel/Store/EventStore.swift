@@ -60,6 +60,11 @@ public final class EventStore: Sendable {
         self.snapshots = directory.map { SnapshotDirectory(storeDirectory: $0, logger: logger) }
         self.snapshotPolicy = snapshotPolicy
         self.logger = logger
+        // A writer killed while writing a snapshot leaves its temporary file; the new writer
+        // (it holds the store's lock, so no one else is writing one) removes them.
+        if let snapshots, let segmented = log as? SegmentedLog, !segmented.isReadOnly {
+            snapshots.removeStaleTemporaryFiles()
+        }
         let next = log.bounds.nextPosition
         try commit.withLock { (state) throws in
             state.nextPosition = next

@@ -31,11 +31,7 @@ struct ImportCommand: AsyncParsableCommand {
 
         // 1. Parse and check every line against the store's state plus the lines before it.
         var events: [(line: Int, event: ActivityEvent)] = []
-        var overlay: [UUID: ActivityModel?] = [:]
-        func current(_ id: UUID) -> ActivityModel? {
-            if let known = overlay[id] { return known }
-            return repository?.activity(id: id)
-        }
+        var validator = ActivityJSON.ImportValidator { [repository] id in repository?.activity(id: id) }
         var lineNumber = 0
         var blank = 0
         do {
@@ -49,25 +45,8 @@ struct ImportCommand: AsyncParsableCommand {
                 do { event = try ActivityJSON.parseLine(Substring(trimmed)) } catch {
                     throw ToolError(.badInput, "\(file):\(lineNumber): \(error.message)")
                 }
-                let id = event.activityID
-                let existing = current(id)
-                switch event {
-                case .added(let model):
-                    if existing != nil { throw ToolError(.badInput, "\(file):\(lineNumber): duplicate id \(id.uuidString): the activity already exists") }
-                    overlay[id] = .some(model)
-                case .updated(let model):
-                    if existing == nil { throw ToolError(.badInput, "\(file):\(lineNumber): unknown id \(id.uuidString): no such activity to update") }
-                    overlay[id] = .some(model)
-                case .ended(_, let at):
-                    guard var model = existing else { throw ToolError(.badInput, "\(file):\(lineNumber): unknown id \(id.uuidString): no such activity to end") }
-                    if at < model.startDate {
-                        throw ToolError(.badInput, "\(file):\(lineNumber): end before start: \(ISODate.format(at)) is before the start \(ISODate.format(model.startDate)) of activity \(id.uuidString)")
-                    }
-                    model.endDate = at
-                    overlay[id] = .some(model)
-                case .deleted:
-                    if existing == nil { throw ToolError(.badInput, "\(file):\(lineNumber): unknown id \(id.uuidString): no such activity to delete") }
-                    overlay[id] = .some(nil)
+                do { try validator.check(event) } catch {
+                    throw ToolError(.badInput, "\(file):\(lineNumber): \(error.message)")
                 }
                 events.append((lineNumber, event))
             }

@@ -123,4 +123,45 @@ enum ActivityJSON {
         }
         return ActivityModel(id: id, startDate: start, endDate: end, type: ActivityType(rawValue: type))
     }
+
+    /// Checks parsed import lines against a state (the store's, plus the lines before): an add
+    /// of an existing id, an update, end or delete of a missing one, an end before the start.
+    /// The import command and the JSON Lines fuzzer (Fuzz/ImportFuzz) share it.
+    struct ImportValidator {
+        /// The store's activity with an id (`nil` when there is no store or no such activity).
+        var stored: (UUID) -> ActivityModel?
+        /// The state the checked lines left, by id (`.some(nil)`: deleted).
+        private(set) var overlay: [UUID: ActivityModel?] = [:]
+
+        init(stored: @escaping (UUID) -> ActivityModel?) { self.stored = stored }
+
+        func current(_ id: UUID) -> ActivityModel? {
+            if let known = overlay[id] { return known }
+            return stored(id)
+        }
+
+        /// Checks `event` and, when it is valid, applies it to the overlay.
+        mutating func check(_ event: ActivityEvent) throws(LineError) {
+            let id = event.activityID
+            let existing = current(id)
+            switch event {
+            case .added(let model):
+                if existing != nil { throw LineError(message: "duplicate id \(id.uuidString): the activity already exists") }
+                overlay[id] = .some(model)
+            case .updated(let model):
+                if existing == nil { throw LineError(message: "unknown id \(id.uuidString): no such activity to update") }
+                overlay[id] = .some(model)
+            case .ended(_, let at):
+                guard var model = existing else { throw LineError(message: "unknown id \(id.uuidString): no such activity to end") }
+                if at < model.startDate {
+                    throw LineError(message: "end before start: \(ISODate.format(at)) is before the start \(ISODate.format(model.startDate)) of activity \(id.uuidString)")
+                }
+                model.endDate = at
+                overlay[id] = .some(model)
+            case .deleted:
+                if existing == nil { throw LineError(message: "unknown id \(id.uuidString): no such activity to delete") }
+                overlay[id] = .some(nil)
+            }
+        }
+    }
 }
