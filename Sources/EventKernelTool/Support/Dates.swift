@@ -70,33 +70,35 @@ enum ISODate {
             guard i == b.count else { return nil }
         }
         let whole = daysFromCivil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset
-        if fraction.isEmpty { return Date(timeIntervalSince1970: Double(whole)) }
-        let fractionText = String(decoding: fraction, as: UTF8.self)
-        if whole >= 0 {
-            // Parsing the whole decimal at once rounds correctly: exact round trip of `format`.
-            return Date(timeIntervalSince1970: Double("\(whole).\(fractionText)") ?? Double(whole))
-        }
-        return Date(timeIntervalSince1970: Double(whole) + (Double("0.\(fractionText)") ?? 0))
+        // Built on the reference date (2001), which is what a Date stores: the whole seconds
+        // are an exact integer shift from 1970, and adding the fraction back rounds once, so
+        // parse(format(d)) == d exactly.
+        let wholeSinceReference = Double(whole - referenceEpochSince1970)
+        if fraction.isEmpty { return Date(timeIntervalSinceReferenceDate: wholeSinceReference) }
+        let fractionValue = Double("0." + String(decoding: fraction, as: UTF8.self)) ?? 0
+        return Date(timeIntervalSinceReferenceDate: wholeSinceReference + fractionValue)
     }
 
+    /// 2001-01-01T00:00:00Z in seconds since 1970.
+    static let referenceEpochSince1970 = 978_307_200
+
     static func format(_ date: Date) -> String {
-        let t = date.timeIntervalSince1970
-        guard t.isFinite else { return "invalid" }
-        var whole = Int(t.rounded(.down))
+        let r = date.timeIntervalSinceReferenceDate
+        guard r.isFinite, abs(r) < 1e15 else { return "invalid" }
+        // Whole seconds and the fraction, both exact: r - floor(r) loses no bits.
+        let wholeSinceReference = r.rounded(.down)
+        let fractionValue = r - wholeSinceReference
+        let whole = Int(wholeSinceReference) + referenceEpochSince1970
         var fraction = ""
-        if t >= 0 {
-            // Swift's description is the shortest decimal that round-trips.
-            let text = "\(t)"
-            if !text.contains("e"), let dot = text.firstIndex(of: ".") {
-                whole = Int(text[..<dot]) ?? whole
-                let digits = text[text.index(after: dot)...]
-                if digits != "0" { fraction = "." + digits }
-            } else if t != t.rounded(.down) {
-                fraction = String(format: ".%06d", Int(((t - t.rounded(.down)) * 1e6).rounded()))
+        if fractionValue > 0 {
+            // The shortest decimal that reads back as the same Double (Swift's description),
+            // without exponent notation.
+            var text = "\(fractionValue)"
+            if text.contains("e") {
+                text = String(format: "%.30f", fractionValue)
+                while text.hasSuffix("0") { text.removeLast() }
             }
-        } else if t != t.rounded(.down) {
-            let micros = min(999_999, Int(((t - t.rounded(.down)) * 1e6).rounded()))
-            fraction = String(format: ".%06d", micros)
+            if let dot = text.firstIndex(of: ".") { fraction = String(text[dot...]) }
         }
         let days = Int((Double(whole) / 86_400).rounded(.down))
         let secs = whole - days * 86_400
