@@ -47,6 +47,17 @@ let package = Package(
             ],
             path: "Sources/BenchFixtures"
         ),
+        // Not a benchmark: a plain executable to profile one path (perf, callgrind).
+        .executableTarget(
+            name: "BenchProbe",
+            dependencies: [
+                "BenchFixtures",
+                .product(name: "Activities", package: "EventKernel"),
+                .product(name: "EventKernel", package: "EventKernel"),
+                .product(name: "EventLog", package: "EventKernel"),
+            ],
+            path: "Sources/BenchProbe"
+        ),
         .executableTarget(
             name: "LogBenchmarks",
             dependencies: [

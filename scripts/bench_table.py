@@ -135,7 +135,7 @@ def main():
     at_most("Bytes on disk per activity (log+snapshot)", ekd, fmt_num(ekd, " B"), sq, fmt_num(sq, " B"), "SQLite file", 0.4)
     at_most("Bytes on disk per activity (log only)", ekl, fmt_num(ekl, " B"), sq, fmt_num(sq, " B"), "SQLite file")
     at_most("Bytes on disk per activity (log+snapshot)", ekd, fmt_num(ekd, " B"), js, fmt_num(js, " B"), "JSON file (jsonN)")
-    for key, label in [("heapbytesperactivity", "heap"), ("residentbytesperactivity", "resident")]:
+    for key, label in [("residentbytesperactivity", "resident")]:
         a = metric(data, "Footprint.Memory.EventKernel", key)
         b = metric(data, "Footprint.Memory.NaiveArray", key)
         c = metric(data, "Footprint.Memory.GRDB", key)

@@ -11,7 +11,6 @@ import Synchronization
 
 private let bytesPerActivity = BenchmarkMetric.custom("bytesPerActivity", polarity: .prefersSmaller, useScalingFactor: false)
 private let logBytesPerActivity = BenchmarkMetric.custom("logBytesPerActivity", polarity: .prefersSmaller, useScalingFactor: false)
-private let heapBytesPerActivity = BenchmarkMetric.custom("heapBytesPerActivity", polarity: .prefersSmaller, useScalingFactor: false)
 private let residentBytesPerActivity = BenchmarkMetric.custom("residentBytesPerActivity", polarity: .prefersSmaller, useScalingFactor: false)
 
 private func metricConfiguration(_ metrics: [BenchmarkMetric]) -> Benchmark.Configuration {
@@ -78,7 +77,7 @@ let benchmarks: @Sendable () -> Void = {
 
     // MARK: Memory per live activity (each benchmark runs in a fresh process)
 
-    Benchmark("Footprint.Memory.EventKernel", configuration: metricConfiguration([heapBytesPerActivity, residentBytesPerActivity])) { benchmark in
+    Benchmark("Footprint.Memory.EventKernel", configuration: metricConfiguration([residentBytesPerActivity])) { benchmark in
         let url = try await EventKernelFixtures.store()
         Memory.trim()
         let heap0 = Memory.heapBytes(), rss0 = Memory.residentBytes()
@@ -86,24 +85,22 @@ let benchmarks: @Sendable () -> Void = {
         Memory.trim()
         let heap1 = Memory.heapBytes(), rss1 = Memory.residentBytes()
         let live = repository.count
-        benchmark.measurement(heapBytesPerActivity, (heap1 - heap0) / max(1, live))
         benchmark.measurement(residentBytesPerActivity, (rss1 - rss0) / max(1, live))
         try await repository.close()
     }
 
-    Benchmark("Footprint.Memory.NaiveArray", configuration: metricConfiguration([heapBytesPerActivity, residentBytesPerActivity])) { benchmark in
+    Benchmark("Footprint.Memory.NaiveArray", configuration: metricConfiguration([residentBytesPerActivity])) { benchmark in
         Memory.trim()
         let heap0 = Memory.heapBytes(), rss0 = Memory.residentBytes()
         let repository = NaiveArrayRepository(Workload.liveActivities(BenchEnv.n))
         Memory.trim()
         let heap1 = Memory.heapBytes(), rss1 = Memory.residentBytes()
         let live = repository.activities.count
-        benchmark.measurement(heapBytesPerActivity, (heap1 - heap0) / max(1, live))
         benchmark.measurement(residentBytesPerActivity, (rss1 - rss0) / max(1, live))
     }
 
     // SQLite keeps a bounded page cache: its memory does not grow with the data.
-    Benchmark("Footprint.Memory.GRDB", configuration: metricConfiguration([heapBytesPerActivity, residentBytesPerActivity])) { benchmark in
+    Benchmark("Footprint.Memory.GRDB", configuration: metricConfiguration([residentBytesPerActivity])) { benchmark in
         let path = try GRDBFixtures.database()
         Memory.trim()
         let heap0 = Memory.heapBytes(), rss0 = Memory.residentBytes()
@@ -112,7 +109,6 @@ let benchmarks: @Sendable () -> Void = {
         blackHole(try store.records(ActivityQuery(afterDate: BenchEnv.weekStart, beforeDate: BenchEnv.historyEnd, limit: 50)))
         Memory.trim()
         let heap1 = Memory.heapBytes(), rss1 = Memory.residentBytes()
-        benchmark.measurement(heapBytesPerActivity, (heap1 - heap0) / max(1, live))
         benchmark.measurement(residentBytesPerActivity, (rss1 - rss0) / max(1, live))
         try store.pool.close()
     }

@@ -1,0 +1,46 @@
+// A plain executable for profiling one EventKernel path outside the benchmark harness
+// (perf record / valgrind --tool=callgrind). Usage:
+//   BenchProbe append-buffered [count]   apply() in batches of 1,000, buffered
+//   BenchProbe append-synced [count]     add() one per call, synced, one task
+//   BenchProbe open <directory>          open a store (snapshot + tail replay) and close it
+import Activities
+import BenchFixtures
+import EventKernel
+import EventLog
+import Foundation
+
+let arguments = CommandLine.arguments
+let mode = arguments.count > 1 ? arguments[1] : "append-buffered"
+let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
+
+func run() async throws {
+    switch mode {
+    case "append-buffered", "append-synced":
+        let synced = mode == "append-synced"
+        let url = BenchEnv.scratch("probe")
+        defer { try? FileManager.default.removeItem(at: url) }
+        let repository = try EventKernelFixtures.open(url, durability: synced ? .synced : .buffered, preallocate: true)
+        let models = AddStream().next(count)
+        let started = ContinuousClock.now
+        if synced {
+            for m in models { try await repository.add(m) }
+        } else {
+            for start in stride(from: 0, to: models.count, by: 1_000) {
+                try await repository.apply(models[start..<min(start + 1_000, models.count)].map(ActivityEvent.added))
+            }
+        }
+        let elapsed = ContinuousClock.now - started
+        print("\(mode): \(count) activities in \(elapsed), \(Double(elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000) / Double(count)) ns per activity")
+        try await repository.close()
+    case "open":
+        let url = URL(filePath: arguments[2])
+        let started = ContinuousClock.now
+        let repository = try EventKernelFixtures.open(url)
+        print("open: \(repository.count) activities in \(ContinuousClock.now - started)")
+        try await repository.close()
+    default:
+        print("unknown mode \(mode)")
+    }
+}
+
+try await run()
