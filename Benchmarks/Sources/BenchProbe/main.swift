@@ -12,6 +12,8 @@ import Foundation
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : "append-buffered"
 let count = arguments.count > 2 ? Int(arguments[2]) ?? 100_000 : 100_000
+/// EVENTKERNEL_PROBE_PREALLOCATE=0 turns segment preallocation off (default on, as the library).
+let preallocate = ProcessInfo.processInfo.environment["EVENTKERNEL_PROBE_PREALLOCATE"] != "0"
 
 func run() async throws {
     switch mode {
@@ -19,7 +21,7 @@ func run() async throws {
         let synced = mode == "append-synced"
         let url = BenchEnv.scratch("probe")
         defer { try? FileManager.default.removeItem(at: url) }
-        let repository = try EventKernelFixtures.open(url, durability: synced ? .synced : .buffered, preallocate: true)
+        let repository = try EventKernelFixtures.open(url, durability: synced ? .synced : .buffered, preallocate: preallocate)
         let models = AddStream().next(count)
         let started = ContinuousClock.now
         if synced {
