@@ -44,9 +44,9 @@ bench-smoke:
 	python3 scripts/bench_table.py Benchmarks/$(BENCH_OUT)-smoke/Current_run.influx.csv
 
 # Allocation-count thresholds (Benchmarks/Thresholds/): record them, or check a run against them.
-# Only the deterministic benchmarks carry thresholds: single-task appends and queries (the
-# 64-task appends, startup and footprint runs allocate a varying amount with scheduling).
-BENCH_THRESHOLD_FILTER ?= --filter 'Append\.Buffered\..*' --filter 'Append\.Synced\.OneTask\..*' --filter 'Query\..*'
+# Only EventKernel's deterministic benchmarks carry thresholds: single-task appends and queries (the
+# 64-task appends, startup, footprint and the peers allocate a varying amount with scheduling).
+BENCH_THRESHOLD_FILTER ?= --filter 'Append\.Buffered\..*\.EventKernel' --filter 'Append\.Synced\.OneTask\.EventKernel' --filter 'Query\..*\.EventKernel'
 
 bench-thresholds-update:
 	@WITH_SQLITE=1 bash scripts/setup.sh
