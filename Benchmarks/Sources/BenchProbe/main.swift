@@ -3,6 +3,7 @@
 //   BenchProbe append-buffered [count]   apply() in batches of 1,000, buffered
 //   BenchProbe append-synced [count]     add() one per call, synced, one task
 //   BenchProbe open <directory>          open a store (snapshot + tail replay) and close it
+//   BenchProbe first-write <directory>   open a copy of a store and time its first adds
 import Activities
 import BenchFixtures
 import EventKernel
@@ -39,6 +40,18 @@ func run() async throws {
         let started = ContinuousClock.now
         let repository = try EventKernelFixtures.open(url)
         print("open: \(repository.count) activities in \(ContinuousClock.now - started)")
+        try await repository.close()
+    case "first-write":
+        // Copies the store, opens it, and times the first few single adds (buffered).
+        let copy = BenchEnv.scratch("probe-first-write")
+        defer { try? FileManager.default.removeItem(at: copy) }
+        try copyTree(URL(filePath: arguments[2]), to: copy)
+        let repository = try EventKernelFixtures.open(copy)
+        for model in AddStream(seed: 5).next(4) {
+            let started = ContinuousClock.now
+            try await repository.add(model)
+            print("add: \(ContinuousClock.now - started)")
+        }
         try await repository.close()
     default:
         print("unknown mode \(mode)")
