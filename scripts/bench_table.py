@@ -29,6 +29,8 @@ def scale(test):
     """Operations per iteration, as configured in Benchmarks/Benchmarks/*."""
     if test.startswith("Append."):
         return 1000
+    if test.startswith("Log."):
+        return {"Log.Append.Synced.OneTask": 1, "Log.Read.FullScan1M": 1_000_000}.get(test, 1000)
     if test.startswith("Query."):
         if test.endswith(".NaiveArray") or (test.startswith("Query.Overlap1d.GRDB")):
             return 1
@@ -152,6 +154,14 @@ def main():
             if a is not None:
                 alloc_rows.append((test, f"{a:,.2f}"))
 
+    log_rows = []
+    for test, what in [("Log.Append.Buffered.Batch1000x64B", "EventLog append, buffered, batches of 1,000 x 64 B"),
+                       ("Log.Append.Synced.OneTask", "EventLog append, synced, 1 task (fresh store each iteration)"),
+                       ("Log.Append.Synced.64Tasks", "EventLog append, synced, 64 tasks"),
+                       ("Log.Read.FullScan1M", "EventLog full scan of 1M records")]:
+        if per_op_ns(data, test) is not None:
+            log_rows.append((what, fmt_time(per_op_ns(data, test)) + "/record"))
+
     md = "--markdown" in sys.argv
     header = ("Comparison", "EventKernel", "Peer", "Peer figure", "Ratio", "Target", "Status")
     table = [header] + rows
@@ -160,6 +170,12 @@ def main():
         print("|" + "---|" * len(header))
         for r in rows:
             print("| " + " | ".join(r) + " |")
+        if log_rows:
+            print()
+            print("| EventLog alone (context: the log under the repository) | time |")
+            print("|---|---|")
+            for w, t in log_rows:
+                print(f"| {w} | {t} |")
         print()
         print("| Benchmark | Allocations per operation (p50) |")
         print("|---|---|")
@@ -171,6 +187,11 @@ def main():
             print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
             if n == 0:
                 print("  ".join("-" * w for w in widths))
+        if log_rows:
+            print()
+            print("EventLog alone (context: the log under the repository):")
+            for w, t in log_rows:
+                print(f"  {w.ljust(62)}  {t}")
         print()
         print("Allocations per operation (p50; appends per activity, queries per query):")
         w = max((len(t) for t, _ in alloc_rows), default=10)
