@@ -1,7 +1,7 @@
 # EventKernel developer commands. `make test` is what CI runs (see .ci/run and README.md).
 SWIFT ?= swift
 
-.PHONY: setup build unit test sanitizers fuzz release demo bench bench-smoke clean
+.PHONY: setup build unit test sanitizers fuzz release demo bench bench-smoke bench-thresholds-update bench-thresholds-check clean
 
 # Installs the C libraries the package links against when they are missing (Debian/Ubuntu).
 setup:
@@ -33,9 +33,43 @@ release: setup
 demo: setup
 	$(SWIFT) run -c release eventkernel demo --reset
 
-# Placeholder until the benchmark targets land: builds the benchmark package.
-bench-smoke: setup
-	cd Benchmarks && $(SWIFT) build -c release
-
 clean:
 	rm -rf .build Benchmarks/.build
+
+# Benchmarks (Benchmarks/ is its own package; GRDB needs libsqlite3-dev). See Docs/Benchmarks.md.
+# `make bench` runs the full suite (N = 1,000,000 activities; fixtures are built once and cached in
+# $TMPDIR/eventkernel-bench-fixtures) and prints the comparison table with ratios and targets.
+# Pass BENCH_ARGS='--filter Query' to run a subset, BENCH_N=100000 to scale the fixtures.
+BENCH_OUT ?= .build/bench-results
+BENCH_N ?= 1000000
+BENCH_ARGS ?=
+
+bench:
+	@WITH_SQLITE=1 bash scripts/setup.sh
+	rm -rf Benchmarks/$(BENCH_OUT)
+	cd Benchmarks && EVENTKERNEL_BENCH_N=$(BENCH_N) $(SWIFT) package --disable-sandbox benchmark \
+		--format influx --path $(BENCH_OUT) $(BENCH_ARGS)
+	python3 scripts/bench_table.py Benchmarks/$(BENCH_OUT)/Current_run.influx.csv
+
+# CI smoke pass: builds the benchmark package, runs every benchmark once at N = 10,000.
+bench-smoke:
+	@WITH_SQLITE=1 bash scripts/setup.sh
+	rm -rf Benchmarks/$(BENCH_OUT)-smoke
+	cd Benchmarks && EVENTKERNEL_BENCH_N=10000 EVENTKERNEL_BENCH_SMOKE=1 $(SWIFT) package --disable-sandbox benchmark \
+		--format influx --path $(BENCH_OUT)-smoke $(BENCH_ARGS)
+	python3 scripts/bench_table.py Benchmarks/$(BENCH_OUT)-smoke/Current_run.influx.csv
+
+# Allocation-count thresholds (Benchmarks/Thresholds/): record them, or check a run against them.
+# Only EventKernel's deterministic benchmarks carry thresholds: single-task appends and queries (the
+# 64-task appends, startup, footprint and the peers allocate a varying amount with scheduling).
+BENCH_THRESHOLD_FILTER ?= --filter 'Append\.Buffered\..*\.EventKernel' --filter 'Append\.Synced\.OneTask\.EventKernel' --filter 'Query\..*\.EventKernel'
+
+bench-thresholds-update:
+	@WITH_SQLITE=1 bash scripts/setup.sh
+	cd Benchmarks && EVENTKERNEL_BENCH_N=10000 EVENTKERNEL_BENCH_ALLOCS_ONLY=1 $(SWIFT) package --disable-sandbox \
+		--allow-writing-to-package-directory benchmark thresholds update $(BENCH_THRESHOLD_FILTER) $(BENCH_ARGS)
+
+bench-thresholds-check:
+	@WITH_SQLITE=1 bash scripts/setup.sh
+	cd Benchmarks && EVENTKERNEL_BENCH_N=10000 EVENTKERNEL_BENCH_ALLOCS_ONLY=1 $(SWIFT) package --disable-sandbox \
+		benchmark thresholds check $(BENCH_THRESHOLD_FILTER) $(BENCH_ARGS)

@@ -2,7 +2,25 @@
 //
 // EventKernel's benchmark package: its own package so that the library's dependency footprint
 // stays small. Run with `make bench` from the repository root (see Docs/Benchmarks.md).
+//
+// Targets (each an executable run by the BenchmarkPlugin, every benchmark in its own process):
+//   LogBenchmarks        EventLog alone: appends and full reads
+//   AppendBenchmarks     repository appends: EventKernel vs GRDB/SQLite vs naive peers
+//   QueryBenchmarks      window, filtered, range and overlap queries on N activities
+//   StartupBenchmarks    open from snapshot, full replay, history grown 5x
+//   FootprintBenchmarks  bytes on disk and resident memory per activity, observation fan-out
+//   BenchFixtures        shared library: fixture builders (cached on disk), GRDB peer, naive peers
 import PackageDescription
+
+let benchmarkDependencies: [Target.Dependency] = [
+    "BenchFixtures",
+    .product(name: "Benchmark", package: "benchmark"),
+    .product(name: "Activities", package: "EventKernel"),
+    .product(name: "ActivityWorkload", package: "EventKernel"),
+    .product(name: "EventKernel", package: "EventKernel"),
+    .product(name: "EventLog", package: "EventKernel"),
+    .product(name: "GRDB", package: "GRDB.swift"),
+]
 
 let package = Package(
     name: "EventKernelBenchmarks",
@@ -11,8 +29,35 @@ let package = Package(
         .package(name: "EventKernel", path: ".."),
         // Its default traits pull a runtime interposer that is not available here.
         .package(url: "https://github.com/ordo-one/benchmark.git", exact: "1.38.1", traits: ["MallocInterposer"]),
+        // The peer: SQLite through GRDB (needs libsqlite3-dev: `WITH_SQLITE=1 scripts/setup.sh`).
+        .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
     ],
     targets: [
+        .target(name: "CMallocStats", path: "Sources/CMallocStats"),
+        .target(
+            name: "BenchFixtures",
+            dependencies: [
+                "CMallocStats",
+                .product(name: "Activities", package: "EventKernel"),
+                .product(name: "ActivityWorkload", package: "EventKernel"),
+                .product(name: "EventKernel", package: "EventKernel"),
+                .product(name: "EventLog", package: "EventKernel"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Sources/BenchFixtures"
+        ),
+        // Not a benchmark: a plain executable to profile one path (perf, callgrind).
+        .executableTarget(
+            name: "BenchProbe",
+            dependencies: [
+                "BenchFixtures",
+                .product(name: "Activities", package: "EventKernel"),
+                .product(name: "EventKernel", package: "EventKernel"),
+                .product(name: "EventLog", package: "EventKernel"),
+            ],
+            path: "Sources/BenchProbe"
+        ),
         .executableTarget(
             name: "LogBenchmarks",
             dependencies: [
@@ -20,6 +65,30 @@ let package = Package(
                 .product(name: "EventLog", package: "EventKernel"),
             ],
             path: "Benchmarks/LogBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "AppendBenchmarks",
+            dependencies: benchmarkDependencies,
+            path: "Benchmarks/AppendBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "QueryBenchmarks",
+            dependencies: benchmarkDependencies,
+            path: "Benchmarks/QueryBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "StartupBenchmarks",
+            dependencies: benchmarkDependencies,
+            path: "Benchmarks/StartupBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "FootprintBenchmarks",
+            dependencies: benchmarkDependencies,
+            path: "Benchmarks/FootprintBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
     ],

@@ -1,0 +1,106 @@
+// Shared settings and helpers for the benchmark targets.
+import CMallocStats
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Benchmark-wide settings, read from the environment once per process.
+public enum BenchEnv {
+    /// The number of activities in the query, startup and footprint fixtures.
+    /// `EVENTKERNEL_BENCH_N` scales it down (CI smoke: 10000). Default: 1,000,000.
+    public static let n: Int = {
+        if let raw = ProcessInfo.processInfo.environment["EVENTKERNEL_BENCH_N"], let v = Int(raw), v > 0 { return v }
+        return 1_000_000
+    }()
+
+    /// The JSON-file peer rewrites its whole file on every save, so it runs at a smaller N
+    /// (at most 10,000 activities; `EVENTKERNEL_BENCH_JSON_N` overrides).
+    public static let jsonN: Int = {
+        if let raw = ProcessInfo.processInfo.environment["EVENTKERNEL_BENCH_JSON_N"], let v = Int(raw), v > 0 { return v }
+        return min(n, 10_000)
+    }()
+
+    /// The workload seed (ActivityHistoryGenerator).
+    public static let seed: UInt64 = 42
+
+    /// Bump when a fixture's content or format changes, so that stale cached fixtures are rebuilt.
+    static let fixtureVersion = 1
+
+    /// Where fixtures are cached across benchmark processes (package-benchmark runs every
+    /// benchmark in its own process, so an in-process cache alone would rebuild 1M-activity
+    /// stores for each benchmark). `EVENTKERNEL_BENCH_CACHE` overrides.
+    public static let cacheDirectory: URL = {
+        let base: URL
+        if let raw = ProcessInfo.processInfo.environment["EVENTKERNEL_BENCH_CACHE"] {
+            base = URL(filePath: raw)
+        } else {
+            base = FileManager.default.temporaryDirectory.appending(path: "eventkernel-bench-fixtures")
+        }
+        try? FileManager.default.createDirectory(at: base, withIntermediateDirectories: true)
+        return base
+    }()
+
+    /// A fresh, empty scratch directory path (not created).
+    public static func scratch(_ label: String) -> URL {
+        let url = FileManager.default.temporaryDirectory.appending(path: "ek-bench-\(label)-\(UUID().uuidString.prefix(8))")
+        try? FileManager.default.removeItem(at: url)
+        return url
+    }
+
+    /// The end of the generated histories, and the 7-day window before it.
+    public static let historyEnd = Date(timeIntervalSince1970: 1_767_225_600)
+    public static let weekStart = historyEnd.addingTimeInterval(-7 * 86_400)
+    /// One day in the middle of the history (for range and overlap queries).
+    public static let midDayStart = historyEnd.addingTimeInterval(-365 * 86_400)
+    public static let midDayEnd = midDayStart.addingTimeInterval(86_400)
+}
+
+/// Process memory figures.
+public enum Memory {
+    /// Resident set size in bytes (/proc/self/statm).
+    public static func residentBytes() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    /// Bytes currently allocated from the malloc heap (glibc mallinfo2).
+    public static func heapBytes() -> Int {
+        Int(ek_heap_allocated_bytes())
+    }
+
+    /// Returns freed heap memory to the system so that RSS deltas are meaningful.
+    public static func trim() {
+        ek_malloc_trim()
+    }
+}
+
+/// Bytes of all regular files under `url` (recursively), or of the file itself.
+public func diskBytes(_ url: URL) -> Int {
+    let fm = FileManager.default
+    var isDir: ObjCBool = false
+    guard fm.fileExists(atPath: url.path, isDirectory: &isDir) else { return 0 }
+    if !isDir.boolValue {
+        return (try? fm.attributesOfItem(atPath: url.path)[.size] as? Int) ?? 0
+    }
+    var total = 0
+    if let e = fm.enumerator(at: url, includingPropertiesForKeys: [.fileSizeKey, .isRegularFileKey]) {
+        for case let file as URL in e {
+            let values = try? file.resourceValues(forKeys: [.fileSizeKey, .isRegularFileKey])
+            if values?.isRegularFile == true { total += values?.fileSize ?? 0 }
+        }
+    }
+    return total
+}
+
+/// Copies a directory tree (optionally skipping top-level entries).
+public func copyTree(_ from: URL, to: URL, skipping: Set<String> = []) throws {
+    let fm = FileManager.default
+    try? fm.removeItem(at: to)
+    try fm.createDirectory(at: to, withIntermediateDirectories: true)
+    for name in try fm.contentsOfDirectory(atPath: from.path) where !skipping.contains(name) {
+        try fm.copyItem(at: from.appending(path: name), to: to.appending(path: name))
+    }
+}

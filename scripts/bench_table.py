@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Prints EventKernel's benchmark results as one row per comparison, with ratios and targets.
+
+Input: the influx CSV that `swift package benchmark --format influx --path DIR` writes
+(DIR/Current_run.influx.csv). Uses the median (p50) over a benchmark's iterations. Raw values in
+that file are per iteration: wall clock in nanoseconds, malloc counts in allocations; an
+iteration runs SCALE operations (see scale() below, which mirrors the benchmark configurations).
+
+Usage: scripts/bench_table.py Current_run.influx.csv [--markdown]
+"""
+import csv
+import sys
+from collections import defaultdict
+
+
+def load(path):
+    data = defaultdict(dict)  # test -> metric -> p50 value
+    with open(path, newline="") as f:
+        rows = [r for r in csv.reader(f) if r and not r[0].startswith("#")]
+    header = rows[0]
+    ix = {name: i for i, name in enumerate(header)}
+    for r in rows[1:]:
+        if float(r[ix["percentile"]]) == 50.0:
+            data[r[ix["test"]]][r[ix["metric"]]] = float(r[ix["value"]])
+    return data
+
+
+def scale(test):
+    """Operations per iteration, as configured in Benchmarks/Benchmarks/*."""
+    if test.startswith("Append."):
+        return 1000
+    if test.startswith("Log."):
+        return {"Log.Append.Synced.OneTask": 1, "Log.Read.FullScan1M": 1_000_000}.get(test, 1000)
+    if test.startswith("Query."):
+        if test.endswith(".NaiveArray") or (test.startswith("Query.Overlap1d.GRDB")):
+            return 1
+        return 1000
+    return 1
+
+
+def metric(data, test, *names):
+    for name in names:
+        for key, value in data.get(test, {}).items():
+            if key.lower().replace(" ", "") == name:
+                return value
+    return None
+
+
+def per_op_ns(data, test):
+    wall = metric(data, test, "time(wallclock)")
+    return None if wall is None else wall / scale(test)
+
+
+def allocs_per_op(data, test):
+    m = metric(data, test, "malloc(total)")
+    return None if m is None else m / scale(test)
+
+
+def fmt_time(ns):
+    if ns is None:
+        return "n/a"
+    if ns >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.2f} µs"
+    return f"{ns:.0f} ns"
+
+
+def fmt_num(v, unit=""):
+    if v is None:
+        return "n/a"
+    return f"{v:,.1f}{unit}" if v < 100 else f"{v:,.0f}{unit}"
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if not args:
+        print(__doc__)
+        return 2
+    data = load(args[0])
+    rows = []  # (what, eventkernel, peer name, peer value, ratio text, target text, status)
+
+    def speed(what, ek, peer, peer_label, target=None):
+        """Throughput-style comparison: ratio = peer time / EventKernel time (higher is better)."""
+        a, b = per_op_ns(data, ek), per_op_ns(data, peer)
+        ratio = b / a if a and b else None
+        status = ""
+        if target is not None and ratio is not None:
+            status = "MET" if ratio >= target else f"MISSED ({ratio / target:.2f} of target)"
+        rows.append((what, fmt_time(a) + "/op", peer_label, fmt_time(b) + "/op",
+                     "n/a" if ratio is None else f"{ratio:,.1f}x faster" if ratio >= 1 else f"{1 / ratio:,.1f}x slower",
+                     "" if target is None else f">= {target}x", status))
+
+    def at_most(what, a, a_text, b, b_text, peer_label, target=None, unit=""):
+        """Smaller-is-better comparison: ratio = a / b."""
+        ratio = a / b if a is not None and b else None
+        status = ""
+        if target is not None and ratio is not None:
+            status = "MET" if ratio <= target else f"MISSED ({ratio / target:.2f}x the limit)"
+        rows.append((what, a_text, peer_label, b_text, "n/a" if ratio is None else f"{ratio:.3f}x",
+                     "" if target is None else f"<= {target}x", status))
+
+    ek = "EventKernel"
+    # Appends (per activity)
+    speed("Append buffered, batches of 1,000", "Append.Buffered.Batch1000.EventKernel", "Append.Buffered.Batch1000.GRDB", "GRDB (NORMAL, 1,000-row txn)", 50)
+    speed("Append buffered, batches of 100", "Append.Buffered.Batch100.EventKernel", "Append.Buffered.Batch100.GRDB", "GRDB (NORMAL, 100-row txn)")
+    speed("Append buffered, batches of 1,000", "Append.Buffered.Batch1000.EventKernel", "Append.Buffered.Batch1000.NaiveArray", "naive array (no persistence)")
+    speed("Append buffered, batches of 100", "Append.Buffered.Batch100.EventKernel", "Append.Buffered.Batch100.JSONFile", "JSON file (rewrite per save, jsonN)")
+    speed("Append synced, 1 task, 1 per call", "Append.Synced.OneTask.EventKernel", "Append.Synced.OneTask.GRDB", "GRDB (FULL, 1-row txn)", 1.5)
+    speed("Append synced, 64 tasks, 1 per call", "Append.Synced.64Tasks.EventKernel", "Append.Synced.64Tasks.GRDB", "GRDB (FULL, 1-row txn)", 30)
+    # Queries (per query)
+    for label, what, t_rec in [("Window7d.Limit50", "7-day window, limit 50, newest first", 80),
+                               ("Window7d.TwoTypes.Limit50", "7-day window + 2 of 6 types, limit 50", 50),
+                               ("Range1d", "closed date range (1 day, all)", None),
+                               ("Overlap1d", "overlap (1 day, all)", None)]:
+        speed(what, f"Query.{label}.EventKernel", f"Query.{label}.GRDBRecords", "GRDB records", t_rec)
+        speed(what, f"Query.{label}.EventKernel", f"Query.{label}.GRDBRows", "GRDB raw rows")
+        speed(what, f"Query.{label}.EventKernel", f"Query.{label}.NaiveArray", "naive array (filter+sort)")
+    # Startup
+    snap, replay = per_op_ns(data, "Startup.Snapshot.EventKernel"), per_op_ns(data, "Startup.FullReplay.EventKernel")
+    grown = per_op_ns(data, "Startup.Snapshot.Grown5x.EventKernel")
+    grown_replay = per_op_ns(data, "Startup.FullReplay.Grown5x.EventKernel")
+    at_most("Startup from snapshot vs full replay", snap, fmt_time(snap), replay, fmt_time(replay), "EventKernel full replay", 0.25)
+    at_most("Startup from snapshot, history x5 vs x1", grown, fmt_time(grown), snap, fmt_time(snap), "EventKernel snapshot, x1", 1.3)
+    at_most("Full replay, history x5 vs x1", grown_replay, fmt_time(grown_replay), replay, fmt_time(replay), "EventKernel full replay, x1")
+    g = per_op_ns(data, "Startup.GRDB")
+    at_most("Startup (open + first query)", snap, fmt_time(snap), g, fmt_time(g), "GRDB open + first query")
+    j = per_op_ns(data, "Startup.JSONFile")
+    at_most("Startup (open + first query)", snap, fmt_time(snap), j, fmt_time(j), "JSON file load (jsonN)")
+    # Footprint
+    ekd = metric(data, "Footprint.Disk.EventKernel", "bytesperactivity")
+    ekl = metric(data, "Footprint.Disk.EventKernel", "logbytesperactivity")
+    sq = metric(data, "Footprint.Disk.GRDB", "bytesperactivity")
+    js = metric(data, "Footprint.Disk.JSONFile", "bytesperactivity")
+    at_most("Bytes on disk per activity (log+snapshot)", ekd, fmt_num(ekd, " B"), sq, fmt_num(sq, " B"), "SQLite file", 0.4)
+    at_most("Bytes on disk per activity (log only)", ekl, fmt_num(ekl, " B"), sq, fmt_num(sq, " B"), "SQLite file")
+    at_most("Bytes on disk per activity (log+snapshot)", ekd, fmt_num(ekd, " B"), js, fmt_num(js, " B"), "JSON file (jsonN)")
+    for key, label in [("residentbytesperactivity", "resident")]:
+        a = metric(data, "Footprint.Memory.EventKernel", key)
+        b = metric(data, "Footprint.Memory.NaiveArray", key)
+        c = metric(data, "Footprint.Memory.GRDB", key)
+        at_most(f"Memory per activity ({label})", a, fmt_num(a, " B"), b, fmt_num(b, " B"), "naive array of ActivityModel")
+        at_most(f"Memory per activity ({label})", a, fmt_num(a, " B"), c, fmt_num(c, " B"), "GRDB (page cache, bounded)")
+    fa, fb = per_op_ns(data, "Observation.FanOut100.EventKernel"), per_op_ns(data, "Observation.FanOut100.GRDB")
+    speed("Observation fan-out: 100 observers, 1 write", "Observation.FanOut100.EventKernel", "Observation.FanOut100.GRDB", "GRDB ValueObservation")
+
+    # Allocations per operation
+    alloc_rows = []
+    for test in sorted(data):
+        if test.startswith(("Append.", "Query.", "Observation.")):
+            a = allocs_per_op(data, test)
+            if a is not None:
+                alloc_rows.append((test, f"{a:,.2f}"))
+
+    log_rows = []
+    for test, what in [("Log.Append.Buffered.Batch1000x64B", "EventLog append, buffered, batches of 1,000 x 64 B"),
+                       ("Log.Append.Synced.OneTask", "EventLog append, synced, 1 task (fresh store each iteration)"),
+                       ("Log.Append.Synced.64Tasks", "EventLog append, synced, 64 tasks"),
+                       ("Log.Read.FullScan1M", "EventLog full scan of 1M records")]:
+        if per_op_ns(data, test) is not None:
+            log_rows.append((what, fmt_time(per_op_ns(data, test)) + "/record"))
+
+    md = "--markdown" in sys.argv
+    header = ("Comparison", "EventKernel", "Peer", "Peer figure", "Ratio", "Target", "Status")
+    table = [header] + rows
+    if md:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for r in rows:
+            print("| " + " | ".join(r) + " |")
+        if log_rows:
+            print()
+            print("| EventLog alone (context: the log under the repository) | time |")
+            print("|---|---|")
+            for w, t in log_rows:
+                print(f"| {w} | {t} |")
+        print()
+        print("| Benchmark | Allocations per operation (p50) |")
+        print("|---|---|")
+        for t, a in alloc_rows:
+            print(f"| {t} | {a} |")
+    else:
+        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+        for n, r in enumerate(table):
+            print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+            if n == 0:
+                print("  ".join("-" * w for w in widths))
+        if log_rows:
+            print()
+            print("EventLog alone (context: the log under the repository):")
+            for w, t in log_rows:
+                print(f"  {w.ljust(62)}  {t}")
+        print()
+        print("Allocations per operation (p50; appends per activity, queries per query):")
+        w = max((len(t) for t, _ in alloc_rows), default=10)
+        for t, a in alloc_rows:
+            print(f"  {t.ljust(w)}  {a}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
