@@ -171,30 +171,40 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     public func apply(_ events: [ActivityEvent]) async throws {
         guard !events.isEmpty else { return }
         var pending: [PendingEvent] = []
+        pending.reserveCapacity(events.count)
+        // The state each id will have after the events so far, so later events in the batch
+        // are checked against earlier ones; and which ids already carry a version check.
         var simulated: [UUID: ActivityModel?] = [:]
+        var checked = Set<UUID>()
         for event in events {
             let id = event.activityID
             let existing = simulated[id] ?? activity(id: id)
-            var scratch = ActivityIndex()
-            if let existing { try? scratch.insert(existing) }
+            let next: ActivityModel?
             switch event {
             case .added(let model):
                 try Self.validate(model)
                 if existing != nil { throw RepositoryError.alreadyExists(.uuid(id)) }
+                next = model
             case .updated(let model):
                 try Self.validate(model)
                 if existing == nil { throw RepositoryError.notFound(.uuid(id)) }
+                next = model
             case .ended(_, let date):
-                guard let existing else { throw RepositoryError.notFound(.uuid(id)) }
-                if date < existing.startDate { throw RepositoryError.validationFailed("end date \(date) is before the start date \(existing.startDate) of activity \(id)") }
+                try Self.validate(date, "end date")
+                guard var model = existing else { throw RepositoryError.notFound(.uuid(id)) }
+                if date < model.startDate {
+                    throw RepositoryError.validationFailed("end date \(date) is before the start date \(model.startDate) of activity \(id)")
+                }
+                model.endDate = date
+                next = model
             case .deleted:
                 if existing == nil { continue }
+                next = nil
             }
-            do { _ = try ActivityProjection.fold(event, into: &scratch) } catch {
-                throw RepositoryError.validationFailed("\(error)")
-            }
-            simulated[id] = .some(scratch[id: id])
-            let expected: UInt64? = pending.contains { $0.event.entityID == .uuid(id) } ? nil : store.version(of: .uuid(id))
+            simulated[id] = .some(next)
+            // The first event of an id checks the version its state was read at; later ones
+            // in the same batch follow from it.
+            let expected: UInt64? = checked.insert(id).inserted ? store.version(of: .uuid(id)) : nil
             pending.append(PendingEvent(codec.encode(event), expectedVersion: expected))
         }
         guard !pending.isEmpty else { return }

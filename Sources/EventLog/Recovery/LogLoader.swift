@@ -82,6 +82,9 @@ struct LogLoader {
         if configuration.preallocate && active.preallocatedTo < Int64(configuration.segmentSize) {
             try io.preallocate(descriptor: active.file.descriptor, path: active.file.path, length: Int64(configuration.segmentSize))
             active.preallocatedTo = Int64(configuration.segmentSize)
+            // Commit the new extents now: otherwise the first append's fdatasync pays for the
+            // file-system journal commit (milliseconds), not just for its data.
+            try io.synchronize(descriptor: active.file.descriptor, path: active.file.path)
         }
         return Loaded(segments: segments, active: active, nextPosition: nextPosition)
     }
