@@ -123,7 +123,9 @@ final class GroupCommitWriter: @unchecked Sendable {
     private func spinForWork() {
         guard submitted.load(ordering: .acquiring) == 0 else { return }
         let deadline = ContinuousClock.now.advanced(by: Self.spinBeforeSleeping)
-        while submitted.load(ordering: .acquiring) == 0 && ContinuousClock.now < deadline {}
+        // Yielding, not burning: on a machine with few cores the threads that will submit the
+        // next request need this core; a pure busy-wait slowed 64 concurrent appenders 2-3x.
+        while submitted.load(ordering: .acquiring) == 0 && ContinuousClock.now < deadline { sched_yield() }
     }
 
     /// Handles one round of requests; returns true once the log is closed.
