@@ -17,7 +17,7 @@ unit: setup
 
 # Everything CI runs: the tests, the tests again under ThreadSanitizer and AddressSanitizer,
 # a bounded fuzzing pass, and the benchmark package's smoke run (Docs/Reliability.md).
-test: unit sanitizers fuzz bench-smoke
+test: unit sanitizers fuzz bench-smoke bench-thresholds-check
 
 sanitizers: setup
 	bash scripts/sanitizers.sh
