@@ -214,17 +214,20 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     /// Decides and appends one event for `id`, with the entity version read before the state,
     /// so that a concurrent change in between makes the append conflict (then retries).
     private func write(_ id: UUID, _ decide: (ActivityModel?) throws -> ActivityEvent?) async throws {
+        var lastConflict: RepositoryError?
         for _ in 0..<Self.maxConflictRetries {
             let version = store.version(of: .uuid(id))
             guard let event = try decide(activity(id: id)) else { return }
             do {
                 try await store.append(PendingEvent(codec.encode(event), expectedVersion: version))
                 return
-            } catch RepositoryError.conflict {
-                continue
+            } catch let conflict as RepositoryError {
+                guard case .conflict = conflict else { throw conflict }
+                lastConflict = conflict
             }
         }
-        throw RepositoryError.conflict(entity: .uuid(id), expected: store.version(of: .uuid(id)), actual: store.version(of: .uuid(id)))
+        // Still contended after every retry: report the last conflict as it was seen.
+        throw lastConflict ?? RepositoryError.conflict(entity: .uuid(id), expected: 0, actual: store.version(of: .uuid(id)))
     }
 
     static func validate(_ activity: ActivityModel) throws {

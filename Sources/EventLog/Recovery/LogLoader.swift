@@ -174,7 +174,7 @@ struct LogLoader {
             throw error
         case .tornTail(let error):
             if writable {
-                report.truncatedTail = try truncateTornTail(file: file, at: scan.dataEnd, fileSize: scan.fileSize, reason: error.message)
+                report.truncatedTail = try truncateTornTail(file: file, base: base, at: scan.dataEnd, fileSize: scan.fileSize, reason: error.message)
             } else {
                 report.incompleteTail = "\(file.path) at offset \(scan.dataEnd): \(error.message)"
             }
@@ -224,12 +224,12 @@ struct LogLoader {
     }
 
     /// Keeps the torn bytes in `recovered/`, then cuts the segment at `offset`.
-    private func truncateTornTail(file: OpenFile, at offset: Int64, fileSize: Int64, reason: String) throws(LogError) -> RecoveryReport.TruncatedTail {
+    private func truncateTornTail(file: OpenFile, base: LogPosition, at offset: Int64, fileSize: Int64, reason: String) throws(LogError) -> RecoveryReport.TruncatedTail {
         var tail = try file.read(fromAbsoluteOffset: offset, count: Int(fileSize - offset))
         while let last = tail.last, last == 0 { tail.removeLast() }
         var savedTo: String? = nil
         if !tail.isEmpty {
-            let name = NSStringPath(path: file.path).lastComponent + ".\(offset).torn"
+            let name = SegmentName.segment(base) + ".\(offset).torn"
             try RecoveredFiles.save(tail, directory: directory, name: name, io: io)
             savedTo = RecoveredFiles.path(directory: directory, name: name)
         }
@@ -277,10 +277,4 @@ enum RecoveredFiles {
         try StoreDirectory.create(folder)
         try StoreDirectory.writeAtomically(bytes, directory: folder, name: name, io: io)
     }
-}
-
-/// The last path component of a path string, without Foundation.
-struct NSStringPath {
-    let path: String
-    var lastComponent: String { path.split(separator: "/").last.map(String.init) ?? path }
 }

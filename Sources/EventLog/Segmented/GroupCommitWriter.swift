@@ -66,9 +66,8 @@ final class GroupCommitWriter: @unchecked Sendable {
             let closed = LogError(.closed, "the log is closed", file: core.directory)
             switch request {
             case .append(_, _, let completion): completion(.failure(closed))
-            case .sync(let completion), .close(let completion):
-                // Closing twice is fine; syncing a closed log has nothing left to sync.
-                if case .close = request { completion(.success(())) } else { completion(.failure(closed)) }
+            case .sync(let completion): completion(.failure(closed))
+            case .close(let completion): completion(.success(()))  // closing twice is fine
             }
             return
         }
