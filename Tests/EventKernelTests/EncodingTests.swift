@@ -7,17 +7,17 @@ import EventKernel
     @Test func envelopeRoundTrip() throws {
         let id = EntityID.uuid(UUID())
         let bytes = EventEnvelope.encodeRecordPayload(
-            eventType: "Account.added", schemaVersion: 3, entityID: id, entityVersion: 300,
+            eventType: "Account.added", schemaVersion: 3, stream: StreamID("Account", id), entityVersion: 300,
             metadata: EventMetadata(correlationID: "c-1", actor: "ana"), payload: [1, 2, 3])
         let timestamp = LogTimestamp(nanosecondsSince1970: 1_700_000_000_000_000_000)
         let envelope = try EventEnvelope(recordPayload: bytes, position: 7, timestamp: timestamp)
         #expect(envelope == EventEnvelope(position: 7, recordedAt: timestamp.date, eventType: "Account.added", schemaVersion: 3,
-                                          entityID: id, entityVersion: 300, metadata: EventMetadata(correlationID: "c-1", actor: "ana"),
+                                          stream: StreamID("Account", id), entityVersion: 300, metadata: EventMetadata(correlationID: "c-1", actor: "ana"),
                                           payload: [1, 2, 3]))
         // Compact: 1 version + 14 type + 1 schema + 17 id + 2 version + 1 flags + 4 + 4 metadata + 3 payload.
         #expect(bytes.count == 47)
         let stringID = try EventEnvelope(recordPayload: EventEnvelope.encodeRecordPayload(
-            eventType: "x", schemaVersion: 1, entityID: .string("acc-1"), entityVersion: 1, metadata: .none, payload: []),
+            eventType: "x", schemaVersion: 1, stream: StreamID("x", .string("acc-1")), entityVersion: 1, metadata: .none, payload: []),
             position: 0, timestamp: timestamp)
         #expect(stringID.entityID == .string("acc-1"))
         #expect(stringID.metadata == .none)
@@ -25,7 +25,7 @@ import EventKernel
 
     @Test func malformedEnvelopeReportsOffset() throws {
         let bytes = EventEnvelope.encodeRecordPayload(
-            eventType: "Account.added", schemaVersion: 1, entityID: .uuid(UUID()), entityVersion: 1, metadata: .none, payload: [])
+            eventType: "Account.added", schemaVersion: 1, stream: StreamID("Account", .uuid(UUID())), entityVersion: 1, metadata: .none, payload: [])
         // Truncated inside the UUID (1 + 14 + 1 + tag = offset 17).
         #expect(throws: BinaryDecodingError(.truncated(needed: 6), at: 17)) {
             try EventEnvelope(recordPayload: Array(bytes.prefix(27)), position: 0, timestamp: .min)
@@ -35,8 +35,8 @@ import EventKernel
         #expect(throws: BinaryDecodingError(.invalidValue("unknown entity id tag 9"), at: 16)) {
             try EventEnvelope(recordPayload: badTag, position: 0, timestamp: .min)
         }
-        #expect(throws: BinaryDecodingError(.invalidValue("unknown envelope format version 2"), at: 0)) {
-            try EventEnvelope(recordPayload: [2], position: 0, timestamp: .min)
+        #expect(throws: BinaryDecodingError(.invalidValue("unknown envelope format version 3"), at: 0)) {
+            try EventEnvelope(recordPayload: [3], position: 0, timestamp: .min)
         }
     }
 
@@ -72,10 +72,10 @@ import EventKernel
 
     @Test func upcastingKeepsOldVersionsDecodable() async throws {
         let store = try EventStore(log: InMemoryLog())
-        let v1 = JSONEventCodec<RenamedV1>(eventType: "Renamed", schemaVersion: 1, entityID: { .uuid($0.id) })
+        let v1 = JSONEventCodec<RenamedV1>(eventType: "Renamed", schemaVersion: 1, entityType: "Person", entityID: { .uuid($0.id) })
         let id = UUID()
         try await store.append(PendingEvent(RenamedV1(id: id, name: "Ada Lovelace"), codec: v1))
-        let v2 = JSONEventCodec<Renamed>(eventType: "Renamed", schemaVersion: 2, entityID: { .uuid($0.id) })
+        let v2 = JSONEventCodec<Renamed>(eventType: "Renamed", schemaVersion: 2, entityType: "Person", entityID: { .uuid($0.id) })
             .upcasting(from: 1, decoding: RenamedV1.self) { old in
                 let parts = old.name.split(separator: " ", maxSplits: 1).map(String.init)
                 return Renamed(id: old.id, first: parts[0], last: parts.count > 1 ? parts[1] : "")
@@ -84,7 +84,7 @@ import EventKernel
         let decoded = try store.read().map { try v2.decode($0) }
         #expect(decoded == [Renamed(id: id, first: "Ada", last: "Lovelace"), Renamed(id: id, first: "Ada", last: "King")])
         #expect(try store.read().map(\.schemaVersion) == [1, 2])
-        let noUpcaster = JSONEventCodec<Renamed>(eventType: "Renamed", schemaVersion: 2, entityID: { .uuid($0.id) })
+        let noUpcaster = JSONEventCodec<Renamed>(eventType: "Renamed", schemaVersion: 2, entityType: "Person", entityID: { .uuid($0.id) })
         #expect(throws: RepositoryError.self) { try noUpcaster.decode(store.read()[0]) }
     }
 }

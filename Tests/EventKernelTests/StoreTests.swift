@@ -11,20 +11,23 @@ func makeCounter(schemaVersion: UInt16 = 1) -> ProjectedState<[String: Int]> {
 }
 
 func event(_ id: String, _ value: UInt8, expected: UInt64? = nil) -> PendingEvent {
-    PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1, entityID: .string(id), payload: [value]), expectedVersion: expected)
+    PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1, stream: counted(id), payload: [value]), expectedVersion: expected)
 }
+
+/// The stream of counter `id`.
+func counted(_ id: String) -> StreamID { StreamID("Counted", .string(id)) }
 
 @Suite struct StoreTests {
     @Test func conflictWritesNothing() async throws {
         let log = InMemoryLog()
         let store = try EventStore(log: log)
         try await store.append([event("a", 1, expected: 0), event("a", 1, expected: 1)])
-        #expect(store.version(of: .string("a")) == 2)
-        await #expect(throws: RepositoryError.conflict(entity: .string("a"), expected: 1, actual: 2)) {
+        #expect(store.version(of: counted("a")) == 2)
+        await #expect(throws: RepositoryError.conflict(stream: counted("a"), expected: 1, actual: 2)) {
             try await store.append([event("b", 1, expected: 0), event("a", 1, expected: 1)])
         }
         #expect(log.bounds.nextPosition == 2)
-        #expect(store.version(of: .string("b")) == 0)
+        #expect(store.version(of: counted("b")) == 0)
         // The failed batch reserved nothing: b can still be created at version 0.
         let envelopes = try await store.append([event("b", 1, expected: 0)])
         #expect(envelopes.map(\.entityVersion) == [1])
@@ -72,7 +75,7 @@ func event(_ id: String, _ value: UInt8, expected: UInt64? = nil) -> PendingEven
             pending.recordedAt = base.addingTimeInterval(Double(i))
             try await store.append(pending)
         }
-        let history = try store.history(of: .string("y"))
+        let history = try store.history(of: counted("y"))
         #expect(history.map(\.position) == [1, 3, 5, 7, 9, 11, 13, 15, 17, 19])
         #expect(history.map(\.entityVersion) == Array(1...10))
         #expect(history[0].recordedAt == base.addingTimeInterval(1))
@@ -127,8 +130,8 @@ func event(_ id: String, _ value: UInt8, expected: UInt64? = nil) -> PendingEven
         #expect(counter.state == expected())
         #expect(counter.eventsApplied == 40)
         // Versions came from the snapshot plus tail: optimistic concurrency still works.
-        #expect(store.version(of: .string("k0")) == 20)
-        await #expect(throws: RepositoryError.conflict(entity: .string("k0"), expected: 3, actual: 20)) {
+        #expect(store.version(of: counted("k0")) == 20)
+        await #expect(throws: RepositoryError.conflict(stream: counted("k0"), expected: 3, actual: 20)) {
             try await store.append(event("k0", 1, expected: 3))
         }
     }
@@ -189,7 +192,7 @@ func event(_ id: String, _ value: UInt8, expected: UInt64? = nil) -> PendingEven
         try await store.close()
         let file = try #require(SnapshotDirectory(storeDirectory: dir).newestValid(projectionName: "counter", schemaVersion: 1))
         #expect(file.nextPosition == 1)
-        #expect(SnapshotDirectory(storeDirectory: dir).newestValid(projectionName: "$entity-versions", schemaVersion: 1) != nil)
+        #expect(SnapshotDirectory(storeDirectory: dir).newestValid(projectionName: "$entity-versions", schemaVersion: 2) != nil)
     }
 
     @Test func timeTravelUsesSnapshotsCorrectly() async throws {

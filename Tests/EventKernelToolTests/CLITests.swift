@@ -257,6 +257,17 @@ struct CLITests {
         #expect(json.status == 3)
         #expect((try jsonObject(json.stdout) as? [String: Any])?["intact"] as? Bool == false)
 
+        // A read command that meets the damage (no snapshot to start from, so the replay reads
+        // the sealed segment) reports it as damage, exit 3, with the file and offset: the
+        // LogError survives the way up through the repository.
+        let snapshots = store.appending(path: "snapshots")
+        let kept = store.deletingLastPathComponent().appending(path: "kept-snapshots-\(UUID().uuidString.prefix(6))")
+        try FileManager.default.moveItem(at: snapshots, to: kept)
+        let query = try run("query", "--dir", store.path)
+        #expect(query.status == 3, "\(query.stdout)\(query.stderr)")
+        #expect(query.stderr.contains(first.path) && query.stderr.contains("offset"), "\(query.stderr)")
+        try FileManager.default.moveItem(at: kept, to: snapshots)
+
         let refused = try run("repair", "--dir", store.path)
         #expect(refused.status == 1 && refused.stderr.contains("--yes"))
         let repaired = try run("repair", "--dir", store.path, "--yes")

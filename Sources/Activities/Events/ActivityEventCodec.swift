@@ -1,5 +1,6 @@
 public import EventKernel
-import Foundation
+public import EventLog
+public import Foundation
 
 /// The compact binary encoding of ``ActivityEvent``s in the log.
 ///
@@ -33,6 +34,12 @@ public struct ActivityEventCodec: Sendable {
     /// The schema version written.
     public static let schemaVersion: UInt16 = 2
 
+    /// The entity type of activity streams: an activity's stream is `activity/<uuid>`.
+    public static let entityType = "activity"
+
+    /// The stream of the activity with `id`.
+    public static func stream(of id: UUID) -> StreamID { StreamID(entityType, .uuid(id)) }
+
     /// Creates the codec.
     public init() {}
 
@@ -53,19 +60,18 @@ public struct ActivityEventCodec: Sendable {
         case .deleted:
             type = EventType.deleted
         }
-        return EncodedEvent(eventType: type, schemaVersion: Self.schemaVersion, entityID: .uuid(event.activityID), payload: writer.bytes)
+        return EncodedEvent(eventType: type, schemaVersion: Self.schemaVersion, stream: Self.stream(of: event.activityID), payload: writer.bytes)
     }
 
     /// Decodes an event from its envelope.
-    /// - Throws: ``BinaryDecodingError`` for a malformed payload, ``RepositoryError/storage(_:)``
-    ///   for an event type or schema version this build does not know, or an entity id that is
-    ///   not a UUID.
+    /// - Throws: ``BinaryDecodingError`` for a malformed payload, ``ActivityDecodingError`` for an
+    ///   event type or schema version this build does not know, or an entity id that is not a UUID.
     public func decode(_ envelope: EventEnvelope) throws -> ActivityEvent {
         guard case .uuid(let id) = envelope.entityID else {
-            throw RepositoryError.storage("activity event at position \(envelope.position) has a non-UUID entity id \(envelope.entityID)")
+            throw ActivityDecodingError(position: envelope.position, message: "the entity id \(envelope.entityID) is not a UUID")
         }
         guard envelope.schemaVersion == 1 || envelope.schemaVersion == 2 else {
-            throw RepositoryError.storage("activity event at position \(envelope.position) has schema version \(envelope.schemaVersion), newer than this build (\(Self.schemaVersion))")
+            throw ActivityDecodingError(position: envelope.position, message: "schema version \(envelope.schemaVersion) is newer than this build's (\(Self.schemaVersion))")
         }
         let version1 = envelope.schemaVersion == 1
         var reader = BinaryReader(envelope.payload)
@@ -86,7 +92,7 @@ public struct ActivityEventCodec: Sendable {
         case EventType.deleted:
             event = .deleted(id: id)
         default:
-            throw RepositoryError.storage("unknown activity event type \"\(envelope.eventType)\" at position \(envelope.position)")
+            throw ActivityDecodingError(position: envelope.position, message: "unknown activity event type \"\(envelope.eventType)\"")
         }
         try reader.expectEnd()
         return event
@@ -94,6 +100,15 @@ public struct ActivityEventCodec: Sendable {
 
     /// Whether an envelope holds an activity event (a store may hold other domains too).
     public static func isActivityEvent(_ envelope: EventEnvelope) -> Bool {
-        envelope.eventType.hasPrefix("activity.")
+        envelope.stream.entityType == entityType
     }
+}
+
+/// An activity event this build cannot decode: where, and why.
+public struct ActivityDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The event's log position.
+    public var position: LogPosition
+    /// What is wrong with it.
+    public var message: String
+    public var description: String { "activity event at position \(position): \(message)" }
 }

@@ -1,47 +1,27 @@
+import EventKernel
 
-/// How `observe(query:)` works for both repositories.
+/// `observe(query:)` for both Activities repositories, on the kernel's one observation path
+/// (`QueryObservation`: listener first, recompute outside locks, drop duplicates, end on close).
 ///
-/// 1. The projection observer is registered first, then the initial result is computed and
-///    yielded, so no commit can fall between the two unseen.
-/// 2. After each commit, the observer checks whether any changed activity (before or after
-///    the change) passes the query's filter. Only then is the observing task poked.
-/// 3. The task recomputes the query from the current state and yields it only if it differs
-///    from the last result yielded. Pokes coalesce, so a slow consumer gets the newest result,
-///    never a stale or an unfiltered one, and the commit path never runs a query.
-/// 4. When the consumer stops (or the stream is dropped), the task ends and the observer is
-///    removed.
+/// The listener runs in the commit path and pokes only when a changed activity (before or after
+/// the change) passes the query's filter, so commits that cannot alter the result cost the
+/// observing task nothing.
 enum ActivityObservation {
-    static func stream(query: ActivityQuery, projection: ActivityProjection) -> AsyncStream<[ActivityModel]> {
-        let (pokes, poke) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let token = projection.addObserver { changes in
-            let relevant = changes.contains { change in
-                change.old.map(query.matches) == true || change.new.map(query.matches) == true
-            }
-            if relevant { poke.yield() }
-        }
-        let (results, output) = AsyncStream<[ActivityModel]>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let current: () -> [ActivityModel] = {
-            // An invalid query observes as empty: there is no error channel in AsyncStream.
-            (try? projection.read { try $0.fetch(query) }) ?? []
-        }
-        let initial = current()
-        output.yield(initial)
-        let task = Task {
-            var last = initial
-            for await _ in pokes {
-                let next = current()
-                if next != last {
-                    last = next
-                    output.yield(next)
+    static func stream(query: ActivityQuery, projection: ActivityProjection, store: EventStore) -> AsyncStream<[ActivityModel]> {
+        QueryObservation.stream(
+            store: store,
+            listen: { poke in
+                let token = projection.addObserver { changes in
+                    let relevant = changes.contains { change in
+                        change.old.map(query.matches) == true || change.new.map(query.matches) == true
+                    }
+                    if relevant { poke() }
                 }
-            }
-            output.finish()
-        }
-        output.onTermination = { _ in
-            task.cancel()
-            poke.finish()
-            projection.removeObserver(token)
-        }
-        return results
+                return { projection.removeObserver(token) }
+            },
+            // An invalid query observes as empty: there is no error channel in AsyncStream.
+            fetch: { (try? projection.read { try $0.fetch(query) }) ?? [] },
+            isDuplicate: { $0 == $1 },
+            output: { $0 })
     }
 }

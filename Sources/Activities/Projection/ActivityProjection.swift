@@ -18,8 +18,9 @@ public final class ActivityProjection: Projection {
         public var new: ActivityModel?
     }
 
-    /// An event that could not be folded (a log written by a buggy or foreign writer):
-    /// recorded, never silently skipped. `eventkernel verify` reports these.
+    /// An event that decoded but could not be folded (an add of an id that exists, written by a
+    /// buggy or foreign writer): recorded, never silently skipped. `eventkernel verify` reports
+    /// these. An event that does not *decode* is worse, and fails the projection (``failure``).
     public struct IntegrityIssue: Hashable, Sendable, CustomStringConvertible {
         /// The event's position.
         public var position: LogPosition
@@ -33,6 +34,7 @@ public final class ActivityProjection: Projection {
         @usableFromInline var index = ActivityIndex()
         var nextPosition: LogPosition = 0
         var issues: [IntegrityIssue] = []
+        var failure: UndecodableEvent?
         init() {}
     }
 
@@ -65,15 +67,27 @@ public final class ActivityProjection: Projection {
     /// Events that could not be folded, in position order.
     public var integrityIssues: [IntegrityIssue] { state.withReadLock { $0.issues } }
 
+    /// The activity event this build could not decode (an unknown event type or schema
+    /// version): nothing after it is folded, and the store does not open.
+    public var failure: UndecodableEvent? { state.withReadLock { $0.failure } }
+
     public func apply(_ envelopes: [EventEnvelope]) {
         let observing = observers.withLock { !$0.callbacks.isEmpty }
         var changes: [Change] = []
         state.withWriteLock { state in
+            guard state.failure == nil else { return }
             for envelope in envelopes where envelope.position >= state.nextPosition {
+                guard ActivityEventCodec.isActivityEvent(envelope) else {
+                    state.nextPosition = envelope.position + 1
+                    continue
+                }
+                let event: ActivityEvent
+                do { event = try codec.decode(envelope) } catch {
+                    state.failure = UndecodableEvent(projection: name, envelope: envelope, cause: error)
+                    return
+                }
                 state.nextPosition = envelope.position + 1
-                guard ActivityEventCodec.isActivityEvent(envelope) else { continue }
                 do {
-                    let event = try codec.decode(envelope)
                     let change = try Self.fold(event, into: &state.index)
                     if observing { changes.append(change) }
                 } catch {
@@ -123,9 +137,10 @@ public final class ActivityProjection: Projection {
     }
 
     /// Calls `callback` after each commit that changed activities, with the changes, on the
-    /// committing thread. Keep it short; it must not call back into the store.
+    /// committing thread under the store's commit lock: only the kernel's observation uses it
+    /// (public observation is ``EventSourcedActivityRepository/observe(query:)``).
     /// - Returns: A token for ``removeObserver(_:)``.
-    public func addObserver(_ callback: @escaping @Sendable ([Change]) -> Void) -> UInt64 {
+    package func addObserver(_ callback: @escaping @Sendable ([Change]) -> Void) -> UInt64 {
         observers.withLock { observers in
             let token = observers.next
             observers.next += 1
@@ -135,7 +150,7 @@ public final class ActivityProjection: Projection {
     }
 
     /// Stops calling an observer.
-    public func removeObserver(_ token: UInt64) {
+    package func removeObserver(_ token: UInt64) {
         _ = observers.withLock { $0.callbacks.removeValue(forKey: token) }
     }
 }

@@ -19,6 +19,7 @@ public struct ActivityRepositoryClient: Sendable {
     /// See ``ActivityRepositoryProtocol/update(_:)``.
     public var update: @Sendable (ActivityModel) async throws -> Void
     /// See ``ActivityRepositoryProtocol/delete(id:)``.
+    /// (Returns nothing, as the apps' clients do; an unknown id is not an error.)
     public var delete: @Sendable (UUID) async throws -> Void
     /// See ``ActivityRepositoryProtocol/end(id:at:)``.
     public var end: @Sendable (UUID, Date) async throws -> Void
@@ -51,7 +52,7 @@ public struct ActivityRepositoryClient: Sendable {
             fetchRange: { try await repository.fetch(range: $0) },
             add: { try await repository.add($0) },
             update: { try await repository.update($0) },
-            delete: { try await repository.delete(id: $0) },
+            delete: { _ = try await repository.delete(id: $0) },
             end: { try await repository.end(id: $0, at: $1) },
             observe: { repository.observe(query: $0) })
     }

@@ -21,12 +21,14 @@ public protocol ActivityRepositoryProtocol: Sendable {
     func add(_ activity: ActivityModel) async throws
     /// Replaces an existing activity (matched by id).
     func update(_ activity: ActivityModel) async throws
-    /// Removes an activity; unknown ids are ignored.
-    func delete(id: UUID) async throws
+    /// Removes an activity; an unknown id is not an error and records nothing.
+    /// - Returns: Whether an activity was deleted.
+    @discardableResult
+    func delete(id: UUID) async throws -> Bool
     /// Ends a running (or re-ends a finished) activity at `date`.
     func end(id: UUID, at date: Date) async throws
     /// The current result of `query` at once, then a new result after each committed change
-    /// that alters it; ends when the consumer stops iterating.
+    /// that alters it; ends when the consumer stops iterating or the store closes.
     func observe(query: ActivityQuery) -> AsyncStream<[ActivityModel]>
 }
 

@@ -21,7 +21,7 @@ extension EventSourcedActivityRepository {
     /// - Throws: `RepositoryError.storage` if the log cannot be read or an event does not decode.
     /// - Complexity: O(n) in the events of the store (a full scan).
     public func history(of id: UUID) throws -> [ActivityHistoryEntry] {
-        try store.history(of: .uuid(id)).map { envelope in
+        try store.history(of: ActivityEventCodec.stream(of: id)).map { envelope in
             ActivityHistoryEntry(position: envelope.position, recordedAt: envelope.recordedAt,
                                  entityVersion: envelope.entityVersion, metadata: envelope.metadata,
                                  event: try codec.decode(envelope))

@@ -40,7 +40,6 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     /// The read model.
     public let projection: ActivityProjection
     let codec = ActivityEventCodec()
-    private static let maxConflictRetries = 32
 
     /// Wraps a store, registering (and catching up) an ``ActivityProjection`` on it.
     /// - Throws: `RepositoryError` if the log cannot be replayed.
@@ -151,7 +150,8 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
         }
     }
 
-    public func delete(id: UUID) async throws {
+    @discardableResult
+    public func delete(id: UUID) async throws -> Bool {
         try await write(id) { existing in existing == nil ? nil : .deleted(id: id) }
     }
 
@@ -170,64 +170,57 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     /// Each is checked as the single-event writes check it, in order.
     public func apply(_ events: [ActivityEvent]) async throws {
         guard !events.isEmpty else { return }
-        var pending: [PendingEvent] = []
-        pending.reserveCapacity(events.count)
-        // The state each id will have after the events so far, so later events in the batch
-        // are checked against earlier ones; and which ids already carry a version check.
-        var simulated: [UUID: ActivityModel?] = [:]
-        var checked = Set<UUID>()
-        for event in events {
-            let id = event.activityID
-            let existing = simulated[id] ?? activity(id: id)
-            let next: ActivityModel?
-            switch event {
-            case .added(let model):
-                try Self.validate(model)
-                if existing != nil { throw RepositoryError.alreadyExists(.uuid(id)) }
-                next = model
-            case .updated(let model):
-                try Self.validate(model)
-                if existing == nil { throw RepositoryError.notFound(.uuid(id)) }
-                next = model
-            case .ended(_, let date):
-                try Self.validate(date, "end date")
-                guard var model = existing else { throw RepositoryError.notFound(.uuid(id)) }
-                if date < model.startDate {
-                    throw RepositoryError.validationFailed("end date \(date) is before the start date \(model.startDate) of activity \(id)")
+        try await store.execute { command in
+            // The state each id will have after the events so far, so later events in the
+            // batch are checked against earlier ones.
+            var simulated: [UUID: ActivityModel?] = [:]
+            for event in events {
+                let id = event.activityID
+                let existing: ActivityModel?
+                if let known = simulated[id] {
+                    existing = known
+                } else {
+                    existing = command.read(ActivityEventCodec.stream(of: id)) { activity(id: id) }
                 }
-                model.endDate = date
-                next = model
-            case .deleted:
-                if existing == nil { continue }
-                next = nil
+                let next: ActivityModel?
+                switch event {
+                case .added(let model):
+                    try Self.validate(model)
+                    if existing != nil { throw RepositoryError.alreadyExists(.uuid(id)) }
+                    next = model
+                case .updated(let model):
+                    try Self.validate(model)
+                    if existing == nil { throw RepositoryError.notFound(.uuid(id)) }
+                    next = model
+                case .ended(_, let date):
+                    try Self.validate(date, "end date")
+                    guard var model = existing else { throw RepositoryError.notFound(.uuid(id)) }
+                    if date < model.startDate {
+                        throw RepositoryError.validationFailed("end date \(date) is before the start date \(model.startDate) of activity \(id)")
+                    }
+                    model.endDate = date
+                    next = model
+                case .deleted:
+                    if existing == nil { continue }
+                    next = nil
+                }
+                simulated[id] = .some(next)
+                command.append(codec.encode(event))
             }
-            simulated[id] = .some(next)
-            // The first event of an id checks the version its state was read at; later ones
-            // in the same batch follow from it.
-            let expected: UInt64? = checked.insert(id).inserted ? store.version(of: .uuid(id)) : nil
-            pending.append(PendingEvent(codec.encode(event), expectedVersion: expected))
         }
-        guard !pending.isEmpty else { return }
-        try await store.append(pending)
     }
 
-    /// Decides and appends one event for `id`, with the entity version read before the state,
-    /// so that a concurrent change in between makes the append conflict (then retries).
-    private func write(_ id: UUID, _ decide: (ActivityModel?) throws -> ActivityEvent?) async throws {
-        var lastConflict: RepositoryError?
-        for _ in 0..<Self.maxConflictRetries {
-            let version = store.version(of: .uuid(id))
-            guard let event = try decide(activity(id: id)) else { return }
-            do {
-                try await store.append(PendingEvent(codec.encode(event), expectedVersion: version))
-                return
-            } catch let conflict as RepositoryError {
-                guard case .conflict = conflict else { throw conflict }
-                lastConflict = conflict
-            }
+    /// Decides and appends one event for `id` through the store's command path (version read
+    /// before state, conflicts retried on the new state).
+    /// - Returns: Whether an event was appended.
+    @discardableResult
+    private func write(_ id: UUID, _ decide: (ActivityModel?) throws -> ActivityEvent?) async throws -> Bool {
+        try await store.execute { command in
+            let existing = command.read(ActivityEventCodec.stream(of: id)) { activity(id: id) }
+            guard let event = try decide(existing) else { return false }
+            command.append(codec.encode(event))
+            return true
         }
-        // Still contended after every retry: report the last conflict as it was seen.
-        throw lastConflict ?? RepositoryError.conflict(entity: .uuid(id), expected: 0, actual: store.version(of: .uuid(id)))
     }
 
     static func validate(_ activity: ActivityModel) throws {
@@ -252,26 +245,18 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     // MARK: Observation
 
     public func observe(query: ActivityQuery) -> AsyncStream<[ActivityModel]> {
-        ActivityObservation.stream(query: query, projection: projection)
+        ActivityObservation.stream(query: query, projection: projection, store: store)
     }
 
     // MARK: Read-only followers
 
     /// For a repository opened with ``openReadOnly(at:logger:)``: reads what a writer appended
-    /// since, folding it into the projection (observers are notified).
-    /// - Returns: The number of events applied.
+    /// since, through ``EventStore/refresh()`` (the store's position and versions advance,
+    /// observers and subscribers are told).
+    /// - Returns: The number of events read.
+    /// - Throws: `RepositoryError.storage` when the log cannot be read.
     @discardableResult
     public func refresh() throws -> Int {
-        guard let log = store.log as? SegmentedLog, log.isReadOnly else { return 0 }
-        let before = projection.nextPosition
-        let bounds = try log.refresh()
-        guard bounds.nextPosition > before else { return 0 }
-        var envelopes: [EventEnvelope] = []
-        try log.forEachRecord(from: before, through: bounds.nextPosition - 1) { view in
-            envelopes.append(try EventEnvelope(view))
-            return true
-        }
-        projection.apply(envelopes)
-        return envelopes.count
+        try store.refresh()
     }
 }

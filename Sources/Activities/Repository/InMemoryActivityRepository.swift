@@ -25,7 +25,7 @@ public final class InMemoryActivityRepository: ActivityRepositoryProtocol {
             // Seeded as already-committed events (version 1 of each activity), which the store
             // replays like any log: no async append is needed to build the initial state.
             records.append(LogEntry(timestamp: now, payload: EventEnvelope.encodeRecordPayload(
-                eventType: event.eventType, schemaVersion: event.schemaVersion, entityID: event.entityID,
+                eventType: event.eventType, schemaVersion: event.schemaVersion, stream: event.stream,
                 entityVersion: 1, metadata: .none, payload: event.payload)))
         }
         base = try EventSourcedActivityRepository(log: InMemoryLog(records: records))
@@ -38,7 +38,8 @@ public final class InMemoryActivityRepository: ActivityRepositoryProtocol {
     public func fetch(range: ActivityRangeQuery) async throws -> [ActivityModel] { try base.activities(in: range) }
     public func add(_ activity: ActivityModel) async throws { try await base.add(activity) }
     public func update(_ activity: ActivityModel) async throws { try await base.update(activity) }
-    public func delete(id: UUID) async throws { try await base.delete(id: id) }
+    @discardableResult
+    public func delete(id: UUID) async throws -> Bool { try await base.delete(id: id) }
     public func end(id: UUID, at date: Date) async throws { try await base.end(id: id, at: date) }
     public func observe(query: ActivityQuery) -> AsyncStream<[ActivityModel]> { base.observe(query: query) }
 }

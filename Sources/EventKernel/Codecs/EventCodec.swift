@@ -1,19 +1,27 @@
-/// An event in encoded form, ready to append: its type name, schema version, entity and bytes.
+/// An event in encoded form, ready to append: its type name, schema version, stream and bytes.
 public struct EncodedEvent: Hashable, Sendable {
     /// The event type name.
     public var eventType: String
     /// The schema version the payload was written with.
     public var schemaVersion: UInt16
-    /// The entity the event is about.
-    public var entityID: EntityID
+    /// The stream (entity type and id) the event belongs to.
+    public var stream: StreamID
     /// The encoded payload.
     public var payload: [UInt8]
 
+    /// The id of the entity the event is about (``stream``'s).
+    public var entityID: EntityID { stream.entityID }
+
     /// Creates an encoded event.
-    public init(eventType: String, schemaVersion: UInt16, entityID: EntityID, payload: [UInt8]) {
+    /// - Parameters:
+    ///   - eventType: The event type name, e.g. `"Account.added"`.
+    ///   - schemaVersion: The schema version of `payload`.
+    ///   - stream: The stream the event belongs to.
+    ///   - payload: The encoded event.
+    public init(eventType: String, schemaVersion: UInt16, stream: StreamID, payload: [UInt8]) {
         self.eventType = eventType
         self.schemaVersion = schemaVersion
-        self.entityID = entityID
+        self.stream = stream
         self.payload = payload
     }
 }

@@ -4,7 +4,7 @@ import Foundation
 /// version, and decoders for the older versions (upcasters).
 ///
 /// ```swift
-/// let codec = JSONEventCodec<RenamedV2>(eventType: "Renamed", schemaVersion: 2, entityID: { .uuid($0.id) })
+/// let codec = JSONEventCodec<RenamedV2>(eventType: "Person.renamed", schemaVersion: 2, entityType: "Person", entityID: { .uuid($0.id) })
 ///     .upcasting(from: 1, decoding: RenamedV1.self) { RenamedV2(id: $0.id, name: $0.name, reason: nil) }
 /// ```
 public struct JSONEventCodec<E: Codable & Sendable>: EventCodec {
@@ -14,6 +14,8 @@ public struct JSONEventCodec<E: Codable & Sendable>: EventCodec {
     public let eventType: String
     /// The schema version written.
     public let schemaVersion: UInt16
+    /// The entity type of the streams the events belong to.
+    public let entityType: String
     private let entityIDOf: @Sendable (E) -> EntityID
     private var upcasters: [UInt16: @Sendable ([UInt8]) throws -> E] = [:]
 
@@ -21,10 +23,12 @@ public struct JSONEventCodec<E: Codable & Sendable>: EventCodec {
     /// - Parameters:
     ///   - eventType: The event type name.
     ///   - schemaVersion: The current schema version.
+    ///   - entityType: The entity type of the event's stream.
     ///   - entityID: Extracts the entity an event is about.
-    public init(eventType: String, schemaVersion: UInt16 = 1, entityID: @escaping @Sendable (E) -> EntityID) {
+    public init(eventType: String, schemaVersion: UInt16 = 1, entityType: String, entityID: @escaping @Sendable (E) -> EntityID) {
         self.eventType = eventType
         self.schemaVersion = schemaVersion
+        self.entityType = entityType
         self.entityIDOf = entityID
     }
 
@@ -45,7 +49,7 @@ public struct JSONEventCodec<E: Codable & Sendable>: EventCodec {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys // Stable bytes for the same value.
         return EncodedEvent(
-            eventType: eventType, schemaVersion: schemaVersion, entityID: entityIDOf(event),
+            eventType: eventType, schemaVersion: schemaVersion, stream: StreamID(entityType, entityIDOf(event)),
             payload: Array(try encoder.encode(event)))
     }
 

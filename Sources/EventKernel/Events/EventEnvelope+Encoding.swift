@@ -1,36 +1,52 @@
 public import EventLog
 
 extension EventEnvelope {
-    /// The version of the record payload layout written by ``encodeRecordPayload(eventType:schemaVersion:entityID:entityVersion:metadata:payload:)``.
-    public static let recordFormatVersion: UInt8 = 1
+    /// The version of the record payload layout written by ``encodeRecordPayload(eventType:schemaVersion:stream:entityVersion:metadata:payload:)``.
+    ///
+    /// Format 2 added streams: an event belongs to an entity type and id, not to an id alone.
+    /// Format 1 (no stream) is still read: its entity type is the event type up to its last `.`.
+    public static let recordFormatVersion: UInt8 = 2
+
+    /// Flag bits of the byte after the entity version.
+    private enum Flag {
+        static let correlationID: UInt8 = 1
+        static let actor: UInt8 = 2
+        /// The entity type is written out (format 2); otherwise it is the event type up to its
+        /// last `.`, which saves its bytes in every record of the usual naming.
+        static let entityType: UInt8 = 4
+    }
 
     /// Encodes an event as a log record payload.
     ///
     /// Layout: format version (1 byte), event type (varint length + UTF-8), schema version
-    /// (varint), entity id (tag + 16 bytes or string), entity version (varint), metadata flags
-    /// (1 byte: bit 0 correlation id, bit 1 actor) and the present strings, then the payload
-    /// to the end of the record. Position and timestamp are not stored: the log record holds them.
+    /// (varint), entity id (tag + 16 bytes or string), stream version (varint), flags (1 byte:
+    /// bit 0 correlation id, bit 1 actor, bit 2 explicit entity type), the entity type when
+    /// flagged, the present metadata strings, then the payload to the end of the record.
+    /// Position and timestamp are not stored: the log record holds them.
     public static func encodeRecordPayload(
-        eventType: String, schemaVersion: UInt16, entityID: EntityID, entityVersion: UInt64,
+        eventType: String, schemaVersion: UInt16, stream: StreamID, entityVersion: UInt64,
         metadata: EventMetadata, payload: [UInt8]
     ) -> [UInt8] {
+        let implicitType = StreamID.isImplicit(entityType: stream.entityType, ofEventType: eventType)
         var writer = BinaryWriter(capacity: 32 + eventType.utf8.count + payload.count)
         writer.writeUInt8(recordFormatVersion)
         writer.writeString(eventType)
         writer.writeVarint(UInt64(schemaVersion))
-        writer.writeEntityID(entityID)
+        writer.writeEntityID(stream.entityID)
         writer.writeVarint(entityVersion)
         var flags: UInt8 = 0
-        if metadata.correlationID != nil { flags |= 1 }
-        if metadata.actor != nil { flags |= 2 }
+        if metadata.correlationID != nil { flags |= Flag.correlationID }
+        if metadata.actor != nil { flags |= Flag.actor }
+        if !implicitType { flags |= Flag.entityType }
         writer.writeUInt8(flags)
+        if !implicitType { writer.writeString(stream.entityType) }
         if let correlationID = metadata.correlationID { writer.writeString(correlationID) }
         if let actor = metadata.actor { writer.writeString(actor) }
         writer.writeRaw(payload)
         return writer.bytes
     }
 
-    /// Decodes an envelope from a log record.
+    /// Decodes an envelope from a log record (format 1 or 2).
     /// - Parameters:
     ///   - bytes: The record payload.
     ///   - position: The record's position.
@@ -39,7 +55,7 @@ extension EventEnvelope {
     public init(recordPayload bytes: [UInt8], position: LogPosition, timestamp: LogTimestamp) throws(BinaryDecodingError) {
         var reader = BinaryReader(bytes)
         let version = try reader.readUInt8()
-        guard version == Self.recordFormatVersion else {
+        guard version == 1 || version == Self.recordFormatVersion else {
             throw BinaryDecodingError(.invalidValue("unknown envelope format version \(version)"), at: 0)
         }
         let eventType = try reader.readString()
@@ -48,14 +64,16 @@ extension EventEnvelope {
         let entityVersion = try reader.readVarint()
         let flagsOffset = reader.offset
         let flags = try reader.readUInt8()
-        guard flags & ~3 == 0 else {
+        let known = version == 1 ? Flag.correlationID | Flag.actor : Flag.correlationID | Flag.actor | Flag.entityType
+        guard flags & ~known == 0 else {
             throw BinaryDecodingError(.invalidValue("unknown metadata flags \(flags)"), at: flagsOffset)
         }
-        let correlationID = flags & 1 != 0 ? try reader.readString() : nil
-        let actor = flags & 2 != 0 ? try reader.readString() : nil
+        let entityType = flags & Flag.entityType != 0 ? try reader.readString() : StreamID.legacyEntityType(ofEventType: eventType)
+        let correlationID = flags & Flag.correlationID != 0 ? try reader.readString() : nil
+        let actor = flags & Flag.actor != 0 ? try reader.readString() : nil
         self.init(
             position: position, recordedAt: timestamp.date, eventType: eventType,
-            schemaVersion: schemaVersion, entityID: entityID, entityVersion: entityVersion,
+            schemaVersion: schemaVersion, stream: StreamID(entityType, entityID), entityVersion: entityVersion,
             metadata: EventMetadata(correlationID: correlationID, actor: actor),
             payload: reader.readRemaining())
     }

@@ -29,25 +29,30 @@ public struct EventEnvelope: Hashable, Sendable {
     public var eventType: String
     /// The schema version of ``payload``; codecs upcast older versions.
     public var schemaVersion: UInt16
-    /// The entity the event is about.
-    public var entityID: EntityID
-    /// The entity's version after this event: 1 for its first event, then +1 per event.
+    /// The stream (entity type and id) the event belongs to.
+    public var stream: StreamID
+    /// The stream's version after this event: 1 for its first event, then +1 per event.
+    /// (Records of envelope format 1 keep the version they were written with, which counted
+    /// per entity id across types; see Docs/FileFormat.md.)
     public var entityVersion: UInt64
     /// Audit context.
     public var metadata: EventMetadata
     /// The codec-encoded event.
     public var payload: [UInt8]
 
+    /// The id of the entity the event is about (``stream``'s).
+    public var entityID: EntityID { stream.entityID }
+
     /// Creates an envelope.
     public init(
         position: LogPosition, recordedAt: Date, eventType: String, schemaVersion: UInt16,
-        entityID: EntityID, entityVersion: UInt64, metadata: EventMetadata = .none, payload: [UInt8]
+        stream: StreamID, entityVersion: UInt64, metadata: EventMetadata = .none, payload: [UInt8]
     ) {
         self.position = position
         self.recordedAt = recordedAt
         self.eventType = eventType
         self.schemaVersion = schemaVersion
-        self.entityID = entityID
+        self.stream = stream
         self.entityVersion = entityVersion
         self.metadata = metadata
         self.payload = payload

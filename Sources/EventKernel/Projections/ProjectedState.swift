@@ -3,14 +3,14 @@ public import EventLog
 
 /// A ``Projection`` over a value-type `State` and a reducer: the helper a domain uses.
 ///
-/// Queries call ``read(_:)``; the store folds commits in. Both take one `Mutex`, held only for
-/// the in-memory fold or the read itself: never across I/O, so many query tasks proceed while
-/// the log writes and syncs. (A reader/writer lock would let readers overlap each other, but
-/// in-memory queries are short and `Mutex` is the lock the standard library provides.)
+/// The store folds commits in under a lock held only for the in-memory fold. Queries call
+/// ``read(_:)``, which takes the current state (a copy-on-write value: O(1)) under that lock
+/// and runs the query *outside* it, so a query may call back into any repository, and no user
+/// closure ever runs under a lock. The cost of this: a commit folded while a query still holds
+/// the state it read copies that state's storage once.
 ///
-/// Listeners registered with ``addListener(_:)`` are told, after each commit this projection
-/// folded, which events it contained; observation recomputes a query there and yields only
-/// when the result changed.
+/// A reducer that throws marks the projection failed (``failure``): it folds nothing more, the
+/// store refuses to open with it, and its snapshot is never written.
 public final class ProjectedState<State: Sendable>: Projection {
     /// Folds one event into the state.
     public typealias Reducer = @Sendable (inout State, EventEnvelope) throws -> Void
@@ -22,11 +22,19 @@ public final class ProjectedState<State: Sendable>: Projection {
         var state: State
         var nextPosition: LogPosition = 0
         var eventsApplied = 0
-        var lastError: String?
+        var failure: UndecodableEvent?
+    }
+
+    /// What ``prepare(_:)`` returns: one result per event of the commit.
+    private struct Prepared: Sendable {
+        var first: LogPosition
+        var results: [Result<any Sendable, any Error>]
     }
 
     private let initial: State
-    private let reducer: Reducer
+    private let reducer: Reducer?
+    private let prepareEvent: (@Sendable (EventEnvelope) throws -> any Sendable)?
+    private let foldPrepared: (@Sendable (inout State, EventEnvelope, any Sendable) throws -> Void)?
     private let encodeState: @Sendable (State) throws -> [UInt8]
     private let decodeState: @Sendable ([UInt8]) throws -> State
     private let inner: Locked<Inner>
@@ -39,7 +47,7 @@ public final class ProjectedState<State: Sendable>: Projection {
     ///   - initial: The state before any event.
     ///   - encode: Encodes the state for a snapshot.
     ///   - decode: Decodes a snapshot's state.
-    ///   - reducer: Folds one event. An error is recorded in ``lastError`` and the event skipped.
+    ///   - reducer: Folds one event. An error marks the projection failed (see ``failure``).
     public init(
         name: String, schemaVersion: UInt16, initial: State,
         encode: @escaping @Sendable (State) throws -> [UInt8],
@@ -50,21 +58,71 @@ public final class ProjectedState<State: Sendable>: Projection {
         self.schemaVersion = schemaVersion
         self.initial = initial
         self.reducer = reducer
+        self.prepareEvent = nil
+        self.foldPrepared = nil
         self.encodeState = encode
         self.decodeState = decode
         self.inner = Locked(Inner(state: initial))
     }
 
-    /// A fresh instance with the same configuration and the initial state (for time travel).
-    public func makeFresh() -> ProjectedState<State> {
-        ProjectedState(name: name, schemaVersion: schemaVersion, initial: initial,
-                       encode: encodeState, decode: decodeState, reducer: reducer)
+    /// Creates a projection whose fold has two steps: `prepare` turns an event into a value
+    /// (decoding, upcasting, computing index keys: a domain's closures) outside every lock, and
+    /// `fold` applies that value to the state under the projection's lock.
+    /// - Parameters:
+    ///   - name: Unique per store.
+    ///   - schemaVersion: The snapshot encoding's version.
+    ///   - initial: The state before any event.
+    ///   - encode: Encodes the state for a snapshot.
+    ///   - decode: Decodes a snapshot's state.
+    ///   - prepare: Prepares one event. An error marks the projection failed at that event.
+    ///   - fold: Folds one prepared event. An error marks the projection failed.
+    public init<Prepared: Sendable>(
+        name: String, schemaVersion: UInt16, initial: State,
+        encode: @escaping @Sendable (State) throws -> [UInt8],
+        decode: @escaping @Sendable ([UInt8]) throws -> State,
+        prepare: @escaping @Sendable (EventEnvelope) throws -> Prepared,
+        fold: @escaping @Sendable (inout State, EventEnvelope, Prepared) throws -> Void
+    ) {
+        self.name = name
+        self.schemaVersion = schemaVersion
+        self.initial = initial
+        self.reducer = nil
+        self.prepareEvent = { try prepare($0) }
+        // The value came from `prepare` above, so the cast cannot fail.
+        self.foldPrepared = { state, envelope, value in try fold(&state, envelope, value as! Prepared) }
+        self.encodeState = encode
+        self.decodeState = decode
+        self.inner = Locked(Inner(state: initial))
     }
 
-    /// Runs `body` on the current state.
-    /// - Complexity: O(1) plus `body`; holds the lock for `body` only, so keep it in-memory.
-    public func read<R: Sendable, E: Error>(_ body: (State) throws(E) -> R) throws(E) -> R {
-        try inner.withLock { (inner) throws(E) -> R in try body(inner.state) }
+    private init(copying other: ProjectedState<State>) {
+        self.name = other.name
+        self.schemaVersion = other.schemaVersion
+        self.initial = other.initial
+        self.reducer = other.reducer
+        self.prepareEvent = other.prepareEvent
+        self.foldPrepared = other.foldPrepared
+        self.encodeState = other.encodeState
+        self.decodeState = other.decodeState
+        self.inner = Locked(Inner(state: other.initial))
+    }
+
+    /// A fresh instance with the same configuration and the initial state (for time travel).
+    public func makeFresh() -> ProjectedState<State> {
+        ProjectedState(copying: self)
+    }
+
+    /// Runs `body` on the current state, outside the projection's lock.
+    /// - Complexity: O(1) plus `body`.
+    public func read<R, E: Error>(_ body: (State) throws(E) -> R) throws(E) -> R {
+        let state = inner.withLock { $0.state }
+        return try body(state)
+    }
+
+    /// Runs `body` under the projection's lock, for the kernel's own short reads (an id lookup)
+    /// that should not retain the state: never with a user closure.
+    package func withLockedState<R>(_ body: (State) -> R) -> R {
+        inner.withLock { body($0.state) }
     }
 
     /// The current state (a copy-on-write value).
@@ -75,15 +133,42 @@ public final class ProjectedState<State: Sendable>: Projection {
     /// How many events were folded into this instance (snapshot restores excluded).
     public var eventsApplied: Int { inner.withLock { $0.eventsApplied } }
 
-    /// The last reducer error, if any, with the position it happened at.
-    public var lastError: String? { inner.withLock { $0.lastError } }
+    /// The event the reducer could not fold, if any (then nothing after it was folded).
+    public var failure: UndecodableEvent? { inner.withLock { $0.failure } }
 
     public func apply(_ envelopes: [EventEnvelope]) {
+        apply(envelopes, prepared: nil)
+    }
+
+    /// Runs the projection's `prepare` closure on each event (nothing else), outside every lock.
+    public func prepare(_ envelopes: [EventEnvelope]) -> (any Sendable)? {
+        guard let prepareEvent else { return nil }
+        return Prepared(first: envelopes.first?.position ?? 0, results: envelopes.map { envelope in
+            Result { try prepareEvent(envelope) }
+        })
+    }
+
+    public func apply(_ envelopes: [EventEnvelope], prepared: (any Sendable)?) {
+        var prepared = prepared as? Prepared
+        if prepareEvent != nil, prepared == nil || prepared?.first != envelopes.first?.position
+            || prepared?.results.count != envelopes.count {
+            // Not prepared by the caller (a replay, or a projection registered between the
+            // store's prepare and its commit): prepared here, still outside the state lock.
+            prepared = self.prepare(envelopes) as? Prepared
+        }
         let folded: [EventEnvelope] = inner.withLock { inner in
             var folded: [EventEnvelope] = []
-            for envelope in envelopes where envelope.position >= inner.nextPosition {
-                do { try reducer(&inner.state, envelope) } catch {
-                    inner.lastError = "position \(envelope.position) (\(envelope.eventType)): \(error)"
+            guard inner.failure == nil else { return folded }
+            for (index, envelope) in envelopes.enumerated() where envelope.position >= inner.nextPosition {
+                do {
+                    if let prepared {
+                        try foldPrepared!(&inner.state, envelope, prepared.results[index].get())
+                    } else {
+                        try reducer!(&inner.state, envelope)
+                    }
+                } catch {
+                    inner.failure = UndecodableEvent(projection: name, envelope: envelope, cause: error)
+                    break
                 }
                 inner.nextPosition = envelope.position + 1
                 inner.eventsApplied += 1
@@ -110,10 +195,11 @@ public final class ProjectedState<State: Sendable>: Projection {
     }
 
     /// Registers a listener called after each commit this projection folded, with its events.
-    /// It runs in the commit path: keep it short and never block.
+    /// It runs in the commit path, under the store's commit lock: only the kernel's own
+    /// observation uses it (to poke a task that recomputes a query outside every lock).
     /// - Returns: A token for ``removeListener(_:)``.
     @discardableResult
-    public func addListener(_ listener: @escaping @Sendable ([EventEnvelope]) -> Void) -> UInt64 {
+    package func addListener(_ listener: @escaping @Sendable ([EventEnvelope]) -> Void) -> UInt64 {
         listeners.withLock { l in
             l.next += 1
             l.all[l.next] = listener
@@ -122,7 +208,7 @@ public final class ProjectedState<State: Sendable>: Projection {
     }
 
     /// Removes a listener.
-    public func removeListener(_ token: UInt64) {
+    package func removeListener(_ token: UInt64) {
         _ = listeners.withLock { $0.all.removeValue(forKey: token) }
     }
 }

@@ -32,10 +32,35 @@ public protocol Projection: AnyObject, Sendable {
     /// Folds one commit's events, in position order. Events below ``nextPosition`` must be
     /// ignored (replays may overlap what a snapshot covered).
     func apply(_ envelopes: [EventEnvelope])
+    /// The part of folding a commit that needs no state: decoding payloads and running a
+    /// domain's closures on them (upcasters, index keys). The store calls it before it takes
+    /// its commit lock and hands the result to ``apply(_:prepared:)``, so those closures never
+    /// run under a lock; a projection whose fold runs only its own code returns `nil`.
+    /// - Parameter envelopes: One commit's events, in position order.
+    /// - Returns: Whatever ``apply(_:prepared:)`` needs, or `nil`.
+    func prepare(_ envelopes: [EventEnvelope]) -> (any Sendable)?
+    /// Folds one commit's events given what ``prepare(_:)`` returned for them (`nil` when it
+    /// was not called: the projection then prepares them itself).
+    func apply(_ envelopes: [EventEnvelope], prepared: (any Sendable)?)
     /// Captures the state and its ``nextPosition`` consistently.
     /// - Throws: Whatever encoding the state throws.
     func snapshotState() throws -> ProjectionSnapshot
     /// Replaces the state with a snapshot's. Called only before the projection serves queries.
     /// - Throws: When the bytes do not decode; the caller then falls back to a replay.
     func restore(from snapshot: ProjectionSnapshot) throws
+    /// The event this projection could not fold, if one was met. A failed projection folds
+    /// nothing after it; the store refuses to open (or to register it) and never writes its
+    /// snapshot, so the failure costs an error, never data.
+    var failure: UndecodableEvent? { get }
+}
+
+extension Projection {
+    /// Projections with nothing to prepare fold in ``apply(_:)`` alone.
+    public func prepare(_ envelopes: [EventEnvelope]) -> (any Sendable)? { nil }
+
+    /// Folds with ``apply(_:)``.
+    public func apply(_ envelopes: [EventEnvelope], prepared: (any Sendable)?) { apply(envelopes) }
+
+    /// Projections that cannot fail (their fold accepts every event) report none.
+    public var failure: UndecodableEvent? { nil }
 }

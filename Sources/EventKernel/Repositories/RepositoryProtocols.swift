@@ -14,14 +14,21 @@ public protocol WritableRepository<Entity>: ReadableRepository {
     func add(_ entity: Entity) async throws
     /// Replaces an existing entity. - Throws: ``RepositoryError/notFound(_:)`` and storage errors.
     func update(_ entity: Entity) async throws
-    /// Deletes an entity. - Throws: ``RepositoryError/notFound(_:)`` and storage errors.
-    func delete(id: Entity.ID) async throws
+    /// Inserts or replaces an entity (an upsert). - Throws: storage errors.
+    func save(_ entity: Entity) async throws
+    /// Deletes an entity; an unknown id is not an error.
+    /// - Returns: Whether an entity was deleted.
+    /// - Throws: Storage errors.
+    @discardableResult
+    func delete(id: Entity.ID) async throws -> Bool
     /// Adds several entities atomically (all or none).
     func addAll(_ entities: [Entity]) async throws
     /// Replaces several entities atomically (all or none).
     func updateAll(_ entities: [Entity]) async throws
-    /// Deletes several entities atomically (all or none).
-    func deleteAll(ids: [Entity.ID]) async throws
+    /// Deletes several entities atomically (all or none); unknown ids are skipped.
+    /// - Returns: How many were deleted.
+    @discardableResult
+    func deleteAll(ids: [Entity.ID]) async throws -> Int
 }
 
 /// A repository that answers predicate queries.

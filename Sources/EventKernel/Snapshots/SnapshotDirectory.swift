@@ -71,7 +71,7 @@ public struct SnapshotDirectory: Sendable {
     public func write(_ snapshot: SnapshotFile, keep: Int) throws {
         let bytes = try snapshot.encoded()
         do { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) } catch {
-            throw RepositoryError.storage("cannot create the snapshot directory \(url.path): \((error as NSError).localizedDescription)")
+            throw RepositoryError.storage(StorageFailure("cannot create the snapshot directory \(url.path)", cause: error))
         }
         let name = String(format: "%020llu", snapshot.nextPosition) + Self.suffix(for: snapshot.projectionName)
         let final = url.appendingPathComponent(name)
@@ -80,7 +80,7 @@ public struct SnapshotDirectory: Sendable {
         guard rename(temp.path, final.path) == 0 else {
             let number = errno
             unlink(temp.path)
-            throw RepositoryError.storage("rename \(temp.path) -> \(final.path) failed: errno \(number)")
+            throw RepositoryError.storage(StorageFailure("rename \(temp.path) -> \(final.path) failed", cause: POSIXErrorCode(rawValue: number).map { POSIXError($0) }))
         }
         try Self.syncDirectory(url.path)
         let all = files(for: snapshot.projectionName)
@@ -112,25 +112,25 @@ public struct SnapshotDirectory: Sendable {
 
     private static func writeSynced(_ bytes: [UInt8], to path: String) throws {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard fd >= 0 else { throw RepositoryError.storage("open \(path) failed: errno \(errno)") }
+        guard fd >= 0 else { throw RepositoryError.storage(StorageFailure("open \(path) failed", cause: POSIXErrorCode(rawValue: errno).map { POSIXError($0) })) }
         defer { close(fd) }
         var written = 0
         while written < bytes.count {
             let n = bytes.withUnsafeBytes { posixWrite(fd, $0.baseAddress! + written, $0.count - written) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw RepositoryError.storage("write \(path) failed: errno \(errno)")
+                throw RepositoryError.storage(StorageFailure("write \(path) failed", cause: POSIXErrorCode(rawValue: errno).map { POSIXError($0) }))
             }
             written += n
         }
-        guard fsync(fd) == 0 else { throw RepositoryError.storage("fsync \(path) failed: errno \(errno)") }
+        guard fsync(fd) == 0 else { throw RepositoryError.storage(StorageFailure("fsync \(path) failed", cause: POSIXErrorCode(rawValue: errno).map { POSIXError($0) })) }
     }
 
     private static func syncDirectory(_ path: String) throws {
         let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { throw RepositoryError.storage("open directory \(path) failed: errno \(errno)") }
+        guard fd >= 0 else { throw RepositoryError.storage(StorageFailure("open directory \(path) failed", cause: POSIXErrorCode(rawValue: errno).map { POSIXError($0) })) }
         defer { close(fd) }
-        guard fsync(fd) == 0 else { throw RepositoryError.storage("fsync directory \(path) failed: errno \(errno)") }
+        guard fsync(fd) == 0 else { throw RepositoryError.storage(StorageFailure("fsync directory \(path) failed", cause: POSIXErrorCode(rawValue: errno).map { POSIXError($0) })) }
     }
 
     /// The newest snapshot of a projection that verifies, matches `schemaVersion` and covers

@@ -23,22 +23,18 @@ extension EventStore {
     public func forEachEnvelope(
         from start: LogPosition, through end: LogPosition?, _ body: (EventEnvelope) throws -> Bool
     ) throws {
-        do {
+        try Self.readingRecords {
             try log.forEachRecord(from: start, through: end) { view in try body(try EventEnvelope(view)) }
-        } catch let error as BinaryDecodingError {
-            throw RepositoryError.storage("a log record is not a valid event: \(error)")
-        } catch let error as LogError {
-            throw RepositoryError.storage(error.description)
         }
     }
 
-    /// Every event of one entity, oldest first.
+    /// Every event of one stream, oldest first.
     /// - Throws: ``RepositoryError/storage(_:)``.
-    /// - Complexity: O(n) over the whole log (a scan; entities are not indexed by the log).
-    public func history(of id: EntityID) throws -> [EventEnvelope] {
+    /// - Complexity: O(n) over the whole log (a scan; streams are not indexed by the log).
+    public func history(of stream: StreamID) throws -> [EventEnvelope] {
         var out: [EventEnvelope] = []
         try forEachEnvelope(from: 0, through: nil) { envelope in
-            if envelope.entityID == id { out.append(envelope) }
+            if envelope.stream == stream { out.append(envelope) }
             return true
         }
         return out
@@ -96,6 +92,7 @@ extension EventStore {
             try? projection.restore(from: ProjectionSnapshot(bytes: file.body, nextPosition: file.nextPosition))
         }
         try Self.replay(log, into: [projection], from: projection.nextPosition, until: end)
+        if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
         return projection
     }
 
@@ -114,12 +111,12 @@ extension EventStore {
         let limit: LogTimestamp
         do { limit = try LogTimestamp(date) } catch { throw RepositoryError.invalidQuery("\(error)") }
         var found: LogPosition?
-        do {
+        try Self.readingRecords {
             try log.forEachRecord(from: 0, through: nil) { view in
                 if view.timestamp <= limit { found = view.position }
                 return true
             }
-        } catch { throw RepositoryError.storage("\(error)") }
+        }
         return found
     }
 }

@@ -29,6 +29,8 @@ public final class EventStore: Sendable {
         var projections: [any Projection] = []
         var subscribers: [UInt64: AsyncThrowingStream<EventEnvelope, any Error>.Continuation] = [:]
         var nextSubscriber: UInt64 = 0
+        /// Called once when the store closes: observations end there.
+        var closeHandlers: [UInt64: @Sendable () -> Void] = [:]
         /// One past the last position whose completion ran: everything below is folded in.
         var nextPosition: LogPosition = 0
         var eventsSinceSnapshot = 0
@@ -49,7 +51,8 @@ public final class EventStore: Sendable {
     ///   - snapshotPolicy: When to write snapshots.
     ///   - logger: Receives notices about ignored snapshots and failed snapshot writes.
     /// - Throws: ``RepositoryError/storage(_:)`` when the log cannot be read or holds a record
-    ///   that is not an event.
+    ///   that is not an event; ``RepositoryError/undecodableEvent(_:)`` when a projection cannot
+    ///   fold a stored event (nothing is skipped; the store does not open).
     /// - Complexity: O(tail) records read, per projection restored from a different position.
     public init(
         log: any RecordLog, directory: URL? = nil, projections: [any Projection] = [],
@@ -102,32 +105,49 @@ public final class EventStore: Sendable {
         }
         guard let start = projections.map(\.nextPosition).min() else { return }
         try Self.replay(log, into: projections, from: start, until: next)
+        for projection in projections {
+            if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
+        }
     }
 
     private func catchUp(_ projection: any Projection, through next: LogPosition) throws {
         try catchUp([projection], through: next)
     }
 
-    /// Folds records `[start, end)` into projections, in chunks.
-    static func replay(_ log: any RecordLog, into projections: [any Projection], from start: LogPosition, until end: LogPosition) throws {
+    /// Folds records `[start, end)` into projections, in chunks; `also` sees each chunk after
+    /// the projections (a follower's subscribers).
+    static func replay(
+        _ log: any RecordLog, into projections: [any Projection], from start: LogPosition, until end: LogPosition,
+        also: ([EventEnvelope]) -> Void = { _ in }
+    ) throws {
         guard start < end else { return }
         var chunk: [EventEnvelope] = []
         chunk.reserveCapacity(1024)
-        do {
+        try readingRecords {
             try log.forEachRecord(from: start, through: end - 1) { view in
                 chunk.append(try EventEnvelope(view))
                 if chunk.count == 1024 {
                     for projection in projections { projection.apply(chunk) }
+                    also(chunk)
                     chunk.removeAll(keepingCapacity: true)
                 }
                 return true
             }
-        } catch let error as BinaryDecodingError {
-            throw RepositoryError.storage("a log record is not a valid event: \(error)")
-        } catch let error as LogError {
-            throw RepositoryError.storage(error.description)
         }
-        for projection in projections where !chunk.isEmpty { projection.apply(chunk) }
+        guard !chunk.isEmpty else { return }
+        for projection in projections { projection.apply(chunk) }
+        also(chunk)
+    }
+
+    /// Runs a read of log records, turning the log's and the envelope decoder's errors into
+    /// ``RepositoryError/storage(_:)`` that keeps them as the cause: the one place that maps
+    /// read failures, so every reader reports damage the same way.
+    static func readingRecords<R>(_ body: () throws -> R) throws -> R {
+        do { return try body() } catch let error as BinaryDecodingError {
+            throw RepositoryError.storage(StorageFailure("a log record is not a valid event", cause: error))
+        } catch let error as LogError {
+            throw RepositoryError.storage(StorageFailure(error))
+        }
     }
 
     /// Adds a projection: restores it from a snapshot if one fits, catches it up with the log
@@ -152,9 +172,9 @@ public final class EventStore: Sendable {
     /// The position the next committed event will get, as seen by projections.
     public var nextPosition: LogPosition { commit.withLock { $0.nextPosition } }
 
-    /// The last committed version of an entity, 0 when it has no event.
+    /// The last committed version of a stream, 0 when it has no event.
     /// - Complexity: O(1).
-    public func version(of id: EntityID) -> UInt64 { versions.committedVersion(of: id) }
+    public func version(of stream: StreamID) -> UInt64 { versions.committedVersion(of: stream) }
 
     // MARK: Appending
 
@@ -166,7 +186,11 @@ public final class EventStore: Sendable {
     ///
     /// - Parameter events: The events, in order. Several may concern the same entity.
     /// - Returns: The committed envelopes, with positions and entity versions.
-    /// - Throws: ``RepositoryError/conflict(entity:expected:actual:)``, ``RepositoryError/closed``,
+    /// Repositories write through ``execute(maxAttempts:_:)``, which reads versions before state
+    /// and retries conflicts; this is the primitive under it, for callers that supply their own
+    /// expected versions.
+    ///
+    /// - Throws: ``RepositoryError/conflict(stream:expected:actual:)``, ``RepositoryError/closed``,
     ///   ``RepositoryError/validationFailed(_:)`` for a date a log timestamp cannot hold,
     ///   ``RepositoryError/storage(_:)`` when the log failed (nothing acknowledged).
     @discardableResult
@@ -184,8 +208,8 @@ public final class EventStore: Sendable {
         return try await withCheckedThrowingContinuation { continuation in
             admission.withLock { admission in
                 guard !admission.closed else { return continuation.resume(throwing: RepositoryError.closed) }
-                let entityVersions: [UInt64]
-                do { entityVersions = try versions.reserve(events) } catch {
+                let entityVersions: [UInt64], streams: [StreamID]
+                do { (entityVersions, streams) = try versions.reserve(events) } catch {
                     return continuation.resume(throwing: error)
                 }
                 var entries: [LogEntry] = []
@@ -193,12 +217,12 @@ public final class EventStore: Sendable {
                 for (index, pending) in events.enumerated() {
                     let e = pending.event
                     entries.append(LogEntry(timestamp: timestamps[index], payload: EventEnvelope.encodeRecordPayload(
-                        eventType: e.eventType, schemaVersion: e.schemaVersion, entityID: e.entityID,
+                        eventType: e.eventType, schemaVersion: e.schemaVersion, stream: e.stream,
                         entityVersion: entityVersions[index], metadata: pending.metadata, payload: e.payload)))
                 }
                 // May complete synchronously: the completion takes only the commit lock.
                 log.enqueueAppend(entries) { result in
-                    self.complete(result, events: events, versions: entityVersions, stamps: timestamps, continuation: continuation)
+                    self.complete(result, events: events, versions: entityVersions, streams: streams, stamps: timestamps, continuation: continuation)
                 }
             }
         }
@@ -212,13 +236,12 @@ public final class EventStore: Sendable {
 
     private func complete(
         _ result: Result<Range<LogPosition>, LogError>, events: [PendingEvent], versions entityVersions: [UInt64],
-        stamps: [LogTimestamp], continuation: CheckedContinuation<[EventEnvelope], any Error>
+        streams: [StreamID], stamps: [LogTimestamp], continuation: CheckedContinuation<[EventEnvelope], any Error>
     ) {
-        let ids = Set(events.map(\.event.entityID))
         switch result {
         case .failure(let error):
-            versions.release(ids)
-            continuation.resume(throwing: RepositoryError.storage(error.description))
+            versions.release(streams)
+            continuation.resume(throwing: RepositoryError.storage(StorageFailure(error)))
         case .success(let range):
             var envelopes: [EventEnvelope] = []
             envelopes.reserveCapacity(events.count)
@@ -226,7 +249,7 @@ public final class EventStore: Sendable {
                 let e = pending.event
                 envelopes.append(EventEnvelope(
                     position: range.lowerBound + LogPosition(index), recordedAt: stamps[index].date,
-                    eventType: e.eventType, schemaVersion: e.schemaVersion, entityID: e.entityID,
+                    eventType: e.eventType, schemaVersion: e.schemaVersion, stream: e.stream,
                     entityVersion: entityVersions[index], metadata: pending.metadata, payload: e.payload))
             }
             // Order matters. Projections first: a writer that reads an entity's version and
@@ -234,10 +257,19 @@ public final class EventStore: Sendable {
             // version with the old state, or two concurrent adds of one id could both pass.
             // Then versions are committed before the reservation is released, so a concurrent
             // check never sees an older version.
+            // Decoding and a domain's closures (upcasters, index keys) run here, before the
+            // commit lock. Completions run one at a time in position order, so preparing
+            // outside the lock cannot reorder anything.
+            let registered = commit.withLock { $0.projections }
+            let prepared = registered.map { $0.prepare(envelopes) }
             let snapshotDue = commit.withLock { state -> Bool in
-                for projection in state.projections { projection.apply(envelopes) }
+                for (index, projection) in state.projections.enumerated() {
+                    // A projection registered since `registered` was read prepares for itself.
+                    let mine = index < registered.count && registered[index] === projection ? prepared[index] : nil
+                    projection.apply(envelopes, prepared: mine)
+                }
                 versions.apply(envelopes)
-                versions.release(ids)
+                versions.release(streams)
                 for subscriber in state.subscribers.values {
                     for envelope in envelopes { subscriber.yield(envelope) }
                 }
@@ -273,6 +305,12 @@ public final class EventStore: Sendable {
         guard let snapshots else { throw RepositoryError.validationFailed("the store has no directory for snapshots") }
         let projections: [any Projection] = [versions] + commit.withLock { $0.projections }
         for projection in projections {
+            // A projection that failed to fold an event holds a partial state: snapshotting it
+            // would turn an error into lost data.
+            if let failure = projection.failure {
+                logger.error("snapshot skipped for a failed projection", metadata: ["projection": "\(projection.name)", "error": "\(failure)"])
+                continue
+            }
             let state = try projection.snapshotState()
             try snapshots.write(
                 SnapshotFile(projectionName: projection.name, schemaVersion: projection.schemaVersion,
@@ -282,7 +320,7 @@ public final class EventStore: Sendable {
     }
 
     /// Closes the store: refuses new appends, writes snapshots if the policy says so, ends
-    /// subscriptions and closes the log. Idempotent.
+    /// subscriptions and observations, and closes the log. Idempotent.
     /// - Throws: ``RepositoryError/storage(_:)`` when the log's final sync fails.
     public func close() async throws {
         let wasClosed = admission.withLock { admission in
@@ -290,17 +328,73 @@ public final class EventStore: Sendable {
             return admission.closed
         }
         guard !wasClosed else { return }
-        do { try await log.synchronize() } catch { throw RepositoryError.storage("\(error)") }
+        do { try await log.synchronize() } catch { throw RepositoryError.storage(StorageFailure("the final sync at close failed", cause: error)) }
         if snapshotPolicy.onClose, snapshots != nil {
             do { try writeSnapshots() } catch { logger.error("snapshot on close failed", metadata: ["error": "\(error)"]) }
         }
-        let subscribers = commit.withLock { state in
+        let (subscribers, handlers) = commit.withLock { state in
             state.closed = true
-            defer { state.subscribers.removeAll() }
-            return Array(state.subscribers.values)
+            defer {
+                state.subscribers.removeAll()
+                state.closeHandlers.removeAll()
+            }
+            return (Array(state.subscribers.values), Array(state.closeHandlers.values))
         }
         // Outside the lock: finishing runs onTermination, which takes the commit lock.
         for subscriber in subscribers { subscriber.finish() }
-        do { try await log.close() } catch { throw RepositoryError.storage("\(error)") }
+        for handler in handlers { handler() }
+        do { try await log.close() } catch { throw RepositoryError.storage(StorageFailure("closing the log failed", cause: error)) }
+    }
+
+    // MARK: Observation lifetime
+
+    /// Registers `handler` to run once when the store closes (at once if it is closed already).
+    /// Observation streams use it to finish with the store.
+    /// - Returns: A token for ``removeCloseHandler(_:)``, or `nil` if the store was closed and
+    ///   `handler` already ran.
+    package func addCloseHandler(_ handler: @escaping @Sendable () -> Void) -> UInt64? {
+        let token: UInt64? = commit.withLock { state in
+            guard !state.closed else { return nil }
+            state.nextSubscriber += 1
+            state.closeHandlers[state.nextSubscriber] = handler
+            return state.nextSubscriber
+        }
+        if token == nil { handler() }
+        return token
+    }
+
+    /// Removes a close handler (an observation whose consumer stopped first).
+    package func removeCloseHandler(_ token: UInt64) {
+        _ = commit.withLock { $0.closeHandlers.removeValue(forKey: token) }
+    }
+
+    // MARK: Followers
+
+    /// For a store over a read-only log opened beside a running writer: reads what the writer
+    /// committed since, folds it into the version table and every projection, and sends it to
+    /// subscribers, exactly as the writer's own commits are (so ``nextPosition``, versions and
+    /// observations advance).
+    /// - Returns: The number of events read.
+    /// - Throws: ``RepositoryError/storage(_:)`` when the log cannot be read;
+    ///   ``RepositoryError/undecodableEvent(_:)`` when a projection cannot fold a new event.
+    /// - Complexity: O(new events).
+    @discardableResult
+    public func refresh() throws -> Int {
+        guard let log = log as? SegmentedLog, log.isReadOnly else { return 0 }
+        return try commit.withLock { (state) throws -> Int in
+            guard !state.closed else { throw RepositoryError.closed }
+            let bounds = try Self.readingRecords { try log.refresh() }
+            let start = state.nextPosition
+            guard bounds.nextPosition > start else { return 0 }
+            let subscribers = Array(state.subscribers.values)
+            try Self.replay(log, into: [versions] + state.projections, from: start, until: bounds.nextPosition) { chunk in
+                for subscriber in subscribers { for envelope in chunk { subscriber.yield(envelope) } }
+            }
+            state.nextPosition = bounds.nextPosition
+            for projection in state.projections {
+                if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
+            }
+            return Int(bounds.nextPosition - start)
+        }
     }
 }

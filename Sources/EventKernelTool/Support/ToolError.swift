@@ -49,7 +49,16 @@ struct ToolError: Error, CustomStringConvertible {
             }
         case let error as RepositoryError:
             switch error {
-            case .storage: return ToolError(.io, error.description)
+            case .storage(let failure):
+                // The log's own error underneath decides (damage is exit 3 wherever it surfaces),
+                // with its file, offset and position in the message.
+                if let logError = failure.logError { return from(logError, store: store) }
+                if failure.cause is BinaryDecodingError {
+                    return ToolError(.damage, "\(error.description); run `eventkernel verify` for details")
+                }
+                return ToolError(.io, error.description)
+            case .undecodableEvent:
+                return ToolError(.damage, error.description)
             case .closed: return ToolError(.io, error.description)
             default: return ToolError(.badInput, error.description)
             }

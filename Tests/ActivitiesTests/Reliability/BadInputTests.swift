@@ -128,13 +128,15 @@ struct BadInputTests {
         writer.writeDateExact(Date(timeIntervalSince1970: 1_700_000_100.25))
         writer.writeString("sleep")
         let envelope = EventEnvelope(position: 0, recordedAt: .now, eventType: ActivityEventCodec.EventType.added, schemaVersion: 1,
-                                     entityID: .uuid(id), entityVersion: 1, payload: writer.bytes)
+                                     stream: ActivityEventCodec.stream(of: id), entityVersion: 1, payload: writer.bytes)
         let event = try ActivityEventCodec().decode(envelope)
         #expect(event == .added(ActivityModel(id: id, startDate: Date(timeIntervalSince1970: 1_700_000_000.5),
                                               endDate: Date(timeIntervalSince1970: 1_700_000_100.25), type: .sleep)))
         var future = envelope
         future.schemaVersion = 3
-        #expect(throws: RepositoryError.self) { try ActivityEventCodec().decode(future) }
+        #expect(throws: ActivityDecodingError(position: 0, message: "schema version 3 is newer than this build's (2)")) {
+            try ActivityEventCodec().decode(future)
+        }
     }
 
     @Test func hugeActivityType() async throws {

@@ -1,0 +1,179 @@
+public import Foundation
+
+extension EventStore {
+    /// How many times ``execute(maxAttempts:_:)`` decides again after losing a version check,
+    /// by default. Each retry after the first waits until the append it lost to has committed,
+    /// so under contention every round commits one writer's events; 64 rounds cover 64
+    /// writers of one stream at once.
+    public static let defaultCommandAttempts = 64
+
+    /// Runs a command: the one write path every repository uses.
+    ///
+    /// `decide` reads what it needs through ``CommandContext/read(_:_:)``, which reads each
+    /// stream's version *before* its state, and appends the events it decides on. They are
+    /// appended atomically (one log batch), each stream's first event expecting the version
+    /// read. If another writer changed a read stream in between, the append conflicts and
+    /// nothing is written; the command then waits for that writer's append to commit and runs
+    /// `decide` again on the new state, up to `maxAttempts` times.
+    ///
+    /// ```swift
+    /// try await store.execute { command in
+    ///     let existing = command.read(stream) { projection.read { $0.entities[id] } }
+    ///     guard existing == nil else { throw RepositoryError.alreadyExists(id) }
+    ///     command.append(encodedAddedEvent)
+    /// }
+    /// ```
+    ///
+    /// Why version first: the store folds a commit into projections before it publishes the
+    /// new versions, so a version read before the state can only be older than that state,
+    /// never newer; a decision made on a state the version does not describe then always
+    /// conflicts. (Read in the other order, two concurrent adds of one id could both pass.)
+    ///
+    /// `decide` runs outside every store and projection lock, so it may read any repository.
+    ///
+    /// - Parameters:
+    ///   - maxAttempts: How many times to decide at most (at least 1).
+    ///   - decide: Reads state and appends events; its errors propagate (nothing is written).
+    ///     May run several times: keep it free of side effects other than the context's.
+    /// - Returns: What `decide` returned on the attempt that committed (or appended nothing).
+    /// - Throws: What `decide` throws; ``RepositoryError/conflict(stream:expected:actual:)``
+    ///   when every attempt lost, or at once for an expected version the caller gave
+    ///   (``CommandContext/append(_:expectedVersion:metadata:recordedAt:)``); and whatever
+    ///   ``append(_:)-([PendingEvent])`` throws.
+    /// - Complexity: O(events) per attempt, plus `decide`.
+    @discardableResult
+    public func execute<Output>(
+        maxAttempts: Int = EventStore.defaultCommandAttempts,
+        _ decide: (inout CommandContext) throws -> Output
+    ) async throws -> Output {
+        var lastConflict: RepositoryError?
+        for _ in 0..<Swift.max(1, maxAttempts) {
+            var context = CommandContext(store: self)
+            let output = try decide(&context)
+            guard !context.events.isEmpty else { return output }
+            do {
+                try await append(context.events)
+                return output
+            } catch let error as RepositoryError {
+                guard case .conflict(let stream, _, _) = error, context.isRetryable(stream) else { throw error }
+                lastConflict = error
+                await versions.waitUntilSettled(stream)
+            }
+        }
+        // Still contended after every attempt: report the last conflict as it was seen.
+        throw lastConflict!
+    }
+}
+
+/// What a command (``EventStore/execute(maxAttempts:_:)``) reads and appends.
+///
+/// The rule "a stream's version is read before its state" lives here: ``read(_:_:)`` is the
+/// only way a command learns a version, and it reads it before running the state reader.
+public struct CommandContext {
+    /// The store the command runs on.
+    public let store: EventStore
+    /// The events appended so far, in order.
+    public private(set) var events: [PendingEvent] = []
+
+    private struct Read {
+        var version: UInt64
+        /// Whether the command appended to the stream expecting this version (then a conflict
+        /// on it is retried).
+        var appended = false
+        var explicit = false
+    }
+
+    // The common command reads one stream: kept inline, so it allocates no table.
+    private var firstStream: StreamID?
+    private var first = Read(version: 0)
+    private var more: [StreamID: Read] = [:]
+
+    init(store: EventStore) { self.store = store }
+
+    private func lookup(_ stream: StreamID) -> Read? {
+        if let firstStream, firstStream == stream { return first }
+        return more.isEmpty ? nil : more[stream]
+    }
+
+    private mutating func set(_ stream: StreamID, _ read: Read) {
+        if firstStream == nil || firstStream! == stream {
+            firstStream = stream
+            first = read
+        } else {
+            more[stream] = read
+        }
+    }
+
+    /// Reads `stream`'s committed version, then runs `state` (which reads the state the
+    /// decision depends on, typically from a projection). The first read of a stream in a
+    /// command fixes the version its first appended event expects.
+    /// - Parameters:
+    ///   - stream: The stream the state belongs to.
+    ///   - state: Reads the state; it runs after the version is read.
+    /// - Returns: What `state` returned.
+    /// - Complexity: O(1) plus `state`.
+    public mutating func read<State>(_ stream: StreamID, _ state: () throws -> State) rethrows -> State {
+        if lookup(stream) == nil { set(stream, Read(version: store.version(of: stream))) }
+        return try state()
+    }
+
+    /// Records that the command decides on `stream`'s state as of `stateVersion`, a version
+    /// the state itself carries (a projection that keeps each entity's stream version). It
+    /// stands for ``read(_:_:)`` when the state was read first, by a scan: expecting the exact
+    /// version of what was read is the same check, so a change since conflicts and retries.
+    public mutating func read(_ stream: StreamID, stateVersion: UInt64) {
+        if lookup(stream) == nil { set(stream, Read(version: stateVersion)) }
+    }
+
+    /// The version this command read for `stream` (reading it now if it was not read yet).
+    public mutating func version(of stream: StreamID) -> UInt64 {
+        if let read = lookup(stream) { return read.version }
+        let version = store.version(of: stream)
+        set(stream, Read(version: version))
+        return version
+    }
+
+    /// Whether the command already appends an event to `stream`.
+    public func isAppending(to stream: StreamID) -> Bool {
+        guard let read = lookup(stream) else { return events.contains { $0.event.stream == stream } }
+        return read.appended || read.explicit
+    }
+
+    /// Appends an event. Its first event of a stream that was read expects the version read;
+    /// later events of that stream follow it in the batch. An event of a stream that was not
+    /// read is appended unconditionally.
+    /// - Parameters:
+    ///   - event: The encoded event.
+    ///   - metadata: Audit context.
+    ///   - recordedAt: The recorded-at time; `nil`: the time of the append.
+    public mutating func append(_ event: EncodedEvent, metadata: EventMetadata = .none, recordedAt: Date? = nil) {
+        var expected: UInt64?
+        if var read = lookup(event.stream), !read.appended, !read.explicit {
+            expected = read.version
+            read.appended = true
+            set(event.stream, read)
+        }
+        events.append(PendingEvent(event, expectedVersion: expected, metadata: metadata, recordedAt: recordedAt))
+    }
+
+    /// Appends an event that expects the version the caller gives (`nil`: unconditionally).
+    /// A conflict on it is the caller's to handle: the command fails at once, without a retry.
+    /// - Parameters:
+    ///   - event: The encoded event.
+    ///   - expectedVersion: The stream version expected before this event.
+    ///   - metadata: Audit context.
+    ///   - recordedAt: The recorded-at time; `nil`: the time of the append.
+    public mutating func append(
+        _ event: EncodedEvent, expectedVersion: UInt64?, metadata: EventMetadata = .none, recordedAt: Date? = nil
+    ) {
+        var read = lookup(event.stream) ?? Read(version: expectedVersion ?? 0)
+        read.explicit = true
+        set(event.stream, read)
+        events.append(PendingEvent(event, expectedVersion: expectedVersion, metadata: metadata, recordedAt: recordedAt))
+    }
+
+    func isRetryable(_ stream: StreamID) -> Bool {
+        guard let read = lookup(stream) else { return false }
+        return read.appended && !read.explicit
+    }
+}

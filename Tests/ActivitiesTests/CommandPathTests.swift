@@ -1,0 +1,109 @@
+import Activities
+import EventKernel
+import EventLog
+import Foundation
+import Testing
+
+/// The activity repository's writes all go through `EventStore.execute`: these tests race them.
+@Suite("Activity writes through the command path")
+struct CommandPathTests {
+    static let trials = Reliability.pick(2_000, small: 200)
+
+    @Test("racing add and apply of one id: exactly one wins, every trial")
+    func racingAddsOfOneID() async throws {
+        let repository = try InMemoryActivityRepository().base
+        for trial in 0..<Self.trials {
+            let contested = model(Double(trial))
+            let wins = await withTaskGroup(of: Bool.self) { group in
+                for task in 0..<8 {
+                    group.addTask {
+                        do {
+                            if task % 2 == 0 { try await repository.add(contested) } else { try await repository.apply([.added(contested)]) }
+                            return true
+                        } catch RepositoryError.alreadyExists(let id) {
+                            #expect(id == .uuid(contested.id))
+                            return false
+                        } catch {
+                            Issue.record("unexpected \(error)")
+                            return false
+                        }
+                    }
+                }
+                var wins = 0
+                for await won in group where won { wins += 1 }
+                return wins
+            }
+            #expect(wins == 1, "trial \(trial)")
+            #expect(repository.store.version(of: ActivityEventCodec.stream(of: contested.id)) == 1, "trial \(trial)")
+            if wins != 1 { break }
+        }
+        #expect(repository.count == Self.trials)
+        #expect(repository.store.nextPosition == UInt64(Self.trials))
+    }
+
+    @Test("racing update and delete: an update never resurrects a deleted activity")
+    func racingUpdateAndDelete() async throws {
+        let repository = try InMemoryActivityRepository().base
+        for trial in 0..<Self.trials {
+            let original = model(Double(trial))
+            try await repository.add(original)
+            var changed = original
+            changed.type = .tummyTime
+            async let update: Bool = { do { try await repository.update(changed); return true } catch { return false } }()
+            async let deleted = (try? await repository.delete(id: original.id)) ?? false
+            let (updated, wasDeleted) = await (update, deleted)
+            #expect(wasDeleted, "trial \(trial): the delete always finds the activity")
+            #expect(repository.activity(id: original.id) == nil, "trial \(trial)")
+            let history = try repository.history(of: original.id).map(\.event)
+            // Either the update came first, or it failed on the deleted activity: never after.
+            #expect(history.last == .deleted(id: original.id), "trial \(trial)")
+            #expect(history.count == (updated ? 3 : 2), "trial \(trial)")
+        }
+    }
+
+    @Test("delete of an unknown id returns false and appends nothing")
+    func deleteOfUnknown() async throws {
+        let repository = try InMemoryActivityRepository().base
+        #expect(try await repository.delete(id: UUID()) == false)
+        let m = model(0)
+        try await repository.add(m)
+        #expect(try await repository.delete(id: m.id) == true)
+        #expect(try await repository.delete(id: m.id) == false)
+        #expect(repository.store.nextPosition == 2)
+    }
+
+    @Test("observation ends when the repository closes")
+    func observationEndsOnClose() async throws {
+        let fixture = try RepositoryFixture(.durable)
+        let repository = fixture.repository
+        var iterator = repository.observe(query: ActivityQuery()).makeAsyncIterator()
+        #expect(await iterator.next() == [])
+        try await repository.close()
+        #expect(await iterator.next() == nil)
+        // Observing a closed repository ends at once too.
+        var late = repository.observe(query: ActivityQuery()).makeAsyncIterator()
+        let first = await late.next()
+        #expect(first == nil || first == [])
+    }
+
+    @Test("a read-only follower's refresh advances positions, versions and observers")
+    func followerRefresh() async throws {
+        let fixture = try RepositoryFixture(.durable)
+        let writer = fixture.repository
+        let m = model(0)
+        try await writer.add(m)
+        let reader = try EventSourcedActivityRepository.openReadOnly(at: fixture.directory)
+        var observed = reader.observe(query: ActivityQuery()).makeAsyncIterator()
+        #expect(await observed.next() == [m])
+
+        try await writer.end(id: m.id, at: m.startDate + 60)
+        #expect(try reader.refresh() == 1)
+        #expect(reader.store.nextPosition == 2)
+        #expect(reader.store.version(of: ActivityEventCodec.stream(of: m.id)) == 2)
+        #expect(reader.activity(id: m.id)?.endDate == m.startDate + 60)
+        #expect(await observed.next()?.first?.endDate == m.startDate + 60)
+        #expect(try reader.refresh() == 0)
+        try await reader.close()
+        try await writer.close()
+    }
+}
