@@ -68,6 +68,17 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // What the test targets and helper executables share: temporary directories, the
+        // SIGKILL harness, a seeded generator, test scale, a recording logger, fixtures.
+        .target(
+            name: "EventKernelTestSupport",
+            dependencies: [
+                "Activities", "EventLog",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/EventKernelTestSupport",
+            swiftSettings: strictSettings
+        ),
         // Spawned by the tests to hold or contend for a store's lock from a second process.
         .executableTarget(
             name: "EventLogTestHelper",
@@ -79,24 +90,25 @@ let package = Package(
         // mid-write (crash tests) or holds a store's lock from a second process.
         .executableTarget(
             name: "ActivitiesTestHelper",
-            dependencies: ["Activities", "EventKernel", "EventLog"],
+            dependencies: ["Activities", "EventKernel", "EventLog", "EventKernelTestSupport"],
             path: "Tests/ActivitiesTestHelper",
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "EventLogTests",
-            dependencies: ["EventLog", "EventLogTestHelper"],
+            dependencies: ["EventLog", "EventLogTestHelper", "EventKernelTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "EventKernelTests",
-            dependencies: ["EventKernel", "EventLog"],
+            dependencies: ["EventKernel", "EventLog", "EventKernelTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ActivitiesTests",
             dependencies: [
                 "Activities", "ActivityWorkload", "EventKernel", "EventLog", "ActivitiesTestHelper",
+                "EventKernelTestSupport",
                 // To record the warnings logged for ignored snapshots.
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -104,7 +116,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EventKernelToolTests",
-            dependencies: ["EventKernelTool", "Activities", "EventLog", "ActivitiesTestHelper"],
+            dependencies: ["EventKernelTool", "Activities", "EventLog", "ActivitiesTestHelper", "EventKernelTestSupport"],
             swiftSettings: strictSettings
         ),
     ],

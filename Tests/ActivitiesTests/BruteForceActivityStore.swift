@@ -1,5 +1,6 @@
 import Activities
 import Foundation
+import EventKernelTestSupport
 
 /// The obviously correct reference the index is checked against: an array,
 /// filtered and sorted from scratch on every query.

@@ -3,11 +3,12 @@ import EventKernel
 import EventLog
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 /// The activity repository's writes all go through `EventStore.execute`: these tests race them.
 @Suite("Activity writes through the command path")
 struct CommandPathTests {
-    static let trials = Reliability.pick(2_000, small: 200)
+    static let trials = testScale.pick(2_000, small: 200)
 
     @Test("racing add and apply of one id: exactly one wins, every trial")
     func racingAddsOfOneID() async throws {

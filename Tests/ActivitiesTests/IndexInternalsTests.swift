@@ -2,6 +2,7 @@
 import ActivityWorkload
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 @Suite struct IndexInternalsTests {
     /// Sequential, low-entropy ids stress the id hash table's probing and

@@ -2,6 +2,7 @@ import Activities
 import ActivityWorkload
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 /// Random operations and queries, checked against `BruteForceActivityStore`.
 @Suite struct ModelCheckTests {

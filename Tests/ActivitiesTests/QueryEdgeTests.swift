@@ -1,6 +1,7 @@
 import Activities
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 func date(_ minutes: Double) -> Date { Date(timeIntervalSinceReferenceDate: 700_000_000 + minutes * 60) }
 

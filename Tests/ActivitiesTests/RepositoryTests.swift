@@ -3,6 +3,7 @@ import EventKernel
 import EventLog
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 /// Which repository a parameterized test runs against.
 enum RepositoryKind: String, CaseIterable, CustomTestStringConvertible {
@@ -101,18 +102,18 @@ struct RepositoryTests {
     @Test("a randomized model test against a brute-force reference", arguments: RepositoryKind.allCases)
     func randomizedModel(kind: RepositoryKind) async throws {
         let seed: UInt64 = kind == .durable ? 7 : 11
-        var random = SplitMix(seed: seed)
+        var random = SplitMix64(seed: seed)
         let fixture = try RepositoryFixture(kind, configuration: .init(log: .init(durability: .buffered)))
         let repository = fixture.repository
         var reference = BruteForceActivityStore()
         var ids: [UUID] = []
         let types: [ActivityType] = [.sleep, .tummyTime, "feeding", "bath"]
         for step in 0..<2_500 {
-            let roll = random.next(upperBound: 100)
-            let existing = ids.isEmpty ? nil : ids[random.next(upperBound: ids.count)]
-            let start = epoch.addingTimeInterval(Double(random.next(upperBound: 30 * 24)) * 1_800)
-            let end: Date? = random.next(upperBound: 5) == 0 ? nil : start.addingTimeInterval(Double(random.next(upperBound: 600)) * 60 - 600)
-            let type = types[random.next(upperBound: types.count)]
+            let roll = Int.random(in: 0..<(100), using: &random)
+            let existing = ids.isEmpty ? nil : ids[Int.random(in: 0..<(ids.count), using: &random)]
+            let start = epoch.addingTimeInterval(Double(Int.random(in: 0..<(30 * 24), using: &random)) * 1_800)
+            let end: Date? = Int.random(in: 0..<(5), using: &random) == 0 ? nil : start.addingTimeInterval(Double(Int.random(in: 0..<(600), using: &random)) * 60 - 600)
+            let type = types[Int.random(in: 0..<(types.count), using: &random)]
             do {
                 if roll < 45 || existing == nil {
                     let m = ActivityModel(startDate: start, endDate: end, type: type)
@@ -126,7 +127,7 @@ struct RepositoryTests {
                     try await repository.update(m)
                     #expect(ok, "step \(step): update should have failed (seed \(seed))")
                 } else if roll < 80, let id = existing {
-                    let at = start.addingTimeInterval(Double(random.next(upperBound: 100_000)) - 50_000)
+                    let at = start.addingTimeInterval(Double(Int.random(in: 0..<(100_000), using: &random)) - 50_000)
                     let ok = reference.end(id, at)
                     try await repository.end(id: id, at: at)
                     #expect(ok, "step \(step): end should have failed (seed \(seed))")
@@ -141,15 +142,15 @@ struct RepositoryTests {
                 }
             }
             if step % 25 == 0 {
-                let after = random.next(upperBound: 3) == 0 ? nil : epoch.addingTimeInterval(Double(random.next(upperBound: 30 * 48)) * 900)
-                let before = random.next(upperBound: 3) == 0 ? nil : after.map { $0.addingTimeInterval(Double(random.next(upperBound: 14)) * day) }
-                let filter: Set<ActivityType>? = random.next(upperBound: 2) == 0 ? nil : Set(types.shuffled(using: &random).prefix(2))
+                let after = Int.random(in: 0..<(3), using: &random) == 0 ? nil : epoch.addingTimeInterval(Double(Int.random(in: 0..<(30 * 48), using: &random)) * 900)
+                let before = Int.random(in: 0..<(3), using: &random) == 0 ? nil : after.map { $0.addingTimeInterval(Double(Int.random(in: 0..<(14), using: &random)) * day) }
+                let filter: Set<ActivityType>? = Int.random(in: 0..<(2), using: &random) == 0 ? nil : Set(types.shuffled(using: &random).prefix(2))
                 let query = ActivityQuery(afterDate: after, beforeDate: before, types: filter,
-                                          limit: random.next(upperBound: 3) == 0 ? nil : random.next(upperBound: 60),
-                                          sortOrder: random.next(upperBound: 2) == 0 ? .newestFirst : .oldestFirst)
+                                          limit: Int.random(in: 0..<(3), using: &random) == 0 ? nil : Int.random(in: 0..<(60), using: &random),
+                                          sortOrder: Int.random(in: 0..<(2), using: &random) == 0 ? .newestFirst : .oldestFirst)
                 #expect(try await repository.fetch(query: query) == (try reference.fetch(query)), "step \(step), seed \(seed), query \(query)")
-                let lower = epoch.addingTimeInterval(Double(random.next(upperBound: 30 * 24)) * 1_800)
-                let upper = lower.addingTimeInterval(Double(random.next(upperBound: 48)) * 3_600)
+                let lower = epoch.addingTimeInterval(Double(Int.random(in: 0..<(30 * 24), using: &random)) * 1_800)
+                let upper = lower.addingTimeInterval(Double(Int.random(in: 0..<(48), using: &random)) * 3_600)
                 #expect(try await repository.fetch(startingIn: lower...upper) == reference.fetch(startingIn: lower, upper, types: nil, order: .oldestFirst, limit: nil))
                 #expect(try await repository.fetch(overlapping: lower...upper) == reference.fetch(overlapping: lower, upper, types: nil, order: .oldestFirst, limit: nil))
             }
@@ -348,16 +349,3 @@ struct RepositoryTests {
     }
 }
 
-/// A small seeded generator for the tests (SplitMix64).
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func next(upperBound: Int) -> Int { Int(next() % UInt64(upperBound)) }
-}

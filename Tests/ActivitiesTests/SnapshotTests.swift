@@ -2,6 +2,7 @@ import Activities
 import ActivityWorkload
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 func generatedIndex(count: Int, seed: UInt64 = 5) throws -> ActivityIndex {
     var index = ActivityIndex()

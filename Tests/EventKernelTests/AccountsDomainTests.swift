@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import EventLog
 import EventKernel
+import EventKernelTestSupport
 
 // A second domain on the generic repository, public API only.
 struct Account: Identifiable, Codable, Sendable, Equatable { var id: UUID; var name: String }

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import EventLog
 import EventKernel
+import EventKernelTestSupport
 
 @Suite struct EncodingTests {
     @Test func envelopeRoundTrip() throws {

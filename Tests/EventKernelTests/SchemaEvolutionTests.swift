@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import EventLog
 import EventKernel
+import EventKernelTestSupport
 
 // One entity, two shapes: version 2 added a non-optional property.
 struct TaskV1: Identifiable, Codable, Sendable, Equatable { var id: UUID; var title: String }
@@ -27,8 +28,8 @@ struct TaskV2: Identifiable, Codable, Sendable, Hashable { var id: UUID; var tit
     }
 
     @Test func migrationStory() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ek-migrate-\(UUID().uuidString.prefix(8))")
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let temporary = TemporaryDirectory("ek-migrate")
+        let dir = temporary.url
         // Version 1 writes 50 tasks and closes (a snapshot of the v1 state is written).
         let tasks = (0..<50).map { TaskV1(id: UUID(), title: "task \($0)") }
         do {
@@ -108,8 +109,8 @@ struct TaskV2: Identifiable, Codable, Sendable, Hashable { var id: UUID; var tit
     }
 
     @Test func aFailedProjectionIsNeverSnapshotted() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ek-failed-\(UUID().uuidString.prefix(8))")
-        defer { try? FileManager.default.removeItem(at: dir) }
+        let temporary = TemporaryDirectory("ek-failed")
+        let dir = temporary.url
         struct Refused: Error {}
         // A reducer that cannot fold an event the store committed (a bug in live code).
         let picky = ProjectedState<Int>(name: "picky", schemaVersion: 1, initial: 0) { state, envelope in

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import EventLog
 import EventKernel
+import EventKernelTestSupport
 
 /// A counter projection: sum of payload byte 0 per entity; counts applied events.
 func makeCounter(schemaVersion: UInt16 = 1) -> ProjectedState<[String: Int]> {

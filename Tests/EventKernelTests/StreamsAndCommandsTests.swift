@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import EventLog
 import EventKernel
+import EventKernelTestSupport
 
 // The forum shape: ids numbered per table, as apps number them.
 struct ForumThread: Identifiable, Codable, Sendable, Equatable { var id: Int; var title: String; var postCount: Int }

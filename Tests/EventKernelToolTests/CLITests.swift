@@ -2,29 +2,9 @@ import Activities
 import EventLog
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 // MARK: - Support
-
-/// A fresh temporary directory, removed when released.
-final class TempDir: Sendable {
-    let url: URL
-    var path: String { url.path }
-    init(_ label: String = "ekcli") {
-        url = FileManager.default.temporaryDirectory.appending(path: "\(label)-\(UUID().uuidString.prefix(8))", directoryHint: .isDirectory)
-        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(at: url) }
-    func file(_ name: String) -> URL { url.appending(path: name) }
-}
-
-/// The products directory holding the built `eventkernel` executable.
-func productsDirectory() -> URL {
-    var directory = URL(filePath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-    while !FileManager.default.fileExists(atPath: directory.appending(path: "eventkernel").path), directory.path != "/" {
-        directory = directory.deletingLastPathComponent()
-    }
-    return directory
-}
 
 struct RunResult {
     var status: Int32
@@ -34,7 +14,7 @@ struct RunResult {
 
 func makeProcess(_ arguments: [String], stdout: URL, stderr: URL) throws -> Process {
     let process = Process()
-    process.executableURL = productsDirectory().appending(path: "eventkernel")
+    process.executableURL = builtExecutable("eventkernel")
     process.arguments = arguments
     var environment = ProcessInfo.processInfo.environment
     environment.removeValue(forKey: "EVENTKERNEL_STORE")
@@ -53,7 +33,7 @@ func run(_ arguments: String...) throws -> RunResult {
 }
 
 func run(_ arguments: [String]) throws -> RunResult {
-    let temp = TempDir("ekcli-out")
+    let temp = TemporaryDirectory("ekcli-out")
     let out = temp.file("stdout"), err = temp.file("stderr")
     let process = try makeProcess(arguments, stdout: out, stderr: err)
     try process.run()
@@ -84,7 +64,7 @@ func write(_ lines: [String], to url: URL) throws {
 }
 
 /// A store with the good lines imported.
-func importedStore(_ temp: TempDir) throws -> String {
+func importedStore(_ temp: TemporaryDirectory) throws -> String {
     let file = temp.file("good.jsonl")
     try write(goodLines, to: file)
     let store = temp.file("store").path
@@ -102,7 +82,7 @@ func jsonObject(_ text: String) throws -> Any {
 @Suite("eventkernel CLI")
 struct CLITests {
     @Test func demoPrintsTheSummary() throws {
-        let temp = TempDir()
+        let temp = TemporaryDirectory()
         let store = temp.file("demo").path
         let result = try run("demo", "--dir", store, "--activities", "2000", "--repetitions", "20")
         #expect(result.status == 0, "\(result.stderr)")
@@ -118,7 +98,7 @@ struct CLITests {
     }
 
     @Test func importThenQuery() throws {
-        let temp = TempDir()
+        let temp = TemporaryDirectory()
         let store = try importedStore(temp)
         let all = try run("query", "--dir", store, "--json", "--oldest-first")
         #expect(all.status == 0)
@@ -145,7 +125,7 @@ struct CLITests {
         ("{\"event\":\"deleted\",\"id\":\"00000000-0000-4000-8000-000000000009\"}", "unknown id"),
     ])
     func malformedLineIsRejectedAndNothingIsImported(line: String, problem: String) throws {
-        let temp = TempDir()
+        let temp = TemporaryDirectory()
         let store = try importedStore(temp)
         let before = try run("export", "--dir", store)
         // Two good new lines, then the bad one at line 3.
@@ -164,7 +144,7 @@ struct CLITests {
     }
 
     @Test func exportImportRoundTrip() throws {
-        let temp = TempDir()
+        let temp = TemporaryDirectory()
         let demo = temp.file("demo").path
         #expect(try run("demo", "--dir", demo, "--activities", "1500", "--repetitions", "5").status == 0)
         let exported = temp.file("events.jsonl").path
@@ -185,7 +165,7 @@ struct CLITests {
     }
 
     @Test func historyOfAnID() throws {
-        let temp = TempDir()
+        let temp = TemporaryDirectory()
         let store = try importedStore(temp)
         let result = try run("history", ids[1].uuidString, "--dir", store, "--json")
         #expect(result.status == 0)
@@ -200,7 +180,7 @@ struct CLITests {
     }
 
     @Test func replayAsOfAndPosition() throws {
-        let temp = TempDir()
+        let temp = TemporaryDirectory()
         let store = try importedStore(temp)
         let past = try run("replay", "--dir", store, "--as-of", "2000-01-01", "--json")
         #expect(past.status == 0)
@@ -219,7 +199,7 @@ struct CLITests {
     }
 
     @Test func verifyDamageRepair() async throws {
-        let temp = TempDir()
+        let temp = TemporaryDirectory()
         let store = temp.file("store")
         // Small segments, so that the first one is sealed.
         let repository = try EventSourcedActivityRepository.open(
@@ -279,7 +259,7 @@ struct CLITests {
     }
 
     @Test func missingStoreAndNotAStore() throws {
-        let temp = TempDir()
+        let temp = TemporaryDirectory()
         let missing = try run("query", "--dir", temp.file("nope").path)
         #expect(missing.status == 2)
         #expect(missing.stderr.contains("eventkernel: error: no store at") && missing.stderr.contains("no such directory"))
@@ -289,7 +269,7 @@ struct CLITests {
     }
 
     @Test func lockedStore() async throws {
-        let temp = TempDir()
+        let temp = TemporaryDirectory()
         let store = try importedStore(temp)
         let writer = try EventSourcedActivityRepository.open(at: URL(filePath: store))
         let file = temp.file("more.jsonl")
@@ -303,7 +283,7 @@ struct CLITests {
     }
 
     @Test func tailPrintsEvents() throws {
-        let temp = TempDir()
+        let temp = TemporaryDirectory()
         let store = try importedStore(temp)
         let result = try run("tail", "--dir", store)
         #expect(result.status == 0)
@@ -315,7 +295,7 @@ struct CLITests {
     }
 
     @Test func tailFollowSeesNewEvents() async throws {
-        let temp = TempDir()
+        let temp = TemporaryDirectory()
         let store = try importedStore(temp)
         let writer = try EventSourcedActivityRepository.open(at: URL(filePath: store))
         let out = temp.file("tail.out")

@@ -1,6 +1,7 @@
 @testable import EventKernelTool
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 @Suite("ISO 8601 dates in the CLI's JSON Lines")
 struct ISODateTests {

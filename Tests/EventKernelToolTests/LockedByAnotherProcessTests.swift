@@ -1,16 +1,17 @@
 import Activities
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 /// The CLI against a store whose lock another process holds (`ActivitiesTestHelper hold`):
 /// a writing command exits 2 with a clear message and changes nothing; reading works.
 @Suite struct LockedByAnotherProcessTests {
     @Test func importIntoAStoreLockedByAnotherProcessExits2() async throws {
-        let temp = TempDir()
+        let temp = TemporaryDirectory()
         let store = try importedStore(temp)
         let before = try run("export", "--dir", store)
         let holder = Process()
-        holder.executableURL = productsDirectory().appending(path: "ActivitiesTestHelper")
+        holder.executableURL = builtExecutable("ActivitiesTestHelper")
         holder.arguments = ["hold", store]
         let input = Pipe(), output = Pipe()
         holder.standardInput = input

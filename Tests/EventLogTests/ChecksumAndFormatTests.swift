@@ -1,6 +1,7 @@
 @testable import EventLog
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 @Suite("CRC32C and the batch format")
 struct ChecksumAndFormatTests {

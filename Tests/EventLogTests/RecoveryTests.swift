@@ -1,6 +1,7 @@
 @testable import EventLog
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 @Suite("Recovery, damage, repair, locking")
 struct RecoveryTests {

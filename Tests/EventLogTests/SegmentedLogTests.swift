@@ -2,6 +2,7 @@
 import Foundation
 import Synchronization
 import Testing
+import EventKernelTestSupport
 
 @Suite("SegmentedLog: appends, reads, reopen")
 struct SegmentedLogTests {

@@ -1,22 +1,7 @@
 import EventLog
 import Foundation
 import Testing
-
-/// A fresh temporary directory, removed when the test's scope ends.
-final class TemporaryDirectory: Sendable {
-    let url: URL
-    var path: String { url.path }
-
-    init(_ label: String = "eventlog") {
-        url = FileManager.default.temporaryDirectory
-            .appending(path: "\(label)-\(UUID().uuidString.prefix(8))", directoryHint: .isDirectory)
-        try? FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    }
-
-    deinit { try? FileManager.default.removeItem(at: url) }
-
-    func file(_ name: String) -> URL { url.appending(path: name) }
-}
+import EventKernelTestSupport
 
 func entry(_ i: Int, size: Int = 0, at timestamp: Int64? = nil) -> LogEntry {
     var payload = Array("record-\(i)".utf8)
@@ -53,22 +38,10 @@ func allRecords(_ log: some RecordLog) throws -> [LogRecord] {
     try log.read(from: 0)
 }
 
-/// The built products directory (where the helper executable is).
-func productsDirectory() -> URL {
-    let executable = URL(filePath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-    var directory = executable.deletingLastPathComponent()
-    // Swift Testing on Linux runs `<products>/EventKernelPackageTests.xctest`.
-    while !FileManager.default.fileExists(atPath: directory.appending(path: "EventLogTestHelper").path),
-          directory.path != "/" {
-        directory = directory.deletingLastPathComponent()
-    }
-    return directory
-}
-
 /// Runs the helper executable and returns its exit status and output.
 func runHelper(_ arguments: [String]) throws -> (status: Int32, output: String) {
     let process = Process()
-    process.executableURL = productsDirectory().appending(path: "EventLogTestHelper")
+    process.executableURL = builtExecutable("EventLogTestHelper")
     process.arguments = arguments
     let pipe = Pipe()
     process.standardOutput = pipe
@@ -76,21 +49,4 @@ func runHelper(_ arguments: [String]) throws -> (status: Int32, output: String) 
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-}
-
-/// How big heavy tests should be: `EVENTKERNEL_TEST_SCALE=small` (set by scripts/sanitizers.sh)
-/// shrinks them for sanitizer runs, which are 5–20x slower.
-enum TestScale: Sendable {
-    case normal, small
-    /// `normal` unless small was asked for.
-    var isSmall: Bool { self == .small }
-    /// `full` normally, `small` under `EVENTKERNEL_TEST_SCALE=small`.
-    func pick<T>(_ full: T, small: T) -> T { isSmall ? small : full }
-}
-
-let testScale: TestScale = ProcessInfo.processInfo.environment["EVENTKERNEL_TEST_SCALE"] == "small" ? .small : .normal
-
-/// An integer from the environment, or `defaultValue`.
-func environmentInt(_ name: String, default defaultValue: Int) -> Int {
-    ProcessInfo.processInfo.environment[name].flatMap { Int($0) } ?? defaultValue
 }

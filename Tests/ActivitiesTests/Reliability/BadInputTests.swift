@@ -6,13 +6,14 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import EventKernelTestSupport
 
 /// Bad input everywhere: each case must get a clear error (or be accepted and round-trip
 /// exactly), and everything acknowledged before must be intact after a reopen.
 @Suite("Reliability: bad input", .serialized)
 struct BadInputTests {
     /// A store with `count` activities; returns the directory and what it holds.
-    static func seeded(_ directory: ReliabilityDirectory, count: Int = 20) async throws -> (URL, [ActivityModel]) {
+    static func seeded(_ directory: TemporaryDirectory, count: Int = 20) async throws -> (URL, [ActivityModel]) {
         let store = directory.file("store")
         let repository = try EventSourcedActivityRepository.open(at: store)
         for i in 0..<count { try await repository.add(crashModel(i)) }
@@ -34,7 +35,7 @@ struct BadInputTests {
     }
 
     @Test func malformedQueries() async throws {
-        let directory = ReliabilityDirectory("ek-badq")
+        let directory = TemporaryDirectory("ek-badq")
         let (store, expected) = try await Self.seeded(directory)
         let repository = try EventSourcedActivityRepository.open(at: store)
         let now = Date(timeIntervalSince1970: 1_700_000_000)
@@ -70,7 +71,7 @@ struct BadInputTests {
     }
 
     @Test func extremeAndInvalidDates() async throws {
-        let directory = ReliabilityDirectory("ek-baddates")
+        let directory = TemporaryDirectory("ek-baddates")
         var (store, expected) = try await Self.seeded(directory)
         let repository = try EventSourcedActivityRepository.open(at: store)
         // Not finite: rejected with a message, nothing written.
@@ -105,7 +106,7 @@ struct BadInputTests {
         expected.sort { ActivityCursor(after: $0) < ActivityCursor(after: $1) }
         #expect(try Reliability.all(repository) == expected)
         // Random fractional dates round-trip exactly through the log (schema 2 events).
-        var rng = ReliabilityRNG(state: 7)
+        var rng = SplitMix64(seed: 7)
         var random: [ActivityModel] = []
         for _ in 0..<200 {
             let model = ActivityModel(startDate: Date(timeIntervalSinceReferenceDate: Double.random(in: -4e9...4e9, using: &rng)), type: "random")
@@ -140,11 +141,11 @@ struct BadInputTests {
     }
 
     @Test func hugeActivityType() async throws {
-        let directory = ReliabilityDirectory("ek-huge")
+        let directory = TemporaryDirectory("ek-huge")
         var (store, expected) = try await Self.seeded(directory)
         let repository = try EventSourcedActivityRepository.open(at: store)
         // 16 MiB is accepted too but takes ~28 s in debug builds: EVENTKERNEL_HUGE_TYPE_BYTES=16777216.
-        let hugeSize = Reliability.environmentInt("EVENTKERNEL_HUGE_TYPE_BYTES", default: Reliability.pick(2 << 20, small: 1 << 20))
+        let hugeSize = environmentInt("EVENTKERNEL_HUGE_TYPE_BYTES", default: testScale.pick(2 << 20, small: 1 << 20))
         var huge = ActivityModel(startDate: Date(timeIntervalSince1970: 1_800_000_000), type: ActivityType(rawValue: String(repeating: "x", count: hugeSize)))
         var outcome = ""
         do {
@@ -164,7 +165,7 @@ struct BadInputTests {
         try await repository.add(after)
         expected.append(after)
         // A huge but incompressible type as well (random letters).
-        var rng = ReliabilityRNG(state: 3)
+        var rng = SplitMix64(seed: 3)
         huge.id = UUID()
         huge.type = ActivityType(rawValue: String(decoding: (0..<(hugeSize / 4)).map { _ in UInt8.random(in: 97...122, using: &rng) }, as: UTF8.self))
         do { try await repository.add(huge); expected.append(huge) } catch { outcome += "; incompressible rejected: \(error)" }
@@ -176,7 +177,7 @@ struct BadInputTests {
     }
 
     @Test func storeDirectoryIsAFile() async throws {
-        let directory = ReliabilityDirectory("ek-file")
+        let directory = TemporaryDirectory("ek-file")
         let file = directory.file("store")
         try Data("not a store".utf8).write(to: file)
         do {
@@ -188,7 +189,7 @@ struct BadInputTests {
         #expect(throws: (any Error).self) { _ = try EventSourcedActivityRepository.openReadOnly(at: file) }
         #expect(try Data(contentsOf: file) == Data("not a store".utf8), "the file was modified")
         // A store whose snapshots path is a file: snapshots fail, data does not.
-        let second = ReliabilityDirectory("ek-file2")
+        let second = TemporaryDirectory("ek-file2")
         let (store, expected) = try await Self.seeded(second, count: 5)
         try FileManager.default.removeItem(at: store.appending(path: "snapshots"))
         try Data("x".utf8).write(to: store.appending(path: "snapshots"))
@@ -201,7 +202,7 @@ struct BadInputTests {
 
     @Test(.enabled(if: geteuid() != 0, "runs as root: permission checks are bypassed, so an unwritable directory cannot be simulated with chmod"))
     func unwritableDirectory() async throws {
-        let directory = ReliabilityDirectory("ek-ro")
+        let directory = TemporaryDirectory("ek-ro")
         let (store, expected) = try await Self.seeded(directory, count: 5)
         chmod(store.path, 0o500)
         defer { chmod(store.path, 0o755) }
@@ -214,10 +215,10 @@ struct BadInputTests {
     }
 
     @Test func lockHeldByAnotherProcess() async throws {
-        let directory = ReliabilityDirectory("ek-lock")
+        let directory = TemporaryDirectory("ek-lock")
         let (store, expected) = try await Self.seeded(directory, count: 10)
         let holder = Process()
-        holder.executableURL = Reliability.helper
+        holder.executableURL = builtExecutable("ActivitiesTestHelper")
         holder.arguments = ["hold", store.path]
         let input = Pipe(), output = Pipe()
         holder.standardInput = input

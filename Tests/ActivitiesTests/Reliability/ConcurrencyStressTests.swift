@@ -4,6 +4,7 @@ import EventLog
 import Foundation
 import Synchronization
 import Testing
+import EventKernelTestSupport
 
 /// 64 writers, 64 readers and 8 observers on one durable repository (buffered durability) for
 /// `EVENTKERNEL_STRESS_SECONDS` (default 5, 2 under `EVENTKERNEL_TEST_SCALE=small`).
@@ -19,7 +20,7 @@ import Testing
 ///   acknowledged final state.
 @Suite("Reliability: concurrency stress", .serialized)
 struct ConcurrencyStressTests {
-    static let seconds = Reliability.environmentInt("EVENTKERNEL_STRESS_SECONDS", default: Reliability.pick(5, small: 2))
+    static let seconds = environmentInt("EVENTKERNEL_STRESS_SECONDS", default: testScale.pick(5, small: 2))
     static let writers = 64, readers = 64
     static let base = Date(timeIntervalSince1970: 1_760_000_000)
     static let types: [ActivityType] = [.sleep, "feeding", "bath", .tummyTime]
@@ -44,7 +45,7 @@ struct ConcurrencyStressTests {
         var queries = 0, returned = 0, problems: [String] = []
     }
 
-    static func randomQuery(_ rng: inout ReliabilityRNG, span: TimeInterval) -> ActivityQuery {
+    static func randomQuery(_ rng: inout SplitMix64, span: TimeInterval) -> ActivityQuery {
         var query = ActivityQuery(sortOrder: Bool.random(using: &rng) ? .oldestFirst : .newestFirst)
         if Int.random(in: 0..<3, using: &rng) > 0 {
             let a = Double.random(in: -60...span, using: &rng), b = Double.random(in: -60...span, using: &rng)
@@ -58,7 +59,7 @@ struct ConcurrencyStressTests {
     }
 
     static func writer(_ w: Int, _ repository: EventSourcedActivityRepository, written: Written, until deadline: ContinuousClock.Instant) async throws -> WriterResult {
-        var rng = ReliabilityRNG(state: 0x57E5 &+ UInt64(w))
+        var rng = SplitMix64(seed: 0x57E5 &+ UInt64(w))
         var result = WriterResult()
         var k = 0
         while ContinuousClock.now < deadline {
@@ -99,7 +100,7 @@ struct ConcurrencyStressTests {
     }
 
     static func reader(_ r: Int, _ repository: EventSourcedActivityRepository, written: Written, until deadline: ContinuousClock.Instant) async -> ReaderResult {
-        var rng = ReliabilityRNG(state: 0x4EAD &+ UInt64(r))
+        var rng = SplitMix64(seed: 0x4EAD &+ UInt64(r))
         var result = ReaderResult()
         let span = Double(writers) * 7 * 400
         while ContinuousClock.now < deadline {
@@ -129,7 +130,7 @@ struct ConcurrencyStressTests {
     }
 
     @Test func writersReadersAndObservers() async throws {
-        let directory = ReliabilityDirectory("ek-stress")
+        let directory = TemporaryDirectory("ek-stress")
         let store = directory.file("store")
         var configuration = EventSourcedActivityRepository.Configuration()
         configuration.log.durability = .buffered(syncInterval: .milliseconds(50))

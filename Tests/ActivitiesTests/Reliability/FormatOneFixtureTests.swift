@@ -3,6 +3,7 @@ import EventKernel
 import EventLog
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 // A store written by the release before streams (envelope format 1, entity versions keyed by id
 // alone, version-table snapshot schema 1): Tests/Fixtures/format1-store. It must open with every
@@ -12,16 +13,6 @@ struct FixtureAccount: Identifiable, Codable, Sendable, Equatable { var id: UUID
 struct FixtureNote: Identifiable, Codable, Sendable, Equatable { var id: String; var text: String }
 
 @Suite struct FormatOneFixtureTests {
-    /// A private copy of the fixture (opening writes a lock file and, on close, snapshots).
-    static func copyOfFixture() throws -> ReliabilityDirectory {
-        let source = URL(filePath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appending(path: "Fixtures/format1-store")
-        let copy = ReliabilityDirectory("format1")
-        try FileManager.default.removeItem(at: copy.url)
-        try FileManager.default.copyItem(at: source, to: copy.url)
-        return copy
-    }
-
     static let base = Date(timeIntervalSinceReferenceDate: 800_000_000.125)
 
     static func activityID(_ i: Int) -> UUID {
@@ -103,12 +94,12 @@ struct FixtureNote: Identifiable, Codable, Sendable, Equatable { var id: String;
     }
 
     @Test func opensFromItsSnapshots() async throws {
-        let copy = try Self.copyOfFixture()
+        let copy = try copyOfFixture("format1-store")
         try await Self.check(copy.url, fromSnapshots: true)
     }
 
     @Test func opensFromTheLogAlone() async throws {
-        let copy = try Self.copyOfFixture()
+        let copy = try copyOfFixture("format1-store")
         try FileManager.default.removeItem(at: copy.file("snapshots"))
         try await Self.check(copy.url, fromSnapshots: false)
     }

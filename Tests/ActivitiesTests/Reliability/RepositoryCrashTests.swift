@@ -6,6 +6,7 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import EventKernelTestSupport
 
 /// SIGKILL crashes of a repository writer that snapshots constantly: the child
 /// (`ActivitiesTestHelper crash DIR`) adds activities one by one with synced durability into
@@ -21,8 +22,8 @@ import Glibc
 /// `EVENTKERNEL_CRASH_SEED`.
 @Suite("Reliability: repository SIGKILL crashes during snapshots and rolls", .serialized)
 struct RepositoryCrashTests {
-    static let trials = Reliability.environmentInt("EVENTKERNEL_CRASH_TRIALS", default: Reliability.pick(100, small: 12))
-    static let seed = UInt64(Reliability.environmentInt("EVENTKERNEL_CRASH_SEED", default: 0xAC71_C0DE))
+    static let trials = environmentInt("EVENTKERNEL_CRASH_TRIALS", default: testScale.pick(100, small: 12))
+    static let seed = UInt64(environmentInt("EVENTKERNEL_CRASH_SEED", default: 0xAC71_C0DE))
     /// Trials per store before starting a fresh one (so stores grow over several segments).
     static let trialsPerStore = 10
 
@@ -36,24 +37,15 @@ struct RepositoryCrashTests {
         return configuration
     }
 
-    enum KillPlan: CustomStringConvertible {
-        case after(microseconds: Int)
-        case afterAcks(Int, jitterMicroseconds: Int)
-        var description: String {
-            switch self {
-            case .after(let us): "kill after \(us) µs"
-            case .afterAcks(let n, let jitter): "kill \(jitter) µs after ack #\(n)"
-            }
-        }
-        static func random(using rng: inout ReliabilityRNG) -> KillPlan {
-            switch Int.random(in: 0..<100, using: &rng) {
-            case 0..<12: .after(microseconds: Int.random(in: 0...30_000, using: &rng))          // spawn, open, snapshot load
-            case 12..<40: .after(microseconds: Int.random(in: 30_000...150_000, using: &rng))
-            case 40..<60: .after(microseconds: Int.random(in: 150_000...400_000, using: &rng))
-            default:
-                // Aim at snapshot boundaries (every 5 events, explicit every 17 adds).
-                .afterAcks(5 * Int.random(in: 1...40, using: &rng), jitterMicroseconds: Int.random(in: 0...2_000, using: &rng))
-            }
+    /// A kill moment for one trial, drawn from the seed.
+    static func randomPlan(using rng: inout SplitMix64) -> KillPlan {
+        switch Int.random(in: 0..<100, using: &rng) {
+        case 0..<12: .after(microseconds: Int.random(in: 0...30_000, using: &rng))          // spawn, open, snapshot load
+        case 12..<40: .after(microseconds: Int.random(in: 30_000...150_000, using: &rng))
+        case 40..<60: .after(microseconds: Int.random(in: 150_000...400_000, using: &rng))
+        default:
+            // Aim at snapshot boundaries (every 5 events, explicit every 17 adds).
+            .afterAcks(5 * Int.random(in: 1...40, using: &rng), jitterMicroseconds: Int.random(in: 0...2_000, using: &rng))
         }
     }
 
@@ -64,47 +56,15 @@ struct RepositoryCrashTests {
     }
 
     static func runAndKill(_ store: URL, plan: KillPlan) throws -> Outcome {
-        let outputURL = store.deletingLastPathComponent().appending(path: "\(store.lastPathComponent).stdout")
-        _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: outputURL) }
-        let output = try FileHandle(forWritingTo: outputURL)
-        defer { try? output.close() }
-        let process = Process()
-        process.executableURL = Reliability.helper
-        process.arguments = ["crash", store.path]
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        let started = ContinuousClock.now
-        try process.run()
-        switch plan {
-        case .after(let us):
-            let deadline = started.advanced(by: .microseconds(us))
-            while ContinuousClock.now < deadline { usleep(100) }
-        case .afterAcks(let n, let jitter):
-            let reader = try FileHandle(forReadingFrom: outputURL)
-            defer { try? reader.close() }
-            var seen = 0
-            let giveUp = started.advanced(by: .seconds(10))
-            while seen < n && ContinuousClock.now < giveUp && process.isRunning {
-                if let data = try reader.readToEnd(), !data.isEmpty {
-                    seen += String(decoding: data, as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix("ack ") }.count
-                } else {
-                    usleep(100)
-                }
-            }
-            usleep(useconds_t(jitter))
-        }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        let text = String(decoding: try Data(contentsOf: outputURL), as: UTF8.self)
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        if !text.hasSuffix("\n") { lines.removeLast() }
+        let child = try EventKernelTestSupport.runAndKill(
+            builtExecutable("ActivitiesTestHelper"), arguments: ["crash", store.path],
+            scratch: store.deletingLastPathComponent(), plan: plan)
         var outcome = Outcome()
-        for line in lines where !line.isEmpty {
+        for line in child.lines {
             let fields = line.split(separator: " ")
             if fields.first == "start", fields.count == 2 { outcome.start = Int(fields[1]) }
             else if fields.first == "ack", fields.count == 2, let i = Int(fields[1]) { outcome.acked.append(i) }
-            else if line.hasPrefix("error") { outcome.errorLine = String(line) }
+            else if line.hasPrefix("error") { outcome.errorLine = line }
         }
         return outcome
     }
@@ -119,19 +79,19 @@ struct RepositoryCrashTests {
     }
 
     @Test func killedWriterLosesNothingAcknowledged() async throws {
-        var rng = ReliabilityRNG(state: Self.seed)
+        var rng = SplitMix64(seed: Self.seed)
         var tally = Tally()
-        var directory = ReliabilityDirectory("ek-repocrash")
+        var directory = TemporaryDirectory("ek-repocrash")
         var store = directory.file("store")
         var known = 0  // activities established by the previous trial's checks
         let clock = ContinuousClock.now
         for trial in 0..<Self.trials {
             if trial > 0 && trial % Self.trialsPerStore == 0 {
-                directory = ReliabilityDirectory("ek-repocrash")
+                directory = TemporaryDirectory("ek-repocrash")
                 store = directory.file("store")
                 known = 0
             }
-            let plan = KillPlan.random(using: &rng)
+            let plan = Self.randomPlan(using: &rng)
             let context = "trial \(trial) (seed \(Self.seed), \(plan))"
             let outcome = try Self.runAndKill(store, plan: plan)
             #expect(outcome.errorLine == nil, "\(context): helper failed: \(outcome.errorLine ?? "")")

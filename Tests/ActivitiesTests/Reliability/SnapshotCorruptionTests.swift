@@ -4,6 +4,7 @@ import EventLog
 import Foundation
 import Logging
 import Testing
+import EventKernelTestSupport
 
 /// Damaged snapshot files: a snapshot is a cache, so any damage must cost time, never
 /// correctness. A store of a few hundred activities (adds, updates, ends, deletes) with two
@@ -20,7 +21,7 @@ import Testing
 /// cases; `EVENTKERNEL_SNAPSHOT_STRIDE=1` sweeps every byte.
 @Suite("Reliability: snapshot corruption sweep", .serialized)
 struct SnapshotCorruptionTests {
-    static let caseBudget = Reliability.environmentInt("EVENTKERNEL_SNAPSHOT_CASES", default: Reliability.pick(5000, small: 400))
+    static let caseBudget = environmentInt("EVENTKERNEL_SNAPSHOT_CASES", default: testScale.pick(5000, small: 400))
     static let headerBytes = 72
 
     struct Reference {
@@ -31,7 +32,7 @@ struct SnapshotCorruptionTests {
     }
 
     /// Builds the store: 300 adds, then updates, ends and deletes, snapshots along the way and on close.
-    static func makeStore(_ directory: ReliabilityDirectory) async throws -> Reference {
+    static func makeStore(_ directory: TemporaryDirectory) async throws -> Reference {
         let store = directory.file("store")
         var configuration = EventSourcedActivityRepository.Configuration()
         configuration.log.segmentSize = 16 << 10
@@ -88,7 +89,7 @@ struct SnapshotCorruptionTests {
     }
 
     @Test func everyDamagedByteIsIgnored() async throws {
-        let directory = ReliabilityDirectory("ek-snapsweep")
+        let directory = TemporaryDirectory("ek-snapsweep")
         let reference = try await Self.makeStore(directory)
         let snapshots = reference.store.appending(path: "snapshots")
         let files = Reliability.snapshotFiles(reference.store)
@@ -100,7 +101,7 @@ struct SnapshotCorruptionTests {
 
         let sizes = try files.map { try Data(contentsOf: snapshots.appending(path: $0)).count }
         let total = sizes.reduce(0, +)
-        let stride = Reliability.environmentInt("EVENTKERNEL_SNAPSHOT_STRIDE",
+        let stride = environmentInt("EVENTKERNEL_SNAPSHOT_STRIDE",
                                                 default: max(1, 2 * (total - Self.headerBytes * files.count) / max(1, Self.caseBudget - 2 * Self.headerBytes * files.count)))
         var cases = 0, warnings = 0
         let started = ContinuousClock.now
@@ -140,7 +141,7 @@ struct SnapshotCorruptionTests {
     }
 
     @Test func wellFormedButUnusableSnapshotsAreIgnored() async throws {
-        let directory = ReliabilityDirectory("ek-snapbad")
+        let directory = TemporaryDirectory("ek-snapbad")
         let reference = try await Self.makeStore(directory)
         let snapshots = reference.store.appending(path: "snapshots")
         let log = RecordingLog()

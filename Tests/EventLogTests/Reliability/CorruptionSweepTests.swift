@@ -1,6 +1,7 @@
 @testable import EventLog
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 /// Damages every byte of every file of a small store (two sealed segments with their `.idx`,
 /// and the active segment), one at a time in a fresh copy, and holds the log to this rule:

@@ -4,6 +4,7 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import EventKernelTestSupport
 
 /// SIGKILL crash tests: a child process (`EventLogTestHelper append DIR COUNT 4096`) appends
 /// synced single records into 4 KiB segments (a roll every ~50 appends) and prints `ack P I`
@@ -19,42 +20,16 @@ struct CrashTests {
     static let trials = environmentInt("EVENTKERNEL_CRASH_TRIALS", default: testScale.pick(100, small: 20))
     static let seed = UInt64(environmentInt("EVENTKERNEL_CRASH_SEED", default: 0x5EED_C0DE))
 
-    /// SplitMix64: deterministic, so a failing trial can be replayed from its seed.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
-    /// When to kill the child.
-    enum KillPlan: CustomStringConvertible {
-        /// After this many microseconds from spawn (very early ones hit open and segment creation).
-        case after(microseconds: Int)
-        /// Once this many acks were printed, plus a little jitter (aimed around segment rolls).
-        case afterAcks(Int, jitterMicroseconds: Int)
-
-        var description: String {
-            switch self {
-            case .after(let us): "kill after \(us) µs"
-            case .afterAcks(let n, let jitter): "kill \(jitter) µs after ack \(n)"
-            }
-        }
-
-        static func random(using rng: inout SeededGenerator) -> KillPlan {
-            switch Int.random(in: 0..<100, using: &rng) {
-            case 0..<15: .after(microseconds: Int.random(in: 0...3_000, using: &rng))           // before/at open
-            case 15..<30: .after(microseconds: Int.random(in: 3_000...40_000, using: &rng))     // first segment, first appends
-            case 30..<65: .after(microseconds: Int.random(in: 40_000...200_000, using: &rng))
-            default:
-                // ~50 appends fill a 4 KiB segment: aim at the appends around a roll.
-                .afterAcks(52 * Int.random(in: 1...5, using: &rng) + Int.random(in: -2...2, using: &rng),
-                           jitterMicroseconds: Int.random(in: 0...1_500, using: &rng))
-            }
+    /// A kill moment for one trial, drawn from the seed.
+    static func randomPlan(using rng: inout SplitMix64) -> KillPlan {
+        switch Int.random(in: 0..<100, using: &rng) {
+        case 0..<15: .after(microseconds: Int.random(in: 0...3_000, using: &rng))           // before/at open
+        case 15..<30: .after(microseconds: Int.random(in: 3_000...40_000, using: &rng))     // first segment, first appends
+        case 30..<65: .after(microseconds: Int.random(in: 40_000...200_000, using: &rng))
+        default:
+            // ~50 appends fill a 4 KiB segment: aim at the appends around a roll.
+            .afterAcks(52 * Int.random(in: 1...5, using: &rng) + Int.random(in: -2...2, using: &rng),
+                       jitterMicroseconds: Int.random(in: 0...1_500, using: &rng))
         }
     }
 
@@ -65,45 +40,11 @@ struct CrashTests {
 
     /// Spawns the helper, kills it per `plan`, and returns what it printed before dying.
     static func runAndKill(_ dir: TemporaryDirectory, plan: KillPlan) throws -> Outcome {
-        let outputURL = dir.url.deletingLastPathComponent().appending(path: "\(dir.url.lastPathComponent).stdout")
-        _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
-        defer { try? FileManager.default.removeItem(at: outputURL) }
-        let output = try FileHandle(forWritingTo: outputURL)
-        defer { try? output.close() }
-        let process = Process()
-        process.executableURL = productsDirectory().appending(path: "EventLogTestHelper")
-        process.arguments = ["append", dir.path, "1000000", "\(segmentBytes)"]
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        let started = ContinuousClock.now
-        try process.run()
-        switch plan {
-        case .after(let us):
-            let deadline = started.advanced(by: .microseconds(us))
-            while ContinuousClock.now < deadline { usleep(100) }
-        case .afterAcks(let n, let jitter):
-            // Read the child's output incrementally until it printed n acks (or 10 s passed).
-            let reader = try FileHandle(forReadingFrom: outputURL)
-            defer { try? reader.close() }
-            var seen = 0
-            let giveUp = started.advanced(by: .seconds(10))
-            while seen < n && ContinuousClock.now < giveUp && process.isRunning {
-                if let data = try reader.readToEnd(), !data.isEmpty {
-                    seen += String(decoding: data, as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix("ack ") }.count
-                } else {
-                    usleep(100)
-                }
-            }
-            usleep(useconds_t(jitter))
-        }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        let text = String(decoding: try Data(contentsOf: outputURL), as: UTF8.self)
-        // Only complete lines count: each line is one write(2), but be strict anyway.
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        if !text.hasSuffix("\n") { lines.removeLast() }
+        let child = try EventKernelTestSupport.runAndKill(
+            builtExecutable("EventLogTestHelper"), arguments: ["append", dir.path, "1000000", "\(segmentBytes)"],
+            scratch: dir.url.deletingLastPathComponent(), plan: plan)
         var outcome = Outcome(start: nil, acked: [])
-        for line in lines where !line.isEmpty {
+        for line in child.lines {
             let fields = line.split(separator: " ")
             if fields.first == "start", fields.count == 2 { outcome.start = Int(fields[1]) }
             if fields.first == "ack", fields.count == 3, let p = Int(fields[1]), let i = Int(fields[2]) {
@@ -111,8 +52,8 @@ struct CrashTests {
                 outcome.acked.append(p)
             }
         }
-        #expect(process.terminationReason == .uncaughtSignal || process.terminationStatus == 0 || outcome.start == nil,
-                "helper failed on its own (status \(process.terminationStatus)): \(text.suffix(300))")
+        #expect(child.wasKilled || child.terminationStatus == 0 || outcome.start == nil,
+                "helper failed on its own (status \(child.terminationStatus)): \(child.lines.suffix(3))")
         return outcome
     }
 
@@ -154,11 +95,11 @@ struct CrashTests {
 
     @Test("SIGKILL at random moments never loses an acknowledged append")
     func killAtRandomMoments() throws {
-        var rng = SeededGenerator(state: Self.seed)
+        var rng = SplitMix64(seed: Self.seed)
         var tally = Tally()
         let clock = ContinuousClock.now
         for trial in 0..<Self.trials {
-            let plan = KillPlan.random(using: &rng)
+            let plan = Self.randomPlan(using: &rng)
             let dir = TemporaryDirectory("crash")
             let outcome = try Self.runAndKill(dir, plan: plan)
             #expect(outcome.acked == Array(0..<outcome.acked.count), "trial \(trial): acks out of order")
@@ -175,7 +116,7 @@ struct CrashTests {
 
     @Test("killed, restarted to append more, killed again: recovery then continuation")
     func killRestartKill() throws {
-        var rng = SeededGenerator(state: Self.seed ^ 0xABCD)
+        var rng = SplitMix64(seed: Self.seed ^ 0xABCD)
         var tally = Tally()
         for scenario in 0..<testScale.pick(8, small: 3) {
             let dir = TemporaryDirectory("crash-restart")

@@ -4,6 +4,7 @@ import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
+import EventKernelTestSupport
 
 /// A ``LogFileIO`` that forwards to ``PosixFileIO`` and injects scripted faults: short writes,
 /// `EIO`/`ENOSPC` on any operation, and a byte budget after which writes fail (a full disk).

@@ -5,6 +5,7 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import EventKernelTestSupport
 
 /// The rule these tests hold the log to (Docs/Reliability.md):
 ///
