@@ -73,7 +73,7 @@ let package = Package(
         .target(
             name: "EventKernelTestSupport",
             dependencies: [
-                "Activities", "EventLog",
+                "Activities", "ActivityWorkload", "EventLog",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/EventKernelTestSupport",

@@ -42,7 +42,7 @@ case "crash":
         for i in start..<(start + 10_000_000) {
             try await repository.add(crashModel(i))
             say("ack \(i)")
-            if i % 17 == 0 { try repository.store.writeSnapshots() }
+            if i % 17 == 0 { try await repository.store.writeSnapshots() }
         }
         try await repository.close()
         exit(0)

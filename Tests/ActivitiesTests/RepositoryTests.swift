@@ -277,7 +277,7 @@ struct RepositoryTests {
             try await Task.sleep(for: .milliseconds(5))
             checkpoints.append((Date(), repository.store.nextPosition - 1, reference.sorted(reference.items, .oldestFirst)))
             try await Task.sleep(for: .milliseconds(5))
-            if round == 2 { try repository.store.writeSnapshots() }
+            if round == 2 { try await repository.store.writeSnapshots() }
         }
         for checkpoint in checkpoints {
             #expect(try repository.activities(throughPosition: checkpoint.position).all(sortedBy: .oldestFirst) == checkpoint.state)

@@ -107,7 +107,7 @@ final class Ledger: Sendable {
         try await ledger.accounts.add(account)
         account.name = "v2"
         try await ledger.accounts.update(account)
-        try store.writeSnapshots()
+        try await store.writeSnapshots()
         try await ledger.accounts.delete(id: account.id)
         let history = try ledger.accounts.history(of: account.id)
         #expect(history.map(\.eventType) == ["Account.added", "Account.updated", "Account.deleted"])

@@ -125,7 +125,7 @@ struct TaskV2: Identifiable, Codable, Sendable, Hashable { var id: UUID; var tit
         #expect(picky.state == 1, "nothing after the failed event is folded")
         let failure = try #require(picky.failure)
         #expect(failure.position == 1 && failure.cause is Refused)
-        try store.writeSnapshots()
+        try await store.writeSnapshots()
         #expect(SnapshotDirectory(storeDirectory: dir).files(for: "picky").isEmpty)
         #expect(!SnapshotDirectory(storeDirectory: dir).files(for: "$entity-versions").isEmpty)
     }

@@ -106,7 +106,7 @@ func counted(_ id: String) -> StreamID { StreamID("Counted", .string(id)) }
         let log = InMemoryLog()
         let store = try EventStore(log: log, directory: dir, projections: [makeCounter()], snapshotPolicy: .never)
         for i in 0..<60 { try await store.append(event("k\(i % 5)", UInt8(i % 7))) }
-        try store.writeSnapshots()
+        try await store.writeSnapshots()
         for i in 60..<100 { try await store.append(event("k\(i % 5)", UInt8(i % 7))) }
         return log
     }
@@ -174,7 +174,7 @@ func counted(_ id: String) -> StreamID { StreamID("Counted", .string(id)) }
         let store = try EventStore(log: log, directory: dir, projections: [makeCounter()], snapshotPolicy: .never)
         for round in 0..<3 {
             for i in 0..<10 { try await store.append(event("k", UInt8(round * 10 + i))) }
-            try store.writeSnapshots()
+            try await store.writeSnapshots()
         }
         let snapshots = SnapshotDirectory(storeDirectory: dir)
         let files = snapshots.files(for: "counter")

@@ -266,6 +266,33 @@ struct CLITests {
         let empty = try run("verify", "--dir", temp.path)
         #expect(empty.status == 2 && empty.stderr.contains("not an eventkernel store"))
         #expect(try run("inspect", "--dir", temp.file("nope").path).status == 2)
+        // A directory with a file that merely ends in .log is not a store, for every command.
+        let logs = TemporaryDirectory("ek-serverlog")
+        try Data("GET /\n".utf8).write(to: logs.file("server.log"))
+        for command in ["verify", "query", "inspect"] {
+            let result = try run(command, "--dir", logs.path)
+            #expect(result.status == 2 && result.stderr.contains("not an eventkernel store"), "\(command): \(result.stderr)")
+        }
+        try write(goodLines, to: temp.file("good.jsonl"))
+        let importInto = try run("import", temp.file("good.jsonl").path, "--dir", logs.path)
+        #expect(importInto.status == 2 && importInto.stderr.contains("not a store"), "\(importInto.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: logs.path) == ["server.log"], "nothing was written there")
+    }
+
+    @Test func importRefusesInvalidUTF8WithLineAndByte() throws {
+        let temp = TemporaryDirectory()
+        var bytes = Data((goodLines[0] + "\n").utf8)
+        var second = Data(goodLines[1].utf8)
+        let at = second.range(of: Data("feeding".utf8))!.lowerBound
+        second[at + 2] = 0xFF   // not UTF-8
+        bytes.append(second)
+        bytes.append(Data("\n".utf8))
+        let file = temp.file("bad.jsonl")
+        try bytes.write(to: file)
+        let result = try run("import", file.path, "--dir", temp.file("store").path)
+        #expect(result.status == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("bad.jsonl:2: invalid UTF-8 at byte \(at + 3)"), "\(result.stderr)")
+        #expect(result.stderr.contains("nothing was imported"))
     }
 
     @Test func lockedStore() async throws {

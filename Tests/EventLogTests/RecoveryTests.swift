@@ -85,7 +85,7 @@ struct RecoveryTests {
         #expect { _ = try SegmentedLog.open(at: dir.url) } throws: { isTheDamage($0) }
     }
 
-    @Test("a checkpoint that no longer matches its segment is ignored, and only the tail after a valid one is scanned")
+    @Test("an older checkpoint covers a prefix (the tail after it is scanned); a checkpoint failing its own checksum is ignored")
     func checkpointValidation() async throws {
         let dir = TemporaryDirectory()
         let (segment, _, _) = try await Self.makeStore(dir)
@@ -160,6 +160,9 @@ struct RecoveryTests {
         #expect(cut.file == damaged)
         #expect(cut.offset == victim.offset)
         #expect(repair.firstDroppedPosition == victim.firstPosition)
+        #expect(repair.droppedRecords == 200 - victim.firstPosition && repair.droppedRecordsAreExact,
+                "every dropped record is counted: \(repair.droppedRecords)")
+        #expect(repair.removedSideFiles.contains { $0.hasSuffix(".idx") })
         #expect(repair.droppedBytes > 0)
         #expect(!repair.savedFiles.isEmpty)
         for file in repair.savedFiles { #expect(FileManager.default.fileExists(atPath: file)) }

@@ -20,16 +20,6 @@ func segmentFiles(in directory: TemporaryDirectory) throws -> [String] {
     try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".log") }.sorted()
 }
 
-/// Flips one bit of a file at `offset`.
-func flipBit(in path: String, at offset: Int64) throws {
-    let handle = try FileHandle(forUpdating: URL(filePath: path))
-    defer { try? handle.close() }
-    try handle.seek(toOffset: UInt64(offset))
-    let byte = try handle.read(upToCount: 1) ?? Data([0])
-    try handle.seek(toOffset: UInt64(offset))
-    try handle.write(contentsOf: Data([byte[0] ^ 0x10]))
-}
-
 func fileSize(_ path: String) throws -> Int64 {
     (try FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value ?? 0
 }

@@ -25,7 +25,7 @@ public enum BenchEnv {
     public static let seed: UInt64 = 42
 
     /// Bump when a fixture's content or format changes, so that stale cached fixtures are rebuilt.
-    static let fixtureVersion = 1
+    static let fixtureVersion = 2
 
     /// Where fixtures are cached across benchmark processes (package-benchmark runs every
     /// benchmark in its own process, so an in-process cache alone would rebuild 1M-activity

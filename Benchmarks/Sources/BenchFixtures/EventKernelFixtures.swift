@@ -44,7 +44,7 @@ public enum EventKernelFixtures {
             }
             if !batch.isEmpty { try await repository.apply(batch) }
         }
-        try repository.store.writeSnapshots()
+        try await repository.store.writeSnapshots()
         try await repository.close()
         try FileManager.default.moveItem(at: building, to: url)
         FileHandle.standardError.write("fixture \(url.lastPathComponent) built in \(ContinuousClock.now - started)\n".data(using: .utf8)!)

@@ -133,35 +133,44 @@ public struct SnapshotDirectory: Sendable {
         guard fsync(fd) == 0 else { throw RepositoryError.storage(StorageFailure("fsync directory \(path) failed", cause: POSIXErrorCode(rawValue: errno).map { POSIXError($0) })) }
     }
 
-    /// The newest snapshot of a projection that verifies, matches `schemaVersion` and covers
-    /// no more than `maxNextPosition`. Files that are corrupt or outdated are logged and skipped.
-    /// - Returns: The snapshot, or `nil` when none qualifies (the caller replays from 0).
-    public func newestValid(
-        projectionName: String, schemaVersion: UInt16, maxNextPosition: LogPosition = .max
-    ) -> SnapshotFile? {
-        for file in files(for: projectionName).reversed() {
+    /// The snapshots of a projection that verify and match `schemaVersion`, newest first,
+    /// decoded one at a time as the sequence is walked. Files that are corrupt or outdated are
+    /// logged and skipped; one that vanished (a writer pruned it meanwhile) is skipped silently.
+    public func candidates(projectionName: String, schemaVersion: UInt16) -> some Sequence<(url: URL, file: SnapshotFile)> {
+        files(for: projectionName).reversed().lazy.compactMap { url -> (url: URL, file: SnapshotFile)? in
             let bytes: [UInt8]
-            do { bytes = Array(try Data(contentsOf: file)) } catch {
-                logger.warning("snapshot unreadable, ignored", metadata: ["file": "\(file.path)", "error": "\(error)"])
-                continue
+            do { bytes = Array(try Data(contentsOf: url)) } catch {
+                if FileManager.default.fileExists(atPath: url.path) {
+                    logger.warning("snapshot unreadable, ignored", metadata: ["file": "\(url.path)", "error": "\(error)"])
+                }
+                return nil
             }
             let snapshot: SnapshotFile
             do { snapshot = try SnapshotFile(decoding: bytes) } catch {
-                logger.warning("snapshot corrupt, ignored", metadata: ["file": "\(file.path)", "error": "\(error)"])
-                continue
+                logger.warning("snapshot corrupt, ignored", metadata: ["file": "\(url.path)", "error": "\(error)"])
+                return nil
             }
             guard snapshot.projectionName == projectionName else {
-                logger.warning("snapshot names another projection, ignored", metadata: ["file": "\(file.path)", "name": "\(snapshot.projectionName)"])
-                continue
+                logger.warning("snapshot names another projection, ignored", metadata: ["file": "\(url.path)", "name": "\(snapshot.projectionName)"])
+                return nil
             }
             guard snapshot.schemaVersion == schemaVersion else {
                 logger.notice("snapshot has an outdated schema version, ignored",
-                              metadata: ["file": "\(file.path)", "found": "\(snapshot.schemaVersion)", "expected": "\(schemaVersion)"])
-                continue
+                              metadata: ["file": "\(url.path)", "found": "\(snapshot.schemaVersion)", "expected": "\(schemaVersion)"])
+                return nil
             }
-            guard snapshot.nextPosition <= maxNextPosition else { continue }
-            return snapshot
+            return (url, snapshot)
         }
-        return nil
+    }
+
+    /// The newest snapshot of a projection that verifies, matches `schemaVersion` and covers
+    /// no more than `maxNextPosition`, whatever history it describes (the store judges that:
+    /// Docs/Durability.md, "Derived state").
+    /// - Returns: The snapshot, or `nil` when none qualifies.
+    public func newestValid(
+        projectionName: String, schemaVersion: UInt16, maxNextPosition: LogPosition = .max
+    ) -> SnapshotFile? {
+        candidates(projectionName: projectionName, schemaVersion: schemaVersion)
+            .first { $0.file.nextPosition <= maxNextPosition }?.file
     }
 }

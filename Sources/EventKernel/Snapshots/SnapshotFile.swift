@@ -1,20 +1,45 @@
 public import EventLog
 
+/// The last event a snapshot covers, as the log held it when the snapshot was written: the
+/// snapshot is used only while the log still holds exactly that event there.
+public struct SnapshotAnchor: Hashable, Sendable {
+    /// The record's timestamp.
+    public var timestamp: LogTimestamp
+    /// CRC32C of the record's payload.
+    public var payloadChecksum: UInt32
+
+    /// Creates an anchor.
+    public init(timestamp: LogTimestamp, payloadChecksum: UInt32) {
+        self.timestamp = timestamp
+        self.payloadChecksum = payloadChecksum
+    }
+
+    /// The anchor of a log record.
+    public init(_ record: LogRecordView) {
+        self.init(timestamp: record.timestamp, payloadChecksum: CRC32C.checksum(record.payload))
+    }
+}
+
 /// One projection snapshot as stored on disk.
 ///
 /// Layout (integers little-endian):
 /// ```
-/// magic "EKSN" (4) | format version u16 | codec u8 (0 none, 1 lz4) | reserved u8
+/// magic "EKSN" (4) | format version u16 (2) | codec u8 (0 none, 1 lz4) | reserved u8
 /// projection schema version u16 | name length u16 | name (UTF-8)
-/// next position u64 (first position not covered) | uncompressed length u64 | stored length u64
+/// next position u64 (first position not covered)
+/// history epoch u64 | anchor timestamp i64 | anchor payload CRC32C u32     (format 2)
+/// uncompressed length u64 | stored length u64
 /// CRC32C of the stored body u32 | CRC32C of every header byte before this field u32
 /// stored body (stored length bytes)
 /// ```
+/// The anchor is the record at `next position - 1` (zeros when the position is 0). Format 1
+/// files (no epoch, no anchor) are still decoded, and never used: nothing says which history
+/// they describe.
 public struct SnapshotFile: Hashable, Sendable {
     /// The file magic.
     public static let magic: [UInt8] = Array("EKSN".utf8)
-    /// The format version written and understood.
-    public static let formatVersion: UInt16 = 1
+    /// The format version written.
+    public static let formatVersion: UInt16 = 2
 
     /// The projection's name.
     public var projectionName: String
@@ -22,14 +47,28 @@ public struct SnapshotFile: Hashable, Sendable {
     public var schemaVersion: UInt16
     /// The first log position not covered by the state.
     public var nextPosition: LogPosition
+    /// The log's history epoch when the snapshot was written (nil in format 1 files).
+    public var historyEpoch: UInt64?
+    /// The last covered record (nil when nothing is covered, and in format 1 files).
+    public var anchor: SnapshotAnchor?
     /// The uncompressed state.
     public var body: [UInt8]
 
     /// Creates a snapshot value.
-    public init(projectionName: String, schemaVersion: UInt16, nextPosition: LogPosition, body: [UInt8]) {
+    /// - Parameters:
+    ///   - projectionName: The projection's name.
+    ///   - schemaVersion: The projection's schema version.
+    ///   - nextPosition: The first position not covered.
+    ///   - historyEpoch: The log's `historyEpoch` when the state was captured.
+    ///   - anchor: The record at `nextPosition - 1` (nil when `nextPosition` is 0).
+    ///   - body: The state.
+    public init(projectionName: String, schemaVersion: UInt16, nextPosition: LogPosition,
+                historyEpoch: UInt64? = nil, anchor: SnapshotAnchor? = nil, body: [UInt8]) {
         self.projectionName = projectionName
         self.schemaVersion = schemaVersion
         self.nextPosition = nextPosition
+        self.historyEpoch = historyEpoch
+        self.anchor = anchor
         self.body = body
     }
 
@@ -50,6 +89,9 @@ public struct SnapshotFile: Hashable, Sendable {
         writer.writeFixed(UInt16(clamping: name.count))
         writer.writeRaw(name.prefix(Int(UInt16.max)))
         writer.writeFixed(nextPosition)
+        writer.writeFixed(historyEpoch ?? 0)
+        writer.writeFixed(anchor?.timestamp.nanosecondsSince1970 ?? 0)
+        writer.writeFixed(anchor?.payloadChecksum ?? 0)
         writer.writeFixed(UInt64(body.count))
         writer.writeFixed(UInt64(stored.count))
         writer.writeFixed(CRC32C.checksum(stored))
@@ -67,7 +109,7 @@ public struct SnapshotFile: Hashable, Sendable {
             throw BinaryDecodingError(.invalidValue("not a snapshot file (bad magic)"), at: 0)
         }
         let version = try reader.readFixed(UInt16.self)
-        guard version == Self.formatVersion else {
+        guard version == 1 || version == Self.formatVersion else {
             throw BinaryDecodingError(.invalidValue("unknown snapshot format version \(version)"), at: 4)
         }
         let codec = try reader.readUInt8()
@@ -80,6 +122,16 @@ public struct SnapshotFile: Hashable, Sendable {
             throw BinaryDecodingError(.invalidUTF8, at: nameOffset)
         }
         let nextPosition = try reader.readFixed(UInt64.self)
+        var historyEpoch: UInt64?
+        var anchor: SnapshotAnchor?
+        if version >= 2 {
+            historyEpoch = try reader.readFixed(UInt64.self)
+            let timestamp = try reader.readFixed(Int64.self)
+            let checksum = try reader.readFixed(UInt32.self)
+            if nextPosition > 0 {
+                anchor = SnapshotAnchor(timestamp: LogTimestamp(nanosecondsSince1970: timestamp), payloadChecksum: checksum)
+            }
+        }
         let uncompressedLength = try reader.readFixed(UInt64.self)
         let storedLength = try reader.readFixed(UInt64.self)
         let bodyCRC = try reader.readFixed(UInt32.self)
@@ -115,6 +167,8 @@ public struct SnapshotFile: Hashable, Sendable {
         self.projectionName = name
         self.schemaVersion = schemaVersion
         self.nextPosition = nextPosition
+        self.historyEpoch = historyEpoch
+        self.anchor = anchor
     }
 
     private static func decompress(_ stored: [UInt8], into body: inout [UInt8]) -> LogError? {

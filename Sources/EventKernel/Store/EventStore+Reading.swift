@@ -87,8 +87,7 @@ extension EventStore {
     public func state<P: Projection>(of make: () -> P, throughPosition position: LogPosition) throws -> P {
         let projection = make()
         let end = Swift.min(position &+ 1, log.bounds.nextPosition)
-        if let snapshots, let file = snapshots.newestValid(
-            projectionName: projection.name, schemaVersion: projection.schemaVersion, maxNextPosition: end) {
+        if let file = try usableSnapshot(for: projection, maxNextPosition: end, removingStale: false) {
             try? projection.restore(from: ProjectionSnapshot(bytes: file.body, nextPosition: file.nextPosition))
         }
         try Self.replay(log, into: [projection], from: projection.nextPosition, until: end)

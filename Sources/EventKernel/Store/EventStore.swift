@@ -88,13 +88,21 @@ public final class EventStore: Sendable {
     private func catchUp(_ projections: [any Projection], through next: LogPosition) throws {
         // Snapshots are read, checked and decoded in parallel: each is independent, and at
         // startup this is most of the work.
-        if let snapshots {
+        if snapshots != nil {
             let logger = self.logger
+            let isWriter = (log as? SegmentedLog).map { !$0.isReadOnly } ?? false
+            let contradictions = Locked<[any Error]>([])
             DispatchQueue.concurrentPerform(iterations: projections.count) { index in
                 let projection = projections[index]
-                guard projection.nextPosition == 0,
-                      let file = snapshots.newestValid(projectionName: projection.name, schemaVersion: projection.schemaVersion, maxNextPosition: next)
-                else { return }
+                guard projection.nextPosition == 0 else { return }
+                let file: SnapshotFile
+                do {
+                    guard let usable = try usableSnapshot(for: projection, maxNextPosition: next, removingStale: isWriter) else { return }
+                    file = usable
+                } catch {
+                    contradictions.withLock { $0.append(error) }
+                    return
+                }
                 do {
                     try projection.restore(from: ProjectionSnapshot(bytes: file.body, nextPosition: file.nextPosition))
                 } catch {
@@ -102,6 +110,8 @@ public final class EventStore: Sendable {
                                    metadata: ["projection": "\(projection.name)", "error": "\(error)"])
                 }
             }
+            // A snapshot that contradicts the log is damage: never open past it.
+            if let first = contradictions.withLock({ $0.first }) { throw first }
         }
         guard let start = projections.map(\.nextPosition).min() else { return }
         try Self.replay(log, into: projections, from: start, until: next)
@@ -286,7 +296,7 @@ public final class EventStore: Sendable {
             if snapshotDue {
                 // Off the commit path: file writes and fsyncs never delay acknowledgements.
                 Task.detached { [self] in
-                    do { try self.writeSnapshots() } catch {
+                    do { try await self.writeSnapshots() } catch {
                         self.logger.error("periodic snapshot failed", metadata: ["error": "\(error)"])
                     }
                     self.commit.withLock { $0.snapshotInFlight = false }
@@ -298,12 +308,17 @@ public final class EventStore: Sendable {
 
     // MARK: Snapshots and closing
 
-    /// Writes a snapshot of every projection and of the entity-version map now.
+    /// Writes a snapshot of every projection and of the stream-version table now.
+    ///
+    /// Each snapshot records the history it describes (the log's history epoch and the last
+    /// event it covers), and the log is synced before any is written, so a snapshot never
+    /// covers an event a crash could take away (Docs/Durability.md, "Derived state").
     /// - Throws: ``RepositoryError/validationFailed(_:)`` when the store has no directory,
-    ///   ``RepositoryError/storage(_:)`` when a write fails.
-    public func writeSnapshots() throws {
+    ///   ``RepositoryError/storage(_:)`` when the sync or a write fails.
+    public func writeSnapshots() async throws {
         guard let snapshots else { throw RepositoryError.validationFailed("the store has no directory for snapshots") }
         let projections: [any Projection] = [versions] + commit.withLock { $0.projections }
+        var captured: [(projection: any Projection, state: ProjectionSnapshot)] = []
         for projection in projections {
             // A projection that failed to fold an event holds a partial state: snapshotting it
             // would turn an error into lost data.
@@ -311,10 +326,18 @@ public final class EventStore: Sendable {
                 logger.error("snapshot skipped for a failed projection", metadata: ["projection": "\(projection.name)", "error": "\(failure)"])
                 continue
             }
-            let state = try projection.snapshotState()
+            captured.append((projection, try projection.snapshotState()))
+        }
+        // Under buffered durability the captured states may include events not yet on disk.
+        do { try await log.synchronize() } catch {
+            throw RepositoryError.storage(StorageFailure("the log sync before writing snapshots failed", cause: error))
+        }
+        let epoch = log.historyEpoch
+        for (projection, state) in captured {
             try snapshots.write(
                 SnapshotFile(projectionName: projection.name, schemaVersion: projection.schemaVersion,
-                             nextPosition: state.nextPosition, body: state.bytes),
+                             nextPosition: state.nextPosition, historyEpoch: epoch,
+                             anchor: try anchor(coveringUpTo: state.nextPosition), body: state.bytes),
                 keep: snapshotPolicy.keep)
         }
     }
@@ -330,7 +353,7 @@ public final class EventStore: Sendable {
         guard !wasClosed else { return }
         do { try await log.synchronize() } catch { throw RepositoryError.storage(StorageFailure("the final sync at close failed", cause: error)) }
         if snapshotPolicy.onClose, snapshots != nil {
-            do { try writeSnapshots() } catch { logger.error("snapshot on close failed", metadata: ["error": "\(error)"]) }
+            do { try await writeSnapshots() } catch { logger.error("snapshot on close failed", metadata: ["error": "\(error)"]) }
         }
         let (subscribers, handlers) = commit.withLock { state in
             state.closed = true

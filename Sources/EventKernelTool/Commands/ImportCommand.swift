@@ -23,7 +23,12 @@ struct ImportCommand: AsyncParsableCommand {
         do { data = try Data(contentsOf: URL(filePath: file)) } catch {
             throw ToolError(.badInput, "cannot read \(file): \((error as NSError).localizedDescription)")
         }
-        let text = String(decoding: data, as: UTF8.self)
+        // Invalid UTF-8 is refused, never replaced by U+FFFD: an import stores exactly what the
+        // file says, or nothing.
+        guard let text = String(validating: data, as: UTF8.self) else {
+            let (line, column, offset) = Self.firstInvalidUTF8(in: data)
+            throw ToolError(.badInput, "\(file):\(line): invalid UTF-8 at byte \(column) of the line (byte offset \(offset) in the file)\nnothing was imported")
+        }
         let directory = store.url
         let storeExists = FileManager.default.fileExists(atPath: directory.path)
         // Open first when the store exists: a locked store fails before any work.
@@ -86,5 +91,23 @@ struct ImportCommand: AsyncParsableCommand {
                             "write failed at line \(events[written].line): \(underlying.message)\n\(acknowledged); lines \(events[written].line)–\(lineNumber) were not imported")
         }
         print("imported \(Output.count(written)) events from \(file) (lines 1–\(lastLine), \(blank) blank line\(blank == 1 ? "" : "s") skipped) into \(directory.path); last line imported: \(lastLine)")
+    }
+
+    /// Where the first invalid UTF-8 sequence starts: line (from 1), byte within the line (from
+    /// 1) and byte offset in the file (from 0).
+    static func firstInvalidUTF8(in data: Data) -> (line: Int, column: Int, offset: Int) {
+        let bytes = [UInt8](data)
+        var line = 1, lineStart = 0, index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            let length = byte < 0x80 ? 1 : byte >> 5 == 0b110 ? 2 : byte >> 4 == 0b1110 ? 3 : byte >> 3 == 0b11110 ? 4 : 0
+            if length == 0 || index + length > bytes.count
+                || String(validating: bytes[index..<(index + length)], as: UTF8.self) == nil {
+                return (line, index - lineStart + 1, index)
+            }
+            if byte == 0x0A { line += 1; lineStart = index + 1 }
+            index += length
+        }
+        return (line, index - lineStart + 1, index)
     }
 }

@@ -1,4 +1,6 @@
+import Activities
 import ArgumentParser
+import EventKernel
 import EventLog
 import Foundation
 
@@ -18,11 +20,35 @@ struct RepairCommand: AsyncParsableCommand {
         }
         let report = try withToolErrorsSync(store: store.url) { try SegmentedLog.repair(at: store.url) }
         guard let cut = report.cut else {
+            // The log is intact; its snapshots may still record events it lost without a trace.
+            if let contradiction = Self.snapshotContradiction(store.url) {
+                let epoch = try withToolErrorsSync(store: store.url) { try SegmentedLog.startNewHistoryEpoch(at: store.url) }
+                print("the log is intact, but \(contradiction.file ?? "a snapshot") records events it no longer holds (\(contradiction.message))")
+                print("accepted the loss: started history epoch \(epoch); such snapshots are no longer used, and the next writer removes them")
+                return
+            }
             print("no damage found: nothing was dropped")
             return
         }
         print("cut at: \(cut)")
-        print("dropped: \(Output.count(report.droppedRecords)) events\(report.firstDroppedPosition.map { " from position \($0)" } ?? ""), \(Output.bytes(report.droppedBytes))")
+        let range = report.firstDroppedPosition.map { " (positions \($0)..<\($0 + report.droppedRecords))" } ?? ""
+        print("dropped: \(report.droppedRecordsAreExact ? "" : "at least ")\(Output.count(report.droppedRecords)) events\(range), \(Output.bytes(report.droppedBytes))")
+        for file in report.removedSideFiles { print("removed: \(file)") }
+        for file in report.rewrittenFiles { print("rewrote: \(file)") }
         for file in report.savedFiles { print("saved: \(file)") }
+    }
+
+    /// The damage a snapshot reports against the log, if opening the store meets one.
+    static func snapshotContradiction(_ directory: URL) -> LogError? {
+        do {
+            let repository = try EventSourcedActivityRepository.openReadOnly(at: directory, logger: StoreLocation.logger)
+            _ = repository
+            return nil
+        } catch let error as RepositoryError {
+            guard let log = error.logError, log.code == .corruption, log.file?.contains("/snapshots/") == true else { return nil }
+            return log
+        } catch {
+            return nil
+        }
     }
 }

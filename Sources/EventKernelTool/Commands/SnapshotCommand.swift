@@ -10,7 +10,7 @@ struct SnapshotCommand: AsyncParsableCommand {
     func run() async throws {
         let repository = try StoreLocation.openWriter(store.url, create: false)
         try await withToolErrors(store: store.url) {
-            try repository.store.writeSnapshots()
+            try await repository.store.writeSnapshots()
             try await repository.close()
         }
         let newest = StoreCheck.inspectSnapshots(store.url, decodeState: false).filter { $0.error == nil }.max { ($0.nextPosition ?? 0) < ($1.nextPosition ?? 0) }

@@ -73,9 +73,12 @@ struct StoreCheck {
     static func inspectSnapshots(_ directory: URL, decodeState: Bool) -> [Snapshot] {
         let folder = directory.appending(path: "snapshots")
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).filter { $0.hasSuffix(".snap") && !$0.hasPrefix(".") }.sorted()
-        return names.map { name in
+        return names.compactMap { name -> Snapshot? in
             let path = folder.appending(path: name).path
             guard let data = FileManager.default.contents(atPath: path) else {
+                // A running writer prunes old snapshots: one listed a moment ago may be gone,
+                // which is no damage.
+                if !FileManager.default.fileExists(atPath: path) { return nil }
                 return Snapshot(file: path, bytes: 0, error: "unreadable")
             }
             var entry = Snapshot(file: path, bytes: Int64(data.count))

@@ -40,9 +40,8 @@ enum StoreLocation {
         guard isDirectory.boolValue else {
             throw ToolError(.storeUnavailable, "\(directory.path) is not a store: it is a file, not a directory")
         }
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        guard names.contains(where: { $0.hasSuffix(".log") }) else {
-            throw ToolError(.storeUnavailable, "\(directory.path) is not an eventkernel store: it has no segment files (*.log)")
+        guard SegmentedLog.isStore(at: directory) else {
+            throw ToolError(.storeUnavailable, "\(directory.path) is not an eventkernel store: it has no eventkernel.store file and no segment files (<20 digits>.log)")
         }
     }
 

@@ -96,6 +96,11 @@ public protocol RecordLog: AnyObject, Sendable {
         _ body: (LogRecordView) throws -> Bool
     ) throws
 
+    /// Advances whenever the log's history is cut (a torn tail truncated at open, a repair):
+    /// state derived from the log records it, to tell a log that was legitimately cut from one
+    /// that lost what it acknowledged. A log that is never cut (``InMemoryLog``) keeps 0.
+    var historyEpoch: UInt64 { get }
+
     /// Makes every acknowledged append durable now (a no-op under ``DurabilityPolicy/synced``).
     /// - Throws: ``LogError`` when the sync fails.
     func synchronize() async throws
@@ -103,6 +108,11 @@ public protocol RecordLog: AnyObject, Sendable {
     /// Syncs and releases the log. Later calls fail with ``LogError/Code/closed``. Idempotent.
     /// - Throws: ``LogError`` when the final sync fails.
     func close() async throws
+}
+
+extension RecordLog {
+    /// Logs that are never cut stay in epoch 0.
+    public var historyEpoch: UInt64 { 0 }
 }
 
 extension RecordLog {

@@ -36,6 +36,7 @@ struct LogLoader {
 
     func load(report: inout RecoveryReport, reusingSealed known: [SegmentEntry] = []) throws(LogError) -> Loaded {
         let bases = try Self.segmentBases(in: directory)
+        try checkForOrphanedCheckpoints(segmentBases: bases)
         var segments: [SegmentEntry] = []
         var expected: LogPosition? = nil
         var lastIsSealed = false
@@ -183,33 +184,73 @@ struct LogLoader {
                             minTimestamp: scan.minTimestamp, maxTimestamp: scan.maxTimestamp, sealed: false, dataEnd: scan.dataEnd)
     }
 
-    /// The active segment's checkpoint, if one exists and still describes a prefix of the file.
+    /// The active segment's checkpoint, if one exists.
     ///
     /// Written on clean close, it lets open skip re-checking the batches that were already
     /// checked, as a sealed segment's index does; only what was appended after it is scanned.
-    /// It is trusted only if its checksum holds, it lies inside the file, and the header of its
-    /// last batch is where it says, with the same position, count and length.
+    /// A checkpoint whose own checksum fails is derived data gone bad: ignored (a writer deletes
+    /// it) and the whole segment is scanned. A valid one is a record of what was acknowledged,
+    /// so a segment that no longer holds its batches is damage, never a torn tail
+    /// (``checkAgainstCheckpoint(_:file:path:)``).
     private func loadCheckpoint(file: OpenFile, base: LogPosition) throws(LogError) -> SegmentIndexFile? {
         let path = path(SegmentName.checkpoint(base))
-        guard StoreDirectory.exists(path) else { return nil }
-        let checkpointFile = try OpenFile.open(path, flags: O_RDONLY)
-        let bytes = try checkpointFile.read(fromAbsoluteOffset: 0, count: Int(try checkpointFile.size()))
-        guard case .success(let checkpoint) = bytes.withUnsafeBytes({ SegmentIndexFile.decode($0) }),
-              checkpoint.basePosition == base, checkpoint.dataLength <= (try file.size()) else {
+        guard let checkpoint = try Self.readCheckpoint(at: path) else {
             if writable { try StoreDirectory.remove(path) }
             return nil
         }
-        if let last = checkpoint.batches.last {
-            let header = try file.read(fromAbsoluteOffset: last.offset, count: BatchHeader.size)
-            guard header.count == BatchHeader.size,
-                  case .success(let decoded) = header.withUnsafeBytes({ BatchHeader.decode($0) }),
-                  decoded.firstPosition == last.firstPosition, decoded.recordCount == last.recordCount,
-                  decoded.batchLength == Int(last.batchLength) else {
-                if writable { try StoreDirectory.remove(path) }
-                return nil
-            }
+        guard checkpoint.basePosition == base else {
+            throw LogError(.corruption, "the checkpoint is for a segment starting at \(checkpoint.basePosition), not \(base)",
+                           file: path, offset: 16, position: base)
         }
+        try Self.checkAgainstCheckpoint(checkpoint, file: file, path: path)
         return checkpoint
+    }
+
+    /// Reads a checkpoint file: nil when it is missing or fails its own checks.
+    static func readCheckpoint(at path: String) throws(LogError) -> SegmentIndexFile? {
+        guard StoreDirectory.exists(path) else { return nil }
+        let checkpointFile = try OpenFile.open(path, flags: O_RDONLY)
+        let bytes = try checkpointFile.read(fromAbsoluteOffset: 0, count: Int(try checkpointFile.size()))
+        guard case .success(let checkpoint) = bytes.withUnsafeBytes({ SegmentIndexFile.decode($0) }) else { return nil }
+        return checkpoint
+    }
+
+    /// The recovery rule's check against a checkpoint (Docs/Durability.md, "What counts as
+    /// torn"): the segment must still be as long as the checkpoint says, and its last listed
+    /// batch must be where the checkpoint says. Anything less is acknowledged data lost.
+    /// - Throws: ``LogError`` (corruption, with the segment, offset and position) otherwise.
+    static func checkAgainstCheckpoint(_ checkpoint: SegmentIndexFile, file: OpenFile, path checkpointPath: String) throws(LogError) {
+        let size = try file.size()
+        guard checkpoint.dataLength <= size else {
+            throw LogError(.corruption,
+                "the segment is \(size) bytes but its checkpoint (\(checkpointPath)) lists acknowledged batches up to byte \(checkpoint.dataLength): acknowledged records are missing",
+                file: file.path, offset: size, position: checkpoint.batches.last(where: { $0.endOffset > size })?.firstPosition ?? checkpoint.nextPosition)
+        }
+        guard let last = checkpoint.batches.last else { return }
+        let header = try file.read(fromAbsoluteOffset: last.offset, count: BatchHeader.size)
+        guard header.count == BatchHeader.size,
+              case .success(let decoded) = header.withUnsafeBytes({ BatchHeader.decode($0) }),
+              decoded.firstPosition == last.firstPosition, decoded.recordCount == last.recordCount,
+              decoded.batchLength == Int(last.batchLength) else {
+            throw LogError(.corruption,
+                "the batch at this offset does not match the one the checkpoint (\(checkpointPath)) lists (positions \(last.firstPosition)..<\(last.endPosition)): an acknowledged batch is damaged",
+                file: file.path, offset: last.offset, position: last.firstPosition)
+        }
+    }
+
+    /// Fails when a valid checkpoint names a segment that is not there (the active segment was
+    /// deleted: acknowledged records are gone, which is damage).
+    func checkForOrphanedCheckpoints(segmentBases bases: [LogPosition]) throws(LogError) {
+        let names = try StoreDirectory.list(directory)
+        for name in names where name.hasSuffix(".ckpt") {
+            let stem = name.dropLast(5)
+            guard stem.count == 20, let base = LogPosition(stem), !bases.contains(base) else { continue }
+            let checkpointPath = path(name)
+            guard let checkpoint = try Self.readCheckpoint(at: checkpointPath), !checkpoint.batches.isEmpty else { continue }
+            throw LogError(.corruption,
+                "the checkpoint lists acknowledged records \(checkpoint.basePosition)..<\(checkpoint.nextPosition) of segment \(SegmentName.segment(base)), which is missing",
+                file: checkpointPath, offset: 0, position: checkpoint.basePosition)
+        }
     }
 
     /// Whether a segment file whose header is invalid is only a segment whose creation was cut
@@ -223,10 +264,13 @@ struct LogLoader {
         return onlyHeaderSpace && headerIsPartialWrite
     }
 
-    /// Keeps the torn bytes in `recovered/`, then cuts the segment at `offset`.
+    /// Keeps the torn bytes in `recovered/`, advances the history epoch, then cuts the segment
+    /// at `offset`. The epoch goes first: a crash in between leaves a new epoch and an uncut
+    /// tail (cut again at the next open), never a cut history in the old epoch.
     private func truncateTornTail(file: OpenFile, base: LogPosition, at offset: Int64, fileSize: Int64, reason: String) throws(LogError) -> RecoveryReport.TruncatedTail {
         var tail = try file.read(fromAbsoluteOffset: offset, count: Int(fileSize - offset))
         while let last = tail.last, last == 0 { tail.removeLast() }
+        if !tail.isEmpty { try Self.advanceHistoryEpoch(in: directory, io: io) }
         var savedTo: String? = nil
         if !tail.isEmpty {
             let name = SegmentName.segment(base) + ".\(offset).torn"
@@ -236,6 +280,19 @@ struct LogLoader {
         try io.truncate(descriptor: file.descriptor, path: file.path, length: offset)
         try io.synchronize(descriptor: file.descriptor, path: file.path)
         return RecoveryReport.TruncatedTail(file: file.path, offset: offset, droppedBytes: Int64(tail.count), savedTo: savedTo, reason: reason)
+    }
+
+    /// Records that the history was cut (Docs/Durability.md): every cut goes through here.
+    static func advanceHistoryEpoch(in directory: String, io: any LogFileIO) throws(LogError) {
+        let next: UInt64
+        do {
+            next = (try StoreManifest.read(in: directory)?.historyEpoch ?? 0) + 1
+        } catch {
+            // The old epoch is unreadable: any value it cannot have been will do (epochs are
+            // only compared for equality). Counts stay small; this is far above any.
+            next = (1 << 62) | UInt64(truncatingIfNeeded: time(nil))
+        }
+        try StoreManifest(historyEpoch: next).write(in: directory, io: io)
     }
 
     /// Creates a new, empty segment: header, preallocation, file and directory sync.

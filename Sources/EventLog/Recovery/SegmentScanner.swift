@@ -29,6 +29,8 @@ struct SegmentScan: Sendable {
         case tornTail(LogError)
         /// An invalid batch at `offset` followed by a valid one: damage, never to be skipped.
         case damage(LogError)
+
+        var isClean: Bool { if case .clean = self { true } else { false } }
     }
 }
 

@@ -71,9 +71,11 @@ public final class SegmentedLog: RecordLog {
     private let writer: GroupCommitWriter?
     private let lock: DirectoryLock?
     private let recovery: Locked<RecoveryReport>
+    private let epoch: Locked<UInt64>
 
-    private init(directory: URL, core: LogCore, writer: GroupCommitWriter?, lock: DirectoryLock?, recovery: RecoveryReport) {
+    private init(directory: URL, core: LogCore, writer: GroupCommitWriter?, lock: DirectoryLock?, recovery: RecoveryReport, historyEpoch: UInt64) {
         self.directory = directory
+        self.epoch = Locked(historyEpoch)
         self.core = core
         self.writer = writer
         self.lock = lock
@@ -91,7 +93,8 @@ public final class SegmentedLog: RecordLog {
     ///   - configuration: Segment size, durability, compression.
     /// - Returns: The open log, holding the store's writer lock until ``close()``.
     /// - Throws: ``LogError``: ``LogError/Code/locked`` if another writer has the store,
-    ///   ``LogError/Code/notAStore`` if `directory` is a file, ``LogError/Code/corruption``
+    ///   ``LogError/Code/notAStore`` if `directory` is a file or holds other files but no store
+    ///   (a new store is created only in an empty directory), ``LogError/Code/corruption``
     ///   (with file, offset, position) for damage that is not a torn tail, ``LogError/Code/io``.
     public static func open(at directory: URL, configuration: Configuration = Configuration()) throws -> SegmentedLog {
         guard configuration.segmentSize >= 4096 else {
@@ -102,34 +105,56 @@ public final class SegmentedLog: RecordLog {
         }
         let path = directory.standardizedFileURL.path
         try StoreDirectory.create(path)
+        if !StoreDirectory.exists(path + "/" + StoreManifest.fileName) { try StoreManifest.requireStoreContents(in: path) }
         let lock = try DirectoryLock(directory: path)
+        _ = try StoreManifest.prepareForWriting(in: path, io: configuration.fileIO)
         var report = RecoveryReport()
         let loaded = try LogLoader(directory: path, writable: true, configuration: configuration).load(report: &report)
+        // Read again: recovery advances the epoch when it cuts a torn tail.
+        let manifest = try StoreManifest.requireForReading(in: path)
         let core = LogCore(directory: path, configuration: configuration, segments: loaded.segments)
         let writer = GroupCommitWriter(core: core, active: loaded.active!, nextPosition: loaded.nextPosition)
         writer.start()
-        return SegmentedLog(directory: directory, core: core, writer: writer, lock: lock, recovery: report)
+        return SegmentedLog(directory: directory, core: core, writer: writer, lock: lock, recovery: report,
+                            historyEpoch: manifest.historyEpoch)
     }
 
     /// Opens the log in `directory` for reading, alongside a writer if one is running.
     ///
     /// Never writes: a torn tail is not truncated but treated as the end; ``refresh()`` picks
     /// up what a writer appended since.
-    /// - Throws: ``LogError/Code/notAStore`` if the directory does not exist; damage as for
-    ///   ``open(at:configuration:)``.
+    /// - Throws: ``LogError/Code/notAStore`` if the directory does not exist or is not a store
+    ///   (no `eventkernel.store` file and no segment files); damage as for ``open(at:configuration:)``.
     public static func openReadOnly(at directory: URL) throws -> SegmentedLog {
         let path = directory.standardizedFileURL.path
         try StoreDirectory.requireExisting(path)
+        let manifest = try StoreManifest.requireForReading(in: path)
         var report = RecoveryReport()
         let configuration = Configuration()
         let loaded = try LogLoader(directory: path, writable: false, configuration: configuration).load(report: &report)
         let core = LogCore(directory: path, configuration: configuration, segments: loaded.segments)
-        return SegmentedLog(directory: directory, core: core, writer: nil, lock: nil, recovery: report)
+        return SegmentedLog(directory: directory, core: core, writer: nil, lock: nil, recovery: report,
+                            historyEpoch: manifest.historyEpoch)
     }
 
     deinit {
         writer?.abandon()
     }
+
+    /// Whether `directory` is a store: it holds an `eventkernel.store` file (valid or not:
+    /// a damaged one is damage to report, not a reason to call the directory something else),
+    /// or segment files with valid names (stores written before the store file existed).
+    public static func isStore(at directory: URL) -> Bool {
+        let path = directory.standardizedFileURL.path
+        if StoreDirectory.exists(path + "/" + StoreManifest.fileName) { return true }
+        guard let names = try? StoreDirectory.list(path) else { return false }
+        return names.contains { SegmentName.basePosition(ofSegmentNamed: $0) != nil }
+    }
+
+    /// The store's history epoch: advanced whenever the log's history is cut (a torn tail
+    /// truncated at open, a repair), so that state derived from an older history can tell
+    /// (Docs/Durability.md, "Derived state").
+    public var historyEpoch: UInt64 { epoch.withLock { $0 } }
 
     /// What recovery found and did when the log was opened (or last refreshed).
     public var recoveryReport: RecoveryReport { recovery.withLock { $0 } }
@@ -193,6 +218,8 @@ public final class SegmentedLog: RecordLog {
     public func refresh() throws -> LogBounds {
         guard writer == nil else { return bounds }
         var report = RecoveryReport()
+        let manifest = try StoreManifest.requireForReading(in: core.directory)
+        epoch.withLock { $0 = manifest.historyEpoch }
         let known = core.state.withLock { $0.segments }
         let loaded = try LogLoader(directory: core.directory, writable: false, configuration: core.configuration)
             .load(report: &report, reusingSealed: known)

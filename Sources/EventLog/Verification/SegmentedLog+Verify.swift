@@ -20,7 +20,24 @@ extension SegmentedLog {
         let path = directory.standardizedFileURL.path
         try StoreDirectory.requireExisting(path)
         var report = VerificationReport(directory: path)
+        do {
+            if try StoreManifest.read(in: path) == nil {
+                _ = try StoreManifest.requireForReading(in: path)
+                report.problems.append(.init(severity: .warning, error: LogError(.notAStore,
+                    "the store has no \(StoreManifest.fileName) file (written before store files existed; the next writer open adds it)",
+                    file: path + "/" + StoreManifest.fileName)))
+            }
+        } catch let error where error.code == .notAStore {
+            throw error
+        } catch {
+            report.problems.append(.init(severity: .damage, error: error))
+        }
         let bases = try LogLoader.segmentBases(in: path)
+        do {
+            try LogLoader(directory: path, writable: false, configuration: Configuration()).checkForOrphanedCheckpoints(segmentBases: bases)
+        } catch {
+            report.problems.append(.init(severity: .damage, error: error))
+        }
         var expected: LogPosition? = nil
         for (k, base) in bases.enumerated() {
             let isLast = k == bases.count - 1
@@ -54,6 +71,31 @@ extension SegmentedLog {
                 continue
             }
             let indexPath = path + "/" + SegmentName.index(base)
+            // The active segment's checkpoint, when it has a valid one, records what was
+            // acknowledged at the last clean close: nothing it lists can be a torn tail.
+            var checkpointEnd: Int64 = 0
+            if isLast, !StoreDirectory.exists(indexPath) {
+                let checkpointPath = path + "/" + SegmentName.checkpoint(base)
+                do throws(LogError) {
+                    if let checkpoint = try LogLoader.readCheckpoint(at: checkpointPath) {
+                        if checkpoint.basePosition != base {
+                            throw LogError(.corruption, "the checkpoint is for a segment starting at \(checkpoint.basePosition), not \(base)",
+                                           file: checkpointPath, offset: 16, position: base)
+                        }
+                        try LogLoader.checkAgainstCheckpoint(checkpoint, file: file, path: checkpointPath)
+                        checkpointEnd = checkpoint.dataLength
+                        if !scan.batches.starts(with: checkpoint.batches) && scan.end.isClean {
+                            throw LogError(.corruption, "the segment's batches differ from those its checkpoint lists",
+                                           file: segmentPath, offset: checkpoint.batches.first?.offset ?? 0, position: base)
+                        }
+                    } else if StoreDirectory.exists(checkpointPath) {
+                        report.problems.append(.init(severity: .warning, error: LogError(.corruption,
+                            "the checkpoint fails its checks (ignored: the next open scans the whole segment)", file: checkpointPath)))
+                    }
+                } catch {
+                    report.problems.append(.init(severity: .damage, error: error))
+                }
+            }
             var sealed = false
             if StoreDirectory.exists(indexPath) {
                 sealed = true
@@ -73,7 +115,7 @@ extension SegmentedLog {
             case .damage(let error):
                 report.problems.append(.init(severity: .damage, error: error))
             case .tornTail(let error):
-                if isLast && !sealed {
+                if isLast && !sealed && scan.dataEnd >= checkpointEnd {
                     var note = error
                     note.message = "unfinished or torn write at the end of the active segment (never acknowledged; truncated by the next writer open): " + error.message
                     report.problems.append(.init(severity: .warning, error: note))
@@ -88,7 +130,9 @@ extension SegmentedLog {
                 sealed: sealed,
                 minTimestamp: scan.minTimestamp.map(LogTimestamp.init(nanosecondsSince1970:)),
                 maxTimestamp: scan.maxTimestamp.map(LogTimestamp.init(nanosecondsSince1970:))))
-            expected = scan.nextPosition
+            // Past damage the segment's end is unknown: the next segment's base cannot be checked
+            // against it (that would report the same damage twice).
+            expected = scan.end.isClean ? scan.nextPosition : nil
         }
         return report
     }
@@ -114,6 +158,30 @@ extension SegmentedLog {
         }
     }
 
+    /// Starts a new history epoch without changing the log: accepts that state derived from the
+    /// current history (EventKernel's snapshots) may describe events the log no longer holds.
+    ///
+    /// For the damage only derived state can reveal: events lost without a trace in the log
+    /// itself (a segment cut at a batch boundary by a failed disk, say), which a snapshot
+    /// covering them reports at open. After this, such snapshots are stale, never used, and the
+    /// log alone is the truth. ``repair(at:)`` does the same whenever it cuts.
+    /// - Parameter directory: The store directory.
+    /// - Returns: The new epoch.
+    /// - Throws: ``LogError/Code/locked`` if a writer has the store open,
+    ///   ``LogError/Code/notAStore``, ``LogError/Code/io``.
+    @discardableResult
+    public static func startNewHistoryEpoch(at directory: URL) throws -> UInt64 {
+        let path = directory.standardizedFileURL.path
+        try StoreDirectory.requireExisting(path)
+        guard isStore(at: directory) else {
+            throw LogError(.notAStore, "\(path) is not a store", file: path)
+        }
+        let lock = try DirectoryLock(directory: path)
+        defer { lock.unlock() }
+        try LogLoader.advanceHistoryEpoch(in: path, io: PosixFileIO())
+        return try StoreManifest.requireForReading(in: path).historyEpoch
+    }
+
     /// Cuts the log at its first damage so that it opens again, keeping every removed byte.
     ///
     /// Takes the writer lock. Everything from the first damaged batch on is removed: the rest
@@ -131,19 +199,46 @@ extension SegmentedLog {
         let io = PosixFileIO()
         let verification = try verify(at: directory)
         var report = RepairReport()
-        guard let damage = verification.firstDamage, let damagedFile = damage.file else { return report }
-        report.cut = damage
-        report.firstDroppedPosition = damage.position
-
+        let damages = verification.problems.filter { $0.severity == .damage }.map(\.error)
+        guard !damages.isEmpty else { return report }
         let bases = try LogLoader.segmentBases(in: path)
-        guard let damagedIndex = bases.firstIndex(where: { path + "/" + SegmentName.segment($0) == damagedFile }) else {
-            throw LogError(.io, "damage reported in \(damagedFile), which is not a segment of this store", file: damagedFile)
+        // Damage outside the segments first: a damaged store file is rewritten (in a new
+        // epoch), the checkpoint of a missing segment removed (its loss accepted).
+        for damage in damages {
+            guard let file = damage.file, !bases.contains(where: { path + "/" + SegmentName.segment($0) == file }) else { continue }
+            if file == path + "/" + StoreManifest.fileName {
+                try LogLoader.advanceHistoryEpoch(in: path, io: io)
+                report.rewrittenFiles.append(file)
+            } else if file.hasSuffix(".ckpt") {
+                try LogLoader.advanceHistoryEpoch(in: path, io: io)
+                if let checkpoint = try? LogLoader.readCheckpoint(at: file) {
+                    report.firstDroppedPosition = checkpoint.basePosition
+                    report.droppedRecords += checkpoint.nextPosition - checkpoint.basePosition
+                }
+                try StoreDirectory.remove(file)
+                report.removedSideFiles.append(file)
+            } else {
+                throw LogError(.io, "damage reported in \(file), which repair does not know how to fix", file: file)
+            }
+            report.cut = report.cut ?? damage
         }
+        guard let damage = damages.first(where: { error in bases.contains { path + "/" + SegmentName.segment($0) == error.file } }),
+              let damagedFile = damage.file,
+              let damagedIndex = bases.firstIndex(where: { path + "/" + SegmentName.segment($0) == damagedFile }) else {
+            try StoreDirectory.synchronize(path, io: io)
+            return report
+        }
+        report.cut = damage
         let cutOffset = damage.offset ?? 0
-        // Records counted as dropped: those of later segments, and of the damaged one past the cut.
-        for summary in verification.segments where summary.basePosition > bases[damagedIndex] {
-            report.droppedRecords += summary.records
-        }
+        let firstDropped = damage.position ?? verification.segments.first(where: { $0.file == damagedFile })?.nextPosition ?? bases[damagedIndex]
+        report.firstDroppedPosition = firstDropped
+        let end = try droppedEnd(path: path, bases: bases, damagedIndex: damagedIndex, cutOffset: cutOffset,
+                                 firstDropped: firstDropped, verification: verification)
+        report.droppedRecords = end.position > firstDropped ? end.position - firstDropped : 0
+        report.droppedRecordsAreExact = end.exact
+        // The cut is a new history: the epoch advances first, so that state derived from the
+        // old one (snapshots past the cut) is recognised as such, even after a crash midway.
+        try LogLoader.advanceHistoryEpoch(in: path, io: io)
         // Everything from the cut in the damaged segment, and all later segments, go to recovered/.
         for (k, base) in bases.enumerated() where k >= damagedIndex {
             let segmentPath = path + "/" + SegmentName.segment(base)
@@ -155,8 +250,10 @@ extension SegmentedLog {
             try RecoveredFiles.save(bytes, directory: path, name: name, io: io)
             report.savedFiles.append(RecoveredFiles.path(directory: path, name: name))
             report.droppedBytes += Int64(bytes.count)
-            try StoreDirectory.remove(path + "/" + SegmentName.index(base))
-            try StoreDirectory.remove(path + "/" + SegmentName.checkpoint(base))
+            for side in [SegmentName.index(base), SegmentName.checkpoint(base)] where StoreDirectory.exists(path + "/" + side) {
+                try StoreDirectory.remove(path + "/" + side)
+                report.removedSideFiles.append(path + "/" + side)
+            }
             if from == 0 {
                 try StoreDirectory.remove(segmentPath)
             } else {
@@ -166,5 +263,55 @@ extension SegmentedLog {
         }
         try StoreDirectory.synchronize(path, io: io)
         return report
+    }
+
+    /// One past the last position the cut drops, and whether every dropped batch could be
+    /// counted. A damaged segment followed by another ends where the next begins; the last
+    /// segment is walked header by header past the damage (a header is self-checked), then its
+    /// checkpoint, when valid, vouches for what it lists.
+    private static func droppedEnd(
+        path: String, bases: [LogPosition], damagedIndex: Int, cutOffset: Int64, firstDropped: LogPosition,
+        verification: VerificationReport
+    ) throws -> (position: LogPosition, exact: Bool) {
+        if damagedIndex + 1 < bases.count {
+            // Later segments: their valid records; a damaged one among them is counted to its
+            // damage only.
+            var end = bases[damagedIndex + 1]
+            var exact = true
+            for (k, base) in bases.enumerated() where k > damagedIndex {
+                guard let summary = verification.segments.first(where: { $0.basePosition == base }) else { exact = false; continue }
+                end = max(end, summary.nextPosition)
+                if k + 1 < bases.count, summary.nextPosition != bases[k + 1] { exact = false }
+            }
+            let laterDamage = verification.problems.contains {
+                $0.severity == .damage && $0.error.file.map { file in bases[(damagedIndex + 1)...].contains { path + "/" + SegmentName.segment($0) == file } } == true
+            }
+            return (end, exact && !laterDamage)
+        }
+        let segmentPath = path + "/" + SegmentName.segment(bases[damagedIndex])
+        let file = try OpenFile.open(segmentPath, flags: O_RDONLY)
+        let size = try file.size()
+        // Batch headers check themselves: walk them from `offset`, expecting `position`.
+        func walk(from start: Int64, expecting first: LogPosition) throws -> (offset: Int64, position: LogPosition, exact: Bool) {
+            var offset = start, position = first
+            while offset + Int64(BatchHeader.size) <= size {
+                let bytes = try file.read(fromAbsoluteOffset: offset, count: BatchHeader.size)
+                if bytes.allSatisfy({ $0 == 0 }) { break }
+                guard case .success(let header) = bytes.withUnsafeBytes({ BatchHeader.decode($0) }), header.firstPosition == position else {
+                    return (offset, position, false)
+                }
+                position = header.endPosition
+                offset += Int64(header.batchLength)
+            }
+            return (offset, position, true)
+        }
+        var end = try walk(from: max(cutOffset, Int64(SegmentHeader.size)), expecting: firstDropped)
+        // The checkpoint vouches for the batches it lists, damaged or not; the walk goes on
+        // after them.
+        if let checkpoint = try? LogLoader.readCheckpoint(at: path + "/" + SegmentName.checkpoint(bases[damagedIndex])),
+           checkpoint.nextPosition > end.position, checkpoint.dataLength >= end.offset {
+            end = try walk(from: checkpoint.dataLength, expecting: checkpoint.nextPosition)
+        }
+        return (end.position, end.exact)
     }
 }

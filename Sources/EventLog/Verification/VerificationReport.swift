@@ -80,9 +80,17 @@ public struct RepairReport: Sendable, CustomStringConvertible {
     public var cut: LogError?
     /// The first position dropped (the log now ends before it).
     public var firstDroppedPosition: LogPosition?
-    /// How many records were dropped, as far as they could be counted (a damaged batch's own
-    /// count is unknown).
+    /// How many records were dropped: positions `firstDroppedPosition ..< firstDroppedPosition +
+    /// droppedRecords`. Exact when ``droppedRecordsAreExact``; otherwise a lower bound (a damaged
+    /// batch header hides its own count and what follows it in the last segment).
     public var droppedRecords: UInt64 = 0
+    /// Whether ``droppedRecords`` counts every dropped record.
+    public var droppedRecordsAreExact = true
+    /// The index and checkpoint files removed with the segments they described (or without:
+    /// the checkpoint of a missing segment).
+    public var removedSideFiles: [String] = []
+    /// Store files rewritten (a damaged `eventkernel.store`, in a new history epoch).
+    public var rewrittenFiles: [String] = []
     /// How many bytes were removed from the log.
     public var droppedBytes: Int64 = 0
     /// Where the removed bytes were kept.
@@ -92,7 +100,8 @@ public struct RepairReport: Sendable, CustomStringConvertible {
         guard let cut else { return "no damage found; nothing was changed" }
         return """
             cut the log at \(cut.file ?? "?") offset \(cut.offset ?? 0) (\(cut.message))
-            dropped positions from \(firstDroppedPosition.map(String.init) ?? "?"): at least \(droppedRecords) records, \(droppedBytes) bytes
+            dropped \(droppedRecordsAreExact ? "" : "at least ")\(droppedRecords) records (positions \(firstDroppedPosition.map(String.init) ?? "?")..<\(firstDroppedPosition.map { String($0 + droppedRecords) } ?? "?")), \(droppedBytes) bytes
+            removed side files: \(removedSideFiles.isEmpty ? "none" : removedSideFiles.joined(separator: ", "))\(rewrittenFiles.isEmpty ? "" : "\nrewrote: " + rewrittenFiles.joined(separator: ", "))
             kept the dropped bytes in: \(savedFiles.joined(separator: ", "))
             """
     }

@@ -194,7 +194,7 @@ struct BadInputTests {
         try FileManager.default.removeItem(at: store.appending(path: "snapshots"))
         try Data("x".utf8).write(to: store.appending(path: "snapshots"))
         let repository = try EventSourcedActivityRepository.open(at: store)
-        #expect(throws: RepositoryError.self) { try repository.store.writeSnapshots() }
+        await #expect(throws: RepositoryError.self) { try await repository.store.writeSnapshots() }
         try await repository.add(crashModel(99))
         try await repository.close()  // logs the failed snapshot, closes the log
         try await Self.expectIntact(store, expected + [crashModel(99)], "snapshots path is a file")

@@ -1,0 +1,78 @@
+import Foundation
+import EventLog
+
+extension EventStore {
+    /// What a snapshot is to the log as it is now.
+    enum SnapshotStanding {
+        /// The log still holds the history the snapshot describes: use it.
+        case matches
+        /// It describes another history, for a reason that is not damage (the log was cut by
+        /// recovery or repair since, or the file predates anchors): never used; a writer
+        /// removes it.
+        case stale(String)
+        /// It describes events the log acknowledged and no longer holds, in a history that was
+        /// never cut: damage.
+        case contradicts(LogError)
+    }
+
+    /// The rule binding snapshots to their log (Docs/Durability.md, "Derived state"), in one
+    /// place: open, registration and time travel all judge snapshots here.
+    ///
+    /// A snapshot is used only if the log still holds, at `nextPosition - 1`, the very record
+    /// it was built up to (its timestamp and payload checksum). Otherwise the log's history
+    /// epoch says why: an older epoch means the log was cut (a torn tail, a repair) since, and
+    /// the snapshot is merely stale; the same epoch means acknowledged events vanished or
+    /// changed underneath it, which is reported as damage rather than answered from.
+    /// - Throws: ``RepositoryError/storage(_:)`` when the anchor record cannot be read.
+    func standing(of snapshot: SnapshotFile, at file: URL) throws -> SnapshotStanding {
+        let position = snapshot.nextPosition
+        guard position > 0 else { return .matches }
+        guard let anchor = snapshot.anchor, let epoch = snapshot.historyEpoch else {
+            return .stale("it was written by a version that did not record which history it covers")
+        }
+        let next = log.bounds.nextPosition
+        let found = position <= next ? try self.anchor(coveringUpTo: position) : nil
+        if found == anchor { return .matches }
+        let what = found == nil ? "the log ends before position \(next)" : "the log holds a different event at position \(position - 1)"
+        guard epoch == log.historyEpoch else {
+            return .stale("it covers positions up to \(position) of an earlier history (epoch \(epoch); the log was cut since and is now in epoch \(log.historyEpoch)), but \(what)")
+        }
+        return .contradicts(LogError(.corruption,
+            "the snapshot covers acknowledged events up to position \(position), but \(what) and the log was never cut: acknowledged events are missing or changed (`eventkernel verify` shows the damage; `eventkernel repair --yes` accepts the loss)",
+            file: file.path, offset: 0, position: position - 1))
+    }
+
+    /// The newest snapshot of `projection` that matches the log, up to `maxNextPosition`.
+    /// Stale snapshots are skipped (and removed when `removingStale`, by the store's writer).
+    /// - Throws: ``RepositoryError/storage(_:)`` for a snapshot that contradicts the log.
+    func usableSnapshot(for projection: any Projection, maxNextPosition: LogPosition, removingStale: Bool) throws -> SnapshotFile? {
+        guard let snapshots else { return nil }
+        for (url, file) in snapshots.candidates(projectionName: projection.name, schemaVersion: projection.schemaVersion) {
+            // Judged even when beyond `maxNextPosition`: one that contradicts the log is damage.
+            switch try standing(of: file, at: url) {
+            case .matches:
+                if file.nextPosition <= maxNextPosition { return file }
+            case .stale(let why):
+                logger.notice("snapshot of another history, not used", metadata: ["file": "\(url.path)", "reason": "\(why)"])
+                if removingStale { try? FileManager.default.removeItem(at: url) }
+            case .contradicts(let error):
+                throw RepositoryError.storage(StorageFailure(error))
+            }
+        }
+        return nil
+    }
+
+    /// The anchor of the record at `nextPosition - 1`, for a snapshot covering up to there.
+    /// - Throws: ``RepositoryError/storage(_:)`` when it cannot be read.
+    func anchor(coveringUpTo nextPosition: LogPosition) throws -> SnapshotAnchor? {
+        guard nextPosition > 0 else { return nil }
+        var found: SnapshotAnchor?
+        try Self.readingRecords {
+            try log.forEachRecord(from: nextPosition - 1, through: nextPosition - 1) { record in
+                found = SnapshotAnchor(record)
+                return false
+            }
+        }
+        return found
+    }
+}
