@@ -1,5 +1,5 @@
 import Activities
-import EventLog
+@testable import EventLog
 import Foundation
 import Testing
 import EventKernelTestSupport
@@ -277,6 +277,32 @@ struct CLITests {
         let importInto = try run("import", temp.file("good.jsonl").path, "--dir", logs.path)
         #expect(importInto.status == 2 && importInto.stderr.contains("not a store"), "\(importInto.stderr)")
         #expect(try FileManager.default.contentsOfDirectory(atPath: logs.path) == ["server.log"], "nothing was written there")
+    }
+
+    @Test func lostEventsOnlySnapshotsRememberAreDamageUntilRepairAcceptsThem() async throws {
+        let temp = TemporaryDirectory()
+        let store = temp.file("store")
+        let repository = try EventSourcedActivityRepository.open(at: store)
+        for i in 0..<20 {
+            try await repository.add(ActivityModel(startDate: t0 + Double(i) * 600, endDate: nil, type: "nap"))
+        }
+        try await repository.close()   // snapshots at 20, a checkpoint
+        // The last batch vanishes without a trace in the log: only the snapshots remember it.
+        let segment = store.appending(path: "00000000000000000000.log")
+        try FileManager.default.removeItem(at: store.appending(path: "00000000000000000000.ckpt"))
+        let scan = try SegmentScanner(file: try OpenFile.open(segment.path, flags: O_RDONLY), basePosition: 0).scan()
+        let handle = try FileHandle(forUpdating: segment)
+        try handle.truncate(atOffset: UInt64(scan.batches.last!.offset))
+        try handle.close()
+        let verify = try run("verify", "--dir", store.path)
+        #expect(verify.status == 3, "\(verify.stdout)\(verify.stderr)")
+        let query = try run("query", "--dir", store.path)
+        #expect(query.status == 3 && query.stderr.contains("snapshots/"), "\(query.stderr)")
+        let repair = try run("repair", "--dir", store.path, "--yes")
+        #expect(repair.status == 0 && repair.stdout.contains("accepted the loss"), "\(repair.stdout)\(repair.stderr)")
+        let after = try run("query", "--dir", store.path, "--json")
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(try run("verify", "--dir", store.path).status == 0)
     }
 
     @Test func importRefusesInvalidUTF8WithLineAndByte() throws {

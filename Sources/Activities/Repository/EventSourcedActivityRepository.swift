@@ -171,9 +171,11 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     public func apply(_ events: [ActivityEvent]) async throws {
         guard !events.isEmpty else { return }
         try await store.execute { command in
+            command.reserveCapacity(events.count)
             // The state each id will have after the events so far, so later events in the
             // batch are checked against earlier ones.
             var simulated: [UUID: ActivityModel?] = [:]
+            simulated.reserveCapacity(events.count)
             for event in events {
                 let id = event.activityID
                 let existing: ActivityModel?

@@ -1,3 +1,4 @@
+import Foundation
 /// The identity of an entity in a store: its type and its id. The unit of concurrency, history
 /// and time travel, as a stream is in every event store.
 ///
@@ -23,12 +24,15 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
     public var description: String { "\(entityType)/\(entityID)" }
 
     public static func == (lhs: StreamID, rhs: StreamID) -> Bool {
-        lhs.entityID == rhs.entityID && lhs.entityType.utf8.elementsEqual(rhs.entityType.utf8)
+        lhs.entityID == rhs.entityID && lhs.entityType.hasSameUTF8(as: rhs.entityType)
     }
 
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(entityType)
+        // The id tells streams apart; the type's length is enough for the few types sharing
+        // an id. (Hashing the type itself would normalize it on every lookup, in the hot path
+        // of every append.)
         hasher.combine(entityID)
+        hasher.combine(entityType.utf8.count)
     }
 
     /// The entity type that records of envelope format 1 (which had no stream) belong to: the
@@ -46,5 +50,34 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
     static func legacyEntityType(ofEventType eventType: String) -> String {
         guard let dot = eventType.utf8.lastIndex(of: UInt8(ascii: ".")) else { return eventType }
         return String(eventType[..<dot])
+    }
+}
+
+extension String {
+    /// Whether both strings hold the same UTF-8 bytes: identity for ids and type names, where
+    /// `==` (canonical equivalence) would call `"é"` and `"e\u{301}"` the same.
+    /// - Complexity: O(n); one `memcmp` for native strings.
+    package func hasSameUTF8(as other: String) -> Bool {
+        var a = self, b = other
+        return a.withUTF8 { pa in
+            b.withUTF8 { pb in
+                pa.count == pb.count && (pa.isEmpty || memcmp(pa.baseAddress!, pb.baseAddress!, pa.count) == 0)
+            }
+        }
+    }
+}
+
+/// A string as a dictionary key compared and hashed by its UTF-8 bytes (see
+/// `String.hasSameUTF8(as:)`).
+package struct ExactString: Hashable, Sendable {
+    package let value: String
+
+    package init(_ value: String) { self.value = value }
+
+    package static func == (lhs: ExactString, rhs: ExactString) -> Bool { lhs.value.hasSameUTF8(as: rhs.value) }
+
+    package func hash(into hasher: inout Hasher) {
+        var value = value
+        value.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 }

@@ -90,6 +90,14 @@ public struct CommandContext {
 
     init(store: EventStore) { self.store = store }
 
+    /// Reserves room for a command that touches about `streams` streams and appends about as
+    /// many events (a batch import), so that its tables never grow while it runs.
+    /// - Parameter streams: The expected number of streams and events.
+    public mutating func reserveCapacity(_ streams: Int) {
+        events.reserveCapacity(streams)
+        more.reserveCapacity(streams)
+    }
+
     private func lookup(_ stream: StreamID) -> Read? {
         if let firstStream, firstStream == stream { return first }
         return more.isEmpty ? nil : more[stream]
@@ -113,8 +121,22 @@ public struct CommandContext {
     /// - Returns: What `state` returned.
     /// - Complexity: O(1) plus `state`.
     public mutating func read<State>(_ stream: StreamID, _ state: () throws -> State) rethrows -> State {
-        if lookup(stream) == nil { set(stream, Read(version: store.version(of: stream))) }
+        let store = self.store
+        recordVersionIfFirstRead(stream) { store.version(of: stream) }
         return try state()
+    }
+
+    /// Records `stream`'s version (from `version`) unless the command read it already: one
+    /// hash lookup.
+    private mutating func recordVersionIfFirstRead(_ stream: StreamID, _ version: () -> UInt64) {
+        guard let firstStream else {
+            self.firstStream = stream
+            first = Read(version: version())
+            return
+        }
+        if firstStream == stream { return }
+        let index = more.index(forKey: stream)
+        if index == nil { more[stream] = Read(version: version()) }
     }
 
     /// Records that the command decides on `stream`'s state as of `stateVersion`, a version
@@ -122,7 +144,7 @@ public struct CommandContext {
     /// stands for ``read(_:_:)`` when the state was read first, by a scan: expecting the exact
     /// version of what was read is the same check, so a change since conflicts and retries.
     public mutating func read(_ stream: StreamID, stateVersion: UInt64) {
-        if lookup(stream) == nil { set(stream, Read(version: stateVersion)) }
+        recordVersionIfFirstRead(stream) { stateVersion }
     }
 
     /// The version this command read for `stream` (reading it now if it was not read yet).
@@ -148,10 +170,16 @@ public struct CommandContext {
     ///   - recordedAt: The recorded-at time; `nil`: the time of the append.
     public mutating func append(_ event: EncodedEvent, metadata: EventMetadata = .none, recordedAt: Date? = nil) {
         var expected: UInt64?
-        if var read = lookup(event.stream), !read.appended, !read.explicit {
+        func claim(_ read: inout Read) {
+            guard !read.appended, !read.explicit else { return }
             expected = read.version
             read.appended = true
-            set(event.stream, read)
+        }
+        // In place: one hash lookup for a stream the command read.
+        if let firstStream, firstStream == event.stream {
+            claim(&first)
+        } else if !more.isEmpty, let index = more.index(forKey: event.stream) {
+            claim(&more.values[index])
         }
         events.append(PendingEvent(event, expectedVersion: expected, metadata: metadata, recordedAt: recordedAt))
     }

@@ -31,7 +31,7 @@ struct StreamVersionMap: Sendable {
     private var slots: [Slot] = []
     private var uuidCount = 0
     private var strings: [StreamID: UInt64] = [:]
-    private var typeCodes: [StreamID: UInt64] = [:]
+    private var typeCodes: [ExactString: UInt64] = [:]
     private(set) var typeNames: [String] = []
     /// The last entity type looked up: a batch or a replay mostly repeats one type.
     private var lastType: (name: String, code: UInt64)?
@@ -48,9 +48,8 @@ struct StreamVersionMap: Sendable {
 
     /// The interned code of an entity type, or `nil` if no stream of that type has an entry.
     private func code(of entityType: String) -> UInt64? {
-        if let lastType, lastType.name.utf8.elementsEqual(entityType.utf8) { return lastType.code }
-        // Keyed by a StreamID with a fixed id so that type names compare byte for byte.
-        return typeCodes[StreamID(entityType, .string(""))]
+        if let lastType, lastType.name.hasSameUTF8(as: entityType) { return lastType.code }
+        return typeCodes[ExactString(entityType)]
     }
 
     private mutating func intern(_ entityType: String) -> UInt64 {
@@ -61,7 +60,7 @@ struct StreamVersionMap: Sendable {
         precondition(typeNames.count < Self.maxEntityTypes, "more than \(Self.maxEntityTypes) entity types in one store")
         let code = UInt64(typeNames.count)
         typeNames.append(entityType)
-        typeCodes[StreamID(entityType, .string(""))] = code
+        typeCodes[ExactString(entityType)] = code
         lastType = (entityType, code)
         return code
     }

@@ -51,11 +51,14 @@ final class VersionTable: Projection {
                 return ([current + 1], [stream])
             }
             var batch: [StreamID: UInt64] = [:]
+            batch.reserveCapacity(events.count)
             var versions: [UInt64] = []
             versions.reserveCapacity(events.count)
+            // With nothing in flight (a single writer's batches) no reservation can apply.
+            let noneInFlight = state.reserved.isEmpty
             for pending in events {
                 let stream = pending.event.stream
-                let current = batch[stream] ?? state.reserved[stream]?.version ?? state.committed[stream] ?? 0
+                let current = batch[stream] ?? (noneInFlight ? nil : state.reserved[stream]?.version) ?? state.committed[stream] ?? 0
                 if let expected = pending.expectedVersion, expected != current {
                     throw RepositoryError.conflict(stream: stream, expected: expected, actual: current)
                 }
@@ -67,8 +70,13 @@ final class VersionTable: Projection {
             }
             var streams: [StreamID] = []
             streams.reserveCapacity(batch.count)
+            state.reserved.reserveCapacity(state.reserved.count + batch.count)
             for (stream, version) in batch {
-                state.reserved[stream] = (version, (state.reserved[stream]?.inFlight ?? 0) + 1)
+                if noneInFlight {
+                    state.reserved[stream] = (version, 1)
+                } else {
+                    state.reserved[stream] = (version, (state.reserved[stream]?.inFlight ?? 0) + 1)
+                }
                 streams.append(stream)
             }
             return (versions, streams)
@@ -81,13 +89,22 @@ final class VersionTable: Projection {
     func release(_ streams: [StreamID]) {
         let resumed = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             var resumed: [CheckedContinuation<Void, Never>] = []
+            // Every reservation is this batch's (its streams are distinct), once each: clear
+            // them all without a lookup per stream.
+            if state.reserved.count == streams.count, state.reserved.values.allSatisfy({ $0.inFlight == 1 }) {
+                state.reserved.removeAll(keepingCapacity: true)
+                if !state.waiters.isEmpty {
+                    for stream in streams { if let waiting = state.waiters.removeValue(forKey: stream) { resumed += waiting } }
+                }
+                return resumed
+            }
             for stream in streams {
-                guard let entry = state.reserved[stream] else { continue }
-                if entry.inFlight <= 1 {
-                    state.reserved[stream] = nil
+                guard let index = state.reserved.index(forKey: stream) else { continue }
+                if state.reserved.values[index].inFlight <= 1 {
+                    state.reserved.remove(at: index)
                     if !state.waiters.isEmpty, let waiting = state.waiters.removeValue(forKey: stream) { resumed += waiting }
                 } else {
-                    state.reserved[stream] = (entry.version, entry.inFlight - 1)
+                    state.reserved.values[index].inFlight -= 1
                 }
             }
             return resumed

@@ -93,7 +93,17 @@ struct SegmentScanner {
             if fileSize - offset < Int64(BatchHeader.size) {
                 failure = "batch header truncated by end of file (\(fileSize - offset) of \(BatchHeader.size) bytes)"
             } else {
-                let decoded = try window.withBytes(at: offset, count: BatchHeader.size) { BatchHeader.decode($0) }
+                let decoded: Result<BatchHeader, BatchHeader.DecodeFailure>
+                do {
+                    decoded = try window.withBytes(at: offset, count: BatchHeader.size) { BatchHeader.decode($0) }
+                } catch where concurrentWriterPossible && (try? file.size()).map({ $0 < fileSize }) == true {
+                    // A closing writer trimmed its preallocated space under us: what it holds
+                    // is still there; scan again against the new size.
+                    fileSize = try file.size()
+                    result.fileSize = fileSize
+                    window = FileWindow(file: file, fileSize: fileSize)
+                    continue
+                }
                 switch decoded {
                 case .failure(let why):
                     failure = why.message

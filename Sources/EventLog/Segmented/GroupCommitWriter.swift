@@ -79,8 +79,10 @@ final class GroupCommitWriter: @unchecked Sendable {
     }
 
     /// Called when the log is released without `close()`: finish queued work and stop.
-    func abandon() {
-        submit(.close({ _ in }))
+    /// Closes the log from the writer thread for an owner that went away without closing;
+    /// `lock` is held until the close is done.
+    func abandon(releasing lock: DirectoryLock?) {
+        submit(.close({ _ in lock?.unlock() }))
     }
 
     // MARK: - Writer thread

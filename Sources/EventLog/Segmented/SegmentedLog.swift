@@ -138,7 +138,10 @@ public final class SegmentedLog: RecordLog {
     }
 
     deinit {
-        writer?.abandon()
+        // The writer thread still closes the log (trims, writes the checkpoint): the lock goes
+        // with it and is released only once that is done, so that a new writer (or a reader
+        // scanning the active segment) never meets a closing one.
+        writer?.abandon(releasing: lock)
     }
 
     /// Whether `directory` is a store: it holds an `eventkernel.store` file (valid or not:
