@@ -116,7 +116,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EventKernelToolTests",
-            dependencies: ["EventKernelTool", "Activities", "EventLog", "ActivitiesTestHelper", "EventKernelTestSupport"],
+            dependencies: ["EventKernelTool", "Activities", "EventKernel", "EventLog", "ActivitiesTestHelper", "EventKernelTestSupport"],
             swiftSettings: strictSettings
         ),
     ],

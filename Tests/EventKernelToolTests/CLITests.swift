@@ -1,5 +1,6 @@
 import Activities
 @testable import EventLog
+import EventKernel
 import Foundation
 import Testing
 import EventKernelTestSupport
@@ -303,6 +304,33 @@ struct CLITests {
         let after = try run("query", "--dir", store.path, "--json")
         #expect(after.status == 0, "\(after.stderr)")
         #expect(try run("verify", "--dir", store.path).status == 0)
+    }
+
+    @Test func verifyBesideAWriterThatSnapshotsOftenReportsNoDamage() async throws {
+        let temp = TemporaryDirectory()
+        let store = temp.file("store")
+        var configuration = EventSourcedActivityRepository.Configuration()
+        var policy = SnapshotPolicy(everyEvents: 3, onClose: true, keep: 1)
+        policy.growthFraction = 0
+        configuration.snapshots = policy
+        configuration.log.durability = .buffered
+        let repository = try EventSourcedActivityRepository.open(at: store, configuration: configuration)
+        try await repository.add(ActivityModel(startDate: t0, endDate: nil, type: "nap"))
+        let writer = Task {
+            var i = 1
+            while !Task.isCancelled {
+                try await repository.add(ActivityModel(startDate: t0 + Double(i) * 60, endDate: nil, type: "nap"))
+                try await repository.store.writeSnapshots()
+                i += 1
+            }
+        }
+        for round in 0..<testScale.pick(15, small: 4) {
+            let result = try run("verify", "--dir", store.path)
+            #expect(result.status == 0, "round \(round): \(result.stdout)\(result.stderr)")
+        }
+        writer.cancel()
+        _ = await writer.result
+        try await repository.close()
     }
 
     @Test func importRefusesInvalidUTF8WithLineAndByte() throws {

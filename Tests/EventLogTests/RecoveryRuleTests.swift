@@ -44,6 +44,19 @@ struct RecoveryRuleTests {
         try await reopened.close()
     }
 
+    @Test("damage in the last batch's payload of a checkpointed segment is damage to verify and to reads")
+    func lastBatchPayload() async throws {
+        let dir = TemporaryDirectory("rule-payload")
+        let (segment, batches) = try await Self.closedStore(dir)
+        let last = batches.last!
+        try flipBit(in: segment, at: last.offset + Int64(BatchHeader.size) + 5)
+        let report = try SegmentedLog.verify(at: dir.url)
+        #expect(report.problems.contains { $0.severity == .damage && $0.error.file == segment && $0.error.offset == last.offset }, "\(report)")
+        let log = try SegmentedLog.open(at: dir.url)
+        #expect(performing: { _ = try log.read(from: last.firstPosition) }, throws: { Self.isCorruption($0, file: segment, offset: last.offset) })
+        try await log.close()
+    }
+
     @Test("a checkpointed segment cut at a batch boundary, zeroed at its tail, or deleted is damage")
     func structuralLoss() async throws {
         // Cut at the boundary before the last batch.

@@ -30,7 +30,12 @@ extension EventStore {
         guard let anchor = snapshot.anchor, let epoch = snapshot.historyEpoch else {
             return .stale("it was written by a version that did not record which history it covers")
         }
-        let next = log.bounds.nextPosition
+        var next = log.bounds.nextPosition
+        if position > next, let follower = log as? SegmentedLog, follower.isReadOnly {
+            // A follower's view is a prefix: the writer may have appended (and snapshotted)
+            // since it was taken. Look again before calling anything missing.
+            next = (try? follower.refresh().nextPosition) ?? next
+        }
         let found = position <= next ? try self.anchor(coveringUpTo: position) : nil
         if found == anchor { return .matches }
         let what = found == nil ? "the log ends before position \(next)" : "the log holds a different event at position \(position - 1)"

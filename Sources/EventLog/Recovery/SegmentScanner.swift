@@ -178,6 +178,13 @@ struct SegmentScanner {
         let rest = try file.read(fromAbsoluteOffset: offset, count: Int(fileSize - offset))
         let allZero = rest.withUnsafeBytes { $0.isAllZero() }
         if allZero { return .clean }
+        if concurrentWriterPossible, rest.count >= BatchHeader.size,
+           case .success(let header) = rest.withUnsafeBytes({ BatchHeader.decode(UnsafeRawBufferPointer(rebasing: $0[0..<BatchHeader.size])) }),
+           header.firstPosition == expected {
+            // The writer appended here since the walk read this offset: what was walked is a
+            // consistent prefix, and this is where it ends (a later look sees the rest).
+            return .clean
+        }
         let error = LogError(.corruption, failure, file: file.path, offset: offset, position: expected)
         if let later = rest.withUnsafeBytes({ Self.findValidHeader(in: $0, from: 1, atOrAfter: expected) }) {
             var damage = error

@@ -53,7 +53,7 @@ final class GroupCommitWriter: @unchecked Sendable {
 
     func start() {
         let thread = Thread { [self] in run() }
-        thread.name = "EventLog writer"
+        thread.name = Self.threadName
         thread.qualityOfService = .userInitiated
         thread.start()
     }
@@ -79,10 +79,24 @@ final class GroupCommitWriter: @unchecked Sendable {
     }
 
     /// Called when the log is released without `close()`: finish queued work and stop.
-    /// Closes the log from the writer thread for an owner that went away without closing;
-    /// `lock` is held until the close is done.
+    static let threadName = "EventLog writer"
+
+    /// Closes the log for an owner that went away without closing (a store whose open failed
+    /// after its log opened, say). `lock` is held until the close is done, and the caller waits
+    /// for it, so that an immediate reopen finds the store closed and unlocked: never a
+    /// closing writer still trimming the active segment. On a writer thread (a completion
+    /// dropped the last reference) it cannot wait: the lock is then released by the close.
     func abandon(releasing lock: DirectoryLock?) {
-        submit(.close({ _ in lock?.unlock() }))
+        guard Thread.current.name != Self.threadName else {
+            submit(.close({ _ in lock?.unlock() }))
+            return
+        }
+        let done = DispatchSemaphore(value: 0)
+        submit(.close({ _ in
+            lock?.unlock()
+            done.signal()
+        }))
+        done.wait()
     }
 
     // MARK: - Writer thread
