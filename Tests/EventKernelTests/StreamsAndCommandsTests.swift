@@ -10,7 +10,6 @@ struct ForumPost: Identifiable, Codable, Sendable, Equatable { var id: Int; var 
 struct Person: Identifiable, Codable, Sendable, Equatable { var id: String; var name: String; var managerID: String? }
 struct Counter: Identifiable, Codable, Sendable, Equatable { var id: UUID; var value: Int; var writer: Int }
 
-private let isSmall = ProcessInfo.processInfo.environment["EVENTKERNEL_TEST_SCALE"] == "small"
 
 /// A durable store in a fresh temporary directory (synced: appends wait for fdatasync, so
 /// concurrent commands really overlap).
@@ -45,7 +44,7 @@ private func durableStore() throws -> (EventStore, URL) {
         let (store, dir) = try durableStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let counters = try EventSourcedRepository<Counter>(store: store, typeName: "Counter")
-        let trials = isSmall ? 200 : 2_000
+        let trials = testScale.pick(2_000, small: 200)
         var violations: [Int] = []
         for trial in 0..<trials {
             let id = UUID()
@@ -76,7 +75,7 @@ private func durableStore() throws -> (EventStore, URL) {
         let (store, dir) = try durableStore()
         defer { try? FileManager.default.removeItem(at: dir) }
         let counters = try EventSourcedRepository<Counter>(store: store, typeName: "Counter")
-        for trial in 0..<(isSmall ? 5 : 40) {
+        for trial in 0..<(testScale.pick(40, small: 5)) {
             let id = UUID()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for writer in 0..<16 {

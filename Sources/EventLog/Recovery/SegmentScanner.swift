@@ -180,9 +180,11 @@ struct SegmentScanner {
         if allZero { return .clean }
         if concurrentWriterPossible, rest.count >= BatchHeader.size,
            case .success(let header) = rest.withUnsafeBytes({ BatchHeader.decode(UnsafeRawBufferPointer(rebasing: $0[0..<BatchHeader.size])) }),
-           header.firstPosition == expected {
-            // The writer appended here since the walk read this offset: what was walked is a
-            // consistent prefix, and this is where it ends (a later look sees the rest).
+           header.firstPosition == expected, header.batchLength <= rest.count,
+           rest.withUnsafeBytes({ CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[BatchHeader.size..<header.batchLength])) }) == header.payloadChecksum {
+            // A whole, valid batch is here now: the writer appended it since the walk read this
+            // offset. What was walked is a consistent prefix, and this is where it ends (a
+            // later look sees the rest). Damage never passes both checksums.
             return .clean
         }
         let error = LogError(.corruption, failure, file: file.path, offset: offset, position: expected)
