@@ -163,6 +163,18 @@ struct CLITests {
         let third = temp.file("third").path
         #expect(try run("import", activities.path, "--dir", third).status == 0)
         #expect(try run("export", "--dir", third, "--format", "activities").stdout == a.stdout)
+        // Each event's recordedAt is the stored nanoseconds, digit for digit.
+        let log = try SegmentedLog.openReadOnly(at: URL(filePath: demo))
+        let stored = try log.read(from: 0, limit: 50)
+        let lines = try String(contentsOfFile: exported, encoding: .utf8).split(separator: "\n").prefix(50)
+        for (record, line) in zip(stored, lines) {
+            let object = try #require(try jsonObject(String(line)) as? [String: Any])
+            let nanos = record.timestamp.nanosecondsSince1970
+            let text = try #require(object["recordedAt"] as? String)
+            let fraction = text.split(separator: ".").dropFirst().first.map { String($0.dropLast()) } ?? ""
+            let padded = (fraction + String(repeating: "0", count: 9)).prefix(9)
+            #expect(Int64(padded) == nanos % 1_000_000_000, "\(text) for \(nanos) ns")
+        }
     }
 
     @Test func historyOfAnID() throws {

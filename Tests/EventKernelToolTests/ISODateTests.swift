@@ -1,4 +1,5 @@
 @testable import EventKernelTool
+import EventLog
 import Foundation
 import Testing
 import EventKernelTestSupport
@@ -33,5 +34,30 @@ struct ISODateTests {
         #expect(ISODate.format(Date(timeIntervalSinceReferenceDate: 0.5)) == "2001-01-01T00:00:00.5Z")
         #expect(try ISODate.parse("2001-01-01T01:00:00+01:00") == Date(timeIntervalSinceReferenceDate: 0))
         #expect(try ISODate.parse("2024-02-29") == Date(timeIntervalSince1970: 1_709_164_800))
+    }
+
+    @Test("small fractions print in their shortest form, never as a binary expansion")
+    func smallFractions() throws {
+        #expect(ISODate.shortestDecimalFraction(5e-05) == ".00005")
+        #expect(ISODate.shortestDecimalFraction(1.2345e-07) == ".00000012345")
+        #expect(ISODate.shortestDecimalFraction(0.25) == ".25")
+        let date = Date(timeIntervalSinceReferenceDate: 1e-7)
+        let text = ISODate.format(date)
+        #expect(text == "2001-01-01T00:00:00.0000001Z", "\(text)")
+        #expect(try ISODate.parse(text) == date)
+        // Every formatted fraction is at most as long as the shortest round-trip digits need.
+        for value in [3e-05, 7.5e-06, 1e-09, 9.999e-05] {
+            let fraction = ISODate.shortestDecimalFraction(value)
+            #expect(!fraction.contains("e") && fraction.count <= 20, "\(value): \(fraction)")
+            #expect(Double("0" + fraction) == value)
+        }
+    }
+
+    @Test("log timestamps print exactly as stored, to the nanosecond")
+    func exactTimestamps() {
+        #expect(ISODate.format(LogTimestamp(nanosecondsSince1970: 1_740_818_415_000_000_123)) == "2025-03-01T08:40:15.000000123Z")
+        #expect(ISODate.format(LogTimestamp(nanosecondsSince1970: 1_740_818_415_120_000_000)) == "2025-03-01T08:40:15.12Z")
+        #expect(ISODate.format(LogTimestamp(nanosecondsSince1970: 1_740_818_415_000_000_000)) == "2025-03-01T08:40:15Z")
+        #expect(ISODate.format(LogTimestamp(nanosecondsSince1970: -1)) == "1969-12-31T23:59:59.999999999Z")
     }
 }

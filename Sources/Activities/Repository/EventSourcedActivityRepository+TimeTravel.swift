@@ -6,8 +6,10 @@ public import Foundation
 public struct ActivityHistoryEntry: Hashable, Sendable {
     /// The event's position in the log.
     public var position: LogPosition
-    /// When the event was recorded.
-    public var recordedAt: Date
+    /// When the event was recorded, exactly as stored (nanoseconds since 1970).
+    public var timestamp: LogTimestamp
+    /// When the event was recorded, as a `Date` (see `EventEnvelope.recordedAt`).
+    public var recordedAt: Date { timestamp.date }
     /// The activity's version after the event (1 for its first event).
     public var entityVersion: UInt64
     /// Correlation id and actor, if the writer gave them.
@@ -22,7 +24,7 @@ extension EventSourcedActivityRepository {
     /// - Complexity: O(n) in the events of the store (a full scan).
     public func history(of id: UUID) throws -> [ActivityHistoryEntry] {
         try store.history(of: ActivityEventCodec.stream(of: id)).map { envelope in
-            ActivityHistoryEntry(position: envelope.position, recordedAt: envelope.recordedAt,
+            ActivityHistoryEntry(position: envelope.position, timestamp: envelope.timestamp,
                                  entityVersion: envelope.entityVersion, metadata: envelope.metadata,
                                  event: try codec.decode(envelope))
         }

@@ -72,7 +72,7 @@ extension EventEnvelope {
         let correlationID = flags & Flag.correlationID != 0 ? try reader.readString() : nil
         let actor = flags & Flag.actor != 0 ? try reader.readString() : nil
         self.init(
-            position: position, recordedAt: timestamp.date, eventType: eventType,
+            position: position, timestamp: timestamp, eventType: eventType,
             schemaVersion: schemaVersion, stream: StreamID(entityType, entityID), entityVersion: entityVersion,
             metadata: EventMetadata(correlationID: correlationID, actor: actor),
             payload: reader.readRemaining())

@@ -23,8 +23,14 @@ public struct EventMetadata: Hashable, Sendable, Codable {
 public struct EventEnvelope: Hashable, Sendable {
     /// The log position: global, gap-free, assigned on commit.
     public var position: LogPosition
-    /// When the event was recorded (the log record's timestamp).
-    public var recordedAt: Date
+    /// When the event was recorded, exactly as the log stores it (nanoseconds since 1970).
+    public var timestamp: LogTimestamp
+    /// When the event was recorded, as a `Date` (``timestamp`` through a `Double`: below a
+    /// microsecond it may round; print ``timestamp`` to show what is stored).
+    public var recordedAt: Date {
+        get { timestamp.date }
+        set { timestamp = LogTimestamp(clamping: newValue) }
+    }
     /// The event type name, e.g. `"Account.added"`.
     public var eventType: String
     /// The schema version of ``payload``; codecs upcast older versions.
@@ -43,13 +49,22 @@ public struct EventEnvelope: Hashable, Sendable {
     /// The id of the entity the event is about (``stream``'s).
     public var entityID: EntityID { stream.entityID }
 
-    /// Creates an envelope.
+    /// Creates an envelope recorded at `recordedAt` (rounded to the nanosecond).
     public init(
         position: LogPosition, recordedAt: Date, eventType: String, schemaVersion: UInt16,
         stream: StreamID, entityVersion: UInt64, metadata: EventMetadata = .none, payload: [UInt8]
     ) {
+        self.init(position: position, timestamp: LogTimestamp(clamping: recordedAt), eventType: eventType,
+                  schemaVersion: schemaVersion, stream: stream, entityVersion: entityVersion, metadata: metadata, payload: payload)
+    }
+
+    /// Creates an envelope recorded at a log timestamp.
+    public init(
+        position: LogPosition, timestamp: LogTimestamp, eventType: String, schemaVersion: UInt16,
+        stream: StreamID, entityVersion: UInt64, metadata: EventMetadata = .none, payload: [UInt8]
+    ) {
         self.position = position
-        self.recordedAt = recordedAt
+        self.timestamp = timestamp
         self.eventType = eventType
         self.schemaVersion = schemaVersion
         self.stream = stream

@@ -258,7 +258,7 @@ public final class EventStore: Sendable {
             for (index, pending) in events.enumerated() {
                 let e = pending.event
                 envelopes.append(EventEnvelope(
-                    position: range.lowerBound + LogPosition(index), recordedAt: stamps[index].date,
+                    position: range.lowerBound + LogPosition(index), timestamp: stamps[index],
                     eventType: e.eventType, schemaVersion: e.schemaVersion, stream: e.stream,
                     entityVersion: entityVersions[index], metadata: pending.metadata, payload: e.payload))
             }

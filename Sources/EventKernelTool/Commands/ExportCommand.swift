@@ -42,7 +42,7 @@ struct ExportCommand: AsyncParsableCommand {
             try withToolErrorsSync(store: store.url) {
                 try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
                     guard ActivityEventCodec.isActivityEvent(envelope) else { return true }
-                    emit(ActivityJSON.event(try codec.decode(envelope), position: envelope.position, recordedAt: envelope.recordedAt))
+                    emit(ActivityJSON.event(try codec.decode(envelope), position: envelope.position, recordedAt: envelope.timestamp))
                     return true
                 }
             }

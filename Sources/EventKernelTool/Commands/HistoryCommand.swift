@@ -17,7 +17,7 @@ struct HistoryCommand: AsyncParsableCommand {
         guard !entries.isEmpty else { throw ToolError(.badInput, "no activity with id \(uuid.uuidString) has any event in \(store.url.path)") }
         if json {
             let objects: [[String: Any]] = entries.map { e in
-                var o: [String: Any] = ["position": e.position, "recordedAt": ISODate.format(e.recordedAt),
+                var o: [String: Any] = ["position": e.position, "recordedAt": ISODate.format(e.timestamp),
                                         "version": e.entityVersion, "event": ActivityJSON.name(e.event)]
                 switch e.event {
                 case .added(let m), .updated(let m): o["activity"] = ActivityJSON.object(m)
@@ -31,7 +31,7 @@ struct HistoryCommand: AsyncParsableCommand {
         }
         print("History of \(uuid.uuidString)")
         print(Output.table([">position", "recorded at", ">version", "event", "details"], entries.map { e in
-            [String(e.position), ISODate.format(e.recordedAt), String(e.entityVersion), ActivityJSON.name(e.event), ActivityJSON.details(e.event)]
+            [String(e.position), ISODate.format(e.timestamp), String(e.entityVersion), ActivityJSON.name(e.event), ActivityJSON.details(e.event)]
         }))
     }
 }

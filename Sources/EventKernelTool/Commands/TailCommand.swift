@@ -47,10 +47,10 @@ struct TailCommand: AsyncParsableCommand {
     private func line(_ envelope: EventEnvelope, _ codec: ActivityEventCodec) -> String {
         guard ActivityEventCodec.isActivityEvent(envelope), let event = try? codec.decode(envelope) else {
             return json
-                ? "{\"position\":\(envelope.position),\"recordedAt\":\(ActivityJSON.escape(ISODate.format(envelope.recordedAt))),\"eventType\":\(ActivityJSON.escape(envelope.eventType)),\"entity\":\(ActivityJSON.escape(envelope.entityID.description))}"
-                : "\(envelope.position)  \(ISODate.format(envelope.recordedAt))  \(envelope.eventType)  \(envelope.entityID)"
+                ? "{\"position\":\(envelope.position),\"recordedAt\":\(ActivityJSON.escape(ISODate.format(envelope.timestamp))),\"eventType\":\(ActivityJSON.escape(envelope.eventType)),\"entity\":\(ActivityJSON.escape(envelope.entityID.description))}"
+                : "\(envelope.position)  \(ISODate.format(envelope.timestamp))  \(envelope.eventType)  \(envelope.entityID)"
         }
-        if json { return ActivityJSON.event(event, position: envelope.position, recordedAt: envelope.recordedAt, version: envelope.entityVersion) }
-        return "\(envelope.position)  \(ISODate.format(envelope.recordedAt))  \(ActivityJSON.name(event))  \(event.activityID.uuidString)  \(ActivityJSON.details(event))"
+        if json { return ActivityJSON.event(event, position: envelope.position, recordedAt: envelope.timestamp, version: envelope.entityVersion) }
+        return "\(envelope.position)  \(ISODate.format(envelope.timestamp))  \(ActivityJSON.name(event))  \(event.activityID.uuidString)  \(ActivityJSON.details(event))"
     }
 }

@@ -1,3 +1,4 @@
+import EventLog
 import Activities
 import EventKernel
 import Foundation
@@ -27,7 +28,7 @@ enum ActivityJSON {
     }
 
     /// One event line; `position` and `recordedAt` lead when given (export).
-    static func event(_ event: ActivityEvent, position: UInt64? = nil, recordedAt: Date? = nil, version: UInt64? = nil) -> String {
+    static func event(_ event: ActivityEvent, position: UInt64? = nil, recordedAt: LogTimestamp? = nil, version: UInt64? = nil) -> String {
         var fields: [String] = []
         if let position { fields.append("\"position\":\(position)") }
         if let recordedAt { fields.append("\"recordedAt\":\(escape(ISODate.format(recordedAt)))") }

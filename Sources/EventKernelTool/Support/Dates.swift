@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 
 /// ISO 8601 dates for the command line and JSON Lines, parsed and formatted without
@@ -5,8 +6,9 @@ import Foundation
 ///
 /// Accepted: `2025-03-01` (midnight UTC), `2025-03-01T08:30`, `2025-03-01T08:30:15`,
 /// `2025-03-01T08:30:15.123456Z`, with an optional `Z` or `±hh:mm` offset (none means UTC).
-/// Formatted: `2025-03-01T08:30:15Z`, or with the fractional digits that reproduce the exact
-/// `Date` when parsed back (`2025-03-01T08:30:15.25Z`).
+/// Formatted: `2025-03-01T08:30:15Z`, or with the fewest fractional digits that reproduce the
+/// exact `Date` when parsed back (`2025-03-01T08:30:15.25Z`); log timestamps with their exact
+/// nanoseconds.
 enum ISODate {
     struct ParseError: Error, CustomStringConvertible {
         var text: String
@@ -89,21 +91,44 @@ enum ISODate {
         let wholeSinceReference = r.rounded(.down)
         let fractionValue = r - wholeSinceReference
         let whole = Int(wholeSinceReference) + referenceEpochSince1970
+        let fraction = fractionValue > 0 ? shortestDecimalFraction(fractionValue) : ""
+        return format(wholeSecondsSince1970: whole, fraction: fraction)
+    }
+
+    /// A log timestamp exactly as stored: nanoseconds, trailing zeros trimmed
+    /// (`2025-03-01T08:30:15.000000123Z`).
+    static func format(_ timestamp: LogTimestamp) -> String {
+        let nanos = timestamp.nanosecondsSince1970
+        let whole = Int(nanos >= 0 ? nanos / 1_000_000_000 : (nanos + 1) / 1_000_000_000 - 1)
+        var remainder = Int(nanos - Int64(whole) * 1_000_000_000)
         var fraction = ""
-        if fractionValue > 0 {
-            // The shortest decimal that reads back as the same Double (Swift's description),
-            // without exponent notation.
-            var text = "\(fractionValue)"
-            if text.contains("e") {
-                text = String(format: "%.30f", fractionValue)
-                while text.hasSuffix("0") { text.removeLast() }
-            }
-            if let dot = text.firstIndex(of: ".") { fraction = String(text[dot...]) }
+        if remainder > 0 {
+            var digits = 9
+            while remainder % 10 == 0 { remainder /= 10; digits -= 1 }
+            let text = String(remainder)
+            fraction = "." + String(repeating: "0", count: digits - text.count) + text
         }
+        return format(wholeSecondsSince1970: whole, fraction: fraction)
+    }
+
+    private static func format(wholeSecondsSince1970 whole: Int, fraction: String) -> String {
         let days = Int((Double(whole) / 86_400).rounded(.down))
         let secs = whole - days * 86_400
         let (y, m, d) = civilFromDays(days)
         return String(format: "%04d-%02d-%02dT%02d:%02d:%02d", y, m, d, secs / 3600, secs / 60 % 60, secs % 60) + fraction + "Z"
+    }
+
+    /// The shortest decimal that reads back as the same `Double` (Swift's own shortest form),
+    /// written as `.ddd` without exponent: `5e-05` becomes `.00005`, never a binary expansion.
+    /// - Parameter value: A fraction in (0, 1).
+    static func shortestDecimalFraction(_ value: Double) -> String {
+        let text = "\(value)"   // "0.25", "5e-05" or "1.2345e-07"
+        guard let e = text.firstIndex(of: "e") else {
+            return text.firstIndex(of: ".").map { String(text[$0...]) } ?? ""
+        }
+        let mantissa = text[..<e].filter { $0 != "." }
+        let exponent = Int(text[text.index(after: e)...]) ?? 0   // negative for a fraction
+        return "." + String(repeating: "0", count: max(0, -exponent - 1)) + mantissa
     }
 
     private static func daysIn(_ month: Int, _ year: Int) -> Int {

@@ -32,6 +32,15 @@ public struct LogTimestamp: Hashable, Comparable, Sendable, Codable, CustomStrin
         self.nanosecondsSince1970 = Int64(nanos)
     }
 
+    /// Converts a date, rounding to the nearest nanosecond; dates outside the years
+    /// 1678...2262 become ``min`` or ``max`` (and a non-finite date ``min``).
+    public init(clamping date: Date) {
+        let nanos = (date.timeIntervalSince1970 * 1e9).rounded()
+        if nanos.isNaN || nanos < -9.2e18 { self = .min } else if nanos > 9.2e18 { self = .max } else {
+            self.nanosecondsSince1970 = Int64(nanos)
+        }
+    }
+
     /// The current wall-clock time.
     public static func now() -> LogTimestamp {
         // Date() is always in range.
