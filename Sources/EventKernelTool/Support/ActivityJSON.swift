@@ -6,6 +6,8 @@ import Foundation
 /// The JSON Lines schema of import and export (Docs/CLI.md, "JSON Lines").
 enum ActivityJSON {
     static func escape(_ s: String) -> String {
+        // Most strings (ids, dates, type names) need no escaping: one pass over the bytes.
+        if !s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) { return "\"" + s + "\"" }
         var out = "\""
         for scalar in s.unicodeScalars {
             switch scalar {

@@ -115,7 +115,23 @@ enum ISODate {
         let days = Int((Double(whole) / 86_400).rounded(.down))
         let secs = whole - days * 86_400
         let (y, m, d) = civilFromDays(days)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d", y, m, d, secs / 3600, secs / 60 % 60, secs % 60) + fraction + "Z"
+        // Digits by hand: String(format:) was half of `export`'s time (varargs and casts).
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(20 + fraction.utf8.count + 1)
+        func digits(_ value: Int, _ count: Int) {
+            var value = value, buffer: [UInt8] = Array(repeating: 48, count: count)
+            for index in stride(from: count - 1, through: 0, by: -1) {
+                buffer[index] = UInt8(48 + value % 10)
+                value /= 10
+            }
+            bytes += buffer
+        }
+        if y < 0 || y > 9999 { bytes += Array(String(y).utf8) } else { digits(y, 4) }
+        bytes.append(45); digits(m, 2); bytes.append(45); digits(d, 2)
+        bytes.append(84); digits(secs / 3600, 2); bytes.append(58); digits(secs / 60 % 60, 2); bytes.append(58); digits(secs % 60, 2)
+        bytes += fraction.utf8
+        bytes.append(90)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// The shortest decimal that reads back as the same `Double` (Swift's own shortest form),
