@@ -9,6 +9,7 @@
 //   QueryBenchmarks      window, filtered, range and overlap queries on N activities
 //   StartupBenchmarks    open from snapshot, full replay, history grown 5x
 //   FootprintBenchmarks  bytes on disk and resident memory per activity, observation fan-out
+//   ScalingBenchmarks    open, replay, snapshot write, verify, event scan at 1M...10M activities
 //   BenchFixtures        shared library: fixture builders (cached on disk), GRDB peer, naive peers
 import PackageDescription
 
@@ -83,6 +84,12 @@ let package = Package(
             name: "StartupBenchmarks",
             dependencies: benchmarkDependencies,
             path: "Benchmarks/StartupBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "ScalingBenchmarks",
+            dependencies: benchmarkDependencies,
+            path: "Benchmarks/ScalingBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(

@@ -162,6 +162,23 @@ def main():
         if per_op_ns(data, test) is not None:
             log_rows.append((what, fmt_time(per_op_ns(data, test)) + "/record"))
 
+    # Scaling: each figure per size, and its growth per step against linear (target <= 1.3x).
+    scaling_rows = []
+    kinds = [("OpenSnapshot", "open from snapshot"), ("FullReplay", "full replay"), ("SnapshotWrite", "snapshot write"),
+             ("Verify", "verify (every byte)"), ("ScanEvents", "scan + decode every event")]
+    for kind, what in kinds:
+        sizes = sorted(int(t.rsplit(".n", 1)[1]) for t in data if t.startswith(f"Scaling.{kind}.n"))
+        previous = None
+        for size in sizes:
+            t = per_op_ns(data, f"Scaling.{kind}.n{size}")
+            growth, status = "", ""
+            if previous and t and previous[1]:
+                factor = (t / previous[1]) / (size / previous[0])
+                growth = f"{factor:.2f}x linear"
+                status = "MET" if factor <= 1.3 else "MISSED"
+            scaling_rows.append((what, f"{size:,}", fmt_time(t), growth, status))
+            previous = (size, t)
+
     md = "--markdown" in sys.argv
     header = ("Comparison", "EventKernel", "Peer", "Peer figure", "Ratio", "Target", "Status")
     table = [header] + rows
@@ -176,6 +193,12 @@ def main():
             print("|---|---|")
             for w, t in log_rows:
                 print(f"| {w} | {t} |")
+        if scaling_rows:
+            print()
+            print("| Scaling | activities | time | growth per step (target <= 1.3x linear) | status |")
+            print("|---|---|---|---|---|")
+            for r in scaling_rows:
+                print("| " + " | ".join(r) + " |")
         print()
         print("| Benchmark | Allocations per operation (p50) |")
         print("|---|---|")
@@ -192,6 +215,11 @@ def main():
             print("EventLog alone (context: the log under the repository):")
             for w, t in log_rows:
                 print(f"  {w.ljust(62)}  {t}")
+        if scaling_rows:
+            print()
+            print("Scaling (growth per step against linear; target <= 1.3x):")
+            for r in scaling_rows:
+                print(f"  {r[0].ljust(26)} {r[1].rjust(12)}  {r[2].rjust(10)}  {r[3].ljust(14)} {r[4]}")
         print()
         print("Allocations per operation (p50; appends per activity, queries per query):")
         w = max((len(t) for t, _ in alloc_rows), default=10)

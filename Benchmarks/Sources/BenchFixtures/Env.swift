@@ -21,6 +21,17 @@ public enum BenchEnv {
         return min(n, 10_000)
     }()
 
+    /// The sizes of the scaling benchmarks: `EVENTKERNEL_BENCH_SCALING_SIZES` (comma-separated),
+    /// else N/4 and N in smoke runs, else 1M, 2.5M, 5M and 10M.
+    public static let scalingSizes: [Int] = {
+        if let raw = ProcessInfo.processInfo.environment["EVENTKERNEL_BENCH_SCALING_SIZES"] {
+            let sizes = raw.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) }.filter { $0 > 0 }
+            if !sizes.isEmpty { return sizes }
+        }
+        if ProcessInfo.processInfo.environment["EVENTKERNEL_BENCH_SMOKE"] != nil { return [max(1, n / 4), n] }
+        return [1_000_000, 2_500_000, 5_000_000, 10_000_000]
+    }()
+
     /// The workload seed (ActivityHistoryGenerator).
     public static let seed: UInt64 = 42
 

@@ -102,7 +102,7 @@ public final class GRDBActivityStore: Sendable {
     /// ANALYZE, then a truncating checkpoint so that the database file holds everything.
     public func finish() throws {
         try pool.write { db in try db.execute(sql: "ANALYZE") }
-        try pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+        _ = try pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
     }
 
     // MARK: Queries (each in its own read transaction, as an app's repository does)
