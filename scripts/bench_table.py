@@ -165,7 +165,7 @@ def main():
     # Scaling: each figure per size, and its growth per step against linear (target <= 1.3x).
     scaling_rows = []
     kinds = [("OpenSnapshot", "open from snapshot"), ("FullReplay", "full replay"), ("SnapshotWrite", "snapshot write"),
-             ("Verify", "verify (every byte)"), ("ScanEvents", "scan + decode every event")]
+             ("Verify", "log verify (every byte)"), ("ScanEvents", "scan + decode every event")]
     for kind, what in kinds:
         sizes = sorted(int(t.rsplit(".n", 1)[1]) for t in data if t.startswith(f"Scaling.{kind}.n"))
         previous = None
