@@ -15,23 +15,19 @@ let benchmarks: @Sendable () -> Void = {
         // Few iterations: one 10M replay takes about 20 s.
         let config = BenchConfig.configuration(scalingFactor: .one, maxDuration: .seconds(20), maxIterations: 3, warmupIterations: 0)
 
-        Benchmark("Scaling.OpenSnapshot.n\(n)", configuration: config) { benchmark in
-            let directory = try await EventKernelFixtures.store(n: n)
-            benchmark.startMeasurement()
-            let repository = try EventKernelFixtures.open(directory)
-            blackHole(repository.count)
-            benchmark.stopMeasurement()
-            try await repository.close()
+        /// Opening a cached store: from its snapshot, or (the same log without it) by replay.
+        func open(_ name: String, _ fixture: @escaping @Sendable () async throws -> URL) {
+            Benchmark(name, configuration: config) { benchmark in
+                let directory = try await fixture()
+                benchmark.startMeasurement()
+                let repository = try EventKernelFixtures.open(directory)
+                blackHole(repository.count)
+                benchmark.stopMeasurement()
+                try await repository.close()
+            }
         }
-
-        Benchmark("Scaling.FullReplay.n\(n)", configuration: config) { benchmark in
-            let directory = try await EventKernelFixtures.replayOnlyStore(n: n)
-            benchmark.startMeasurement()
-            let repository = try EventKernelFixtures.open(directory)
-            blackHole(repository.count)
-            benchmark.stopMeasurement()
-            try await repository.close()
-        }
+        open("Scaling.OpenSnapshot.n\(n)") { try await EventKernelFixtures.store(n: n) }
+        open("Scaling.FullReplay.n\(n)") { try await EventKernelFixtures.replayOnlyStore(n: n) }
 
         // On a copy: the cached fixture's snapshots stay as built.
         Benchmark("Scaling.SnapshotWrite.n\(n)", configuration: config) { benchmark in
