@@ -11,13 +11,13 @@ enum ActivityObservation {
         QueryObservation.stream(
             store: store,
             listen: { poke in
-                let token = projection.addObserver { changes in
+                let token = projection.addListener { changes in
                     let relevant = changes.contains { change in
                         change.old.map(query.matches) == true || change.new.map(query.matches) == true
                     }
                     if relevant { poke() }
                 }
-                return { projection.removeObserver(token) }
+                return { projection.removeListener(token) }
             },
             // An invalid query observes as empty: there is no error channel in AsyncStream.
             fetch: { (try? projection.read { try $0.fetch(query) }) ?? [] },

@@ -139,8 +139,8 @@ public final class ActivityProjection: Projection {
     /// Calls `callback` after each commit that changed activities, with the changes, on the
     /// committing thread under the store's commit lock: only the kernel's observation uses it
     /// (public observation is ``EventSourcedActivityRepository/observe(query:)``).
-    /// - Returns: A token for ``removeObserver(_:)``.
-    package func addObserver(_ callback: @escaping @Sendable ([Change]) -> Void) -> UInt64 {
+    /// - Returns: A token for ``removeListener(_:)``.
+    package func addListener(_ callback: @escaping @Sendable ([Change]) -> Void) -> UInt64 {
         observers.withLock { observers in
             let token = observers.next
             observers.next += 1
@@ -150,7 +150,7 @@ public final class ActivityProjection: Projection {
     }
 
     /// Stops calling an observer.
-    package func removeObserver(_ token: UInt64) {
+    package func removeListener(_ token: UInt64) {
         _ = observers.withLock { $0.callbacks.removeValue(forKey: token) }
     }
 }

@@ -32,9 +32,10 @@ public final class ProjectedState<State: Sendable>: Projection {
     }
 
     private let initial: State
-    private let reducer: Reducer?
+    /// `nil` for a one-step reducer: nothing to prepare.
     private let prepareEvent: (@Sendable (EventEnvelope) throws -> any Sendable)?
-    private let foldPrepared: (@Sendable (inout State, EventEnvelope, any Sendable) throws -> Void)?
+    /// Folds one event, given what `prepareEvent` made of it (`nil` without a prepare step).
+    private let fold: @Sendable (inout State, EventEnvelope, (any Sendable)?) throws -> Void
     private let encodeState: @Sendable (State) throws -> [UInt8]
     private let decodeState: @Sendable ([UInt8]) throws -> State
     private let inner: Locked<Inner>
@@ -57,9 +58,8 @@ public final class ProjectedState<State: Sendable>: Projection {
         self.name = name
         self.schemaVersion = schemaVersion
         self.initial = initial
-        self.reducer = reducer
         self.prepareEvent = nil
-        self.foldPrepared = nil
+        self.fold = { state, envelope, _ in try reducer(&state, envelope) }
         self.encodeState = encode
         self.decodeState = decode
         self.inner = Locked(Inner(state: initial))
@@ -86,10 +86,9 @@ public final class ProjectedState<State: Sendable>: Projection {
         self.name = name
         self.schemaVersion = schemaVersion
         self.initial = initial
-        self.reducer = nil
         self.prepareEvent = { try prepare($0) }
         // The value came from `prepare` above, so the cast cannot fail.
-        self.foldPrepared = { state, envelope, value in try fold(&state, envelope, value as! Prepared) }
+        self.fold = { state, envelope, value in try fold(&state, envelope, value as! Prepared) }
         self.encodeState = encode
         self.decodeState = decode
         self.inner = Locked(Inner(state: initial))
@@ -99,9 +98,8 @@ public final class ProjectedState<State: Sendable>: Projection {
         self.name = other.name
         self.schemaVersion = other.schemaVersion
         self.initial = other.initial
-        self.reducer = other.reducer
         self.prepareEvent = other.prepareEvent
-        self.foldPrepared = other.foldPrepared
+        self.fold = other.fold
         self.encodeState = other.encodeState
         self.decodeState = other.decodeState
         self.inner = Locked(Inner(state: other.initial))
@@ -161,11 +159,7 @@ public final class ProjectedState<State: Sendable>: Projection {
             guard inner.failure == nil else { return folded }
             for (index, envelope) in envelopes.enumerated() where envelope.position >= inner.nextPosition {
                 do {
-                    if let prepared {
-                        try foldPrepared!(&inner.state, envelope, prepared.results[index].get())
-                    } else {
-                        try reducer!(&inner.state, envelope)
-                    }
+                    try fold(&inner.state, envelope, prepared?.results[index].get())
                 } catch {
                     inner.failure = UndecodableEvent(projection: name, envelope: envelope, cause: error)
                     break

@@ -230,8 +230,13 @@ where Entity.ID: EntityIDConvertible {
         for (id, stored) in state.entries where predicate(stored.entity) {
             matches.append((id, stored.entity, stored.version))
         }
-        matches.sort { $0.id.description < $1.id.description }
-        return matches
+        return Self.inIDTextOrder(matches) { $0.id }
+    }
+
+    /// `items` sorted by their ids' text, the repository's default order. Each id's text is
+    /// built once, not once per comparison.
+    private static func inIDTextOrder<T>(_ items: [T], id: (T) -> EntityID) -> [T] {
+        items.map { (key: id($0).description, item: $0) }.sorted { $0.key < $1.key }.map(\.item)
     }
 
     /// The entities whose date key lies in `range`, in date order.
@@ -504,7 +509,7 @@ where Entity.ID: EntityIDConvertible {
     public func entities(throughPosition position: LogPosition) throws -> [Entity] {
         let past = try store.state(of: { projection.makeFresh() }, throughPosition: position)
         return past.read { state in
-            state.entries.sorted { $0.key.description < $1.key.description }.map(\.value.entity)
+            Self.inIDTextOrder(Array(state.entries)) { $0.key }.map(\.value.entity)
         }
     }
 

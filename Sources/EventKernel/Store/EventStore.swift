@@ -262,16 +262,16 @@ public final class EventStore: Sendable {
                     eventType: e.eventType, schemaVersion: e.schemaVersion, stream: e.stream,
                     entityVersion: entityVersions[index], metadata: pending.metadata, payload: e.payload))
             }
-            // Order matters. Projections first: a writer that reads an entity's version and
-            // then the projection's state (to decide add vs. update) must never see the new
-            // version with the old state, or two concurrent adds of one id could both pass.
-            // Then versions are committed before the reservation is released, so a concurrent
-            // check never sees an older version.
             // Decoding and a domain's closures (upcasters, index keys) run here, before the
             // commit lock. Completions run one at a time in position order, so preparing
             // outside the lock cannot reorder anything.
             let registered = commit.withLock { $0.projections }
             let prepared = registered.map { $0.prepare(envelopes) }
+            // Order matters. Projections first: a writer that reads an entity's version and
+            // then the projection's state (to decide add vs. update) must never see the new
+            // version with the old state, or two concurrent adds of one id could both pass.
+            // Then versions are committed before the reservation is released, so a concurrent
+            // check never sees an older version.
             let snapshotDue = commit.withLock { state -> Bool in
                 for (index, projection) in state.projections.enumerated() {
                     // A projection registered since `registered` was read prepares for itself.
@@ -333,11 +333,17 @@ public final class EventStore: Sendable {
             throw RepositoryError.storage(StorageFailure("the log sync before writing snapshots failed", cause: error))
         }
         let epoch = log.historyEpoch
+        // Projections usually stand at the same position: read each anchor record once.
+        var anchors: [LogPosition: SnapshotAnchor?] = [:]
         for (projection, state) in captured {
+            let anchor: SnapshotAnchor?
+            if let known = anchors[state.nextPosition] { anchor = known } else {
+                anchor = try self.anchor(coveringUpTo: state.nextPosition)
+                anchors[state.nextPosition] = .some(anchor)
+            }
             try snapshots.write(
                 SnapshotFile(projectionName: projection.name, schemaVersion: projection.schemaVersion,
-                             nextPosition: state.nextPosition, historyEpoch: epoch,
-                             anchor: try anchor(coveringUpTo: state.nextPosition), body: state.bytes),
+                             nextPosition: state.nextPosition, historyEpoch: epoch, anchor: anchor, body: state.bytes),
                 keep: snapshotPolicy.keep)
         }
     }

@@ -36,19 +36,24 @@ final class VersionTable: Projection {
     /// - Returns: The version each event gets, and the distinct streams reserved (for ``release(_:)``).
     /// - Throws: ``RepositoryError/conflict(stream:expected:actual:)`` and reserves nothing.
     func reserve(_ events: [PendingEvent]) throws(RepositoryError) -> (versions: [UInt64], streams: [StreamID]) {
-        try state.withLock { (state) throws(RepositoryError) -> ([UInt64], [StreamID]) in
+        /// The version `pending` gets after `current`: the one rule for every event of a batch.
+        func next(_ pending: PendingEvent, after current: UInt64) throws(RepositoryError) -> UInt64 {
+            let stream = pending.event.stream
+            if let expected = pending.expectedVersion, expected != current {
+                throw RepositoryError.conflict(stream: stream, expected: expected, actual: current)
+            }
+            guard current < StreamVersionMap.maxVersion else {
+                throw RepositoryError.validationFailed("stream \(stream) is at the largest version \(current)")
+            }
+            return current + 1
+        }
+        return try state.withLock { (state) throws(RepositoryError) -> ([UInt64], [StreamID]) in
             if events.count == 1 {
                 // The common single-event command: no per-batch map.
                 let pending = events[0], stream = pending.event.stream
-                let current = state.reserved[stream]?.version ?? state.committed[stream] ?? 0
-                if let expected = pending.expectedVersion, expected != current {
-                    throw RepositoryError.conflict(stream: stream, expected: expected, actual: current)
-                }
-                guard current < StreamVersionMap.maxVersion else {
-                    throw RepositoryError.validationFailed("stream \(stream) is at the largest version \(current)")
-                }
-                state.reserved[stream] = (current + 1, (state.reserved[stream]?.inFlight ?? 0) + 1)
-                return ([current + 1], [stream])
+                let version = try next(pending, after: state.reserved[stream]?.version ?? state.committed[stream] ?? 0)
+                state.reserved[stream] = (version, (state.reserved[stream]?.inFlight ?? 0) + 1)
+                return ([version], [stream])
             }
             var batch: [StreamID: UInt64] = [:]
             batch.reserveCapacity(events.count)
@@ -59,14 +64,9 @@ final class VersionTable: Projection {
             for pending in events {
                 let stream = pending.event.stream
                 let current = batch[stream] ?? (noneInFlight ? nil : state.reserved[stream]?.version) ?? state.committed[stream] ?? 0
-                if let expected = pending.expectedVersion, expected != current {
-                    throw RepositoryError.conflict(stream: stream, expected: expected, actual: current)
-                }
-                guard current < StreamVersionMap.maxVersion else {
-                    throw RepositoryError.validationFailed("stream \(stream) is at the largest version \(current)")
-                }
-                batch[stream] = current + 1
-                versions.append(current + 1)
+                let version = try next(pending, after: current)
+                batch[stream] = version
+                versions.append(version)
             }
             var streams: [StreamID] = []
             streams.reserveCapacity(batch.count)

@@ -56,11 +56,12 @@ struct SegmentHeader: Hashable, Sendable {
 enum SegmentName {
     static let segmentExtension = "log"
     static let indexExtension = "idx"
+    static let checkpointExtension = "ckpt"
 
     static func segment(_ base: LogPosition) -> String { "\(padded(base)).\(segmentExtension)" }
     static func index(_ base: LogPosition) -> String { "\(padded(base)).\(indexExtension)" }
     /// The active segment's checkpoint, written on clean close (Docs/FileFormat.md).
-    static func checkpoint(_ base: LogPosition) -> String { "\(padded(base)).ckpt" }
+    static func checkpoint(_ base: LogPosition) -> String { "\(padded(base)).\(checkpointExtension)" }
 
     static func padded(_ base: LogPosition) -> String {
         let digits = String(base)
@@ -69,7 +70,20 @@ enum SegmentName {
 
     /// The base position of a segment file name, or nil when the name is not a segment's.
     static func basePosition(ofSegmentNamed name: String) -> LogPosition? {
-        let suffix = ".\(segmentExtension)"
+        basePosition(of: name, suffix: ".\(segmentExtension)")
+    }
+
+    /// The base position of a checkpoint file name, or nil when the name is not a checkpoint's.
+    static func basePosition(ofCheckpointNamed name: String) -> LogPosition? {
+        basePosition(of: name, suffix: ".\(checkpointExtension)")
+    }
+
+    /// Whether a directory listing holds a segment file.
+    static func containsSegment(_ names: [String]) -> Bool {
+        names.contains { basePosition(ofSegmentNamed: $0) != nil }
+    }
+
+    private static func basePosition(of name: String, suffix: String) -> LogPosition? {
         guard name.hasSuffix(suffix) else { return nil }
         let stem = name.dropLast(suffix.count)
         guard stem.count == 20, stem.allSatisfy({ $0 >= "0" && $0 <= "9" }) else { return nil }

@@ -191,18 +191,14 @@ struct LogLoader {
     /// A checkpoint whose own checksum fails is derived data gone bad: ignored (a writer deletes
     /// it) and the whole segment is scanned. A valid one is a record of what was acknowledged,
     /// so a segment that no longer holds its batches is damage, never a torn tail
-    /// (``checkAgainstCheckpoint(_:file:path:)``).
+    /// (``checkAgainstCheckpoint(_:base:file:path:)``).
     private func loadCheckpoint(file: OpenFile, base: LogPosition) throws(LogError) -> SegmentIndexFile? {
         let path = path(SegmentName.checkpoint(base))
         guard let checkpoint = try Self.readCheckpoint(at: path) else {
             if writable { try StoreDirectory.remove(path) }
             return nil
         }
-        guard checkpoint.basePosition == base else {
-            throw LogError(.corruption, "the checkpoint is for a segment starting at \(checkpoint.basePosition), not \(base)",
-                           file: path, offset: 16, position: base)
-        }
-        try Self.checkAgainstCheckpoint(checkpoint, file: file, path: path)
+        try Self.checkAgainstCheckpoint(checkpoint, base: base, file: file, path: path)
         return checkpoint
     }
 
@@ -216,10 +212,15 @@ struct LogLoader {
     }
 
     /// The recovery rule's check against a checkpoint (Docs/Durability.md, "What counts as
-    /// torn"): the segment must still be as long as the checkpoint says, and its last listed
-    /// batch must be where the checkpoint says. Anything less is acknowledged data lost.
-    /// - Throws: ``LogError`` (corruption, with the segment, offset and position) otherwise.
-    static func checkAgainstCheckpoint(_ checkpoint: SegmentIndexFile, file: OpenFile, path checkpointPath: String) throws(LogError) {
+    /// torn"): the checkpoint must be the segment's, the segment must still be as long as the
+    /// checkpoint says, and its last listed batch must be where the checkpoint says. Anything
+    /// less is acknowledged data lost.
+    /// - Throws: ``LogError`` (corruption, with the file, offset and position) otherwise.
+    static func checkAgainstCheckpoint(_ checkpoint: SegmentIndexFile, base: LogPosition, file: OpenFile, path checkpointPath: String) throws(LogError) {
+        guard checkpoint.basePosition == base else {
+            throw LogError(.corruption, "the checkpoint is for a segment starting at \(checkpoint.basePosition), not \(base)",
+                           file: checkpointPath, offset: 16, position: base)
+        }
         let size = try file.size()
         guard checkpoint.dataLength <= size else {
             throw LogError(.corruption,
@@ -242,9 +243,8 @@ struct LogLoader {
     /// deleted: acknowledged records are gone, which is damage).
     func checkForOrphanedCheckpoints(segmentBases bases: [LogPosition]) throws(LogError) {
         let names = try StoreDirectory.list(directory)
-        for name in names where name.hasSuffix(".ckpt") {
-            let stem = name.dropLast(5)
-            guard stem.count == 20, let base = LogPosition(stem), !bases.contains(base) else { continue }
+        for name in names {
+            guard let base = SegmentName.basePosition(ofCheckpointNamed: name), !bases.contains(base) else { continue }
             let checkpointPath = path(name)
             guard let checkpoint = try Self.readCheckpoint(at: checkpointPath), !checkpoint.batches.isEmpty else { continue }
             throw LogError(.corruption,

@@ -78,9 +78,9 @@ final class GroupCommitWriter: @unchecked Sendable {
         condition.unlock()
     }
 
-    /// Called when the log is released without `close()`: finish queued work and stop.
     static let threadName = "EventLog writer"
 
+    /// Called when the log is released without `close()`: finishes queued work and stops.
     /// Closes the log for an owner that went away without closing (a store whose open failed
     /// after its log opened, say). `lock` is held until the close is done, and the caller waits
     /// for it, so that an immediate reopen finds the store closed and unlocked: never a

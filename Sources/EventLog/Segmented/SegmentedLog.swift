@@ -151,7 +151,7 @@ public final class SegmentedLog: RecordLog {
         let path = directory.standardizedFileURL.path
         if StoreDirectory.exists(path + "/" + StoreManifest.fileName) { return true }
         guard let names = try? StoreDirectory.list(path) else { return false }
-        return names.contains { SegmentName.basePosition(ofSegmentNamed: $0) != nil }
+        return SegmentName.containsSegment(names)
     }
 
     /// The store's history epoch: advanced whenever the log's history is cut (a torn tail

@@ -108,8 +108,7 @@ struct StoreManifest: Hashable, Sendable {
     /// - Throws: ``LogError/Code/notAStore`` when the directory is not a store.
     static func requireForReading(in directory: String) throws(LogError) -> StoreManifest {
         if let manifest = try read(in: directory) { return manifest }
-        let names = try StoreDirectory.list(directory)
-        guard names.contains(where: { SegmentName.basePosition(ofSegmentNamed: $0) != nil }) else {
+        guard SegmentName.containsSegment(try StoreDirectory.list(directory)) else {
             throw LogError(.notAStore, "\(directory) is not a store: it has no \(fileName) file and no segment files", file: directory)
         }
         return StoreManifest(historyEpoch: 0)
@@ -119,7 +118,7 @@ struct StoreManifest: Hashable, Sendable {
     /// Called before a writer takes the lock too, so that refusing leaves nothing behind.
     static func requireStoreContents(in directory: String) throws(LogError) {
         let names = try StoreDirectory.list(directory)
-        if names.contains(where: { SegmentName.basePosition(ofSegmentNamed: $0) != nil }) { return }
+        if SegmentName.containsSegment(names) { return }
         let foreign = names.filter { !isStoreOwnedOrIgnorable($0) }.sorted()
         guard foreign.isEmpty else {
             let shown = foreign.prefix(3).joined(separator: ", ") + (foreign.count > 3 ? ", ..." : "")

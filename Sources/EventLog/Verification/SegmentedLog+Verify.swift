@@ -78,11 +78,7 @@ extension SegmentedLog {
                 let checkpointPath = path + "/" + SegmentName.checkpoint(base)
                 do throws(LogError) {
                     if let checkpoint = try LogLoader.readCheckpoint(at: checkpointPath) {
-                        if checkpoint.basePosition != base {
-                            throw LogError(.corruption, "the checkpoint is for a segment starting at \(checkpoint.basePosition), not \(base)",
-                                           file: checkpointPath, offset: 16, position: base)
-                        }
-                        try LogLoader.checkAgainstCheckpoint(checkpoint, file: file, path: checkpointPath)
+                        try LogLoader.checkAgainstCheckpoint(checkpoint, base: base, file: file, path: checkpointPath)
                         checkpointEnd = checkpoint.dataLength
                         if !scan.batches.starts(with: checkpoint.batches) && scan.end.isClean {
                             throw LogError(.corruption, "the segment's batches differ from those its checkpoint lists",
@@ -202,14 +198,15 @@ extension SegmentedLog {
         let damages = verification.problems.filter { $0.severity == .damage }.map(\.error)
         guard !damages.isEmpty else { return report }
         let bases = try LogLoader.segmentBases(in: path)
+        let segmentPaths = bases.map { path + "/" + SegmentName.segment($0) }
         // Damage outside the segments first: a damaged store file is rewritten (in a new
         // epoch), the checkpoint of a missing segment removed (its loss accepted).
         for damage in damages {
-            guard let file = damage.file, !bases.contains(where: { path + "/" + SegmentName.segment($0) == file }) else { continue }
+            guard let file = damage.file, !segmentPaths.contains(file) else { continue }
             if file == path + "/" + StoreManifest.fileName {
                 try LogLoader.advanceHistoryEpoch(in: path, io: io)
                 report.rewrittenFiles.append(file)
-            } else if file.hasSuffix(".ckpt") {
+            } else if file.hasSuffix("." + SegmentName.checkpointExtension) {
                 try LogLoader.advanceHistoryEpoch(in: path, io: io)
                 if let checkpoint = try? LogLoader.readCheckpoint(at: file) {
                     report.firstDroppedPosition = checkpoint.basePosition
@@ -222,9 +219,8 @@ extension SegmentedLog {
             }
             report.cut = report.cut ?? damage
         }
-        guard let damage = damages.first(where: { error in bases.contains { path + "/" + SegmentName.segment($0) == error.file } }),
-              let damagedFile = damage.file,
-              let damagedIndex = bases.firstIndex(where: { path + "/" + SegmentName.segment($0) == damagedFile }) else {
+        guard let damage = damages.first(where: { $0.file.map(segmentPaths.contains) == true }),
+              let damagedFile = damage.file, let damagedIndex = segmentPaths.firstIndex(of: damagedFile) else {
             try StoreDirectory.synchronize(path, io: io)
             return report
         }
@@ -232,8 +228,8 @@ extension SegmentedLog {
         let cutOffset = damage.offset ?? 0
         let firstDropped = damage.position ?? verification.segments.first(where: { $0.file == damagedFile })?.nextPosition ?? bases[damagedIndex]
         report.firstDroppedPosition = firstDropped
-        let end = try droppedEnd(path: path, bases: bases, damagedIndex: damagedIndex, cutOffset: cutOffset,
-                                 firstDropped: firstDropped, verification: verification)
+        let end = try droppedEnd(path: path, bases: bases, segmentPaths: segmentPaths, damagedIndex: damagedIndex,
+                                 cutOffset: cutOffset, firstDropped: firstDropped, verification: verification)
         report.droppedRecords = end.position > firstDropped ? end.position - firstDropped : 0
         report.droppedRecordsAreExact = end.exact
         // The cut is a new history: the epoch advances first, so that state derived from the
@@ -241,7 +237,7 @@ extension SegmentedLog {
         try LogLoader.advanceHistoryEpoch(in: path, io: io)
         // Everything from the cut in the damaged segment, and all later segments, go to recovered/.
         for (k, base) in bases.enumerated() where k >= damagedIndex {
-            let segmentPath = path + "/" + SegmentName.segment(base)
+            let segmentPath = segmentPaths[k]
             let file = try OpenFile.open(segmentPath, flags: O_RDWR)
             let size = try file.size()
             let from = k == damagedIndex ? (cutOffset < Int64(SegmentHeader.size) ? 0 : cutOffset) : 0
@@ -270,8 +266,8 @@ extension SegmentedLog {
     /// segment is walked header by header past the damage (a header is self-checked), then its
     /// checkpoint, when valid, vouches for what it lists.
     private static func droppedEnd(
-        path: String, bases: [LogPosition], damagedIndex: Int, cutOffset: Int64, firstDropped: LogPosition,
-        verification: VerificationReport
+        path: String, bases: [LogPosition], segmentPaths: [String], damagedIndex: Int, cutOffset: Int64,
+        firstDropped: LogPosition, verification: VerificationReport
     ) throws -> (position: LogPosition, exact: Bool) {
         if damagedIndex + 1 < bases.count {
             // Later segments: their valid records; a damaged one among them is counted to its
@@ -284,12 +280,11 @@ extension SegmentedLog {
                 if k + 1 < bases.count, summary.nextPosition != bases[k + 1] { exact = false }
             }
             let laterDamage = verification.problems.contains {
-                $0.severity == .damage && $0.error.file.map { file in bases[(damagedIndex + 1)...].contains { path + "/" + SegmentName.segment($0) == file } } == true
+                $0.severity == .damage && $0.error.file.map(segmentPaths[(damagedIndex + 1)...].contains) == true
             }
             return (end, exact && !laterDamage)
         }
-        let segmentPath = path + "/" + SegmentName.segment(bases[damagedIndex])
-        let file = try OpenFile.open(segmentPath, flags: O_RDONLY)
+        let file = try OpenFile.open(segmentPaths[damagedIndex], flags: O_RDONLY)
         let size = try file.size()
         // Batch headers check themselves: walk them from `offset`, expecting `position`.
         func walk(from start: Int64, expecting first: LogPosition) throws -> (offset: Int64, position: LogPosition, exact: Bool) {
