@@ -10,9 +10,10 @@ import EventKernelTestSupport
 struct CommandPathTests {
     static let trials = testScale.pick(2_000, small: 200)
 
-    @Test("racing add and apply of one id: exactly one wins, every trial")
+    @Test("racing add and apply of one id on a durable store: exactly one wins, every trial")
     func racingAddsOfOneID() async throws {
-        let repository = try InMemoryActivityRepository().base
+        let fixture = try RepositoryFixture(.durable)
+        let repository = fixture.repository
         for trial in 0..<Self.trials {
             let contested = model(Double(trial))
             let wins = await withTaskGroup(of: Bool.self) { group in
@@ -40,13 +41,18 @@ struct CommandPathTests {
         }
         #expect(repository.count == Self.trials)
         #expect(repository.store.nextPosition == UInt64(Self.trials))
+        try await repository.close()
     }
 
-    @Test("racing update and delete: an update never resurrects a deleted activity")
+    @Test("racing update and delete on a durable store: an update never resurrects a deleted activity")
     func racingUpdateAndDelete() async throws {
-        let repository = try InMemoryActivityRepository().base
+        let fixture = try RepositoryFixture(.durable)
+        let repository = fixture.repository
         for trial in 0..<Self.trials {
             let original = model(Double(trial))
+            // The activity's id is new: its whole history lies from here on (a scan of this
+            // trial's events, not of the whole log).
+            let start = repository.store.nextPosition
             try await repository.add(original)
             var changed = original
             changed.type = .tummyTime
@@ -55,11 +61,17 @@ struct CommandPathTests {
             let (updated, wasDeleted) = await (update, deleted)
             #expect(wasDeleted, "trial \(trial): the delete always finds the activity")
             #expect(repository.activity(id: original.id) == nil, "trial \(trial)")
-            let history = try repository.history(of: original.id).map(\.event)
+            let stream = ActivityEventCodec.stream(of: original.id)
+            var history: [ActivityEvent] = []
+            try repository.store.forEachEnvelope(from: start, through: nil) { envelope in
+                if envelope.stream == stream { history.append(try ActivityEventCodec().decode(envelope)) }
+                return true
+            }
             // Either the update came first, or it failed on the deleted activity: never after.
             #expect(history.last == .deleted(id: original.id), "trial \(trial)")
             #expect(history.count == (updated ? 3 : 2), "trial \(trial)")
         }
+        try await repository.close()
     }
 
     @Test("delete of an unknown id returns false and appends nothing")

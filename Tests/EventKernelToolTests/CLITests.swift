@@ -315,6 +315,9 @@ struct CLITests {
         #expect(repair.status == 0 && repair.stdout.contains("accepted the loss"), "\(repair.stdout)\(repair.stderr)")
         let after = try run("query", "--dir", store.path, "--json")
         #expect(after.status == 0, "\(after.stderr)")
+        // Everything the log still holds is there: the 19 activities before the lost batch.
+        let remaining = try #require(try jsonObject(after.stdout) as? [[String: Any]], "\(after.stdout)")
+        #expect(remaining.count == 19)
         #expect(try run("verify", "--dir", store.path).status == 0)
     }
 
