@@ -15,11 +15,17 @@ final class Ledger: Sendable {
     let transactions: EventSourcedRepository<Transaction>
     init(store: EventStore) throws {
         accounts = try EventSourcedRepository(store: store, typeName: "Account")
-        transactions = try EventSourcedRepository(store: store, typeName: "Transaction", dateKey: { $0.date })
+        transactions = try EventSourcedRepository(store: store, typeName: "Transaction",
+                                                  indexes: [.on(\.accountID, \.date), .on(\.category), .on(\.date)])
     }
-    func transactions(of account: UUID) -> [Transaction] { transactions.fetch(where: { $0.accountID == account }, sortedBy: { $0.date < $1.date }) }
-    func transactions(in category: String) -> [Transaction] { transactions.fetch(where: { $0.category == category }) }
-    func transactions(from start: Date, to end: Date) throws -> [Transaction] { try transactions.fetch(from: start, to: end) }
+    func transactions(of account: UUID) -> [Transaction] {
+        (try? transactions.fetch(EntityQuery().where(\.accountID, equals: account).orderBy(\.date))) ?? []
+    }
+    func transactions(in category: String) -> [Transaction] { (try? transactions.fetch(EntityQuery().where(\.category, equals: category))) ?? [] }
+    func transactions(from start: Date, to end: Date) throws -> [Transaction] {
+        guard start <= end else { throw RepositoryError.invalidQuery("end date \(end) is before start date \(start)") }
+        return try transactions.fetch(EntityQuery().where(\.date, in: start...end).orderBy(\.date))
+    }
     func open(_ account: Account, with opening: Transaction) async throws {
         // One atomic batch spanning both entity types.
         try await accounts.store.execute { command in
@@ -27,7 +33,7 @@ final class Ledger: Sendable {
             try transactions.add(opening, in: &command)
         }
     }
-    func deleteTransactions(of account: UUID) async throws -> Int { try await transactions.deleteAll(where: { $0.accountID == account }) }
+    func deleteTransactions(of account: UUID) async throws -> Int { try await transactions.deleteAll(matching: EntityQuery().where(\.accountID, equals: account)) }
 }
 
 @Suite struct AccountsDomainTests {

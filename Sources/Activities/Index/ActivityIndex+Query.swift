@@ -55,7 +55,6 @@ extension ActivityIndex {
 
     /// Enumerates `[lo, hi)` of each chosen index (as computed by `bounds`)
     /// in sort order, skipping `offset` matches and stopping at `limit`.
-    @usableFromInline
     func collect(
         types: Set<ActivityType>?, order: ActivitySortOrder, offset: Int, limit: Int,
         bounds: (SortedSlotIndex) -> (IndexPosition, IndexPosition)

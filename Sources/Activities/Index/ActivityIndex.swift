@@ -48,8 +48,8 @@ public struct ActivityIndex: Sendable {
     @usableFromInline var rows: [ActivityRow] = []
     @usableFromInline var freeSlots: [Int32] = []
     @usableFromInline var slotsByID = SlotTable()
-    @usableFromInline var byStart = SortedSlotIndex()
-    @usableFromInline var byType: [SortedSlotIndex] = []
+    var byStart = SortedSlotIndex()
+    var byType: [SortedSlotIndex] = []
     @usableFromInline var typeTable: [ActivityType] = []
     @usableFromInline var typeCodes: [ActivityType: UInt32] = [:]
     @usableFromInline var activeSlots: Set<Int32> = []

@@ -24,26 +24,8 @@ public import EventLog
 public final class EventSourcedRepository<Entity: Identifiable & Codable & Sendable>: WritableRepository,
     QueryableRepository, PaginatedRepository, ListenableRepository, Sendable
 where Entity.ID: EntityIDConvertible {
-    /// The projection state: entities by id with their stream versions and, when a date key is
-    /// set, a sorted date index.
-    public struct State: Sendable {
-        struct Stored: Sendable {
-            var entity: Entity
-            var version: UInt64
-            /// The date key's value, kept so that removing never calls the domain's closure.
-            var date: Date?
-        }
-        var entries: [EntityID: Stored] = [:]
-        /// `(date, id)` pairs sorted by date then id, for range queries.
-        var dateIndex: [(date: Date, id: EntityID)] = []
-
-        /// The entity with `id`, if it exists.
-        public subscript(id: EntityID) -> Entity? { entries[id]?.entity }
-        /// The number of entities.
-        public var count: Int { entries.count }
-        /// Every entity, in no particular order.
-        public var entities: some Collection<Entity> { entries.values.lazy.map(\.entity) }
-    }
+    /// The projection state: the entity table with its declared indexes.
+    public typealias State = EntityTable<Entity>
 
     /// The store written to.
     public let store: EventStore
@@ -51,138 +33,191 @@ where Entity.ID: EntityIDConvertible {
     public let typeName: String
     /// How entities are encoded and upcast.
     public let schema: EntitySchema<Entity>
+    /// The declared indexes, in declaration order.
+    public let indexes: [EntityIndex<Entity>]
     /// The projection folding this type's events (registered with the store).
     public let projection: ProjectedState<State>
-    private let dateKey: (@Sendable (Entity) -> Date)?
+    private let defaultOrder: [EntityQuery<Entity>.Ordering]
     private let validate: (@Sendable (Entity) throws -> Void)?
 
-    /// The snapshot layout version: 2 added stream versions and the entity schema version.
-    private static var snapshotLayoutVersion: UInt16 { 2 }
+    /// The snapshot layout version: 2 added stream versions and the entity schema version, 3
+    /// the insertion sequence and the declared indexes' order.
+    private static var snapshotLayoutVersion: UInt16 { 3 }
 
     /// Creates the repository and registers its projection with `store` (restoring it from a
     /// snapshot and catching up with the log).
     /// - Parameters:
     ///   - store: The event store.
     ///   - typeName: The entity type name, unique per store, e.g. `"Account"`.
-    ///   - schema: The entity's schema version and upcasters for older ones.
-    ///   - dateKey: The date that ``fetch(dateIn:)`` ranges over, e.g. `\.date`.
+    ///   - schema: The entity's schema version, codec and upcasters for older versions.
+    ///   - indexes: The indexes to keep (see ``EntityIndex``); queries on their properties
+    ///     cost O(log n + k).
+    ///   - defaultOrder: The order of ``fetchAll()``, paging and queries without an ordering,
+    ///     e.g. `[.descending(\.date)]`; insertion order when empty (and after these terms).
     ///   - validate: Checks an entity before any write; its error is thrown and nothing written.
     /// - Throws: ``RepositoryError/undecodableEvent(_:)`` when a stored event does not decode
     ///   (for example a schema version without an upcaster: add it and open again; nothing was
     ///   lost), ``RepositoryError/validationFailed(_:)`` when the name is taken, storage errors.
     public init(
         store: EventStore, typeName: String, schema: EntitySchema<Entity> = EntitySchema(),
-        dateKey: (@Sendable (Entity) -> Date)? = nil,
+        indexes: [EntityIndex<Entity>] = [],
+        defaultOrder: [IndexComponent<Entity>] = [],
         validate: (@Sendable (Entity) throws -> Void)? = nil
     ) throws {
         self.store = store
         self.typeName = typeName
         self.schema = schema
-        self.dateKey = dateKey
+        self.indexes = indexes
+        self.defaultOrder = defaultOrder.map { .init(keyPath: $0.keyPath, value: $0.value, descending: $0.descending) }
         self.validate = validate
-        self.projection = Self.makeProjection(typeName: typeName, schema: schema, dateKey: dateKey)
+        self.projection = Self.makeProjection(typeName: typeName, schema: schema, indexes: indexes)
         try store.register(projection)
     }
 
+    /// What `prepare` computes for one event outside every lock: the decoded (upcast) entity
+    /// and its index keys, or `nil` for a deletion.
+    struct Prepared: Sendable {
+        var entity: Entity
+        var keys: [IndexKey]
+    }
+
+    private static func keys(of entity: Entity, _ indexes: [EntityIndex<Entity>]) -> [IndexKey] {
+        indexes.map { index in IndexKey(index.components.map { $0.value(entity) }) }
+    }
+
     private static func makeProjection(
-        typeName: String, schema: EntitySchema<Entity>, dateKey: (@Sendable (Entity) -> Date)?
+        typeName: String, schema: EntitySchema<Entity>, indexes: [EntityIndex<Entity>]
     ) -> ProjectedState<State> {
         let added = typeName + ".added", updated = typeName + ".updated", deleted = typeName + ".deleted"
         return ProjectedState<State>(
-            name: "repository:\(typeName)", schemaVersion: snapshotLayoutVersion, initial: State(),
-            encode: { state in
-                // Layout: entity schema version, count, then per entity its id and stream
-                // version, then the entities as one JSON array in the same order.
-                var writer = BinaryWriter(capacity: 16 + state.entries.count * 24)
-                writer.writeVarint(UInt64(schema.version))
-                writer.writeVarint(UInt64(state.entries.count))
-                var entities: [Entity] = []
-                entities.reserveCapacity(state.entries.count)
-                for (id, stored) in state.entries {
-                    writer.writeEntityID(id)
-                    writer.writeVarint(stored.version)
-                    entities.append(stored.entity)
-                }
-                writer.writeRaw(try schema.encode(entities))
-                return writer.bytes
-            },
-            decode: { bytes in
-                var reader = BinaryReader(bytes)
-                let entitySchemaVersion = try reader.readVarint(as: UInt16.self)
-                let count = try reader.readVarint()
-                var keys: [(EntityID, UInt64)] = []
-                keys.reserveCapacity(Int(min(count, UInt64(reader.remaining / 2))))
-                for _ in 0..<count { keys.append((try reader.readEntityID(), try reader.readVarint())) }
-                // Upcast like events: a snapshot of an older schema version is still used.
-                let entities = try schema.decodeAll(reader.readRemaining(), schemaVersion: entitySchemaVersion)
-                guard entities.count == keys.count else {
-                    throw BinaryDecodingError(.invalidValue("\(keys.count) ids for \(entities.count) entities"), at: 0)
-                }
-                var state = State()
-                state.entries.reserveCapacity(keys.count)
-                for (index, (id, version)) in keys.enumerated() {
-                    let entity = entities[index]
-                    state.entries[id] = State.Stored(entity: entity, version: version, date: dateKey?(entity))
-                }
-                if dateKey != nil {
-                    // One sort, not n sorted inserts.
-                    state.dateIndex = state.entries.map { (date: $0.value.date!, id: $0.key) }
-                    state.dateIndex.sort { lessThan($0, $1) }
-                }
-                return state
-            },
-            // Decoding, upcasting and the date key (the domain's code) run here, outside every
+            name: "repository:\(typeName)", schemaVersion: snapshotLayoutVersion, initial: State(indexes: indexes),
+            encode: { table in try encodeSnapshot(table, schema: schema, indexes: indexes) },
+            decode: { bytes in try decodeSnapshot(bytes, schema: schema, indexes: indexes) },
+            // Decoding, upcasting and the index keys (the domain's code) run here, outside every
             // lock; the fold below only moves values.
-            prepare: { envelope -> State.Stored? in
+            prepare: { envelope -> Prepared? in
                 guard envelope.stream.entityType == typeName else { return nil }
                 switch envelope.eventType {
                 case added, updated:
                     let entity = try schema.decode(envelope.payload, schemaVersion: envelope.schemaVersion)
-                    return State.Stored(entity: entity, version: envelope.entityVersion, date: dateKey?(entity))
+                    return Prepared(entity: entity, keys: keys(of: entity, indexes))
                 case deleted:
                     return nil
                 default:
                     throw RepositoryError.validationFailed("unknown event type \"\(envelope.eventType)\" for entity type \(typeName)")
                 }
             },
-            fold: { state, envelope, stored in
+            fold: { table, envelope, prepared in
                 guard envelope.stream.entityType == typeName else { return }
-                if let stored {
-                    upsert(stored, id: envelope.entityID, into: &state)
+                if let prepared {
+                    table.upsert(prepared.entity, id: envelope.entityID, version: envelope.entityVersion, keys: prepared.keys)
                 } else {
-                    remove(envelope.entityID, from: &state)
+                    table.remove(envelope.entityID)
                 }
             })
     }
 
-    private static func lessThan(_ a: (date: Date, id: EntityID), _ b: (date: Date, id: EntityID)) -> Bool {
-        a.date < b.date || (a.date == b.date && a.id.description < b.id.description)
+    /// Layout 3: entity schema version, count, next sequence; per entity in insertion order its
+    /// id, stream version and sequence delta; per declared index its name and the entities'
+    /// order as ordinals (so restoring sorts nothing); then the entities, encoded by the schema
+    /// as one array in insertion order.
+    private static func encodeSnapshot(_ table: State, schema: EntitySchema<Entity>, indexes: [EntityIndex<Entity>]) throws -> [UInt8] {
+        var writer = BinaryWriter(capacity: 32 + table.count * 24)
+        writer.writeVarint(UInt64(schema.version))
+        writer.writeVarint(UInt64(table.count))
+        writer.writeVarint(table.nextSequence)
+        var ordinals = [Int32](repeating: 0, count: table.rows.count)
+        var entities: [Entity] = []
+        entities.reserveCapacity(table.count)
+        var previous: UInt64 = 0
+        table.bySequence.scan(from: table.bySequence.startPosition, to: table.bySequence.endPosition, reversed: false) { entry in
+            let row = table.rows[Int(entry.slot)]!
+            ordinals[Int(entry.slot)] = Int32(entities.count)
+            writer.writeEntityID(row.id)
+            writer.writeVarint(row.version)
+            writer.writeVarint(row.sequence - previous)
+            previous = row.sequence
+            entities.append(row.entity)
+            return true
+        }
+        writer.writeVarint(UInt64(indexes.count))
+        for (number, index) in indexes.enumerated() {
+            writer.writeString(index.name)
+            let entries = table.indexes[number].entries
+            entries.scan(from: entries.startPosition, to: entries.endPosition, reversed: false) { entry in
+                writer.writeVarint(UInt64(ordinals[Int(entry.slot)]))
+                return true
+            }
+        }
+        writer.writeRaw(try schema.encode(entities))
+        return writer.bytes
     }
 
-    private static func indexSlot(_ key: (date: Date, id: EntityID), in index: [(date: Date, id: EntityID)]) -> Int {
-        var low = 0, high = index.count
-        while low < high {
-            let mid = (low + high) / 2
-            if lessThan(index[mid], key) { low = mid + 1 } else { high = mid }
+    private static func decodeSnapshot(_ bytes: [UInt8], schema: EntitySchema<Entity>, indexes: [EntityIndex<Entity>]) throws -> State {
+        var reader = BinaryReader(bytes)
+        let entitySchemaVersion = try reader.readVarint(as: UInt16.self)
+        let count = Int(try reader.readVarint())
+        guard count <= reader.remaining else { throw BinaryDecodingError(.invalidValue("\(count) entities in \(reader.remaining) bytes"), at: 0) }
+        let nextSequence = try reader.readVarint()
+        var heads: [(id: EntityID, version: UInt64, sequence: UInt64)] = []
+        heads.reserveCapacity(count)
+        var sequence: UInt64 = 0
+        for _ in 0..<count {
+            let id = try reader.readEntityID()
+            let version = try reader.readVarint()
+            sequence += try reader.readVarint()
+            heads.append((id, version, sequence))
         }
-        return low
-    }
-
-    private static func upsert(_ stored: State.Stored, id: EntityID, into state: inout State) {
-        remove(id, from: &state)
-        state.entries[id] = stored
-        if let date = stored.date {
-            let key = (date: date, id: id)
-            state.dateIndex.insert(key, at: indexSlot(key, in: state.dateIndex))
+        var orders: [String: [Int32]] = [:]
+        for _ in 0..<(try reader.readVarint()) {
+            let name = try reader.readString()
+            var order: [Int32] = []
+            order.reserveCapacity(count)
+            for _ in 0..<count {
+                let ordinal = try reader.readVarint()
+                guard ordinal < count else { throw BinaryDecodingError(.invalidValue("index ordinal \(ordinal) of \(count)"), at: reader.offset) }
+                order.append(Int32(ordinal))
+            }
+            orders[name] = order
         }
-    }
-
-    private static func remove(_ id: EntityID, from state: inout State) {
-        guard let old = state.entries.removeValue(forKey: id) else { return }
-        if let date = old.date {
-            let slot = indexSlot((date, id), in: state.dateIndex)
-            if slot < state.dateIndex.count, state.dateIndex[slot].id == id { state.dateIndex.remove(at: slot) }
+        // Upcast like events: a snapshot of an older schema version is still used.
+        let entities = try schema.decodeAll(reader.readRemaining(), schemaVersion: entitySchemaVersion)
+        guard entities.count == count else {
+            throw BinaryDecodingError(.invalidValue("\(count) ids for \(entities.count) entities"), at: 0)
         }
+        var table = State(indexes: indexes)
+        table.rows.reserveCapacity(count)
+        table.slotsByID.reserveCapacity(count)
+        for (ordinal, head) in heads.enumerated() {
+            let entity = entities[ordinal]
+            table.rows.append(.init(entity: entity, id: head.id, version: head.version, sequence: head.sequence, keys: keys(of: entity, indexes)))
+            table.slotsByID[head.id] = Int32(ordinal)
+            table.bySequence.appendSorted(SequencedSlot(sequence: head.sequence, slot: Int32(ordinal)))
+        }
+        guard table.slotsByID.count == count else { throw BinaryDecodingError(.invalidValue("repeated entity ids"), at: 0) }
+        table.nextSequence = max(nextSequence, (heads.last?.sequence ?? 0) + 1)
+        for (number, index) in indexes.enumerated() {
+            if let order = orders[index.name] {
+                // The stored order: appended as is, checked as it goes (an order that does not
+                // match the keys would answer queries wrongly, so it is refused, not trusted).
+                for ordinal in order {
+                    let row = table.rows[Int(ordinal)]!
+                    let entries = table.indexes[number].entries
+                    if let last = entries.lastEntries.last,
+                       table.indexes[number].compare(last.key, last.sequence, row.keys[number], row.sequence) >= 0 {
+                        throw BinaryDecodingError(.invalidValue("index \(index.name) out of order"), at: 0)
+                    }
+                    table.indexes[number].entries.appendSorted(KeyedSlot(key: row.keys[number], sequence: row.sequence, slot: ordinal))
+                }
+            } else {
+                // An index declared since the snapshot: built by one sort.
+                var entries = table.rows.indices.map { KeyedSlot(key: table.rows[$0]!.keys[number], sequence: table.rows[$0]!.sequence, slot: Int32($0)) }
+                let storage = table.indexes[number]
+                entries.sort { storage.compare($0.key, $0.sequence, $1.key, $1.sequence) < 0 }
+                for entry in entries { table.indexes[number].entries.appendSorted(entry) }
+            }
+        }
+        return table
     }
 
     /// The stream of the entity with `id`.
@@ -193,88 +228,86 @@ where Entity.ID: EntityIDConvertible {
     /// The entity with `id`, or `nil`. - Complexity: O(1).
     public func fetch(id: Entity.ID) -> Entity? {
         let key = id.entityID
-        return projection.withLockedState { $0.entries[key]?.entity }
+        return projection.withLockedState { $0[key] }
     }
 
     /// The entity's stream version (0: it never existed), for ``update(_:expectedVersion:)``.
     public func version(of id: Entity.ID) -> UInt64 { store.version(of: stream(of: id)) }
 
-    /// Every entity, ordered by id text. - Complexity: O(n log n).
+    /// Every entity, in the default order (declared, else insertion).
+    /// - Complexity: O(n), plus a sort when a default order is declared but no index serves it.
     public func fetchAll() -> [Entity] {
-        fetch(where: { _ in true }, sortedBy: nil, limit: nil)
+        (try? fetch(EntityQuery<Entity>())) ?? []
     }
 
-    /// The entities matching `predicate`, sorted by `areInIncreasingOrder` (default: by id
-    /// text), at most `limit`. `predicate` and the sort run outside every lock: they may read
-    /// this or any other repository.
+    /// The entities matching `query`, in its order (see ``EntityQuery`` for costs).
+    /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, or a
+    ///   cursor taken from another query.
+    public func fetch(_ query: EntityQuery<Entity>) throws -> [Entity] {
+        try run(query).rows.map(\.entity)
+    }
+
+    /// The first entity matching `query`, or `nil`.
+    public func fetchOne(_ query: EntityQuery<Entity>) throws -> Entity? {
+        try fetch(query.limit(1)).first
+    }
+
+    /// A page of `query` and the cursor to continue after it.
+    /// - Throws: As ``fetch(_:)``.
+    public func fetchPage(_ query: EntityQuery<Entity>) throws -> QueryPage<Entity> {
+        let (rows, next) = try run(query)
+        let complete = query.effectiveLimit.map { rows.count < $0 } ?? true
+        return QueryPage(entities: rows.map(\.entity), nextCursor: complete ? nil : next)
+    }
+
+    /// How many entities match `query`, ignoring its limit, offset and cursor.
+    /// - Complexity: O(log n + k / 1,024) when one index applies every condition.
+    public func count(_ query: EntityQuery<Entity>) throws -> Int {
+        let table = projection.read { $0 }
+        return try table.count(query, declared: indexes)
+    }
+
+    /// How a query is answered: which index, in which direction, what is filtered or sorted
+    /// after. For tests and tuning, like SQL's `EXPLAIN QUERY PLAN`.
+    public func explain(_ query: EntityQuery<Entity>) -> String {
+        projection.read { $0 }.explain(query, defaultOrder: defaultOrder, declared: indexes)
+    }
+
+    /// Runs a query on the published table, outside the projection's lock (the query's
+    /// predicate is the domain's code).
+    private func run(_ query: EntityQuery<Entity>) throws -> (rows: [State.Row], next: QueryCursor?) {
+        let table = projection.read { $0 }
+        return try table.run(query, defaultOrder: defaultOrder, declared: indexes)
+    }
+
+    /// The entities matching `predicate`, sorted by `areInIncreasingOrder` (default: the
+    /// default order), at most `limit`. `predicate` and the sort run outside every lock: they
+    /// may read this or any other repository. Prefer ``fetch(_:)`` with indexed conditions.
     /// - Complexity: O(n) for the filter plus O(m log m) for the sort of m matches.
     public func fetch(
-        where predicate: @Sendable (Entity) -> Bool,
+        where predicate: @escaping @Sendable (Entity) -> Bool,
         sortedBy areInIncreasingOrder: (@Sendable (Entity, Entity) -> Bool)? = nil,
         limit: Int? = nil
     ) -> [Entity] {
-        var matches = matching(predicate)
+        var matches = (try? fetch(EntityQuery<Entity>().where(predicate))) ?? []
         if let areInIncreasingOrder {
-            matches.sort { areInIncreasingOrder($0.entity, $1.entity) }
+            matches.sort { areInIncreasingOrder($0, $1) }
         }
-        var out = matches.map(\.entity)
-        if let limit, limit < out.count { out.removeLast(out.count - max(0, limit)) }
-        return out
+        if let limit, limit < matches.count { matches.removeLast(matches.count - max(0, limit)) }
+        return matches
     }
 
-    /// The matching entries with their versions, in id-text order; the predicate runs on a
-    /// published state, outside the projection's lock.
-    private func matching(_ predicate: (Entity) -> Bool) -> [(id: EntityID, entity: Entity, version: UInt64)] {
-        let state = projection.read { $0 }
-        var matches: [(id: EntityID, entity: Entity, version: UInt64)] = []
-        for (id, stored) in state.entries where predicate(stored.entity) {
-            matches.append((id, stored.entity, stored.version))
-        }
-        return Self.inIDTextOrder(matches) { $0.id }
-    }
-
-    /// `items` sorted by their ids' text, the repository's default order. Each id's text is
-    /// built once, not once per comparison.
-    private static func inIDTextOrder<T>(_ items: [T], id: (T) -> EntityID) -> [T] {
-        items.map { (key: id($0).description, item: $0) }.sorted { $0.key < $1.key }.map(\.item)
-    }
-
-    /// The entities whose date key lies in `range`, in date order.
-    /// - Throws: ``RepositoryError/invalidQuery(_:)`` when the repository has no date key.
-    /// - Complexity: O(log n + k).
-    public func fetch(dateIn range: ClosedRange<Date>) throws -> [Entity] {
-        guard dateKey != nil else { throw RepositoryError.invalidQuery("repository \(typeName) has no date key") }
-        return projection.withLockedState { state in
-            var slot = Self.indexSlot((range.lowerBound, .uuid(UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))), in: state.dateIndex)
-            // Ids sort by text; step back over equal dates whose id text sorts below the probe.
-            while slot > 0, state.dateIndex[slot - 1].date >= range.lowerBound { slot -= 1 }
-            var out: [Entity] = []
-            while slot < state.dateIndex.count, state.dateIndex[slot].date <= range.upperBound {
-                if let entity = state.entries[state.dateIndex[slot].id]?.entity { out.append(entity) }
-                slot += 1
-            }
-            return out
-        }
-    }
-
-    /// The entities whose date key lies between `start` and `end`, both inclusive.
-    /// - Throws: ``RepositoryError/invalidQuery(_:)`` when `end` precedes `start` or there is no date key.
-    public func fetch(from start: Date, to end: Date) throws -> [Entity] {
-        guard start <= end else { throw RepositoryError.invalidQuery("end date \(end) is before start date \(start)") }
-        return try fetch(dateIn: start...end)
-    }
-
-    /// A page of entities in id-text order.
+    /// A page of entities in the default order.
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit.
+    /// - Complexity: O(log n + offset / 1,024 + limit) in insertion order.
     public func fetchPage(offset: Int, limit: Int) throws -> [Entity] {
         guard offset >= 0, limit >= 0 else { throw RepositoryError.invalidQuery("offset \(offset) and limit \(limit) must not be negative") }
-        let all = fetchAll()
-        guard offset < all.count else { return [] }
-        return Array(all[offset..<min(all.count, offset + limit)])
+        guard limit > 0 else { return [] }
+        return try fetch(EntityQuery<Entity>().offset(offset).limit(limit))
     }
 
     /// The number of entities. - Complexity: O(1).
-    public var count: Int { projection.withLockedState { $0.entries.count } }
+    public var count: Int { projection.withLockedState { $0.count } }
 
     // MARK: Writing inside a command
 
@@ -290,7 +323,7 @@ where Entity.ID: EntityIDConvertible {
 
     private func current(_ stream: StreamID, in command: inout CommandContext) -> Entity? {
         let key = stream.entityID
-        return command.read(stream) { projection.withLockedState { $0.entries[key]?.entity } }
+        return command.read(stream) { projection.withLockedState { $0[key] } }
     }
 
     private func checkOnce(_ stream: StreamID, in command: CommandContext) throws {
@@ -423,58 +456,89 @@ where Entity.ID: EntityIDConvertible {
         }
     }
 
-    /// Deletes every entity matching `predicate`, atomically. The predicate runs outside every
-    /// lock; entities changed concurrently are checked again.
+    /// Deletes every entity matching `query` (its conditions and predicate; an ordering,
+    /// limit and offset choose which), atomically: one batch, one commit. Entities changed
+    /// concurrently are checked again.
     /// - Returns: How many were deleted.
+    /// - Throws: ``RepositoryError/invalidQuery(_:)``, storage errors; nothing is deleted then.
     @discardableResult
-    public func deleteAll(where predicate: @Sendable (Entity) -> Bool) async throws -> Int {
+    public func deleteAll(matching query: EntityQuery<Entity>) async throws -> Int {
         try await store.execute { command in
             var deleted = 0
-            for match in self.matching(predicate) {
-                // Expect the version of the state the predicate saw: an entity changed since
-                // (which may no longer match) makes the command conflict and decide again.
-                command.read(StreamID(self.typeName, match.id), stateVersion: match.version)
-                command.append(try self.event("deleted", match.id, nil))
+            for row in try self.run(query).rows {
+                // Expect the version of the state the query saw: an entity changed since (which
+                // may no longer match) makes the command conflict and decide again.
+                command.read(StreamID(self.typeName, row.id), stateVersion: row.version)
+                command.append(try self.event("deleted", row.id, nil))
                 deleted += 1
             }
             return deleted
         }
     }
 
-    /// Applies `change` to every entity matching `predicate` and replaces them, atomically.
-    /// `predicate` and `change` run outside every lock.
+    /// Deletes every entity matching `predicate`, atomically. The predicate runs outside every
+    /// lock. Prefer ``deleteAll(matching:)`` with indexed conditions.
+    /// - Returns: How many were deleted.
+    @discardableResult
+    public func deleteAll(where predicate: @escaping @Sendable (Entity) -> Bool) async throws -> Int {
+        try await deleteAll(matching: EntityQuery<Entity>().where(predicate))
+    }
+
+    /// Retention in one line: deletes, atomically, every entity whose `keyPath` is before
+    /// `cutoff` (the forum's 30-day cleanup: `deleteAll(where: \.lastPostDate, before: monthAgo)`).
+    /// With an index on `keyPath` it finds them in O(log n + k).
+    /// - Returns: How many were deleted.
+    @discardableResult
+    public func deleteAll<Value: IndexValueConvertible>(
+        where keyPath: any KeyPath<Entity, Value> & Sendable, before cutoff: Value
+    ) async throws -> Int {
+        try await deleteAll(matching: EntityQuery<Entity>().where(keyPath, lessThan: cutoff))
+    }
+
+    /// Applies `change` to every entity matching `query` and replaces them, atomically.
+    /// The query's predicate and `change` run outside every lock.
     /// - Returns: How many were updated.
     /// - Throws: What `change` or the validator throws; nothing is written then.
     @discardableResult
     public func updateAll(
-        where predicate: @Sendable (Entity) -> Bool, _ change: (inout Entity) throws -> Void
+        matching query: EntityQuery<Entity>, _ change: (inout Entity) throws -> Void
     ) async throws -> Int {
         try await store.execute { command in
             var updated = 0
-            for match in self.matching(predicate) {
-                let stream = StreamID(self.typeName, match.id)
-                command.read(stream, stateVersion: match.version)
-                var entity = match.entity
+            for row in try self.run(query).rows {
+                let stream = StreamID(self.typeName, row.id)
+                command.read(stream, stateVersion: row.version)
+                var entity = row.entity
                 try change(&entity)
-                guard entity.id.entityID == match.id else {
+                guard entity.id.entityID == row.id else {
                     throw RepositoryError.validationFailed("a batch update changed the id of \(stream)")
                 }
                 try self.validate?(entity)
-                command.append(try self.event("updated", match.id, entity))
+                command.append(try self.event("updated", row.id, entity))
                 updated += 1
             }
             return updated
         }
     }
 
+    /// Applies `change` to every entity matching `predicate` and replaces them, atomically.
+    /// - Returns: How many were updated.
+    @discardableResult
+    public func updateAll(
+        where predicate: @escaping @Sendable (Entity) -> Bool, _ change: (inout Entity) throws -> Void
+    ) async throws -> Int {
+        try await updateAll(matching: EntityQuery<Entity>().where(predicate), change)
+    }
+
     // MARK: Observation, history, time travel
 
-    /// Yields the entities matching `predicate` (in id-text order) at once, then again after
-    /// each commit that changed that result, never an identical result twice in a row (results
-    /// are compared by ids and stream versions, so entities need not be `Equatable`). The
-    /// predicate runs outside every lock. The stream ends when the consumer stops iterating or
-    /// the store closes.
-    public func observe(where predicate: @escaping @Sendable (Entity) -> Bool) -> AsyncStream<[Entity]> {
+    /// Yields the result of `query` at once, then again after each commit that changed it, as
+    /// GRDB's `ValueObservation` does: commits in between coalesce (a slow consumer gets the
+    /// newest result), and a result equal to the last one yielded is not yielded again (compared
+    /// by `Equatable` when the entity is, else by ids and stream versions). The query's predicate
+    /// runs outside every lock. The stream ends when the consumer stops iterating or the store
+    /// closes. A query that throws (a negative offset) yields an empty result.
+    public func observe(_ query: EntityQuery<Entity>) -> AsyncStream<[Entity]> {
         let typeName = self.typeName
         return QueryObservation.stream(
             store: store,
@@ -484,19 +548,28 @@ where Entity.ID: EntityIDConvertible {
                 }
                 return { [weak projection] in projection?.removeListener(token) }
             },
-            fetch: { [weak self] in self?.matching(predicate) ?? [] },
-            isDuplicate: { old, new in Self.sameEntries(old, new) },
+            fetch: { [weak self] in (try? self?.run(query).rows) ?? [] },
+            isDuplicate: { old, new in Self.sameRows(old, new) },
             output: { $0.map(\.entity) })
     }
 
-    private static func sameEntries(
-        _ old: [(id: EntityID, entity: Entity, version: UInt64)], _ new: [(id: EntityID, entity: Entity, version: UInt64)]
-    ) -> Bool {
+    /// Observes the entities matching `predicate`, in the default order (see ``observe(_:)``).
+    public func observe(where predicate: @escaping @Sendable (Entity) -> Bool) -> AsyncStream<[Entity]> {
+        observe(EntityQuery<Entity>().where(predicate))
+    }
+
+    private static func sameRows(_ old: [State.Row], _ new: [State.Row]) -> Bool {
         guard old.count == new.count else { return false }
         for index in old.indices where old[index].id != new[index].id || old[index].version != new[index].version {
-            return false
+            // A new version may hold an equal value (a save of what was there): equal by
+            // `Equatable` counts as unchanged.
+            guard let old = old[index].entity as? any Equatable, equal(old, new[index].entity) else { return false }
         }
         return true
+    }
+
+    private static func equal<T: Equatable>(_ a: T, _ b: Any) -> Bool {
+        (b as? T).map { $0 == a } ?? false
     }
 
     /// The events of one entity, oldest first. - Complexity: O(n) log scan.
@@ -508,9 +581,7 @@ where Entity.ID: EntityIDConvertible {
     /// - Complexity: O(events since the newest usable snapshot at or before `position`).
     public func entities(throughPosition position: LogPosition) throws -> [Entity] {
         let past = try store.state(of: { projection.makeFresh() }, throughPosition: position)
-        return past.read { state in
-            Self.inIDTextOrder(Array(state.entries)) { $0.key }.map(\.value.entity)
-        }
+        return past.read { $0.entities }
     }
 
     /// The entities as they were at `date` (empty before the first event).

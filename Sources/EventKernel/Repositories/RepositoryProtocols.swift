@@ -35,7 +35,7 @@ public protocol WritableRepository<Entity>: ReadableRepository {
 public protocol QueryableRepository<Entity>: ReadableRepository {
     /// The entities matching `predicate`, sorted by `areInIncreasingOrder` when given, at most `limit`.
     func fetch(
-        where predicate: @Sendable (Entity) -> Bool,
+        where predicate: @escaping @Sendable (Entity) -> Bool,
         sortedBy areInIncreasingOrder: (@Sendable (Entity, Entity) -> Bool)?,
         limit: Int?
     ) -> [Entity]

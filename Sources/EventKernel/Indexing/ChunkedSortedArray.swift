@@ -1,0 +1,251 @@
+/// A position in a ``ChunkedSortedArray``: a chunk and an offset in it; `(chunks.count, 0)` is
+/// the end.
+package struct ChunkedPosition: Comparable, Sendable {
+    @usableFromInline package var chunk: Int
+    @usableFromInline package var offset: Int
+
+    @inlinable
+    package init(chunk: Int, offset: Int) {
+        self.chunk = chunk
+        self.offset = offset
+    }
+
+    @inlinable
+    package static func < (a: ChunkedPosition, b: ChunkedPosition) -> Bool {
+        a.chunk != b.chunk ? a.chunk < b.chunk : a.offset < b.offset
+    }
+}
+
+/// A sorted multiset stored as a chunked sorted array: the ordered index under every
+/// repository (the activity index's date and type indexes, and the declared indexes of
+/// ``EventSourcedRepository``).
+///
+/// Why a chunked array rather than a B+-tree (nothing in the allowed packages provides an
+/// ordered multiset): at 1M entries a two-level structure (about 1,000 chunks of at most
+/// ``maxChunk`` entries plus an array of each chunk's last entry) already gives O(log n)
+/// search, and insertion and removal cost dominated by one memmove of at most a chunk, while
+/// scans are plain walks over contiguous memory. It is far less code than a tree, has no
+/// per-node pointers, and bulk building from sorted input is O(n). Appends at the end (the
+/// chronological case) fill chunks completely, so memory stays near one element per entry.
+///
+/// The order is the caller's: every search takes an `isBefore` predicate that must hold for a
+/// prefix of the array, so one structure serves keys compared in any way (typed keys, composite
+/// keys with per-component directions, ties broken by a row lookup).
+package struct ChunkedSortedArray<Element: Sendable>: Sendable {
+    /// The largest chunk; a chunk that grows beyond it is split.
+    @inlinable package static var maxChunk: Int { 1024 }
+
+    @usableFromInline package var chunks: [[Element]] = []
+    /// The last (largest) element of each chunk, the summary binary searches run over before
+    /// touching a chunk.
+    @usableFromInline package var lastEntries: [Element] = []
+    /// The number of elements.
+    @usableFromInline package var count: Int = 0
+
+    @inlinable
+    package init() {}
+
+    @inlinable
+    package var isEmpty: Bool { count == 0 }
+
+    @inlinable
+    package var startPosition: ChunkedPosition { ChunkedPosition(chunk: 0, offset: 0) }
+
+    @inlinable
+    package var endPosition: ChunkedPosition { ChunkedPosition(chunk: chunks.count, offset: 0) }
+
+    /// The first position whose element does not satisfy `isBefore`, which must hold for a
+    /// prefix of the array.
+    /// - Complexity: O(log n)
+    @inlinable
+    package func partitionPoint(_ isBefore: (Element) -> Bool) -> ChunkedPosition {
+        var lo = 0
+        var hi = lastEntries.count
+        lastEntries.withUnsafeBufferPointer { lasts in
+            while lo < hi {
+                let mid = (lo &+ hi) >> 1
+                if isBefore(lasts[mid]) { lo = mid &+ 1 } else { hi = mid }
+            }
+        }
+        if lo == chunks.count { return endPosition }
+        let offset = chunks[lo].withUnsafeBufferPointer { entries in
+            var l = 0
+            var h = entries.count
+            while l < h {
+                let mid = (l &+ h) >> 1
+                if isBefore(entries[mid]) { l = mid &+ 1 } else { h = mid }
+            }
+            return l
+        }
+        return ChunkedPosition(chunk: lo, offset: offset)
+    }
+
+    /// Inserts `element` at `position` (from ``partitionPoint(_:)`` with the element's own
+    /// key, so that order is kept).
+    /// - Complexity: O(log n + maxChunk)
+    @inlinable
+    package mutating func insert(_ element: Element, at position: ChunkedPosition) {
+        count += 1
+        if chunks.isEmpty {
+            chunks.append([element])
+            lastEntries.append(element)
+            return
+        }
+        var p = position
+        if p.chunk == chunks.count {
+            p = ChunkedPosition(chunk: chunks.count - 1, offset: chunks[chunks.count - 1].count)
+        }
+        let c = p.chunk
+        chunks[c].insert(element, at: p.offset)
+        let n = chunks[c].count
+        if n > Self.maxChunk {
+            // Appending at the very end is the chronological common case: keep the left chunk
+            // full so sequential inserts pack densely.
+            let atEnd = c == chunks.count - 1 && p.offset == n - 1
+            let split = atEnd ? Self.maxChunk : n / 2
+            let left = Array(chunks[c][..<split])
+            let right = Array(chunks[c][split...])
+            chunks[c] = left
+            chunks.insert(right, at: c + 1)
+            lastEntries[c] = left[left.count - 1]
+            lastEntries.insert(right[right.count - 1], at: c + 1)
+        } else {
+            lastEntries[c] = chunks[c][n - 1]
+        }
+    }
+
+    /// Removes the element at a valid, non-end `position`.
+    /// - Complexity: O(log n + maxChunk)
+    @inlinable
+    package mutating func remove(at position: ChunkedPosition) {
+        count -= 1
+        let c = position.chunk
+        chunks[c].remove(at: position.offset)
+        let n = chunks[c].count
+        if n == 0 {
+            chunks.remove(at: c)
+            lastEntries.remove(at: c)
+            return
+        }
+        lastEntries[c] = chunks[c][n - 1]
+        // Merge an underfull chunk into its successor so deletes cannot leave a long tail of
+        // tiny chunks (which would bloat the summary).
+        if n < Self.maxChunk / 8, c + 1 < chunks.count, n + chunks[c + 1].count <= Self.maxChunk {
+            let merged = chunks[c] + chunks[c + 1]
+            chunks[c + 1] = merged
+            chunks.remove(at: c)
+            lastEntries.remove(at: c)
+        }
+    }
+
+    /// Appends an element known to sort after every existing one: the O(n) bulk build.
+    @inlinable
+    package mutating func appendSorted(_ element: Element) {
+        count += 1
+        if let last = chunks.indices.last, chunks[last].count < Self.maxChunk {
+            chunks[last].append(element)
+            lastEntries[last] = element
+        } else {
+            var chunk: [Element] = []
+            chunk.reserveCapacity(Self.maxChunk)
+            chunk.append(element)
+            chunks.append(chunk)
+            lastEntries.append(element)
+        }
+    }
+
+    /// The element at a valid, non-end position.
+    @inlinable
+    package subscript(position: ChunkedPosition) -> Element {
+        chunks[position.chunk][position.offset]
+    }
+
+    /// The position after `p`.
+    @inlinable
+    package func successor(of p: ChunkedPosition) -> ChunkedPosition {
+        if p.offset + 1 < chunks[p.chunk].count { return ChunkedPosition(chunk: p.chunk, offset: p.offset + 1) }
+        return ChunkedPosition(chunk: p.chunk + 1, offset: 0)
+    }
+
+    /// The position before `p`, which must not be the start.
+    @inlinable
+    package func predecessor(of p: ChunkedPosition) -> ChunkedPosition {
+        if p.offset > 0 { return ChunkedPosition(chunk: p.chunk, offset: p.offset - 1) }
+        return ChunkedPosition(chunk: p.chunk - 1, offset: chunks[p.chunk - 1].count - 1)
+    }
+
+    /// The number of elements in `[lo, hi)`.
+    /// - Complexity: O(chunks spanned), about (hi - lo) / 1,000 steps.
+    @inlinable
+    package func distance(from lo: ChunkedPosition, to hi: ChunkedPosition) -> Int {
+        guard lo < hi else { return 0 }
+        if lo.chunk == hi.chunk { return hi.offset - lo.offset }
+        var n = chunks[lo.chunk].count - lo.offset
+        var c = lo.chunk + 1
+        while c < hi.chunk { n += chunks[c].count; c += 1 }
+        if hi.chunk < chunks.count { n += hi.offset }
+        return n
+    }
+
+    /// The position `distance` elements after `lo` (forwards), or before `hi` (backwards,
+    /// `reversed`), clamped to `[lo, hi]`: where an offset into a range starts.
+    /// - Complexity: O(chunks skipped), not O(distance).
+    @inlinable
+    package func position(_ distance: Int, from lo: ChunkedPosition, to hi: ChunkedPosition, reversed: Bool) -> ChunkedPosition {
+        guard distance > 0, lo < hi else { return reversed ? hi : lo }
+        if !reversed {
+            var p = lo
+            var left = distance
+            while p < hi {
+                let available = (p.chunk == hi.chunk ? hi.offset : chunks[p.chunk].count) - p.offset
+                if left < available { return ChunkedPosition(chunk: p.chunk, offset: p.offset + left) }
+                left -= available
+                p = ChunkedPosition(chunk: p.chunk + 1, offset: 0)
+            }
+            return hi
+        }
+        // Backwards: the exclusive end of what remains, i.e. `total - distance` from `lo`.
+        let total = self.distance(from: lo, to: hi)
+        return distance >= total ? lo : position(total - distance, from: lo, to: hi, reversed: false)
+    }
+
+    /// Calls `body` on each element in `[lo, hi)`, forwards or backwards, until it returns
+    /// `false`.
+    /// - Complexity: O(k) for k visited elements.
+    @inlinable
+    package func scan(from lo: ChunkedPosition, to hi: ChunkedPosition, reversed: Bool, _ body: (Element) -> Bool) {
+        guard lo < hi else { return }
+        if !reversed {
+            var c = lo.chunk
+            while c <= hi.chunk && c < chunks.count {
+                let from = c == lo.chunk ? lo.offset : 0
+                let keepGoing = chunks[c].withUnsafeBufferPointer { entries -> Bool in
+                    let to = c == hi.chunk ? hi.offset : entries.count
+                    var i = from
+                    while i < to {
+                        if !body(entries[i]) { return false }
+                        i += 1
+                    }
+                    return true
+                }
+                if !keepGoing { return }
+                c += 1
+            }
+        } else {
+            var c = hi.offset == 0 ? hi.chunk - 1 : hi.chunk
+            while c >= lo.chunk {
+                let keepGoing = chunks[c].withUnsafeBufferPointer { entries -> Bool in
+                    let from = c == lo.chunk ? lo.offset : 0
+                    var i = (c == hi.chunk ? hi.offset : entries.count) - 1
+                    while i >= from {
+                        if !body(entries[i]) { return false }
+                        i -= 1
+                    }
+                    return true
+                }
+                if !keepGoing { return }
+                c -= 1
+            }
+        }
+    }
+}

@@ -1,0 +1,73 @@
+/// One property of an index key, with its direction.
+public struct IndexComponent<Entity>: Sendable {
+    /// The property; conditions and orderings on the same key path are served by the index.
+    public let keyPath: any PartialKeyPath<Entity> & Sendable
+    /// Whether larger values come first.
+    public let descending: Bool
+    let value: @Sendable (Entity) -> IndexValue
+
+    /// The property `keyPath`, smaller values first.
+    public static func ascending<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable) -> Self {
+        Self(keyPath: keyPath, descending: false, value: { $0[keyPath: keyPath].indexValue })
+    }
+
+    /// The property `keyPath`, larger values first (`true` before `false`, newest date first).
+    public static func descending<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable) -> Self {
+        Self(keyPath: keyPath, descending: true, value: { $0[keyPath: keyPath].indexValue })
+    }
+
+    /// The key path's name, for messages: `\Thread.lastPostDate`.
+    public var name: String { String(describing: keyPath) + (descending ? " desc" : "") }
+}
+
+/// An index a repository declares and keeps up to date in its projection: entities ordered by
+/// one or more properties, so that equality, `IN` and range conditions on a prefix of them,
+/// and orderings by them, cost O(log n + k) instead of a scan.
+///
+/// ```swift
+/// let threads = try EventSourcedRepository<Thread>(store: store, typeName: "Thread", indexes: [
+///     .on(\.forumID, .descending(\.isSticky), .descending(\.lastPostDate)),
+///     .on(\.hasUnreadPosts),
+/// ])
+/// ```
+///
+/// An index orders entities by its components in turn, then by insertion (so equal keys keep
+/// a stable order). It serves a query whose equality conditions cover its first components
+/// (in any order), with at most one range condition on the next one, and whose ordering is the
+/// components after those, all in the index's directions or all reversed. See ``EntityQuery``
+/// for what happens when no index fits (a scan, never an error).
+public struct EntityIndex<Entity>: Sendable {
+    /// The key's properties, most significant first.
+    public let components: [IndexComponent<Entity>]
+
+    /// An index over `components`, most significant first.
+    public init(_ components: [IndexComponent<Entity>]) {
+        precondition(!components.isEmpty, "an index needs at least one component")
+        self.components = components
+    }
+
+    /// An index over `components`, most significant first.
+    public static func on(_ components: IndexComponent<Entity>...) -> Self { Self(components) }
+
+    /// An ascending index on one property (equality, `IN`, range, and order by it).
+    public static func on<A: IndexValueConvertible>(_ a: any KeyPath<Entity, A> & Sendable) -> Self {
+        Self([.ascending(a)])
+    }
+
+    /// An ascending index on two properties: equality on the first, range or order on the second.
+    public static func on<A: IndexValueConvertible, B: IndexValueConvertible>(
+        _ a: any KeyPath<Entity, A> & Sendable, _ b: any KeyPath<Entity, B> & Sendable
+    ) -> Self {
+        Self([.ascending(a), .ascending(b)])
+    }
+
+    /// An index whose first property is ascending and whose others are given with directions.
+    public static func on<A: IndexValueConvertible>(
+        _ a: any KeyPath<Entity, A> & Sendable, _ rest: IndexComponent<Entity>...
+    ) -> Self {
+        Self([.ascending(a)] + rest)
+    }
+
+    /// The index's description, for messages and `explain`: `(\Thread.forumID, \Thread.isSticky desc)`.
+    public var name: String { "(" + components.map(\.name).joined(separator: ", ") + ")" }
+}

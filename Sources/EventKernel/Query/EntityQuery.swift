@@ -1,0 +1,186 @@
+/// A typed query over a repository's entities, in the spirit of GRDB's query interface:
+/// conditions on properties, an optional residual predicate, an ordering, and paging by
+/// `limit`, `offset` and a stable cursor.
+///
+/// ```swift
+/// let page = try threads.fetch(EntityQuery<Thread>()
+///     .where(\.forumID, equals: forum.id)
+///     .where(\.isHidden, equals: false)
+///     .orderBy(\.isSticky, ascending: false)
+///     .orderBy(\.lastPostDate, ascending: false)
+///     .limit(40))
+/// ```
+///
+/// **Cost.** The repository picks the declared ``EntityIndex`` that serves the most of the
+/// query: equality and `IN` conditions on its first components, a range on the next, and the
+/// ordering. A query an index serves entirely costs O(log n + k) for k results (plus the
+/// offset, skipped a chunk at a time when no other filter applies). Conditions no index
+/// serves, and the residual predicate, are checked on each candidate; an ordering no index
+/// serves sorts the matches. A query that no index serves at all still works: it scans every
+/// entity (O(n)), never fails for want of an index. ``EventSourcedRepository/explain(_:)`` says
+/// which plan a query gets.
+///
+/// **Order.** Results follow ``orderBy(_:ascending:)`` terms, then the repository's declared
+/// default order, then insertion order (the order entities were first added), so every order
+/// is total and paging is stable. Never the id's text.
+///
+/// Conditions are combined with AND. A residual ``where(_:)`` predicate runs outside every
+/// lock, like every closure the kernel is given.
+public struct EntityQuery<Entity>: Sendable {
+    /// A condition on one property.
+    struct Condition: Sendable {
+        enum Test: Sendable {
+            case values([IndexValue])
+            case range(lower: (IndexValue, inclusive: Bool)?, upper: (IndexValue, inclusive: Bool)?)
+        }
+        var keyPath: any PartialKeyPath<Entity> & Sendable
+        var value: @Sendable (Entity) -> IndexValue
+        var test: Test
+    }
+
+    /// One ordering term.
+    struct Ordering: Sendable {
+        var keyPath: any PartialKeyPath<Entity> & Sendable
+        var value: @Sendable (Entity) -> IndexValue
+        var descending: Bool
+    }
+
+    var conditions: [Condition] = []
+    var predicate: (@Sendable (Entity) -> Bool)?
+    var orderings: [Ordering] = []
+    /// The maximum number of results; `nil` (and 0, as in Core Data's `fetchLimit`) means all.
+    public private(set) var limit: Int?
+    /// How many matches to skip, after the cursor.
+    public private(set) var offset: Int = 0
+    /// Continue strictly after this position (from ``QueryPage/nextCursor``).
+    public private(set) var cursor: QueryCursor?
+
+    /// A query matching every entity, in the repository's default order.
+    public init() {}
+
+    init(conditions: [Condition], predicate: (@Sendable (Entity) -> Bool)?) {
+        self.conditions = conditions
+        self.predicate = predicate
+    }
+
+    /// Keeps entities whose `keyPath` equals `value`.
+    public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, equals value: Value) -> Self {
+        adding(keyPath, .values([value.indexValue]))
+    }
+
+    /// Keeps entities whose `keyPath` is one of `values` (SQL's `IN`; empty matches nothing).
+    public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, isIn values: some Sequence<Value>) -> Self {
+        adding(keyPath, .values(values.map(\.indexValue)))
+    }
+
+    /// Keeps entities whose `keyPath` lies in `range`, both ends inclusive.
+    public func `where`<Value: IndexValueConvertible & Comparable>(_ keyPath: any KeyPath<Entity, Value> & Sendable, in range: ClosedRange<Value>) -> Self {
+        adding(keyPath, .range(lower: (range.lowerBound.indexValue, true), upper: (range.upperBound.indexValue, true)))
+    }
+
+    /// Keeps entities whose `keyPath` lies in `range` (upper end exclusive).
+    public func `where`<Value: IndexValueConvertible & Comparable>(_ keyPath: any KeyPath<Entity, Value> & Sendable, in range: Range<Value>) -> Self {
+        adding(keyPath, .range(lower: (range.lowerBound.indexValue, true), upper: (range.upperBound.indexValue, false)))
+    }
+
+    /// Keeps entities whose `keyPath` is above `value` (or equal, when `orEqual`).
+    public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, greaterThan value: Value, orEqual: Bool = false) -> Self {
+        adding(keyPath, .range(lower: (value.indexValue, orEqual), upper: nil))
+    }
+
+    /// Keeps entities whose `keyPath` is below `value` (or equal, when `orEqual`).
+    public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, lessThan value: Value, orEqual: Bool = false) -> Self {
+        adding(keyPath, .range(lower: nil, upper: (value.indexValue, orEqual)))
+    }
+
+    /// Keeps entities for which `predicate` holds (checked after the indexed conditions,
+    /// outside every lock). Several predicates are combined with AND.
+    public func `where`(_ predicate: @escaping @Sendable (Entity) -> Bool) -> Self {
+        var copy = self
+        if let previous = copy.predicate {
+            copy.predicate = { previous($0) && predicate($0) }
+        } else {
+            copy.predicate = predicate
+        }
+        return copy
+    }
+
+    /// Orders results by `keyPath` (after any earlier ordering terms).
+    public func orderBy<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, ascending: Bool = true) -> Self {
+        var copy = self
+        copy.orderings.append(Ordering(keyPath: keyPath, value: { $0[keyPath: keyPath].indexValue }, descending: !ascending))
+        return copy
+    }
+
+    /// Returns at most `limit` results; `nil` or 0 means no limit (as Core Data's `fetchLimit`).
+    public func limit(_ limit: Int?) -> Self {
+        var copy = self
+        copy.limit = limit
+        return copy
+    }
+
+    /// Skips the first `offset` matches (after the cursor).
+    public func offset(_ offset: Int) -> Self {
+        var copy = self
+        copy.offset = offset
+        return copy
+    }
+
+    /// Returns only results strictly after `cursor` (the ``QueryPage/nextCursor`` of the
+    /// previous page of this same query): unlike an offset, it keeps its place when entities
+    /// are added or removed before it.
+    public func after(_ cursor: QueryCursor?) -> Self {
+        var copy = self
+        copy.cursor = cursor
+        return copy
+    }
+
+    private func adding<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, _ test: Condition.Test) -> Self {
+        var copy = self
+        copy.conditions.append(Condition(keyPath: keyPath, value: { $0[keyPath: keyPath].indexValue }, test: test))
+        return copy
+    }
+
+    /// The effective limit: `nil` for none.
+    var effectiveLimit: Int? { limit.flatMap { $0 > 0 ? $0 : nil } }
+}
+
+/// A stable place in a query's results: the sort key of the last result of a page. The next
+/// page (``EntityQuery/after(_:)``) starts strictly after it, whatever was added or removed
+/// meanwhile. A cursor belongs to the query that produced it.
+public struct QueryCursor: Hashable, Sendable {
+    /// The sort key of the last result.
+    let key: [IndexValue]
+    /// Its insertion sequence, the final tie-break.
+    let sequence: UInt64
+    /// The plan that produced it (an index number, or all ones for a sort), so that a cursor
+    /// is never applied to an order it was not taken in.
+    let plan: UInt64
+}
+
+/// One page of results and the cursor to continue after it.
+public struct QueryPage<Entity: Sendable>: Sendable {
+    /// The results, in the query's order.
+    public var entities: [Entity]
+    /// Where the next page starts (``EntityQuery/after(_:)``), or `nil` when this page was the last.
+    public var nextCursor: QueryCursor?
+}
+
+extension EntityQuery.Condition {
+    /// Whether `value` passes this test.
+    func accepts(_ value: IndexValue) -> Bool {
+        switch test {
+        case .values(let values): return values.contains(value)
+        case .range(let lower, let upper):
+            if let lower {
+                let c = IndexValue.compare(value, lower.0)
+                if c < 0 || (c == 0 && !lower.inclusive) { return false }
+            }
+            if let upper {
+                let c = IndexValue.compare(value, upper.0)
+                if c > 0 || (c == 0 && !upper.inclusive) { return false }
+            }
+            return true
+        }
+    }
+}
