@@ -88,9 +88,9 @@ private func durableStore() throws -> (EventStore, URL) {
             #expect(history.map(\.eventType) == ["Counter.added"] + Array(repeating: "Counter.updated", count: 15))
             #expect(history.map(\.entityVersion) == Array(1...16))
             // The state is the last save committed, and every writer's save is in the history.
-            let last = try JSONDecoder().decode(Counter.self, from: Data(history[15].payload))
+            let last = try BinaryEntityDecoder().decode(Counter.self, from: history[15].payload)
             #expect(counters.fetch(id: id) == last)
-            let writers = try history.map { try JSONDecoder().decode(Counter.self, from: Data($0.payload)).writer }
+            let writers = try history.map { try BinaryEntityDecoder().decode(Counter.self, from: $0.payload).writer }
             #expect(Set(writers) == Set(0..<16))
         }
         try await store.close()

@@ -17,6 +17,9 @@ import Foundation
 public struct EntitySchema<Entity: Codable & Sendable>: Sendable {
     /// The schema version written with every new event.
     public let version: UInt16
+    /// How new events and snapshots are written. Reading recognises both (a binary payload
+    /// starts with a byte JSON never does), so switching codecs needs no migration.
+    public let codec: EntityCodec
 
     private struct Decoder: Sendable {
         var one: @Sendable ([UInt8]) throws -> Entity
@@ -26,8 +29,13 @@ public struct EntitySchema<Entity: Codable & Sendable>: Sendable {
 
     /// Creates a schema at `version` (bump it whenever `Entity`'s coding changes, and add an
     /// upcaster from the old version).
-    public init(version: UInt16 = 1) {
+    /// - Parameters:
+    ///   - version: The schema version.
+    ///   - codec: How entities are written: ``EntityCodec/binary`` (compact, the default) or
+    ///     ``EntityCodec/json`` (readable with any tool).
+    public init(version: UInt16 = 1, codec: EntityCodec = .binary) {
         self.version = version
+        self.codec = codec
     }
 
     /// Returns a schema that also reads entities written at `oldVersion`, decoded as `Old`
@@ -42,8 +50,8 @@ public struct EntitySchema<Entity: Codable & Sendable>: Sendable {
         precondition(oldVersion < version, "an upcaster goes from an older version (\(oldVersion)) to the current one (\(version))")
         var copy = self
         copy.decoders[oldVersion] = Decoder(
-            one: { try upcast(JSONDecoder().decode(Old.self, from: Data($0))) },
-            many: { try JSONDecoder().decode([Old].self, from: Data($0)).map(upcast) })
+            one: { try upcast(Self.decode(Old.self, from: $0)) },
+            many: { try Self.decode([Old].self, from: $0).map(upcast) })
         return copy
     }
 
@@ -51,22 +59,35 @@ public struct EntitySchema<Entity: Codable & Sendable>: Sendable {
     public var readableVersions: [UInt16] { ([version] + decoders.keys).sorted() }
 
     /// Encodes an entity at the current version.
-    func encode(_ entity: Entity) throws -> [UInt8] { Array(try JSONEncoder().encode(entity)) }
+    func encode(_ entity: Entity) throws -> [UInt8] { try encode(value: entity) }
 
     /// Encodes entities at the current version, as one array.
-    func encode(_ entities: [Entity]) throws -> [UInt8] { Array(try JSONEncoder().encode(entities)) }
+    func encode(_ entities: [Entity]) throws -> [UInt8] { try encode(value: entities) }
+
+    private func encode<T: Encodable>(value: T) throws -> [UInt8] {
+        switch codec {
+        case .binary: try BinaryEntityEncoder().encode(value)
+        case .json: Array(try JSONEncoder().encode(value))
+        }
+    }
+
+    /// Decodes either codec's bytes: the binary format's first byte is never JSON's.
+    private static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        if BinaryEntityFormat.isBinary(bytes) { return try BinaryEntityDecoder().decode(type, from: bytes) }
+        return try JSONDecoder().decode(type, from: Data(bytes))
+    }
 
     /// Decodes an entity written at `schemaVersion`, upcasting it.
     /// - Throws: ``EntitySchemaError`` for a version without a decoder, or the decoding error.
     func decode(_ bytes: [UInt8], schemaVersion: UInt16) throws -> Entity {
-        if schemaVersion == version { return try JSONDecoder().decode(Entity.self, from: Data(bytes)) }
+        if schemaVersion == version { return try Self.decode(Entity.self, from: bytes) }
         guard let decoder = decoders[schemaVersion] else { throw missing(schemaVersion) }
         return try decoder.one(bytes)
     }
 
     /// Decodes an array of entities written at `schemaVersion`, upcasting them.
     func decodeAll(_ bytes: [UInt8], schemaVersion: UInt16) throws -> [Entity] {
-        if schemaVersion == version { return try JSONDecoder().decode([Entity].self, from: Data(bytes)) }
+        if schemaVersion == version { return try Self.decode([Entity].self, from: bytes) }
         guard let decoder = decoders[schemaVersion] else { throw missing(schemaVersion) }
         return try decoder.many(bytes)
     }
@@ -74,6 +95,14 @@ public struct EntitySchema<Entity: Codable & Sendable>: Sendable {
     private func missing(_ schemaVersion: UInt16) -> EntitySchemaError {
         EntitySchemaError(entity: String(describing: Entity.self), found: schemaVersion, current: version, readable: readableVersions)
     }
+}
+
+/// How a generic repository writes entities into events and snapshots.
+public enum EntityCodec: Sendable, Hashable {
+    /// ``BinaryEntityEncoder``'s compact, self-describing binary form (the default).
+    case binary
+    /// JSON, readable by any tool (`eventkernel history` shows payloads either way).
+    case json
 }
 
 /// A stored entity was written at a schema version the repository's ``EntitySchema`` cannot

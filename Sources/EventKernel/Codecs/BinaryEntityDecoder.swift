@@ -1,0 +1,405 @@
+import Foundation
+
+/// Decodes what ``BinaryEntityEncoder`` wrote. Keys are matched by name, so properties may be
+/// reordered and optional ones added or removed without a schema bump, as with JSON; a value
+/// whose tag does not match the requested type throws `DecodingError.typeMismatch` (with its
+/// coding path and byte offset), never a reinterpreted value.
+public struct BinaryEntityDecoder: Sendable {
+    /// Creates a decoder.
+    public init() {}
+
+    /// Decodes a `T` from `bytes`.
+    /// - Throws: `DecodingError` for truncated or malformed bytes, a type mismatch or a missing key.
+    public func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        guard BinaryEntityFormat.isBinary(bytes) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not a binary entity payload (first byte \(bytes.first.map { String($0, radix: 16) } ?? "none"))"))
+        }
+        let state = BinaryDecodingState(bytes)
+        var offset = 1
+        try state.skip(&offset, depth: 0, register: true)
+        guard offset == bytes.count else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "\(bytes.count - offset) trailing bytes at offset \(offset)"))
+        }
+        return try state.decodeValue(type, at: 1, codingPath: [])
+    }
+}
+
+final class BinaryDecodingState {
+    let bytes: [UInt8]
+    var keys: [String] = []
+    var keyIndex: [String: Int] = [:]
+
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    func corrupted(_ what: String, at offset: Int, _ codingPath: [any CodingKey] = []) -> DecodingError {
+        .dataCorrupted(.init(codingPath: codingPath, debugDescription: "\(what) at byte offset \(offset)"))
+    }
+
+    func byte(_ offset: inout Int) throws -> UInt8 {
+        guard offset < bytes.count else { throw corrupted("truncated value", at: offset) }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    func varint(_ offset: inout Int) throws -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            let b = try byte(&offset)
+            if shift == 63 && b > 1 { throw corrupted("varint overflow", at: offset - 1) }
+            result |= UInt64(b & 0x7F) << shift
+            if b < 0x80 { return result }
+            shift += 7
+        }
+    }
+
+    func length(_ offset: inout Int) throws -> Int {
+        let n = try varint(&offset)
+        guard n <= UInt64(bytes.count - offset) else { throw corrupted("length \(n) beyond the end", at: offset) }
+        return Int(n)
+    }
+
+    func string(_ offset: inout Int) throws -> String {
+        let n = try length(&offset)
+        defer { offset += n }
+        guard let s = bytes.withUnsafeBufferPointer({ String(validating: UnsafeBufferPointer(rebasing: $0[offset..<offset + n]), as: UTF8.self) }) else {
+            throw corrupted("invalid UTF-8", at: offset)
+        }
+        return s
+    }
+
+    /// Reads a key reference: the key's number, or `nil` at the end of the container.
+    func keyReference(_ offset: inout Int, register: Bool) throws -> Int? {
+        let reference = try varint(&offset)
+        switch reference {
+        case 0: return nil
+        case 1:
+            let at = offset
+            let name = try string(&offset)
+            if register {
+                guard keyIndex[name] == nil else { throw corrupted("key \"\(name)\" defined twice", at: at) }
+                keyIndex[name] = keys.count
+                keys.append(name)
+            }
+            guard let index = keyIndex[name] else { throw corrupted("unknown key", at: at) }
+            return index
+        default:
+            guard reference - 2 < UInt64(keys.count) else { throw corrupted("key reference \(reference - 2) before its definition", at: offset) }
+            return Int(reference - 2)
+        }
+    }
+
+    /// Moves `offset` past one value (registering key names on the first pass).
+    func skip(_ offset: inout Int, depth: Int, register: Bool) throws {
+        guard depth < 512 else { throw corrupted("nesting deeper than 512", at: offset) }
+        let tag = try byte(&offset)
+        switch tag {
+        case BinaryEntityFormat.null, BinaryEntityFormat.false, BinaryEntityFormat.true: break
+        case BinaryEntityFormat.int, BinaryEntityFormat.uint: _ = try varint(&offset)
+        case BinaryEntityFormat.double, BinaryEntityFormat.date: try advance(&offset, 8)
+        case BinaryEntityFormat.float: try advance(&offset, 4)
+        case BinaryEntityFormat.uuid: try advance(&offset, 16)
+        case BinaryEntityFormat.string, BinaryEntityFormat.data, BinaryEntityFormat.decimal, BinaryEntityFormat.url:
+            offset += try length(&offset)
+        case BinaryEntityFormat.keyed:
+            while try keyReference(&offset, register: register) != nil { try skip(&offset, depth: depth + 1, register: register) }
+        case BinaryEntityFormat.unkeyed:
+            while true {
+                guard offset < bytes.count else { throw corrupted("unterminated list", at: offset) }
+                if bytes[offset] == BinaryEntityFormat.end { offset += 1; break }
+                try skip(&offset, depth: depth + 1, register: register)
+            }
+        default: throw corrupted("unknown tag 0x\(String(tag, radix: 16))", at: offset - 1)
+        }
+    }
+
+    func advance(_ offset: inout Int, _ n: Int) throws {
+        guard bytes.count - offset >= n else { throw corrupted("truncated value", at: offset) }
+        offset += n
+    }
+
+    func mismatch<T>(_ type: T.Type, tag: UInt8, at offset: Int, _ codingPath: [any CodingKey]) -> DecodingError {
+        .typeMismatch(type, .init(codingPath: codingPath, debugDescription: "expected \(type), found tag 0x\(String(tag, radix: 16)) at byte offset \(offset)"))
+    }
+
+    func fixed64(_ offset: Int) -> UInt64 {
+        bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+    }
+
+    func decodeInt(at offset: Int, _ codingPath: [any CodingKey]) throws -> Int64 {
+        var o = offset
+        let tag = try byte(&o)
+        switch tag {
+        case BinaryEntityFormat.int:
+            let z = try varint(&o)
+            return Int64(bitPattern: (z >> 1) ^ (0 &- (z & 1)))
+        case BinaryEntityFormat.uint:
+            let u = try varint(&o)
+            guard u <= UInt64(Int64.max) else { throw mismatch(Int64.self, tag: tag, at: offset, codingPath) }
+            return Int64(u)
+        default: throw mismatch(Int64.self, tag: tag, at: offset, codingPath)
+        }
+    }
+
+    func decodeUInt(at offset: Int, _ codingPath: [any CodingKey]) throws -> UInt64 {
+        var o = offset
+        let tag = try byte(&o)
+        switch tag {
+        case BinaryEntityFormat.uint: return try varint(&o)
+        case BinaryEntityFormat.int:
+            let v = try decodeInt(at: offset, codingPath)
+            guard v >= 0 else { throw mismatch(UInt64.self, tag: tag, at: offset, codingPath) }
+            return UInt64(v)
+        default: throw mismatch(UInt64.self, tag: tag, at: offset, codingPath)
+        }
+    }
+
+    func decodeInteger<T: FixedWidthInteger>(_ type: T.Type, at offset: Int, _ codingPath: [any CodingKey]) throws -> T {
+        if T.isSigned {
+            let v = try decodeInt(at: offset, codingPath)
+            guard let t = T(exactly: v) else { throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "\(v) does not fit \(T.self)")) }
+            return t
+        }
+        let v = try decodeUInt(at: offset, codingPath)
+        guard let t = T(exactly: v) else { throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "\(v) does not fit \(T.self)")) }
+        return t
+    }
+
+    func decodeDouble(at offset: Int, _ codingPath: [any CodingKey]) throws -> Double {
+        var o = offset
+        let tag = try byte(&o)
+        switch tag {
+        case BinaryEntityFormat.double, BinaryEntityFormat.date: try advance(&o, 8); return Double(bitPattern: fixed64(offset + 1))
+        case BinaryEntityFormat.float:
+            try advance(&o, 4)
+            return Double(bytes.withUnsafeBytes { Float(bitPattern: UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: offset + 1, as: UInt32.self))) })
+        case BinaryEntityFormat.int, BinaryEntityFormat.uint: return Double(try decodeInt(at: offset, codingPath))
+        default: throw mismatch(Double.self, tag: tag, at: offset, codingPath)
+        }
+    }
+
+    func decodeString(at offset: Int, tag expected: UInt8 = BinaryEntityFormat.string, _ codingPath: [any CodingKey]) throws -> String {
+        var o = offset
+        let tag = try byte(&o)
+        guard tag == expected else { throw mismatch(String.self, tag: tag, at: offset, codingPath) }
+        return try string(&o)
+    }
+
+    func decodeBool(at offset: Int, _ codingPath: [any CodingKey]) throws -> Bool {
+        var o = offset
+        switch try byte(&o) {
+        case BinaryEntityFormat.true: return true
+        case BinaryEntityFormat.false: return false
+        case let tag: throw mismatch(Bool.self, tag: tag, at: offset, codingPath)
+        }
+    }
+
+    func decodeValue<T: Decodable>(_ type: T.Type, at offset: Int, codingPath: [any CodingKey]) throws -> T {
+        if T.self == Date.self {
+            return Date(timeIntervalSinceReferenceDate: try decodeDouble(at: offset, codingPath)) as! T
+        }
+        if T.self == UUID.self {
+            var o = offset
+            let tag = try byte(&o)
+            guard tag == BinaryEntityFormat.uuid else { throw mismatch(UUID.self, tag: tag, at: offset, codingPath) }
+            try advance(&o, 16)
+            let uuid = bytes.withUnsafeBytes { raw in
+                var u = UUID().uuid
+                withUnsafeMutableBytes(of: &u) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[offset + 1..<offset + 17])) }
+                return UUID(uuid: u)
+            }
+            return uuid as! T
+        }
+        if T.self == Data.self {
+            var o = offset
+            let tag = try byte(&o)
+            guard tag == BinaryEntityFormat.data else { throw mismatch(Data.self, tag: tag, at: offset, codingPath) }
+            let n = try length(&o)
+            return Data(bytes[o..<o + n]) as! T
+        }
+        if T.self == URL.self {
+            let text = try decodeString(at: offset, tag: BinaryEntityFormat.url, codingPath)
+            guard let url = URL(string: text) else { throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "invalid URL \(text)")) }
+            return url as! T
+        }
+        if T.self == Decimal.self {
+            let text = try decodeString(at: offset, tag: BinaryEntityFormat.decimal, codingPath)
+            guard let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) else {
+                throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "invalid decimal \(text)"))
+            }
+            return decimal as! T
+        }
+        return try T(from: BinaryEntityDecoderImpl(state: self, offset: offset, codingPath: codingPath))
+    }
+}
+
+struct BinaryEntityDecoderImpl: Decoder {
+    let state: BinaryDecodingState
+    let offset: Int
+    let codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) throws -> KeyedDecodingContainer<Key> {
+        var o = offset
+        let tag = try state.byte(&o)
+        guard tag == BinaryEntityFormat.keyed else { throw state.mismatch([String: Any].self, tag: tag, at: offset, codingPath) }
+        var entries: [(key: Int, value: Int)] = []
+        while let key = try state.keyReference(&o, register: false) {
+            entries.append((key, o))
+            try state.skip(&o, depth: codingPath.count + 1, register: false)
+        }
+        return KeyedDecodingContainer(KeyedContainer<Key>(state: state, entries: entries, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
+        var o = offset
+        let tag = try state.byte(&o)
+        guard tag == BinaryEntityFormat.unkeyed else { throw state.mismatch([Any].self, tag: tag, at: offset, codingPath) }
+        return UnkeyedContainer(state: state, offset: o, codingPath: codingPath)
+    }
+
+    func singleValueContainer() throws -> any SingleValueDecodingContainer {
+        SingleContainer(state: state, offset: offset, codingPath: codingPath)
+    }
+
+    struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+        let state: BinaryDecodingState
+        let entries: [(key: Int, value: Int)]
+        let codingPath: [any CodingKey]
+
+        var allKeys: [Key] { entries.compactMap { Key(stringValue: state.keys[$0.key]) } }
+
+        func find(_ key: Key) -> Int? {
+            guard let index = state.keyIndex[key.stringValue] else { return nil }
+            return entries.first { $0.key == index }?.value
+        }
+
+        func value(_ key: Key) throws -> Int {
+            guard let offset = find(key) else {
+                throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no value for key \"\(key.stringValue)\""))
+            }
+            return offset
+        }
+
+        func contains(_ key: Key) -> Bool { find(key) != nil }
+
+        func decodeNil(forKey key: Key) throws -> Bool {
+            state.bytes[try value(key)] == BinaryEntityFormat.null
+        }
+
+        func decode(_ type: Bool.Type, forKey key: Key) throws -> Bool { try state.decodeBool(at: value(key), codingPath + [key]) }
+        func decode(_ type: String.Type, forKey key: Key) throws -> String { try state.decodeString(at: value(key), codingPath + [key]) }
+        func decode(_ type: Double.Type, forKey key: Key) throws -> Double { try state.decodeDouble(at: value(key), codingPath + [key]) }
+        func decode(_ type: Float.Type, forKey key: Key) throws -> Float { Float(try state.decodeDouble(at: value(key), codingPath + [key])) }
+        func decode(_ type: Int.Type, forKey key: Key) throws -> Int { try state.decodeInteger(type, at: value(key), codingPath + [key]) }
+        func decode(_ type: Int8.Type, forKey key: Key) throws -> Int8 { try state.decodeInteger(type, at: value(key), codingPath + [key]) }
+        func decode(_ type: Int16.Type, forKey key: Key) throws -> Int16 { try state.decodeInteger(type, at: value(key), codingPath + [key]) }
+        func decode(_ type: Int32.Type, forKey key: Key) throws -> Int32 { try state.decodeInteger(type, at: value(key), codingPath + [key]) }
+        func decode(_ type: Int64.Type, forKey key: Key) throws -> Int64 { try state.decodeInteger(type, at: value(key), codingPath + [key]) }
+        func decode(_ type: UInt.Type, forKey key: Key) throws -> UInt { try state.decodeInteger(type, at: value(key), codingPath + [key]) }
+        func decode(_ type: UInt8.Type, forKey key: Key) throws -> UInt8 { try state.decodeInteger(type, at: value(key), codingPath + [key]) }
+        func decode(_ type: UInt16.Type, forKey key: Key) throws -> UInt16 { try state.decodeInteger(type, at: value(key), codingPath + [key]) }
+        func decode(_ type: UInt32.Type, forKey key: Key) throws -> UInt32 { try state.decodeInteger(type, at: value(key), codingPath + [key]) }
+        func decode(_ type: UInt64.Type, forKey key: Key) throws -> UInt64 { try state.decodeInteger(type, at: value(key), codingPath + [key]) }
+        func decode<T: Decodable>(_ type: T.Type, forKey key: Key) throws -> T {
+            try state.decodeValue(type, at: value(key), codingPath: codingPath + [key])
+        }
+
+        func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type, forKey key: Key) throws -> KeyedDecodingContainer<NestedKey> {
+            try BinaryEntityDecoderImpl(state: state, offset: value(key), codingPath: codingPath + [key]).container(keyedBy: type)
+        }
+
+        func nestedUnkeyedContainer(forKey key: Key) throws -> any UnkeyedDecodingContainer {
+            try BinaryEntityDecoderImpl(state: state, offset: value(key), codingPath: codingPath + [key]).unkeyedContainer()
+        }
+
+        func superDecoder() throws -> any Decoder { try superDecoder(forKey: Key(stringValue: "super")!) }
+
+        func superDecoder(forKey key: Key) throws -> any Decoder {
+            BinaryEntityDecoderImpl(state: state, offset: try value(key), codingPath: codingPath + [key])
+        }
+    }
+
+    struct UnkeyedContainer: UnkeyedDecodingContainer {
+        let state: BinaryDecodingState
+        var offset: Int
+        let codingPath: [any CodingKey]
+        var currentIndex = 0
+        var count: Int? { nil }
+        var isAtEnd: Bool { offset >= state.bytes.count || state.bytes[offset] == BinaryEntityFormat.end }
+
+        init(state: BinaryDecodingState, offset: Int, codingPath: [any CodingKey]) {
+            self.state = state
+            self.offset = offset
+            self.codingPath = codingPath
+        }
+
+        var path: [any CodingKey] { codingPath + [BinaryEntityEncoderImpl.IndexKey(currentIndex)] }
+
+        /// The offset of the next element, and moves past it.
+        mutating func next() throws -> Int {
+            guard !isAtEnd else {
+                throw DecodingError.valueNotFound(Any.self, .init(codingPath: path, debugDescription: "the list has no element \(currentIndex)"))
+            }
+            let at = offset
+            try state.skip(&offset, depth: codingPath.count + 1, register: false)
+            currentIndex += 1
+            return at
+        }
+
+        mutating func decodeNil() throws -> Bool {
+            guard !isAtEnd, state.bytes[offset] == BinaryEntityFormat.null else { return false }
+            _ = try next()
+            return true
+        }
+
+        mutating func decode(_ type: Bool.Type) throws -> Bool { let p = path; return try state.decodeBool(at: next(), p) }
+        mutating func decode(_ type: String.Type) throws -> String { let p = path; return try state.decodeString(at: next(), p) }
+        mutating func decode(_ type: Double.Type) throws -> Double { let p = path; return try state.decodeDouble(at: next(), p) }
+        mutating func decode(_ type: Int.Type) throws -> Int { let p = path; return try state.decodeInteger(type, at: next(), p) }
+        mutating func decode(_ type: Int64.Type) throws -> Int64 { let p = path; return try state.decodeInteger(type, at: next(), p) }
+        mutating func decode(_ type: UInt64.Type) throws -> UInt64 { let p = path; return try state.decodeInteger(type, at: next(), p) }
+        mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
+            let p = path
+            return try state.decodeValue(type, at: next(), codingPath: p)
+        }
+
+        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {
+            let p = path
+            return try BinaryEntityDecoderImpl(state: state, offset: next(), codingPath: p).container(keyedBy: type)
+        }
+
+        mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
+            let p = path
+            return try BinaryEntityDecoderImpl(state: state, offset: next(), codingPath: p).unkeyedContainer()
+        }
+
+        mutating func superDecoder() throws -> any Decoder {
+            let p = path
+            return BinaryEntityDecoderImpl(state: state, offset: try next(), codingPath: p)
+        }
+    }
+
+    struct SingleContainer: SingleValueDecodingContainer {
+        let state: BinaryDecodingState
+        let offset: Int
+        let codingPath: [any CodingKey]
+
+        func decodeNil() -> Bool { offset < state.bytes.count && state.bytes[offset] == BinaryEntityFormat.null }
+        func decode(_ type: Bool.Type) throws -> Bool { try state.decodeBool(at: offset, codingPath) }
+        func decode(_ type: String.Type) throws -> String { try state.decodeString(at: offset, codingPath) }
+        func decode(_ type: Double.Type) throws -> Double { try state.decodeDouble(at: offset, codingPath) }
+        func decode(_ type: Float.Type) throws -> Float { Float(try state.decodeDouble(at: offset, codingPath)) }
+        func decode(_ type: Int.Type) throws -> Int { try state.decodeInteger(type, at: offset, codingPath) }
+        func decode(_ type: Int8.Type) throws -> Int8 { try state.decodeInteger(type, at: offset, codingPath) }
+        func decode(_ type: Int16.Type) throws -> Int16 { try state.decodeInteger(type, at: offset, codingPath) }
+        func decode(_ type: Int32.Type) throws -> Int32 { try state.decodeInteger(type, at: offset, codingPath) }
+        func decode(_ type: Int64.Type) throws -> Int64 { try state.decodeInteger(type, at: offset, codingPath) }
+        func decode(_ type: UInt.Type) throws -> UInt { try state.decodeInteger(type, at: offset, codingPath) }
+        func decode(_ type: UInt8.Type) throws -> UInt8 { try state.decodeInteger(type, at: offset, codingPath) }
+        func decode(_ type: UInt16.Type) throws -> UInt16 { try state.decodeInteger(type, at: offset, codingPath) }
+        func decode(_ type: UInt32.Type) throws -> UInt32 { try state.decodeInteger(type, at: offset, codingPath) }
+        func decode(_ type: UInt64.Type) throws -> UInt64 { try state.decodeInteger(type, at: offset, codingPath) }
+        func decode<T: Decodable>(_ type: T.Type) throws -> T { try state.decodeValue(type, at: offset, codingPath: codingPath) }
+    }
+}

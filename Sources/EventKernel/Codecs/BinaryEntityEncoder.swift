@@ -1,0 +1,308 @@
+import Foundation
+
+/// The compact binary form of any `Codable` value, used for generic repositories' event
+/// payloads and snapshots (``EntitySchema``'s default codec).
+///
+/// Why our own coder: nothing in the allowed packages encodes `Codable` compactly, and JSON
+/// spends most of an entity's bytes on quotes, key names and UUIDs as 36-character text. This
+/// format is self-describing like JSON (so adding an optional property needs no schema bump,
+/// and a changed property type is an error, never a misread value) but:
+/// - every value has a one-byte tag and a binary body: integers as zigzag varints, doubles as
+///   8 bytes, UUIDs as 16, dates as a double;
+/// - each key name is written once per payload and referenced by number afterwards, so an
+///   array of a million entities (a snapshot) pays for its key names once.
+///
+/// Layout: the byte `0xFF` (never the first byte of JSON, so old JSON payloads are still
+/// recognised), then one value. A keyed container is its tag, then `(key, value)` pairs, then
+/// key reference 0; a key reference is 1 followed by a new name (varint length, UTF-8) or
+/// `n + 2` for the n-th name already seen. An unkeyed container is its tag, then values, then
+/// the end tag. Containers are written as the values are encoded (no intermediate tree), which
+/// needs them filled in order, as synthesized `Codable` code does; a container written to after
+/// a later sibling was started is refused with an `EncodingError`.
+public struct BinaryEntityEncoder: Sendable {
+    /// Creates an encoder.
+    public init() {}
+
+    /// Encodes `value`.
+    /// - Throws: `EncodingError` when the value's `encode(to:)` fills containers out of order.
+    public func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        let state = BinaryEncodingState()
+        state.bytes.append(BinaryEntityFormat.magic)
+        try state.encodeValue(value, level: 0, codingPath: [])
+        state.close(above: 0)
+        return state.bytes
+    }
+}
+
+/// Tags and constants shared by the encoder and the decoder.
+enum BinaryEntityFormat {
+    static let magic: UInt8 = 0xFF
+    static let null: UInt8 = 0x00
+    static let `false`: UInt8 = 0x01
+    static let `true`: UInt8 = 0x02
+    static let int: UInt8 = 0x03
+    static let uint: UInt8 = 0x04
+    static let double: UInt8 = 0x05
+    static let float: UInt8 = 0x06
+    static let string: UInt8 = 0x07
+    static let uuid: UInt8 = 0x08
+    static let date: UInt8 = 0x09
+    static let data: UInt8 = 0x0A
+    static let keyed: UInt8 = 0x0B
+    static let unkeyed: UInt8 = 0x0C
+    static let decimal: UInt8 = 0x0D
+    static let url: UInt8 = 0x0E
+    static let end: UInt8 = 0x0F
+
+    static func isBinary(_ bytes: [UInt8]) -> Bool { bytes.first == magic }
+}
+
+/// The encoder's shared state: the output, the key table and the stack of open containers.
+final class BinaryEncodingState {
+    var bytes: [UInt8] = []
+    var keys: [String: Int] = [:]
+    /// The open containers, innermost last: their ids and whether each is keyed.
+    var open: [(id: Int, keyed: Bool)] = []
+    var nextID = 0
+
+    init() { bytes.reserveCapacity(128) }
+
+    func writeVarint(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        bytes.append(UInt8(v))
+    }
+
+    func writeString(_ s: String) {
+        var s = s
+        s.withUTF8 { utf8 in
+            writeVarint(UInt64(utf8.count))
+            bytes.append(contentsOf: utf8)
+        }
+    }
+
+    func writeKey(_ key: String) {
+        if let index = keys[key] {
+            writeVarint(UInt64(index + 2))
+        } else {
+            keys[key] = keys.count
+            bytes.append(1)
+            writeString(key)
+        }
+    }
+
+    /// Ends every container nested deeper than `level`.
+    func close(above level: Int) {
+        while open.count > level {
+            let container = open.removeLast()
+            bytes.append(container.keyed ? 0 : BinaryEntityFormat.end)
+        }
+    }
+
+    /// Opens a container at `level` (the caller's depth).
+    func openContainer(keyed: Bool, level: Int) -> Int {
+        close(above: level)
+        nextID += 1
+        open.append((nextID, keyed))
+        bytes.append(keyed ? BinaryEntityFormat.keyed : BinaryEntityFormat.unkeyed)
+        return nextID
+    }
+
+    /// Checks that the container `id` at `level` is still open, and ends its children.
+    func prepareWrite(container id: Int, level: Int, codingPath: [any CodingKey]) throws {
+        guard level > 0, open.count >= level, open[level - 1].id == id else {
+            throw EncodingError.invalidValue(id, .init(codingPath: codingPath, debugDescription:
+                "the binary coder writes containers in order, and this one was already closed by a later sibling; fill containers in order or use the JSON codec"))
+        }
+        close(above: level)
+    }
+
+    /// Encodes one value at `level` (the depth its containers open at minus one).
+    func encodeValue<T: Encodable>(_ value: T, level: Int, codingPath: [any CodingKey]) throws {
+        switch value {
+        case let v as Date: bytes.append(BinaryEntityFormat.date); writeDouble(v.timeIntervalSinceReferenceDate)
+        case let v as UUID:
+            bytes.append(BinaryEntityFormat.uuid)
+            withUnsafeBytes(of: v.uuid) { bytes.append(contentsOf: $0) }
+        case let v as Data: bytes.append(BinaryEntityFormat.data); writeVarint(UInt64(v.count)); bytes.append(contentsOf: v)
+        case let v as URL: bytes.append(BinaryEntityFormat.url); writeString(v.absoluteString)
+        case let v as Decimal: bytes.append(BinaryEntityFormat.decimal); writeString(v.description)
+        default:
+            let before = bytes.count
+            let encoder = BinaryEntityEncoderImpl(state: self, level: level, codingPath: codingPath)
+            try value.encode(to: encoder)
+            close(above: level)
+            // A value that encoded nothing is an empty keyed container, as JSON's `{}`.
+            if bytes.count == before { bytes.append(BinaryEntityFormat.keyed); bytes.append(0) }
+        }
+    }
+
+    func writeDouble(_ d: Double) {
+        withUnsafeBytes(of: d.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    func writeInt(_ v: Int64) {
+        bytes.append(BinaryEntityFormat.int)
+        writeVarint(UInt64(bitPattern: (v << 1) ^ (v >> 63)))
+    }
+
+    func writeUInt(_ v: UInt64) {
+        bytes.append(BinaryEntityFormat.uint)
+        writeVarint(v)
+    }
+}
+
+struct BinaryEntityEncoderImpl: Encoder {
+    let state: BinaryEncodingState
+    let level: Int
+    let codingPath: [any CodingKey]
+    var userInfo: [CodingUserInfoKey: Any] { [:] }
+
+    func container<Key: CodingKey>(keyedBy type: Key.Type) -> KeyedEncodingContainer<Key> {
+        let id = state.openContainer(keyed: true, level: level)
+        return KeyedEncodingContainer(KeyedContainer<Key>(state: state, id: id, level: level + 1, codingPath: codingPath))
+    }
+
+    func unkeyedContainer() -> any UnkeyedEncodingContainer {
+        let id = state.openContainer(keyed: false, level: level)
+        return UnkeyedContainer(state: state, id: id, level: level + 1, codingPath: codingPath)
+    }
+
+    func singleValueContainer() -> any SingleValueEncodingContainer {
+        SingleContainer(state: state, level: level, codingPath: codingPath)
+    }
+
+    struct KeyedContainer<Key: CodingKey>: KeyedEncodingContainerProtocol {
+        let state: BinaryEncodingState
+        let id: Int
+        let level: Int
+        let codingPath: [any CodingKey]
+
+        func begin(_ key: Key) throws {
+            try state.prepareWrite(container: id, level: level, codingPath: codingPath + [key])
+            state.writeKey(key.stringValue)
+        }
+
+        mutating func encodeNil(forKey key: Key) throws { try begin(key); state.bytes.append(BinaryEntityFormat.null) }
+        mutating func encode(_ value: Bool, forKey key: Key) throws { try begin(key); state.bytes.append(value ? BinaryEntityFormat.true : BinaryEntityFormat.false) }
+        mutating func encode(_ value: String, forKey key: Key) throws { try begin(key); state.bytes.append(BinaryEntityFormat.string); state.writeString(value) }
+        mutating func encode(_ value: Double, forKey key: Key) throws { try begin(key); state.bytes.append(BinaryEntityFormat.double); state.writeDouble(value) }
+        mutating func encode(_ value: Float, forKey key: Key) throws { try begin(key); state.bytes.append(BinaryEntityFormat.float); withUnsafeBytes(of: value.bitPattern.littleEndian) { state.bytes.append(contentsOf: $0) } }
+        mutating func encode(_ value: Int, forKey key: Key) throws { try begin(key); state.writeInt(Int64(value)) }
+        mutating func encode(_ value: Int8, forKey key: Key) throws { try begin(key); state.writeInt(Int64(value)) }
+        mutating func encode(_ value: Int16, forKey key: Key) throws { try begin(key); state.writeInt(Int64(value)) }
+        mutating func encode(_ value: Int32, forKey key: Key) throws { try begin(key); state.writeInt(Int64(value)) }
+        mutating func encode(_ value: Int64, forKey key: Key) throws { try begin(key); state.writeInt(value) }
+        mutating func encode(_ value: UInt, forKey key: Key) throws { try begin(key); state.writeUInt(UInt64(value)) }
+        mutating func encode(_ value: UInt8, forKey key: Key) throws { try begin(key); state.writeUInt(UInt64(value)) }
+        mutating func encode(_ value: UInt16, forKey key: Key) throws { try begin(key); state.writeUInt(UInt64(value)) }
+        mutating func encode(_ value: UInt32, forKey key: Key) throws { try begin(key); state.writeUInt(UInt64(value)) }
+        mutating func encode(_ value: UInt64, forKey key: Key) throws { try begin(key); state.writeUInt(value) }
+        mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+            try begin(key)
+            try state.encodeValue(value, level: level, codingPath: codingPath + [key])
+        }
+
+        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key) -> KeyedEncodingContainer<NestedKey> {
+            // A closed container cannot report the error here (this method cannot throw): the
+            // nested container's first write will.
+            try? begin(key)
+            return BinaryEntityEncoderImpl(state: state, level: level, codingPath: codingPath + [key]).container(keyedBy: keyType)
+        }
+
+        mutating func nestedUnkeyedContainer(forKey key: Key) -> any UnkeyedEncodingContainer {
+            try? begin(key)
+            return BinaryEntityEncoderImpl(state: state, level: level, codingPath: codingPath + [key]).unkeyedContainer()
+        }
+
+        mutating func superEncoder() -> any Encoder { superEncoder(forKey: Key(stringValue: "super")!) }
+
+        mutating func superEncoder(forKey key: Key) -> any Encoder {
+            try? begin(key)
+            return BinaryEntityEncoderImpl(state: state, level: level, codingPath: codingPath + [key])
+        }
+    }
+
+    struct IndexKey: CodingKey {
+        var stringValue: String { "Index \(intValue!)" }
+        var intValue: Int?
+        init(_ index: Int) { intValue = index }
+        init?(stringValue: String) { nil }
+        init?(intValue: Int) { self.intValue = intValue }
+    }
+
+    struct UnkeyedContainer: UnkeyedEncodingContainer {
+        let state: BinaryEncodingState
+        let id: Int
+        let level: Int
+        let codingPath: [any CodingKey]
+        var count = 0
+
+        init(state: BinaryEncodingState, id: Int, level: Int, codingPath: [any CodingKey]) {
+            self.state = state
+            self.id = id
+            self.level = level
+            self.codingPath = codingPath
+        }
+
+        mutating func begin() throws {
+            try state.prepareWrite(container: id, level: level, codingPath: codingPath + [IndexKey(count)])
+            count += 1
+        }
+
+        mutating func encodeNil() throws { try begin(); state.bytes.append(BinaryEntityFormat.null) }
+        mutating func encode(_ value: Bool) throws { try begin(); state.bytes.append(value ? BinaryEntityFormat.true : BinaryEntityFormat.false) }
+        mutating func encode(_ value: String) throws { try begin(); state.bytes.append(BinaryEntityFormat.string); state.writeString(value) }
+        mutating func encode(_ value: Double) throws { try begin(); state.bytes.append(BinaryEntityFormat.double); state.writeDouble(value) }
+        mutating func encode(_ value: Int) throws { try begin(); state.writeInt(Int64(value)) }
+        mutating func encode(_ value: Int64) throws { try begin(); state.writeInt(value) }
+        mutating func encode(_ value: UInt64) throws { try begin(); state.writeUInt(value) }
+        mutating func encode<T: Encodable>(_ value: T) throws {
+            try begin()
+            try state.encodeValue(value, level: level, codingPath: codingPath + [IndexKey(count - 1)])
+        }
+
+        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+            try? begin()
+            return BinaryEntityEncoderImpl(state: state, level: level, codingPath: codingPath).container(keyedBy: keyType)
+        }
+
+        mutating func nestedUnkeyedContainer() -> any UnkeyedEncodingContainer {
+            try? begin()
+            return BinaryEntityEncoderImpl(state: state, level: level, codingPath: codingPath).unkeyedContainer()
+        }
+
+        mutating func superEncoder() -> any Encoder {
+            try? begin()
+            return BinaryEntityEncoderImpl(state: state, level: level, codingPath: codingPath)
+        }
+    }
+
+    struct SingleContainer: SingleValueEncodingContainer {
+        let state: BinaryEncodingState
+        let level: Int
+        let codingPath: [any CodingKey]
+
+        mutating func encodeNil() throws { state.bytes.append(BinaryEntityFormat.null) }
+        mutating func encode(_ value: Bool) throws { state.bytes.append(value ? BinaryEntityFormat.true : BinaryEntityFormat.false) }
+        mutating func encode(_ value: String) throws { state.bytes.append(BinaryEntityFormat.string); state.writeString(value) }
+        mutating func encode(_ value: Double) throws { state.bytes.append(BinaryEntityFormat.double); state.writeDouble(value) }
+        mutating func encode(_ value: Float) throws { state.bytes.append(BinaryEntityFormat.float); withUnsafeBytes(of: value.bitPattern.littleEndian) { state.bytes.append(contentsOf: $0) } }
+        mutating func encode(_ value: Int) throws { state.writeInt(Int64(value)) }
+        mutating func encode(_ value: Int8) throws { state.writeInt(Int64(value)) }
+        mutating func encode(_ value: Int16) throws { state.writeInt(Int64(value)) }
+        mutating func encode(_ value: Int32) throws { state.writeInt(Int64(value)) }
+        mutating func encode(_ value: Int64) throws { state.writeInt(value) }
+        mutating func encode(_ value: UInt) throws { state.writeUInt(UInt64(value)) }
+        mutating func encode(_ value: UInt8) throws { state.writeUInt(UInt64(value)) }
+        mutating func encode(_ value: UInt16) throws { state.writeUInt(UInt64(value)) }
+        mutating func encode(_ value: UInt32) throws { state.writeUInt(UInt64(value)) }
+        mutating func encode(_ value: UInt64) throws { state.writeUInt(value) }
+        mutating func encode<T: Encodable>(_ value: T) throws {
+            try state.encodeValue(value, level: level, codingPath: codingPath)
+        }
+    }
+}
