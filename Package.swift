@@ -119,6 +119,14 @@ let package = Package(
             dependencies: ["EventKernelTool", "Activities", "EventKernel", "EventLog", "ActivitiesTestHelper", "EventKernelTestSupport"],
             swiftSettings: strictSettings
         ),
+        // Examples/: the five repository designs of ../shared/seeds, each as domain code on the
+        // public API with its own tests (built and run by `make test`).
+        .target(name: "ActivityTrackerExample", dependencies: ["Activities"], path: "Examples/ActivityTracker/Sources", swiftSettings: strictSettings),
+        .testTarget(name: "ActivityTrackerExampleTests", dependencies: ["ActivityTrackerExample", "Activities"], path: "Examples/ActivityTracker/Tests", swiftSettings: strictSettings),
+        .target(name: "ForumsExample", dependencies: ["EventKernel"], path: "Examples/Forums/Sources", swiftSettings: strictSettings),
+        .testTarget(name: "ForumsExampleTests", dependencies: ["ForumsExample", "EventKernel", "EventKernelTestSupport"], path: "Examples/Forums/Tests", swiftSettings: strictSettings),
+        .target(name: "FinanceExample", dependencies: ["EventKernel"], path: "Examples/Finance/Sources", swiftSettings: strictSettings),
+        .testTarget(name: "FinanceExampleTests", dependencies: ["FinanceExample", "EventKernel", "EventKernelTestSupport"], path: "Examples/Finance/Tests", swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]
 )

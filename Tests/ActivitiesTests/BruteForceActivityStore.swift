@@ -70,19 +70,19 @@ struct BruteForceActivityStore {
             }
         }
         r = Array(r.dropFirst(q.offset))
-        if let l = q.limit { r = Array(r.prefix(l)) }
+        if let l = q.limit, l != 0 { r = Array(r.prefix(l)) }  // 0: no limit
         return r
     }
 
     func fetch(startingIn lower: Date, _ upper: Date, types: Set<ActivityType>?, order: ActivitySortOrder, limit: Int?) -> [ActivityModel] {
         let r = items.filter { $0.startDate >= lower && $0.startDate <= upper && (types?.contains($0.type) ?? true) }
-        return Array(sorted(r, order).prefix(limit ?? .max))
+        return Array(sorted(r, order).prefix(limit == 0 ? .max : limit ?? .max))
     }
 
     func fetch(overlapping lower: Date, _ upper: Date, types: Set<ActivityType>?, order: ActivitySortOrder, limit: Int?) -> [ActivityModel] {
         let r = items.filter {
             $0.startDate <= upper && ($0.endDate.map { $0 >= lower } ?? true) && (types?.contains($0.type) ?? true)
         }
-        return Array(sorted(r, order).prefix(limit ?? .max))
+        return Array(sorted(r, order).prefix(limit == 0 ? .max : limit ?? .max))
     }
 }

@@ -76,7 +76,7 @@ struct CommandPathTests {
 
     @Test("delete of an unknown id returns false and appends nothing")
     func deleteOfUnknown() async throws {
-        let repository = try InMemoryActivityRepository().base
+        let repository = InMemoryActivityRepository().base
         #expect(try await repository.delete(id: UUID()) == false)
         let m = model(0)
         try await repository.add(m)

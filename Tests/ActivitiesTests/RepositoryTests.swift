@@ -21,7 +21,7 @@ final class RepositoryFixture: Sendable {
         self.kind = kind
         directory = FileManager.default.temporaryDirectory.appending(path: "activities-\(UUID().uuidString.prefix(8))")
         switch kind {
-        case .inMemory: repository = try InMemoryActivityRepository().base
+        case .inMemory: repository = InMemoryActivityRepository().base
         case .durable: repository = try EventSourcedActivityRepository.open(at: directory, configuration: configuration)
         }
     }
@@ -240,7 +240,7 @@ struct RepositoryTests {
 
     @Test("an observer that stops is removed; many observers each see the change")
     func observerLifecycle() async throws {
-        let repository = try InMemoryActivityRepository()
+        let repository = InMemoryActivityRepository()
         let streams = (0..<20).map { _ in repository.observe(query: ActivityQuery()) }
         var iterators = streams.map { $0.makeAsyncIterator() }
         for i in iterators.indices { #expect(await iterators[i].next() == []) }
@@ -345,7 +345,7 @@ struct RepositoryTests {
         #expect(try await client.fetchRange(ActivityRangeQuery(.startingIn, from: epoch, to: epoch.addingTimeInterval(7_200))).map(\.id) == [b.id])
         #expect(!(try await ActivityRepositoryClient.preview.fetch(ActivityQuery())).isEmpty)
         await #expect(throws: RepositoryUnimplemented.self) { _ = try await ActivityRepositoryClient.unimplemented.fetch(ActivityQuery()) }
-        #expect(throws: RepositoryError.alreadyExists(.uuid(a.id))) { _ = try InMemoryActivityRepository(activities: [a, a]) }
+        #expect(throws: RepositoryError.alreadyExists(.uuid(a.id))) { _ = try InMemoryActivityRepository(validating: [a, a]) }
     }
 }
 

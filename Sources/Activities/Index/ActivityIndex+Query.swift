@@ -123,8 +123,8 @@ extension ActivityIndex {
     /// Returns the activities a query selects, filtered, sorted and paginated
     /// as documented on `ActivityQuery`.
     ///
-    /// Edge cases: `types: []`, `limit: 0` and `afterDate == beforeDate`
-    /// return `[]`; a negative limit or offset, or `afterDate > beforeDate`,
+    /// Edge cases: `types: []` and `afterDate == beforeDate` return `[]`;
+    /// `limit: 0` is no limit; a negative limit or offset, or `afterDate > beforeDate`,
     /// throws.
     ///
     /// - Parameter query: The query.
@@ -141,7 +141,7 @@ extension ActivityIndex {
         let cursor = query.cursor
         let order = query.sortOrder
         let rows = self.rows
-        return collect(types: query.types, order: order, offset: query.offset, limit: query.limit ?? .max) { index in
+        return collect(types: query.types, order: order, offset: query.offset, limit: query.effectiveLimit ?? .max) { index in
             var lo = after.map { index.position(ofStart: $0, strict: true) } ?? index.startPosition
             var hi = before.map { index.position(ofStart: $0, strict: false) } ?? index.endPosition
             if let cursor {
@@ -225,8 +225,8 @@ extension ActivityIndex {
     ///   `fetch(overlappingFrom:to:types:sortOrder:limit:)`.
     public func fetch(_ query: ActivityRangeQuery) throws(ActivityQueryError) -> [ActivityModel] {
         try query.validate()
-        let limit = query.limit ?? .max
-        if limit == 0 || isEmpty { return [] }
+        let limit = query.effectiveLimit ?? .max
+        if isEmpty { return [] }
         let a = query.lowerBound.timeIntervalSinceReferenceDate
         let b = query.upperBound.timeIntervalSinceReferenceDate
         switch query.kind {

@@ -55,3 +55,21 @@ public struct ActivityModel: Identifiable, Equatable, Hashable, Codable, Sendabl
         return max(0, date.timeIntervalSince(startDate))
     }
 }
+
+extension ActivityModel {
+    /// A plausible day of activities (today, in the current time zone), for previews and
+    /// tests: `InMemoryActivityRepository(activities: ActivityModel.previewData)`.
+    public static var previewData: [ActivityModel] {
+        let calendar = Calendar(identifier: .gregorian)
+        let today = calendar.startOfDay(for: Date())
+        func at(_ hours: Double) -> Date { today.addingTimeInterval(hours * 3_600) }
+        return [
+            ActivityModel(startDate: at(-4), endDate: at(6.5), type: .sleep),
+            ActivityModel(startDate: at(7.5), endDate: at(7.75), type: .tummyTime),
+            ActivityModel(startDate: at(9.5), endDate: at(11), type: .sleep),
+            ActivityModel(startDate: at(11.25), endDate: at(11.5), type: .tummyTime),
+            ActivityModel(startDate: at(13), endDate: at(14.5), type: .sleep),
+            ActivityModel(startDate: at(16), type: .tummyTime),
+        ]
+    }
+}

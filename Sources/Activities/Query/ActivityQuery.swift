@@ -101,7 +101,8 @@ public struct ActivityQueryError: Error, Sendable, CustomStringConvertible, Equa
 ///   is an error rather than an empty result, because it is almost certainly
 ///   a caller bug (swapped arguments).
 /// - `types == nil` matches any type; `types == []` matches nothing.
-/// - `limit == nil` returns everything; `limit == 0` returns `[]`; a negative
+/// - `limit == nil` and `limit == 0` return everything (0 is "no limit", as
+///   Core Data's `fetchLimit` and the apps' repositories read it); a negative
 ///   limit is an error.
 /// - Results are ordered by `(startDate, id)` (id bytes break ties),
 ///   reversed entirely for `.newestFirst`.
@@ -119,6 +120,8 @@ public struct ActivityQuery: Hashable, Sendable, Codable {
     public var limit: Int?
     /// The order of the results.
     public var sortOrder: ActivitySortOrder
+    /// The spelling of the apps' repository plans: `ActivityQuery.SortOrder.newestFirst`.
+    public typealias SortOrder = ActivitySortOrder
     /// How many matches to skip (after applying the cursor).
     public var offset: Int
     /// Keep only activities strictly after this position in the sort order.
@@ -154,6 +157,25 @@ public struct ActivityQuery: Hashable, Sendable, Codable {
         self.cursor = cursor
     }
 
+    /// Creates a query whose types come from an array, as the apps' repository plans pass
+    /// them (`types: [.sleep]`); see the main initializer.
+    public init(
+        afterDate: Date? = nil,
+        beforeDate: Date? = nil,
+        types: [ActivityType]?,
+        limit: Int? = nil,
+        sortOrder: ActivitySortOrder = .newestFirst,
+        offset: Int = 0,
+        cursor: ActivityCursor? = nil
+    ) {
+        self.init(afterDate: afterDate, beforeDate: beforeDate, types: types.map(Set.init), limit: limit,
+                  sortOrder: sortOrder, offset: offset, cursor: cursor)
+    }
+
+    /// The limit to apply: `nil` for none (a `limit` of `nil` or 0).
+    @inlinable
+    public var effectiveLimit: Int? { limit == 0 ? nil : limit }
+
     /// Checks that the query is well formed.
     ///
     /// - Throws: `ActivityQueryError` if `limit` or `offset` is negative, a date
@@ -181,7 +203,6 @@ public struct ActivityQuery: Hashable, Sendable, Codable {
     /// Whether a query can match anything at all, given it is valid.
     @inlinable
     var isTriviallyEmpty: Bool {
-        if limit == 0 { return true }
         if let types, types.isEmpty { return true }
         if let afterDate, let beforeDate, afterDate >= beforeDate { return true }
         return false
@@ -234,8 +255,12 @@ public struct ActivityRangeQuery: Hashable, Sendable, Codable {
     public var types: Set<ActivityType>?
     /// The order of the results.
     public var sortOrder: ActivitySortOrder
-    /// The maximum number of results; `nil` means no limit.
+    /// The maximum number of results; `nil` (or 0) means no limit.
     public var limit: Int?
+
+    /// The limit to apply: `nil` for none (a `limit` of `nil` or 0).
+    @inlinable
+    public var effectiveLimit: Int? { limit == 0 ? nil : limit }
 
     /// Creates a window query.
     ///

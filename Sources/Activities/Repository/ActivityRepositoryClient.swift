@@ -5,7 +5,7 @@ public import Foundation
 /// ```swift
 /// struct Feature { var activities: ActivityRepositoryClient }
 /// let live = Feature(activities: ActivityRepositoryClient(repository: try EventSourcedActivityRepository.open(at: url)))
-/// let test = Feature(activities: try .inMemory())
+/// let test = Feature(activities: ActivityRepositoryClient(repository: InMemoryActivityRepository()))
 /// let preview = Feature(activities: .preview)
 /// ```
 /// Override single closures in tests (`client.add = { _ in throw ... }`) to script failures.
@@ -45,6 +45,21 @@ public struct ActivityRepositoryClient: Sendable {
         self.observe = observe
     }
 
+    /// Creates a client from the five closures of the apps' repository plans; `fetchRange` and
+    /// `end`, which those plans do not have, throw ``RepositoryUnimplemented`` until set.
+    public init(
+        fetch: @escaping @Sendable (ActivityQuery) async throws -> [ActivityModel],
+        add: @escaping @Sendable (ActivityModel) async throws -> Void,
+        update: @escaping @Sendable (ActivityModel) async throws -> Void,
+        delete: @escaping @Sendable (UUID) async throws -> Void,
+        observe: @escaping @Sendable (ActivityQuery) -> AsyncStream<[ActivityModel]>
+    ) {
+        self.init(
+            fetch: fetch, fetchRange: { _ in throw RepositoryUnimplemented(name: "fetchRange") },
+            add: add, update: update, delete: delete,
+            end: { _, _ in throw RepositoryUnimplemented(name: "end") }, observe: observe)
+    }
+
     /// A client forwarding to `repository`.
     public init(repository: some ActivityRepositoryProtocol) {
         self.init(
@@ -60,24 +75,12 @@ public struct ActivityRepositoryClient: Sendable {
     /// A client over a fresh ``InMemoryActivityRepository`` holding `activities`.
     /// - Throws: `RepositoryError` for duplicate ids or invalid dates in `activities`.
     public static func inMemory(_ activities: [ActivityModel] = []) throws -> ActivityRepositoryClient {
-        ActivityRepositoryClient(repository: try InMemoryActivityRepository(activities: activities))
+        ActivityRepositoryClient(repository: try InMemoryActivityRepository(validating: activities))
     }
 
-    /// An in-memory client with a plausible day of activities, for previews.
+    /// An in-memory client holding ``ActivityModel/previewData``, for previews.
     public static var preview: ActivityRepositoryClient {
-        let calendar = Calendar(identifier: .gregorian)
-        let today = calendar.startOfDay(for: Date())
-        func at(_ hours: Double) -> Date { today.addingTimeInterval(hours * 3_600) }
-        let sample = [
-            ActivityModel(startDate: at(-4), endDate: at(6.5), type: .sleep),
-            ActivityModel(startDate: at(7.5), endDate: at(7.75), type: .tummyTime),
-            ActivityModel(startDate: at(9.5), endDate: at(11), type: .sleep),
-            ActivityModel(startDate: at(11.25), endDate: at(11.5), type: .tummyTime),
-            ActivityModel(startDate: at(13), endDate: at(14.5), type: .sleep),
-            ActivityModel(startDate: at(16), type: .tummyTime),
-        ]
-        // The sample is valid by construction.
-        return (try? inMemory(sample)) ?? unimplemented
+        ActivityRepositoryClient(repository: InMemoryActivityRepository(activities: ActivityModel.previewData))
     }
 
     /// A client whose every call fails: a safe default that surfaces a missing dependency.

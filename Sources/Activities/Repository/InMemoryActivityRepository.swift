@@ -11,9 +11,23 @@ public final class InMemoryActivityRepository: ActivityRepositoryProtocol {
     /// The event-sourced repository underneath (for history and time travel in tests).
     public let base: EventSourcedActivityRepository
 
-    /// Creates a repository holding `activities`.
+    /// Creates a repository holding `activities` (preview and test data), as the apps'
+    /// in-memory repositories do: it cannot fail.
+    ///
+    /// Seed data is checked all the same: an activity whose id repeats an earlier one, or that
+    /// ends before it starts, is a programming error in the seed and stops the program with a
+    /// message naming it. Data that may be invalid goes through ``init(validating:)``.
+    public convenience init(activities: [ActivityModel] = []) {
+        do {
+            try self.init(validating: activities)
+        } catch {
+            preconditionFailure("invalid seed activities for InMemoryActivityRepository: \(error)")
+        }
+    }
+
+    /// Creates a repository holding `activities`, checking them.
     /// - Throws: `RepositoryError` if `activities` has duplicate ids or invalid dates.
-    public init(activities: [ActivityModel] = []) throws {
+    public init(validating activities: [ActivityModel]) throws {
         let codec = ActivityEventCodec()
         var seen = Set<UUID>()
         var records: [LogEntry] = []
