@@ -1,4 +1,5 @@
 @testable import Activities
+@_spi(Indexing) import EventKernel
 import ActivityWorkload
 import Foundation
 import Testing
@@ -65,9 +66,9 @@ import EventKernelTestSupport
         for op in ActivityHistoryGenerator(seed: 3, activityCount: 20_000) {
             if case .add(let m) = op { try index.insert(m) }
         }
-        let chunks = index.byStart.chunks
+        let chunks = index.byStart.chunkSizes
         #expect(chunks.count <= index.count / SortedSlotIndex.maxChunk + 2)
-        #expect(chunks.allSatisfy { !$0.isEmpty && $0.count <= SortedSlotIndex.maxChunk })
+        #expect(chunks.allSatisfy { $0 > 0 && $0 <= SortedSlotIndex.maxChunk })
     }
 
     @Test func overlapScanBoundShrinksWhenOutlierIsRemoved() throws {

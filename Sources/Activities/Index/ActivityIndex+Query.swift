@@ -1,4 +1,5 @@
 public import Foundation
+@_spi(Indexing) import EventKernel
 
 /// The set of type codes a query accepts.
 @usableFromInline

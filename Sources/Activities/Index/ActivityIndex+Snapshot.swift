@@ -1,4 +1,5 @@
 import Foundation
+@_spi(Indexing) import EventKernel
 
 /// Builds an index from rows that arrive in strictly increasing
 /// `(start, id)` order, appending to the sorted indexes in O(1) each.

@@ -1,4 +1,5 @@
 public import Foundation
+@_spi(Indexing) import EventKernel
 
 /// Why an `ActivityIndex` mutation or snapshot load failed.
 public enum ActivityIndexError: Error, Sendable, Equatable, CustomStringConvertible {

@@ -1,5 +1,5 @@
 public import Foundation
-import EventKernel
+@_spi(Indexing) import EventKernel
 
 /// One stored activity, compact: 40 bytes with no references, so the row
 /// table is a single flat allocation the ARC never touches.
@@ -74,7 +74,7 @@ extension ChunkedSortedArray where Element == IndexEntry {
     /// - Complexity: O(log n + maxChunk)
         mutating func remove(start: Double, id: UUID, slot: Int32, rows: [ActivityRow]) {
         let p = position(ofKey: start, id: id, strict: false, rows: rows)
-        guard p.chunk < chunks.count, self[p].slot == slot else { return }
+        guard p < endPosition, self[p].slot == slot else { return }
         remove(at: p)
     }
 }

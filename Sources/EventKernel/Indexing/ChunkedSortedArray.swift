@@ -1,21 +1,28 @@
 /// A position in a ``ChunkedSortedArray``: a chunk and an offset in it; `(chunks.count, 0)` is
 /// the end.
-package struct ChunkedPosition: Comparable, Sendable {
-    @usableFromInline package var chunk: Int
-    @usableFromInline package var offset: Int
+@_spi(Indexing) public struct ChunkedPosition: Comparable, Sendable {
+    /// The chunk.
+    public var chunk: Int
+    /// The offset in the chunk.
+    public var offset: Int
 
     @inlinable
-    package init(chunk: Int, offset: Int) {
+    public init(chunk: Int, offset: Int) {
         self.chunk = chunk
         self.offset = offset
     }
 
     @inlinable
-    package static func < (a: ChunkedPosition, b: ChunkedPosition) -> Bool {
+    public static func < (a: ChunkedPosition, b: ChunkedPosition) -> Bool {
         a.chunk != b.chunk ? a.chunk < b.chunk : a.offset < b.offset
     }
 }
 
+/// Public only to the `Indexing` SPI (`@_spi(Indexing) import EventKernel`), not API: `package`
+/// access would do, but the compiler does not specialize `package` inlinable code in other
+/// modules (measured: Activities' appends called the generic `Array.insert`, two mallocs per
+/// activity), and these methods are the inner loop of every index.
+///
 /// A sorted multiset stored as a chunked sorted array: the ordered index under every
 /// repository (the activity index's date and type indexes, and the declared indexes of
 /// ``EventSourcedRepository``).
@@ -31,34 +38,39 @@ package struct ChunkedPosition: Comparable, Sendable {
 /// The order is the caller's: every search takes an `isBefore` predicate that must hold for a
 /// prefix of the array, so one structure serves keys compared in any way (typed keys, composite
 /// keys with per-component directions, ties broken by a row lookup).
-package struct ChunkedSortedArray<Element: Sendable>: Sendable {
+@_spi(Indexing) public struct ChunkedSortedArray<Element: Sendable>: Sendable {
     /// The largest chunk; a chunk that grows beyond it is split.
-    @inlinable package static var maxChunk: Int { 1024 }
+    @inlinable public static var maxChunk: Int { 1024 }
 
-    @usableFromInline package var chunks: [[Element]] = []
+    @usableFromInline var chunks: [[Element]] = []
     /// The last (largest) element of each chunk, the summary binary searches run over before
     /// touching a chunk.
-    @usableFromInline package var lastEntries: [Element] = []
+    @usableFromInline var lastEntries: [Element] = []
     /// The number of elements.
-    @usableFromInline package var count: Int = 0
+    @usableFromInline var storedCount: Int = 0
+    /// The number of elements.
+    @inlinable public var count: Int { storedCount }
 
     @inlinable
-    package init() {}
+    public init() {}
 
     @inlinable
-    package var isEmpty: Bool { count == 0 }
+    public var isEmpty: Bool { count == 0 }
+
+    /// Each chunk's size, in order (for tests of the layout).
+    public var chunkSizes: [Int] { chunks.map(\.count) }
 
     @inlinable
-    package var startPosition: ChunkedPosition { ChunkedPosition(chunk: 0, offset: 0) }
+    public var startPosition: ChunkedPosition { ChunkedPosition(chunk: 0, offset: 0) }
 
     @inlinable
-    package var endPosition: ChunkedPosition { ChunkedPosition(chunk: chunks.count, offset: 0) }
+    public var endPosition: ChunkedPosition { ChunkedPosition(chunk: chunks.count, offset: 0) }
 
     /// The first position whose element does not satisfy `isBefore`, which must hold for a
     /// prefix of the array.
     /// - Complexity: O(log n)
     @inlinable
-    package func partitionPoint(_ isBefore: (Element) -> Bool) -> ChunkedPosition {
+    public func partitionPoint(_ isBefore: (Element) -> Bool) -> ChunkedPosition {
         var lo = 0
         var hi = lastEntries.count
         lastEntries.withUnsafeBufferPointer { lasts in
@@ -84,8 +96,8 @@ package struct ChunkedSortedArray<Element: Sendable>: Sendable {
     /// key, so that order is kept).
     /// - Complexity: O(log n + maxChunk)
     @inlinable
-    package mutating func insert(_ element: Element, at position: ChunkedPosition) {
-        count += 1
+    public mutating func insert(_ element: Element, at position: ChunkedPosition) {
+        storedCount += 1
         if chunks.isEmpty {
             chunks.append([element])
             lastEntries.append(element)
@@ -117,8 +129,8 @@ package struct ChunkedSortedArray<Element: Sendable>: Sendable {
     /// Removes the element at a valid, non-end `position`.
     /// - Complexity: O(log n + maxChunk)
     @inlinable
-    package mutating func remove(at position: ChunkedPosition) {
-        count -= 1
+    public mutating func remove(at position: ChunkedPosition) {
+        storedCount -= 1
         let c = position.chunk
         chunks[c].remove(at: position.offset)
         let n = chunks[c].count
@@ -140,8 +152,8 @@ package struct ChunkedSortedArray<Element: Sendable>: Sendable {
 
     /// Appends an element known to sort after every existing one: the O(n) bulk build.
     @inlinable
-    package mutating func appendSorted(_ element: Element) {
-        count += 1
+    public mutating func appendSorted(_ element: Element) {
+        storedCount += 1
         if let last = chunks.indices.last, chunks[last].count < Self.maxChunk {
             chunks[last].append(element)
             lastEntries[last] = element
@@ -156,20 +168,20 @@ package struct ChunkedSortedArray<Element: Sendable>: Sendable {
 
     /// The element at a valid, non-end position.
     @inlinable
-    package subscript(position: ChunkedPosition) -> Element {
+    public subscript(position: ChunkedPosition) -> Element {
         chunks[position.chunk][position.offset]
     }
 
     /// The position after `p`.
     @inlinable
-    package func successor(of p: ChunkedPosition) -> ChunkedPosition {
+    public func successor(of p: ChunkedPosition) -> ChunkedPosition {
         if p.offset + 1 < chunks[p.chunk].count { return ChunkedPosition(chunk: p.chunk, offset: p.offset + 1) }
         return ChunkedPosition(chunk: p.chunk + 1, offset: 0)
     }
 
     /// The position before `p`, which must not be the start.
     @inlinable
-    package func predecessor(of p: ChunkedPosition) -> ChunkedPosition {
+    public func predecessor(of p: ChunkedPosition) -> ChunkedPosition {
         if p.offset > 0 { return ChunkedPosition(chunk: p.chunk, offset: p.offset - 1) }
         return ChunkedPosition(chunk: p.chunk - 1, offset: chunks[p.chunk - 1].count - 1)
     }
@@ -177,7 +189,7 @@ package struct ChunkedSortedArray<Element: Sendable>: Sendable {
     /// The number of elements in `[lo, hi)`.
     /// - Complexity: O(chunks spanned), about (hi - lo) / 1,000 steps.
     @inlinable
-    package func distance(from lo: ChunkedPosition, to hi: ChunkedPosition) -> Int {
+    public func distance(from lo: ChunkedPosition, to hi: ChunkedPosition) -> Int {
         guard lo < hi else { return 0 }
         if lo.chunk == hi.chunk { return hi.offset - lo.offset }
         var n = chunks[lo.chunk].count - lo.offset
@@ -191,7 +203,7 @@ package struct ChunkedSortedArray<Element: Sendable>: Sendable {
     /// `reversed`), clamped to `[lo, hi]`: where an offset into a range starts.
     /// - Complexity: O(chunks skipped), not O(distance).
     @inlinable
-    package func position(_ distance: Int, from lo: ChunkedPosition, to hi: ChunkedPosition, reversed: Bool) -> ChunkedPosition {
+    public func position(_ distance: Int, from lo: ChunkedPosition, to hi: ChunkedPosition, reversed: Bool) -> ChunkedPosition {
         guard distance > 0, lo < hi else { return reversed ? hi : lo }
         if !reversed {
             var p = lo
@@ -213,7 +225,7 @@ package struct ChunkedSortedArray<Element: Sendable>: Sendable {
     /// `false`.
     /// - Complexity: O(k) for k visited elements.
     @inlinable
-    package func scan(from lo: ChunkedPosition, to hi: ChunkedPosition, reversed: Bool, _ body: (Element) -> Bool) {
+    public func scan(from lo: ChunkedPosition, to hi: ChunkedPosition, reversed: Bool, _ body: (Element) -> Bool) {
         guard lo < hi else { return }
         if !reversed {
             var c = lo.chunk
