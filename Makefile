@@ -1,5 +1,8 @@
 # EventKernel developer commands. `make test` is what CI runs (see .ci/run and README.md).
 SWIFT ?= swift
+# Every SwiftPM call goes through scripts/swiftpm.sh: it retries only when the driver itself dies
+# from a signal (an intermittent toolchain crash), never a failing build, test or threshold.
+SWIFTPM = SWIFT=$(SWIFT) bash $(CURDIR)/scripts/swiftpm.sh
 
 .PHONY: setup build unit test sanitizers fuzz release demo bench bench-smoke bench-thresholds-update bench-thresholds-check clean
 
@@ -8,12 +11,12 @@ setup:
 	@bash scripts/setup.sh
 
 build: setup
-	$(SWIFT) build
+	$(SWIFTPM) build
 
 # The quick loop: build and run every unit, recovery and reliability test (debug build).
 unit: setup
-	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(SWIFTPM) build --build-tests
+	$(SWIFTPM) test --skip-build
 
 # Everything CI runs: the tests, the tests again under ThreadSanitizer and AddressSanitizer,
 # a bounded fuzzing pass, and the benchmark package's smoke run (Docs/Reliability.md).
@@ -27,11 +30,11 @@ fuzz: setup
 	bash scripts/fuzz.sh $${FUZZ_SECONDS:-30}
 
 release: setup
-	$(SWIFT) build -c release
+	$(SWIFTPM) build -c release
 
 # Generates 1M activities into ./eventkernel-store (replacing it) and prints the summary (Docs/CLI.md).
 demo: setup
-	$(SWIFT) run -c release eventkernel demo --reset
+	$(SWIFTPM) run -c release eventkernel demo --reset
 
 clean:
 	rm -rf .build Benchmarks/.build
@@ -47,7 +50,7 @@ BENCH_ARGS ?=
 bench:
 	@WITH_SQLITE=1 bash scripts/setup.sh
 	rm -rf Benchmarks/$(BENCH_OUT)
-	cd Benchmarks && EVENTKERNEL_BENCH_N=$(BENCH_N) $(SWIFT) package --disable-sandbox benchmark \
+	cd Benchmarks && EVENTKERNEL_BENCH_N=$(BENCH_N) $(SWIFTPM) package --disable-sandbox benchmark \
 		--format influx --path $(BENCH_OUT) $(BENCH_ARGS)
 	python3 scripts/bench_table.py Benchmarks/$(BENCH_OUT)/Current_run.influx.csv
 
@@ -55,7 +58,7 @@ bench:
 bench-smoke:
 	@WITH_SQLITE=1 bash scripts/setup.sh
 	rm -rf Benchmarks/$(BENCH_OUT)-smoke
-	cd Benchmarks && EVENTKERNEL_BENCH_N=10000 EVENTKERNEL_BENCH_SMOKE=1 $(SWIFT) package --disable-sandbox benchmark \
+	cd Benchmarks && EVENTKERNEL_BENCH_N=10000 EVENTKERNEL_BENCH_SMOKE=1 $(SWIFTPM) package --disable-sandbox benchmark \
 		--format influx --path $(BENCH_OUT)-smoke $(BENCH_ARGS)
 	python3 scripts/bench_table.py Benchmarks/$(BENCH_OUT)-smoke/Current_run.influx.csv
 
@@ -66,10 +69,10 @@ BENCH_THRESHOLD_FILTER ?= --filter 'Append\.Buffered\..*\.EventKernel' --filter 
 
 bench-thresholds-update:
 	@WITH_SQLITE=1 bash scripts/setup.sh
-	cd Benchmarks && EVENTKERNEL_BENCH_N=10000 EVENTKERNEL_BENCH_ALLOCS_ONLY=1 $(SWIFT) package --disable-sandbox \
+	cd Benchmarks && EVENTKERNEL_BENCH_N=10000 EVENTKERNEL_BENCH_ALLOCS_ONLY=1 $(SWIFTPM) package --disable-sandbox \
 		--allow-writing-to-package-directory benchmark thresholds update $(BENCH_THRESHOLD_FILTER) $(BENCH_ARGS)
 
 bench-thresholds-check:
 	@WITH_SQLITE=1 bash scripts/setup.sh
-	cd Benchmarks && EVENTKERNEL_BENCH_N=10000 EVENTKERNEL_BENCH_ALLOCS_ONLY=1 $(SWIFT) package --disable-sandbox \
+	cd Benchmarks && EVENTKERNEL_BENCH_N=10000 EVENTKERNEL_BENCH_ALLOCS_ONLY=1 $(SWIFTPM) package --disable-sandbox \
 		benchmark thresholds check $(BENCH_THRESHOLD_FILTER) $(BENCH_ARGS)

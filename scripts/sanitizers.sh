@@ -40,10 +40,10 @@ for sanitizer in "${sanitizers[@]}"; do
   [[ -n ${JOBS:-} ]] && args+=(--jobs "$JOBS")
   start=$(date +%s)
   echo "== $sanitizer: building (scratch $scratch)"
-  swift build --build-tests "${args[@]}"
+  bash scripts/swiftpm.sh build --build-tests "${args[@]}"
   built=$(date +%s)
   echo "== $sanitizer: testing (EVENTKERNEL_TEST_SCALE=$EVENTKERNEL_TEST_SCALE${FILTER:+, filter $FILTER})"
-  if ! swift test --skip-build "${args[@]}" ${FILTER:+--filter "$FILTER"}; then status=1; fi
+  if ! bash scripts/swiftpm.sh test --skip-build "${args[@]}" ${FILTER:+--filter "$FILTER"}; then status=1; fi
   end=$(date +%s)
   echo "== $sanitizer: build $((built - start)) s, tests $((end - built)) s, total $((end - start)) s"
 done
