@@ -127,6 +127,10 @@ let package = Package(
         .testTarget(name: "ForumsExampleTests", dependencies: ["ForumsExample", "EventKernel", "EventKernelTestSupport"], path: "Examples/Forums/Tests", swiftSettings: strictSettings),
         .target(name: "FinanceExample", dependencies: ["EventKernel"], path: "Examples/Finance/Sources", swiftSettings: strictSettings),
         .testTarget(name: "FinanceExampleTests", dependencies: ["FinanceExample", "EventKernel", "EventKernelTestSupport"], path: "Examples/Finance/Tests", swiftSettings: strictSettings),
+        .target(name: "RestaurantsExample", dependencies: ["EventKernel"], path: "Examples/Restaurants/Sources", swiftSettings: strictSettings),
+        .testTarget(name: "RestaurantsExampleTests", dependencies: ["RestaurantsExample", "EventKernel", "EventKernelTestSupport"], path: "Examples/Restaurants/Tests", swiftSettings: strictSettings),
+        .target(name: "ShiftsExample", dependencies: ["EventKernel"], path: "Examples/Shifts/Sources", swiftSettings: strictSettings),
+        .testTarget(name: "ShiftsExampleTests", dependencies: ["ShiftsExample", "EventKernel", "EventKernelTestSupport"], path: "Examples/Shifts/Tests", swiftSettings: strictSettings),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -7,8 +7,9 @@ public import EventLog
 ///
 /// Every entity is a stream (``StreamID``: `typeName` + id), so ids need only be unique
 /// within a type: thread 100 and post 100 are different entities. Events are named
-/// `"<typeName>.added"`, `".updated"` and `".deleted"`; payloads are the entity's JSON at the
-/// ``EntitySchema``'s version, and old versions are upcast on every read.
+/// `"<typeName>.added"`, `".updated"` and `".deleted"`; payloads are the entity encoded by the
+/// ``EntitySchema``'s codec (compact binary by default, JSON on request) at its version, and old
+/// versions are upcast on every read.
 ///
 /// Every write goes through ``EventStore/execute(maxAttempts:_:)``: the stream's version is read
 /// before its state and a concurrent change is retried, so two concurrent adds of one id never
@@ -295,6 +296,22 @@ where Entity.ID: EntityIDConvertible {
         }
         if let limit, limit < matches.count { matches.removeLast(matches.count - max(0, limit)) }
         return matches
+    }
+
+    /// The entities a Foundation `Predicate` accepts, in the default order:
+    ///
+    /// ```swift
+    /// let favorites = try restaurants.fetch(matching: #Predicate { $0.isFavorite })
+    /// ```
+    ///
+    /// The predicate is evaluated outside every lock, against every entity: a scan. For large
+    /// sets prefer ``fetch(_:)`` with a condition on a declared index.
+    /// - Parameter predicate: The condition, built with `#Predicate`.
+    /// - Throws: The error the predicate's evaluation throws, unchanged (for example a
+    ///   force-unwrapped `nil`); no partial result is returned.
+    /// - Complexity: O(n) evaluations.
+    public func fetch(matching predicate: Predicate<Entity>) throws -> [Entity] {
+        try fetchAll().filter { try predicate.evaluate($0) }
     }
 
     /// A page of entities in the default order.
