@@ -226,5 +226,10 @@ import EventKernelTestSupport
         let cursor = QueryCursor(key: [], sequence: 0, plan: .max)
         #expect(throws: RepositoryError.self) { try items.fetch(byDate.after(cursor)) }
         #expect(throws: RepositoryError.invalidQuery("offset -1 must not be negative")) { try items.fetch(byDate.offset(-1)) }
+        // An observation of a query that can never run is refused up front, not answered with [].
+        #expect(throws: RepositoryError.self) { try items.observe(byDate.after(cursor)) }
+        #expect(throws: RepositoryError.invalidQuery("limit -2 must not be negative")) { try items.observe(byDate.limit(-2)) }
+        // The same query empties after an IN of nothing: that is an answer, and it is observable.
+        #expect(throws: Never.self) { try items.observe(byDate.where(\.group, isIn: [Int]())) }
     }
 }

@@ -130,17 +130,35 @@ extension EntityTable {
         return best
     }
 
+    /// The checks every query passes before it runs, and its plan: the one place for ``run``
+    /// and for observation, which checks once up front. Validity depends only on the query and
+    /// the declared indexes, never on the rows, so a query valid once is valid after every commit.
+    /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, or a cursor
+    ///   from another query.
+    static func checkedPlan(
+        for query: EntityQuery<Entity>, defaultOrder: [EntityQuery<Entity>.Ordering], declared: [EntityIndex<Entity>]
+    ) throws -> (filters: [FieldFilter], orderings: [EntityQuery<Entity>.Ordering], plan: Plan) {
+        guard query.offset >= 0 else { throw RepositoryError.invalidQuery("offset \(query.offset) must not be negative") }
+        if let limit = query.limit, limit < 0 { throw RepositoryError.invalidQuery("limit \(limit) must not be negative") }
+        let filters = Self.filters(of: query)
+        let orderings = query.orderings.isEmpty ? defaultOrder : query.orderings
+        let plan = Self.plan(filters: filters, orderings: orderings, declared: declared)
+        if let cursor = query.cursor, cursor.plan != planTag(plan) {
+            throw RepositoryError.invalidQuery("the cursor belongs to another query (or the repository's indexes changed); start again without it")
+        }
+        return (filters, orderings, plan)
+    }
+
+    /// What a cursor records of the plan it was taken from.
+    private static func planTag(_ plan: Plan) -> UInt64 { plan.index.map(UInt64.init) ?? UInt64.max }
+
     /// The rows matching `query`, in its order, and the cursor after the last one.
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or a cursor from another query.
     func run(
         _ query: EntityQuery<Entity>, defaultOrder: [EntityQuery<Entity>.Ordering], declared: [EntityIndex<Entity>]
     ) throws -> (rows: [Row], next: QueryCursor?) {
-        guard query.offset >= 0 else { throw RepositoryError.invalidQuery("offset \(query.offset) must not be negative") }
-        if let limit = query.limit, limit < 0 { throw RepositoryError.invalidQuery("limit \(limit) must not be negative") }
-        let filters = Self.filters(of: query)
+        let (filters, orderings, plan) = try Self.checkedPlan(for: query, defaultOrder: defaultOrder, declared: declared)
         if filters.contains(where: { $0.values?.isEmpty == true }) { return ([], nil) }
-        let orderings = query.orderings.isEmpty ? defaultOrder : query.orderings
-        let plan = Self.plan(filters: filters, orderings: orderings, declared: declared)
         let residual = filters.filter { !plan.consumed.contains($0.keyPath) }
         let predicate = query.predicate
         let limit = query.effectiveLimit ?? Int.max
@@ -148,10 +166,7 @@ extension EntityTable {
             for filter in residual where !filter.accepts(filter.value(row.entity)) { return false }
             return predicate?(row.entity) ?? true
         }
-        let planTag = plan.index.map(UInt64.init) ?? UInt64.max
-        if let cursor = query.cursor, cursor.plan != planTag {
-            throw RepositoryError.invalidQuery("the cursor belongs to another query (or the repository's indexes changed); start again without it")
-        }
+        let planTag = Self.planTag(plan)
 
         if plan.servesOrder, let number = plan.index {
             // One key range, scanned in order, stopping at the limit: O(log n + offset/1,024 + k).

@@ -554,8 +554,23 @@ where Entity.ID: EntityIDConvertible {
     /// newest result), and a result equal to the last one yielded is not yielded again (compared
     /// by `Equatable` when the entity is, else by ids and stream versions). The query's predicate
     /// runs outside every lock. The stream ends when the consumer stops iterating or the store
-    /// closes. A query that throws (a negative offset) yields an empty result.
-    public func observe(_ query: EntityQuery<Entity>) -> AsyncStream<[Entity]> {
+    /// closes.
+    /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a query that could never run (a
+    ///   negative offset or limit, a cursor from another query): checked once, here, because
+    ///   validity does not change with the rows; an observation never answers with a silent `[]`.
+    public func observe(_ query: EntityQuery<Entity>) throws -> AsyncStream<[Entity]> {
+        _ = try State.checkedPlan(for: query, defaultOrder: defaultOrder, declared: indexes)
+        return observation(of: query)
+    }
+
+    /// Observes the entities matching `predicate`, in the default order (see ``observe(_:)``).
+    public func observe(where predicate: @escaping @Sendable (Entity) -> Bool) -> AsyncStream<[Entity]> {
+        // A predicate alone has nothing to check.
+        observation(of: EntityQuery<Entity>().where(predicate))
+    }
+
+    /// The observation of a checked query (so `run` cannot throw in it).
+    private func observation(of query: EntityQuery<Entity>) -> AsyncStream<[Entity]> {
         let typeName = self.typeName
         return QueryObservation.stream(
             store: store,
@@ -570,10 +585,6 @@ where Entity.ID: EntityIDConvertible {
             output: { $0.map(\.entity) })
     }
 
-    /// Observes the entities matching `predicate`, in the default order (see ``observe(_:)``).
-    public func observe(where predicate: @escaping @Sendable (Entity) -> Bool) -> AsyncStream<[Entity]> {
-        observe(EntityQuery<Entity>().where(predicate))
-    }
 
     private static func sameRows(_ old: [State.Row], _ new: [State.Row]) -> Bool {
         guard old.count == new.count else { return false }
