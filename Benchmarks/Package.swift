@@ -10,6 +10,7 @@
 //   StartupBenchmarks    open from snapshot, full replay, history grown 5x
 //   FootprintBenchmarks  bytes on disk and resident memory per activity, observation fan-out
 //   ScalingBenchmarks    open, replay, snapshot write, verify, event scan at 1M...10M activities
+//   LedgerBenchmarks     the finance ledger (1M transactions): adds, synced saves, queries, reopen, bytes
 //   BenchFixtures        shared library: fixture builders (cached on disk), GRDB peer, naive peers
 import PackageDescription
 
@@ -96,6 +97,12 @@ let package = Package(
             name: "FootprintBenchmarks",
             dependencies: benchmarkDependencies,
             path: "Benchmarks/FootprintBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "LedgerBenchmarks",
+            dependencies: benchmarkDependencies,
+            path: "Benchmarks/LedgerBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
     ],

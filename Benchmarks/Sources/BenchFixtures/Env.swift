@@ -21,6 +21,13 @@ public enum BenchEnv {
         return min(n, 10_000)
     }()
 
+    /// The number of transactions in the ledger fixtures (LedgerBenchmarks):
+    /// `EVENTKERNEL_BENCH_LEDGER_N`, else N (1,000,000 in `make bench`, 10,000 in the smoke run).
+    public static let ledgerN: Int = {
+        if let raw = ProcessInfo.processInfo.environment["EVENTKERNEL_BENCH_LEDGER_N"], let v = Int(raw), v > 0 { return v }
+        return n
+    }()
+
     /// The sizes of the scaling benchmarks: `EVENTKERNEL_BENCH_SCALING_SIZES` (comma-separated),
     /// else N/4 and N in smoke runs, else 1M, 2.5M, 5M and 10M.
     public static let scalingSizes: [Int] = {
