@@ -4,6 +4,10 @@
 //   BenchProbe append-synced [count]     add() one per call, synced, one task
 //   BenchProbe open <directory>          open a store (snapshot + tail replay) and close it
 //   BenchProbe first-write <directory>   open a copy of a store and time its first adds
+//   BenchProbe ledger-open <directory>   open a ledger (EventStore + transaction repository), first query
+//   BenchProbe ledger-add <directory> [count]    a copy of a ledger: addAll in batches of 1,000, buffered
+//   BenchProbe ledger-save <directory> [count]   a copy of a ledger: save() one per call, synced
+//   BenchProbe ledger-query <directory> newest|range|page|count [repeats]   one benchmark query, repeated
 import Activities
 import BenchFixtures
 import EventKernel
@@ -53,6 +57,51 @@ func run() async throws {
             print("add: \(ContinuousClock.now - started)")
         }
         try await repository.close()
+    case "ledger-open":
+        let started = ContinuousClock.now
+        let ledger = try EventKernelLedger(URL(filePath: arguments[2]))
+        let first = try ledger.transactions.fetch(EntityQuery<LedgerTransaction>().where(\.accountID, equals: Ledger.accounts[0]).orderBy(\.date, ascending: false).limit(50))
+        print("ledger-open: \(ledger.transactions.count) transactions, \(first.count) in the first query, in \(ContinuousClock.now - started)")
+        try await ledger.close()
+    case "ledger-add", "ledger-save":
+        let synced = mode == "ledger-save"
+        let total = arguments.count > 3 ? Int(arguments[3]) ?? 20_000 : 20_000
+        let copy = BenchEnv.scratch("probe-ledger")
+        defer { try? FileManager.default.removeItem(at: copy) }
+        try copyTree(URL(filePath: arguments[2]), to: copy)
+        let ledger = try EventKernelLedger(copy, durability: synced ? .synced : .buffered, preallocate: preallocate)
+        let transactions = LedgerAddStream().next(total)
+        let started = ContinuousClock.now
+        if synced {
+            for t in transactions { try await ledger.transactions.save(t) }
+        } else {
+            for start in stride(from: 0, to: total, by: 1_000) {
+                try await ledger.transactions.addAll(Array(transactions[start..<min(start + 1_000, total)]))
+            }
+        }
+        let elapsed = ContinuousClock.now - started
+        print("\(mode): \(total) transactions in \(elapsed), \(elapsed / total) per transaction")
+        try await ledger.close()
+    case "ledger-query":
+        let ledger = try EventKernelLedger(URL(filePath: arguments[2]))
+        let kind = arguments.count > 3 ? arguments[3] : "newest"
+        let repeats = arguments.count > 4 ? Int(arguments[4]) ?? 1_000 : 1_000
+        let repository = ledger.transactions
+        typealias Query = EntityQuery<LedgerTransaction>
+        let offset = Ledger.pageOffset(repository.count)
+        let started = ContinuousClock.now
+        var results = 0
+        for i in 0..<repeats {
+            switch kind {
+            case "range": results += try repository.fetch(Query().where(\.date, in: Ledger.weekWindows[i % 16]).orderBy(\.date)).count
+            case "page": results += try repository.fetch(Query().orderBy(\.date).offset(offset).limit(40)).count
+            case "count": results += try repository.count(Query().where(\.category, equals: Ledger.categories[i % 6]))
+            default: results += try repository.fetch(Query().where(\.accountID, equals: Ledger.accounts[i % 50]).orderBy(\.date, ascending: false).limit(50)).count
+            }
+        }
+        let elapsed = ContinuousClock.now - started
+        print("ledger-query \(kind): \(repeats) queries, \(results) results, \(elapsed / repeats) per query")
+        try await ledger.close()
     default:
         print("unknown mode \(mode)")
     }
