@@ -17,6 +17,9 @@ def load(path):
     data = defaultdict(dict)  # test -> metric -> p50 value
     with open(path, newline="") as f:
         rows = [r for r in csv.reader(f) if r and not r[0].startswith("#")]
+    if not rows:
+        sys.exit(f"{path}: no results. Did the run fail, or did --filter match nothing? Filters are regexes "
+                 "matched against whole benchmark names: --filter 'Ledger.*', not --filter Ledger.")
     header = rows[0]
     ix = {name: i for i, name in enumerate(header)}
     for r in rows[1:]:
@@ -25,8 +28,21 @@ def load(path):
     return data
 
 
+# LedgerBenchmarks: operations per iteration (see the header of LedgerBenchmarks.swift).
+LEDGER_SCALE = {
+    "Ledger.AddBatch1000.EventKernel": 1000, "Ledger.AddBatch1000.GRDB": 1000,
+    "Ledger.SyncedSave.EventKernel": 1000, "Ledger.SyncedSave.GRDB": 1000,
+    "Ledger.AccountNewest50.EventKernel": 1000, "Ledger.AccountNewest50.GRDB": 1000,
+    "Ledger.Range7d.EventKernel": 16, "Ledger.Range7d.GRDB": 16,
+    "Ledger.PageOffset10k.EventKernel": 1000, "Ledger.PageOffset10k.GRDB": 1,
+    "Ledger.CategoryCount.EventKernel": 1000, "Ledger.CategoryCount.GRDB": 6,
+}
+
+
 def scale(test):
     """Operations per iteration, as configured in Benchmarks/Benchmarks/*."""
+    if test in LEDGER_SCALE:
+        return LEDGER_SCALE[test]
     if test.startswith("Append."):
         return 1000
     if test.startswith("Log."):
@@ -81,25 +97,30 @@ def main():
         return 2
     data = load(args[0])
     rows = []  # (what, eventkernel, peer name, peer value, ratio text, target text, status)
+    ledger_rows = []
 
-    def speed(what, ek, peer, peer_label, target=None):
+    def speed(what, ek, peer, peer_label, target=None, out=rows):
         """Throughput-style comparison: ratio = peer time / EventKernel time (higher is better)."""
         a, b = per_op_ns(data, ek), per_op_ns(data, peer)
+        if a is None and b is None:
+            return  # not in this run (a filtered subset)
         ratio = b / a if a and b else None
         status = ""
         if target is not None and ratio is not None:
             status = "MET" if ratio >= target else f"MISSED ({ratio / target:.2f} of target)"
-        rows.append((what, fmt_time(a) + "/op", peer_label, fmt_time(b) + "/op",
+        out.append((what, fmt_time(a) + "/op", peer_label, fmt_time(b) + "/op",
                      "n/a" if ratio is None else f"{ratio:,.1f}x faster" if ratio >= 1 else f"{1 / ratio:,.1f}x slower",
                      "" if target is None else f">= {target}x", status))
 
-    def at_most(what, a, a_text, b, b_text, peer_label, target=None, unit=""):
+    def at_most(what, a, a_text, b, b_text, peer_label, target=None, unit="", out=rows):
         """Smaller-is-better comparison: ratio = a / b."""
+        if a is None and b is None:
+            return  # not in this run (a filtered subset)
         ratio = a / b if a is not None and b else None
         status = ""
         if target is not None and ratio is not None:
             status = "MET" if ratio <= target else f"MISSED ({ratio / target:.2f}x the limit)"
-        rows.append((what, a_text, peer_label, b_text, "n/a" if ratio is None else f"{ratio:.3f}x",
+        out.append((what, a_text, peer_label, b_text, "n/a" if ratio is None else f"{ratio:,.0f}x" if ratio >= 100 else f"{ratio:.3f}x",
                      "" if target is None else f"<= {target}x", status))
 
     ek = "EventKernel"
@@ -146,10 +167,29 @@ def main():
     fa, fb = per_op_ns(data, "Observation.FanOut100.EventKernel"), per_op_ns(data, "Observation.FanOut100.GRDB")
     speed("Observation fan-out: 100 observers, 1 write", "Observation.FanOut100.EventKernel", "Observation.FanOut100.GRDB", "GRDB ValueObservation")
 
+    # Ledger (LedgerBenchmarks): the finance domain on the generic repository, per transaction,
+    # query or open. Targets from the ledger issue.
+    lg = "Ledger."
+    speed("Add, batches of 1,000 (per transaction)", lg + "AddBatch1000.EventKernel", lg + "AddBatch1000.GRDB", "GRDB (NORMAL, 1,000-row txn)", 10, out=ledger_rows)
+    speed("Synced save, 1 per call", lg + "SyncedSave.EventKernel", lg + "SyncedSave.GRDB", "GRDB (FULL, 1-row txn)", 1, out=ledger_rows)
+    speed("One account's 50 newest", lg + "AccountNewest50.EventKernel", lg + "AccountNewest50.GRDB", "GRDB records", 20, out=ledger_rows)
+    speed("7-day date range (all, oldest first)", lg + "Range7d.EventKernel", lg + "Range7d.GRDB", "GRDB records", 20, out=ledger_rows)
+    speed("Page of 40 at offset 10,000 (date order)", lg + "PageOffset10k.EventKernel", lg + "PageOffset10k.GRDB", "GRDB records", 20, out=ledger_rows)
+    speed("One category's count", lg + "CategoryCount.EventKernel", lg + "CategoryCount.GRDB", "GRDB SELECT COUNT(*)", 20, out=ledger_rows)
+    lsnap, lreplay = per_op_ns(data, lg + "Reopen.Snapshot.EventKernel"), per_op_ns(data, lg + "Reopen.FullReplay.EventKernel")
+    at_most("Reopen from snapshot vs full replay", lsnap, fmt_time(lsnap), lreplay, fmt_time(lreplay), "EventKernel full replay", 0.25, out=ledger_rows)
+    lg_open = per_op_ns(data, lg + "Reopen.GRDB")
+    at_most("Reopen (open + first query)", lsnap, fmt_time(lsnap), lg_open, fmt_time(lg_open), "GRDB open + first query", out=ledger_rows)
+    lbytes = metric(data, lg + "Disk.EventKernel", "bytespertransaction")
+    llog = metric(data, lg + "Disk.EventKernel", "logbytespertransaction")
+    lsql = metric(data, lg + "Disk.GRDB", "bytespertransaction")
+    at_most("Bytes on disk per transaction (log+snapshot)", lbytes, fmt_num(lbytes, " B"), lsql, fmt_num(lsql, " B"), "SQLite file (+WAL, checkpointed)", 1.0, out=ledger_rows)
+    at_most("Bytes on disk per transaction (log only)", llog, fmt_num(llog, " B"), lsql, fmt_num(lsql, " B"), "SQLite file (+WAL, checkpointed)", out=ledger_rows)
+
     # Allocations per operation
     alloc_rows = []
     for test in sorted(data):
-        if test.startswith(("Append.", "Query.", "Observation.")):
+        if test.startswith(("Append.", "Query.", "Observation.")) or test in LEDGER_SCALE:
             a = allocs_per_op(data, test)
             if a is not None:
                 alloc_rows.append((test, f"{a:,.2f}"))
@@ -183,10 +223,17 @@ def main():
     header = ("Comparison", "EventKernel", "Peer", "Peer figure", "Ratio", "Target", "Status")
     table = [header] + rows
     if md:
-        print("| " + " | ".join(header) + " |")
-        print("|" + "---|" * len(header))
-        for r in rows:
-            print("| " + " | ".join(r) + " |")
+        if rows:
+            print("| " + " | ".join(header) + " |")
+            print("|" + "---|" * len(header))
+            for r in rows:
+                print("| " + " | ".join(r) + " |")
+        if ledger_rows:
+            print()
+            print("| Ledger | " + " | ".join(header[1:]) + " |")
+            print("|" + "---|" * len(header))
+            for r in ledger_rows:
+                print("| " + " | ".join(r) + " |")
         if log_rows:
             print()
             print("| EventLog alone (context: the log under the repository) | time |")
@@ -205,11 +252,19 @@ def main():
         for t, a in alloc_rows:
             print(f"| {t} | {a} |")
     else:
-        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-        for n, r in enumerate(table):
-            print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
-            if n == 0:
-                print("  ".join("-" * w for w in widths))
+        def print_table(table):
+            widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+            for n, r in enumerate(table):
+                print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+                if n == 0:
+                    print("  ".join("-" * w for w in widths))
+        if rows:
+            print_table(table)
+        if ledger_rows:
+            if rows:
+                print()
+            print("Ledger (the finance domain on the generic repository; per transaction, query or open):")
+            print_table([("Ledger",) + header[1:]] + ledger_rows)
         if log_rows:
             print()
             print("EventLog alone (context: the log under the repository):")
