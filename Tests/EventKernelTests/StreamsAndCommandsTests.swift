@@ -235,6 +235,19 @@ private func durableStore() throws -> (EventStore, URL) {
         let before = store.nextPosition
         await #expect(throws: RepositoryError.alreadyExists(.uuid(fresh.id))) { try await counters.addAll([fresh, fresh]) }
         #expect(store.nextPosition == before)
+        // A stream appended to without a read is known to be appended to, also after a read of it.
+        let unread = StreamID("Counter", .uuid(UUID())), other = StreamID("Counter", .uuid(UUID()))
+        // (The command throws what it saw, so nothing is written.)
+        struct Seen: Error { var flags: [Bool] }
+        await #expect {
+            try await store.execute { command in
+                let before = command.isAppending(to: unread)
+                command.append(EncodedEvent(eventType: "Counter.added", schemaVersion: 1, stream: unread, payload: []))
+                let after = command.isAppending(to: unread)
+                _ = command.version(of: unread)
+                throw Seen(flags: [before, after, command.isAppending(to: unread), command.isAppending(to: other)])
+            }
+        } throws: { ($0 as? Seen)?.flags == [false, true, true, false] }
     }
 
     @Test func validationRunsBeforeAnyWrite() async throws {

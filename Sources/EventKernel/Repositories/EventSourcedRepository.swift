@@ -245,7 +245,7 @@ where Entity.ID: EntityIDConvertible {
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, or a
     ///   cursor taken from another query.
     public func fetch(_ query: EntityQuery<Entity>) throws -> [Entity] {
-        try run(query).rows.map(\.entity)
+        try run(query).rows.map { $0.entity }
     }
 
     /// The first entity matching `query`, or `nil`.
@@ -258,7 +258,7 @@ where Entity.ID: EntityIDConvertible {
     public func fetchPage(_ query: EntityQuery<Entity>) throws -> QueryPage<Entity> {
         let (rows, next) = try run(query)
         let complete = query.effectiveLimit.map { rows.count < $0 } ?? true
-        return QueryPage(entities: rows.map(\.entity), nextCursor: complete ? nil : next)
+        return QueryPage(entities: rows.map { $0.entity }, nextCursor: complete ? nil : next)
     }
 
     /// How many entities match `query`, ignoring its limit, offset and cursor.

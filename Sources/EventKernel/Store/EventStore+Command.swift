@@ -87,6 +87,10 @@ public struct CommandContext {
     private var firstStream: StreamID?
     private var first = Read(version: 0)
     private var more: [StreamID: Read] = [:]
+    /// Streams appended to unconditionally, before any read of them: so that
+    /// ``isAppending(to:)`` is a hash lookup, not a scan of the batch (which made a batch of
+    /// n adds O(n²)).
+    private var unreadAppends: Set<StreamID> = []
 
     init(store: EventStore) { self.store = store }
 
@@ -157,8 +161,8 @@ public struct CommandContext {
 
     /// Whether the command already appends an event to `stream`.
     public func isAppending(to stream: StreamID) -> Bool {
-        guard let read = lookup(stream) else { return events.contains { $0.event.stream == stream } }
-        return read.appended || read.explicit
+        if let read = lookup(stream), read.appended || read.explicit { return true }
+        return !unreadAppends.isEmpty && unreadAppends.contains(stream)
     }
 
     /// Appends an event. Its first event of a stream that was read expects the version read;
@@ -180,6 +184,8 @@ public struct CommandContext {
             claim(&first)
         } else if !more.isEmpty, let index = more.index(forKey: event.stream) {
             claim(&more.values[index])
+        } else {
+            unreadAppends.insert(event.stream)
         }
         events.append(PendingEvent(event, expectedVersion: expected, metadata: metadata, recordedAt: recordedAt))
     }
