@@ -20,9 +20,10 @@
 /// entity (O(n)), never fails for want of an index. ``EventSourcedRepository/explain(_:)`` says
 /// which plan a query gets.
 ///
-/// **Order.** Results follow ``orderBy(_:ascending:)`` terms, then the repository's declared
-/// default order, then insertion order (the order entities were first added), so every order
-/// is total and paging is stable. Never the id's text.
+/// **Order.** Results follow the ``orderBy(_:ascending:)`` terms, or, when there are none, the
+/// repository's declared default order; ties fall to insertion order (the order entities were
+/// first added, in the direction of the last term), so every order is total and paging is
+/// stable. Never the id's text.
 ///
 /// Conditions are combined with AND. A residual ``where(_:)`` predicate runs outside every
 /// lock, like every closure the kernel is given.
