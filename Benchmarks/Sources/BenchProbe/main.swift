@@ -8,6 +8,7 @@
 //   BenchProbe ledger-add <directory> [count]    a copy of a ledger: addAll in batches of 1,000, buffered
 //   BenchProbe ledger-save <directory> [count]   a copy of a ledger: save() one per call, synced
 //   BenchProbe ledger-query <directory> newest|range|page|count [repeats]   one benchmark query, repeated
+//   BenchProbe ledger-fixture [count]    build (or find) the cached ledger fixture of count transactions, print its path
 import Activities
 import BenchFixtures
 import EventKernel
@@ -82,6 +83,8 @@ func run() async throws {
         let elapsed = ContinuousClock.now - started
         print("\(mode): \(total) transactions in \(elapsed), \(elapsed / total) per transaction")
         try await ledger.close()
+    case "ledger-fixture":
+        print(try await LedgerFixtures.store(n: count).path)
     case "ledger-query":
         let ledger = try EventKernelLedger(URL(filePath: arguments[2]))
         let kind = arguments.count > 3 ? arguments[3] : "newest"

@@ -83,7 +83,14 @@ where Entity.ID: EntityIDConvertible {
     }
 
     private static func keys(of entity: Entity, _ indexes: [EntityIndex<Entity>]) -> [IndexKey] {
-        indexes.map { index in IndexKey(index.components.map { $0.value(entity) }) }
+        indexes.map { index in
+            let c = index.components
+            switch c.count {
+            case 1: return IndexKey(c[0].value(entity))
+            case 2: return IndexKey(c[0].value(entity), c[1].value(entity))
+            default: return IndexKey(c.map { $0.value(entity) })
+            }
+        }
     }
 
     private static func makeProjection(
@@ -126,25 +133,27 @@ where Entity.ID: EntityIDConvertible {
         var writer = BinaryWriter(capacity: 32 + table.count * 24)
         writer.writeVarint(UInt64(schema.version))
         writer.writeVarint(UInt64(table.count))
-        writer.writeVarint(table.nextSequence)
-        var ordinals = [Int32](repeating: 0, count: table.rows.count)
-        var entities: [Entity] = []
-        entities.reserveCapacity(table.count)
+        writer.writeVarint(table.rows.nextSequence)
+        let rows = table.rows
+        var ordinals = [Int32](repeating: 0, count: rows.heads.count)
+        var slots: [Int32] = []
+        slots.reserveCapacity(table.count)
         var previous: UInt64 = 0
-        table.bySequence.scan(from: table.bySequence.startPosition, to: table.bySequence.endPosition, reversed: false) { entry in
-            let row = table.rows[Int(entry.slot)]!
-            ordinals[Int(entry.slot)] = Int32(entities.count)
-            writer.writeEntityID(row.id)
-            writer.writeVarint(row.version)
-            writer.writeVarint(row.sequence - previous)
-            previous = row.sequence
-            entities.append(row.entity)
+        rows.bySequence.scan(from: rows.bySequence.startPosition, to: rows.bySequence.endPosition, reversed: false) { entry in
+            let head = rows.heads[Int(entry.slot)]
+            ordinals[Int(entry.slot)] = Int32(slots.count)
+            writer.writeEntityID(head.id)
+            writer.writeVarint(head.version)
+            writer.writeVarint(head.sequence - previous)
+            previous = head.sequence
+            slots.append(entry.slot)
             return true
         }
+        let entities = table.entities(at: slots)
         writer.writeVarint(UInt64(indexes.count))
         for (number, index) in indexes.enumerated() {
             writer.writeString(index.name)
-            let entries = table.indexes[number].entries
+            let entries = rows.indexes[number].entries
             entries.scan(from: entries.startPosition, to: entries.endPosition, reversed: false) { entry in
                 writer.writeVarint(UInt64(ordinals[Int(entry.slot)]))
                 return true
@@ -187,37 +196,18 @@ where Entity.ID: EntityIDConvertible {
             throw BinaryDecodingError(.invalidValue("\(count) ids for \(entities.count) entities"), at: 0)
         }
         var table = State(indexes: indexes)
-        table.rows.reserveCapacity(count)
-        table.slotsByID.reserveCapacity(count)
+        table.bySlot = entities.map { $0 }
+        table.rows.heads.reserveCapacity(count)
+        table.rows.keys.reserveCapacity(count * indexes.count)
+        table.rows.slotsByID.reserveCapacity(count)
         for (ordinal, head) in heads.enumerated() {
-            let entity = entities[ordinal]
-            table.rows.append(.init(entity: entity, id: head.id, version: head.version, sequence: head.sequence, keys: keys(of: entity, indexes)))
-            table.slotsByID[head.id] = Int32(ordinal)
-            table.bySequence.appendSorted(SequencedSlot(sequence: head.sequence, slot: Int32(ordinal)))
-        }
-        guard table.slotsByID.count == count else { throw BinaryDecodingError(.invalidValue("repeated entity ids"), at: 0) }
-        table.nextSequence = max(nextSequence, (heads.last?.sequence ?? 0) + 1)
-        for (number, index) in indexes.enumerated() {
-            if let order = orders[index.name] {
-                // The stored order: appended as is, checked as it goes (an order that does not
-                // match the keys would answer queries wrongly, so it is refused, not trusted).
-                for ordinal in order {
-                    let row = table.rows[Int(ordinal)]!
-                    let entries = table.indexes[number].entries
-                    if let last = entries.lastEntries.last,
-                       table.indexes[number].compare(last.key, last.sequence, row.keys[number], row.sequence) >= 0 {
-                        throw BinaryDecodingError(.invalidValue("index \(index.name) out of order"), at: 0)
-                    }
-                    table.indexes[number].entries.appendSorted(KeyedSlot(key: row.keys[number], sequence: row.sequence, slot: ordinal))
-                }
-            } else {
-                // An index declared since the snapshot: built by one sort.
-                var entries = table.rows.indices.map { KeyedSlot(key: table.rows[$0]!.keys[number], sequence: table.rows[$0]!.sequence, slot: Int32($0)) }
-                let storage = table.indexes[number]
-                entries.sort { storage.compare($0.key, $0.sequence, $1.key, $1.sequence) < 0 }
-                for entry in entries { table.indexes[number].entries.appendSorted(entry) }
+            guard table.rows.appendRestored(RowHead(id: head.id, version: head.version, sequence: head.sequence),
+                                            keys: keys(of: entities[ordinal], indexes)) else {
+                throw BinaryDecodingError(.invalidValue("repeated entity id \(head.id)"), at: 0)
             }
         }
+        table.rows.nextSequence = max(nextSequence, (heads.last?.sequence ?? 0) + 1)
+        try table.rows.restoreIndexes(names: indexes.map(\.name), orders: orders)
         return table
     }
 
@@ -245,7 +235,8 @@ where Entity.ID: EntityIDConvertible {
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, or a
     ///   cursor taken from another query.
     public func fetch(_ query: EntityQuery<Entity>) throws -> [Entity] {
-        try run(query).rows.map { $0.entity }
+        let table = projection.read { $0 }
+        return table.entities(at: try table.run(query, defaultOrder: defaultOrder).slots)
     }
 
     /// The first entity matching `query`, or `nil`.
@@ -256,16 +247,17 @@ where Entity.ID: EntityIDConvertible {
     /// A page of `query` and the cursor to continue after it.
     /// - Throws: As ``fetch(_:)``.
     public func fetchPage(_ query: EntityQuery<Entity>) throws -> QueryPage<Entity> {
-        let (rows, next) = try run(query)
-        let complete = query.effectiveLimit.map { rows.count < $0 } ?? true
-        return QueryPage(entities: rows.map { $0.entity }, nextCursor: complete ? nil : next)
+        let table = projection.read { $0 }
+        let (slots, next) = try table.run(query, defaultOrder: defaultOrder)
+        let complete = query.effectiveLimit.map { slots.count < $0 } ?? true
+        return QueryPage(entities: table.entities(at: slots), nextCursor: complete ? nil : next)
     }
 
     /// How many entities match `query`, ignoring its limit, offset and cursor.
     /// - Complexity: O(log n + k / 1,024) when one index applies every condition.
     public func count(_ query: EntityQuery<Entity>) throws -> Int {
         let table = projection.read { $0 }
-        return try table.count(query, declared: indexes)
+        return try table.count(query)
     }
 
     /// How a query is answered: which index, in which direction, what is filtered or sorted
@@ -276,9 +268,20 @@ where Entity.ID: EntityIDConvertible {
 
     /// Runs a query on the published table, outside the projection's lock (the query's
     /// predicate is the domain's code).
-    private func run(_ query: EntityQuery<Entity>) throws -> (rows: [State.Row], next: QueryCursor?) {
+    private func matches(_ query: EntityQuery<Entity>) throws -> [Match] {
         let table = projection.read { $0 }
-        return try table.run(query, defaultOrder: defaultOrder, declared: indexes)
+        let slots = try table.run(query, defaultOrder: defaultOrder).slots
+        return zip(slots, table.entities(at: slots)).map { slot, entity in
+            let head = table.rows.heads[Int(slot)]
+            return Match(entity: entity, id: head.id, version: head.version)
+        }
+    }
+
+    /// A query result with what batch changes and observation compare: the stream and version.
+    struct Match: Sendable {
+        var entity: Entity
+        var id: EntityID
+        var version: UInt64
     }
 
     /// The entities matching `predicate`, sorted by `areInIncreasingOrder` (default: the
@@ -311,7 +314,13 @@ where Entity.ID: EntityIDConvertible {
     ///   force-unwrapped `nil`); no partial result is returned.
     /// - Complexity: O(n) evaluations.
     public func fetch(matching predicate: Predicate<Entity>) throws -> [Entity] {
-        try fetchAll().filter { try predicate.evaluate($0) }
+        let table = projection.read { $0 }
+        var matches: [Int32] = []
+        for slot in try table.run(EntityQuery<Entity>(), defaultOrder: defaultOrder).slots
+        where try predicate.evaluate(table.bySlot[Int(slot)]!) {
+            matches.append(slot)
+        }
+        return table.entities(at: matches)
     }
 
     /// A page of entities in the default order.
@@ -482,7 +491,7 @@ where Entity.ID: EntityIDConvertible {
     public func deleteAll(matching query: EntityQuery<Entity>) async throws -> Int {
         try await store.execute { command in
             var deleted = 0
-            for row in try self.run(query).rows {
+            for row in try self.matches(query) {
                 // Expect the version of the state the query saw: an entity changed since (which
                 // may no longer match) makes the command conflict and decide again.
                 command.read(StreamID(self.typeName, row.id), stateVersion: row.version)
@@ -522,7 +531,7 @@ where Entity.ID: EntityIDConvertible {
     ) async throws -> Int {
         try await store.execute { command in
             var updated = 0
-            for row in try self.run(query).rows {
+            for row in try self.matches(query) {
                 let stream = StreamID(self.typeName, row.id)
                 command.read(stream, stateVersion: row.version)
                 var entity = row.entity
@@ -559,7 +568,7 @@ where Entity.ID: EntityIDConvertible {
     ///   negative offset or limit, a cursor from another query): checked once, here, because
     ///   validity does not change with the rows; an observation never answers with a silent `[]`.
     public func observe(_ query: EntityQuery<Entity>) throws -> AsyncStream<[Entity]> {
-        _ = try State.checkedPlan(for: query, defaultOrder: defaultOrder, declared: indexes)
+        _ = try projection.read { $0 }.compile(query, defaultOrder: defaultOrder)
         return observation(of: query)
     }
 
@@ -580,13 +589,13 @@ where Entity.ID: EntityIDConvertible {
                 }
                 return { [weak projection] in projection?.removeListener(token) }
             },
-            fetch: { [weak self] in (try? self?.run(query).rows) ?? [] },
+            fetch: { [weak self] in (try? self?.matches(query)) ?? [] },
             isDuplicate: { old, new in Self.sameRows(old, new) },
             output: { $0.map(\.entity) })
     }
 
 
-    private static func sameRows(_ old: [State.Row], _ new: [State.Row]) -> Bool {
+    private static func sameRows(_ old: [Match], _ new: [Match]) -> Bool {
         guard old.count == new.count else { return false }
         for index in old.indices where old[index].id != new[index].id || old[index].version != new[index].version {
             // A new version may hold an equal value (a save of what was there): equal by

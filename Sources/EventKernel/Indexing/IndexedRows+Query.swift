@@ -1,0 +1,255 @@
+/// Query planning and scanning over ``IndexedRows``: the one place that decides which index
+/// serves a query and in what order results come. Concrete code: the entity-typed parts (the
+/// residual predicate, values of unindexed properties) reach it as closures over slots.
+extension IndexedRows {
+    /// The conditions on one property, merged (AND).
+    struct FieldFilter: Sendable {
+        var keyPath: any AnyKeyPath & Sendable
+        /// Accepted values (equality and `IN`), sorted and unique; `nil`: any.
+        var values: [IndexValue]?
+        var lower: (value: IndexValue, inclusive: Bool)?
+        var upper: (value: IndexValue, inclusive: Bool)?
+
+        var hasRange: Bool { lower != nil || upper != nil }
+
+        func accepts(_ v: IndexValue) -> Bool {
+            if let values, !values.contains(v) { return false }
+            if let lower {
+                let c = IndexValue.compare(v, lower.value)
+                if c < 0 || (c == 0 && !lower.inclusive) { return false }
+            }
+            if let upper {
+                let c = IndexValue.compare(v, upper.value)
+                if c > 0 || (c == 0 && !upper.inclusive) { return false }
+            }
+            return true
+        }
+
+        /// Narrows this filter by one more condition.
+        mutating func merge(values new: [IndexValue]) {
+            let sorted = Array(Set(new)).sorted()
+            values = values.map { old in sorted.filter(old.contains) } ?? sorted
+        }
+
+        mutating func merge(lower new: (IndexValue, inclusive: Bool)?, upper newUpper: (IndexValue, inclusive: Bool)?) {
+            if let new, lower.map({ IndexValue.compare(new.0, $0.value) > 0 || (IndexValue.compare(new.0, $0.value) == 0 && !new.inclusive) }) ?? true {
+                lower = (new.0, new.inclusive)
+            }
+            if let newUpper, upper.map({ IndexValue.compare(newUpper.0, $0.value) < 0 || (IndexValue.compare(newUpper.0, $0.value) == 0 && !newUpper.inclusive) }) ?? true {
+                upper = (newUpper.0, newUpper.inclusive)
+            }
+        }
+
+        /// A range beside a value list narrows the list: then the property is an equality.
+        mutating func settle() {
+            guard values != nil, hasRange else { return }
+            values = values!.filter(accepts)
+            lower = nil
+            upper = nil
+        }
+    }
+
+    /// How a query is answered.
+    struct Plan: Sendable {
+        /// The declared index scanned, or `nil` for the insertion-order scan.
+        var index: Int?
+        /// Per filter: whether the index's key ranges apply it.
+        var consumed: [Bool]
+        /// Equality prefixes, one key range each (several for `IN`).
+        var prefixes: [[IndexValue]] = [[]]
+        /// The range filter on the component after the prefix, if any (a filter number).
+        var range: Int?
+        /// Whether the scan yields results in the query's order.
+        var servesOrder = false
+        /// Whether the index is scanned backwards.
+        var reversed = false
+
+        /// The filters the scan must still check on each candidate.
+        func residual(_ filters: [FieldFilter]) -> [Int] { filters.indices.filter { !consumed[$0] } }
+    }
+
+    /// Chooses the index that applies the most conditions, then serves the order.
+    static func plan(filters: [FieldFilter], orderings: [IndexedField], fields declared: [[IndexedField]]) -> Plan {
+        func filterNumber(_ keyPath: AnyKeyPath) -> Int? { filters.firstIndex { $0.keyPath == keyPath } }
+        var best = Plan(consumed: Array(repeating: false, count: filters.count))
+        best.servesOrder = orderings.isEmpty
+        var bestScore = best.servesOrder ? 1 : 0
+        // Single-value equalities fix their property: an ordering term on one is moot.
+        let terms = orderings.filter { term in
+            guard let f = filterNumber(term.keyPath) else { return true }
+            return filters[f].values?.count != 1
+        }
+        for (number, components) in declared.enumerated() {
+            var plan = Plan(index: number, consumed: Array(repeating: false, count: filters.count))
+            var consumedCount = 0
+            var fixed = 0
+            var combinations = 1
+            while fixed < components.count, let f = filterNumber(components[fixed].keyPath), let values = filters[f].values {
+                combinations *= max(1, values.count)
+                plan.consumed[f] = true
+                consumedCount += 1
+                plan.prefixes = values.count == 1
+                    ? plan.prefixes.map { $0 + values }
+                    : plan.prefixes.flatMap { prefix in values.map { prefix + [$0] } }
+                fixed += 1
+                if combinations > 4_096 { break }
+            }
+            if fixed < components.count, let f = filterNumber(components[fixed].keyPath), filters[f].values == nil, filters[f].hasRange {
+                plan.range = f
+                plan.consumed[f] = true
+                consumedCount += 1
+            }
+            // The order: the components after the fixed prefix, all in the index's directions
+            // or all reversed, covering the rest of the key (so ties fall to the sequence).
+            if plan.prefixes.count == 1 {
+                if terms.isEmpty {
+                    if fixed == components.count {
+                        plan.servesOrder = true
+                        // Ties run by sequence in the last component's direction; insertion
+                        // order wants it ascending.
+                        plan.reversed = components[components.count - 1].descending
+                    }
+                } else if fixed + terms.count == components.count {
+                    let flip = terms[0].descending != components[fixed].descending
+                    plan.servesOrder = terms.indices.allSatisfy { j in
+                        terms[j].keyPath == components[fixed + j].keyPath
+                            && (terms[j].descending != components[fixed + j].descending) == flip
+                    }
+                    plan.reversed = flip
+                }
+            }
+            let score = consumedCount * 4 + (plan.servesOrder ? 1 : 0)
+            if score > bestScore {
+                best = plan
+                bestScore = score
+            }
+        }
+        return best
+    }
+
+    /// What a cursor records of the plan it was taken from.
+    static func planTag(_ plan: Plan) -> UInt64 { plan.index.map(UInt64.init) ?? UInt64.max }
+
+    /// The positions `[lo, hi)` of the entries of index `number` whose key starts with
+    /// `prefix` and whose next component passes `range`.
+    func bounds(of number: Int, prefix: [IndexValue], range: FieldFilter?) -> (ChunkedPosition, ChunkedPosition) {
+        let index = indexes[number]
+        let entries = index.entries
+        var start: (value: IndexValue, inclusive: Bool)?
+        var end: (value: IndexValue, inclusive: Bool)?
+        if let range {
+            // In a descending component the upper bound comes first.
+            let descending = fields[number][prefix.count].descending
+            start = descending ? range.upper : range.lower
+            end = descending ? range.lower : range.upper
+        }
+        let lo: ChunkedPosition
+        if let start {
+            let bound = prefix + [start.value]
+            lo = entries.partitionPoint { e in
+                let c = index.compare(e.key, prefix: bound)
+                return start.inclusive ? c < 0 : c <= 0
+            }
+        } else {
+            lo = entries.partitionPoint { index.compare($0.key, prefix: prefix) < 0 }
+        }
+        let hi: ChunkedPosition
+        if let end {
+            let bound = prefix + [end.value]
+            hi = entries.partitionPoint { e in
+                let c = index.compare(e.key, prefix: bound)
+                return end.inclusive ? c <= 0 : c < 0
+            }
+        } else {
+            hi = entries.partitionPoint { index.compare($0.key, prefix: prefix) <= 0 }
+        }
+        return (lo, max(lo, hi))
+    }
+
+    /// The slots of a plan that serves the query's order, in that order, after `cursor`,
+    /// skipping `offset` accepted rows, at most `limit`; and the cursor after the last one.
+    /// - Parameter accept: Checks a candidate's residual conditions; `nil` when there are none.
+    /// - Complexity: O(log n + offset / 1,024 + k) without `accept`.
+    func orderedSlots(
+        _ plan: Plan, filters: [FieldFilter], offset: Int, limit: Int, cursor: QueryCursor?,
+        accept: ((Int32) -> Bool)?
+    ) -> (slots: [Int32], next: QueryCursor?) {
+        let tag = Self.planTag(plan)
+        var skip = offset
+        var out: [Int32] = []
+        if limit != Int.max { out.reserveCapacity(limit) }
+        guard let number = plan.index else {
+            // Insertion order, no index applies a condition: a scan in sequence order.
+            var lo = bySequence.startPosition
+            if let cursor { lo = bySequence.partitionPoint { $0.sequence <= cursor.sequence } }
+            if accept == nil && skip > 0 {
+                lo = bySequence.position(skip, from: lo, to: bySequence.endPosition, reversed: false)
+                skip = 0
+            }
+            bySequence.scan(from: lo, to: bySequence.endPosition, reversed: false) { entry in
+                if let accept, !accept(entry.slot) { return true }
+                if skip > 0 { skip -= 1; return true }
+                out.append(entry.slot)
+                return out.count < limit
+            }
+            return (out, out.last.map { QueryCursor(key: [], sequence: heads[Int($0)].sequence, plan: tag) })
+        }
+        // One key range, scanned in order, stopping at the limit.
+        let index = indexes[number]
+        var (lo, hi) = bounds(of: number, prefix: plan.prefixes[0], range: plan.range.map { filters[$0] })
+        if let cursor {
+            let key = IndexKey(cursor.key)
+            if plan.reversed {
+                hi = min(hi, index.entries.partitionPoint { index.compare($0.key, $0.sequence, key, cursor.sequence) < 0 })
+            } else {
+                lo = max(lo, index.entries.partitionPoint { index.compare($0.key, $0.sequence, key, cursor.sequence) <= 0 })
+            }
+        }
+        if accept == nil && skip > 0 {
+            let p = index.entries.position(skip, from: lo, to: hi, reversed: plan.reversed)
+            if plan.reversed { hi = p } else { lo = p }
+            skip = 0
+        }
+        index.entries.scan(from: lo, to: hi, reversed: plan.reversed) { entry in
+            if let accept, !accept(entry.slot) { return true }
+            if skip > 0 { skip -= 1; return true }
+            out.append(entry.slot)
+            return out.count < limit
+        }
+        let next = out.last.map { QueryCursor(key: key($0, number).values, sequence: heads[Int($0)].sequence, plan: tag) }
+        return (out, next)
+    }
+
+    /// The accepted slots of a plan that does not serve the order, in no particular order:
+    /// the candidates the index (if any) narrows to, for a sort.
+    func candidateSlots(_ plan: Plan, filters: [FieldFilter], accept: ((Int32) -> Bool)?) -> [Int32] {
+        var out: [Int32] = []
+        if let number = plan.index {
+            let entries = indexes[number].entries
+            for prefix in plan.prefixes {
+                let (lo, hi) = bounds(of: number, prefix: prefix, range: plan.range.map { filters[$0] })
+                entries.scan(from: lo, to: hi, reversed: false) { entry in
+                    if accept?(entry.slot) ?? true { out.append(entry.slot) }
+                    return true
+                }
+            }
+        } else {
+            bySequence.scan(from: bySequence.startPosition, to: bySequence.endPosition, reversed: false) { entry in
+                if accept?(entry.slot) ?? true { out.append(entry.slot) }
+                return true
+            }
+        }
+        return out
+    }
+
+    /// How many rows the plan's key ranges hold: the count of a query whose every condition
+    /// the index applies.
+    /// - Complexity: O(log n + k / 1,024).
+    func count(_ plan: Plan, filters: [FieldFilter]) -> Int? {
+        guard let number = plan.index, !plan.consumed.contains(false) else { return nil }
+        return plan.prefixes.reduce(0) { total, prefix in
+            let (lo, hi) = bounds(of: number, prefix: prefix, range: plan.range.map { filters[$0] })
+            return total + indexes[number].entries.distance(from: lo, to: hi)
+        }
+    }
+}
