@@ -219,6 +219,15 @@ import EventKernelTestSupport
         #expect(items.explain(EntityQuery().where(\.group, isIn: [1, 2]).orderBy(\.date)) == "index (\\Item.group, \\Item.date), 2 key ranges, then sort")
     }
 
+    /// Inserts move up to a chunk of index entries: the entries' size is the cost of a write.
+    @Test func indexEntriesStayCompact() {
+        #expect(MemoryLayout<IndexKey>.stride <= 56)
+        #expect(MemoryLayout<KeyedSlot>.stride <= 72)
+        let key = IndexKey([.int(1), .string("b"), .double(3), .null])
+        #expect(key.count == 4 && key.values == [.int(1), .string("b"), .double(3), .null])
+        #expect(IndexKey(.bool(true)).values == [.bool(true)])
+    }
+
     @Test func aCursorFromAnotherQueryIsRefused() throws {
         let store = try EventStore(log: InMemoryLog())
         let items = try EventSourcedRepository<Item>(store: store, typeName: "Item", indexes: Self.indexes)

@@ -42,7 +42,7 @@ public struct EntityIndex<Entity>: Sendable {
 
     /// An index over `components`, most significant first.
     public init(_ components: [IndexComponent<Entity>]) {
-        precondition(!components.isEmpty, "an index needs at least one component")
+        precondition(!components.isEmpty && components.count <= 255, "an index has 1 to 255 components")
         self.components = components
     }
 

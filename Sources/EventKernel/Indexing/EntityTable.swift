@@ -1,4 +1,8 @@
 import EventLog
+import Synchronization
+
+/// Where ``EntityTable/entities(at:)`` stores what its prefetching loads read.
+private let touchSink = Atomic<UInt8>(0)
 
 /// The in-memory table behind ``EventSourcedRepository``: the entities by slot, and their
 /// ids, versions, insertion order and declared indexes (``IndexedRows``), all maintained by the
@@ -31,8 +35,43 @@ public struct EntityTable<Entity: Sendable>: Sendable {
     }
 
     /// The entities in `slots`, in that order.
+    ///
+    /// Slots come in an index's order while entities sit in insertion order, so at a million
+    /// rows nearly every one is a cache and TLB miss. Copying an entity goes through its value
+    /// witnesses (calls the out-of-order core cannot see past), so the misses were taken one
+    /// at a time: half of a 7-day range query was the first load of each entity, measured with
+    /// `perf`. So each block of slots is first touched by a tight loop of independent byte
+    /// loads, which the core overlaps, and then copied from cache.
+    /// - Complexity: O(k) for k slots.
     func entities(at slots: [Int32]) -> [Entity] {
-        bySlot.withUnsafeBufferPointer { all in slots.map { all[Int($0)]! } }
+        let stride = MemoryLayout<Entity?>.stride
+        // Every cache line of an entity (up to four; the witnesses reach the rest).
+        let last = min(stride, 256) &- 1
+        let block = 32
+        return bySlot.withUnsafeBufferPointer { all in
+            let raw = UnsafeRawPointer(all.baseAddress)
+            var out: [Entity] = []
+            out.reserveCapacity(slots.count)
+            var touched: UInt8 = 0
+            var start = 0
+            while start < slots.count {
+                let end = min(start &+ block, slots.count)
+                for i in start..<end {
+                    let entity = raw! + Int(slots[i]) &* stride
+                    var byte = 0
+                    while byte < last {
+                        touched |= entity.load(fromByteOffset: byte, as: UInt8.self)
+                        byte &+= 64
+                    }
+                    touched |= entity.load(fromByteOffset: last, as: UInt8.self)
+                }
+                for i in start..<end { out.append(all[Int(slots[i])]!) }
+                start = end
+            }
+            // Published so that the loads above are kept: their value is never needed.
+            touchSink.store(touched, ordering: .relaxed)
+            return out
+        }
     }
 
     /// Inserts or replaces the entity with `id`; `keys` are its declared indexes' keys.

@@ -27,7 +27,7 @@ extension IndexedRows {
 
         /// Narrows this filter by one more condition.
         mutating func merge(values new: [IndexValue]) {
-            let sorted = Array(Set(new)).sorted()
+            let sorted = new.count == 1 ? new : Array(Set(new)).sorted()
             values = values.map { old in sorted.filter(old.contains) } ?? sorted
         }
 
