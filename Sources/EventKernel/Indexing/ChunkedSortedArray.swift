@@ -103,31 +103,52 @@
     public mutating func insert(_ element: Element, at position: ChunkedPosition) {
         storedCount += 1
         if chunks.isEmpty {
-            chunks.append([element])
-            lastEntries.append(element)
+            appendChunk(element)
             return
         }
-        var p = position
-        if p.chunk == chunks.count {
-            p = ChunkedPosition(chunk: chunks.count - 1, offset: chunks[chunks.count - 1].count)
+        var c = position.chunk
+        var offset = position.offset
+        if c == chunks.count {
+            c = chunks.count - 1
+            offset = chunks[c].count
         }
-        let c = p.chunk
-        chunks[c].insert(element, at: p.offset)
-        let n = chunks[c].count
-        if n > Self.maxChunk {
-            // Appending at the very end is the chronological common case: keep the left chunk
-            // full so sequential inserts pack densely.
-            let atEnd = c == chunks.count - 1 && p.offset == n - 1
-            let split = atEnd ? Self.maxChunk : n / 2
-            let left = Array(chunks[c][..<split])
-            let right = Array(chunks[c][split...])
-            chunks[c] = left
+        // A full chunk is split before the insert, never grown: growing reallocated the chunk
+        // and the split then copied both halves into new arrays of exactly their size, so the
+        // next insert into either grew it again (measured: most inserts into a restored index
+        // allocated and page-faulted one to three 8-32 KiB buffers).
+        if chunks[c].count >= Self.maxChunk {
+            if c == chunks.count - 1 && offset == chunks[c].count {
+                // Appending at the very end is the chronological common case: the full chunk
+                // stays full and the element starts the next one.
+                appendChunk(element)
+                return
+            }
+            let split = chunks[c].count / 2
+            var right: [Element] = []
+            right.reserveCapacity(Self.maxChunk)
+            right.append(contentsOf: chunks[c][split...])
+            // The left half keeps its buffer (and capacity).
+            chunks[c].removeSubrange(split...)
+            lastEntries[c] = chunks[c][split - 1]
             chunks.insert(right, at: c + 1)
-            lastEntries[c] = left[left.count - 1]
             lastEntries.insert(right[right.count - 1], at: c + 1)
-        } else {
-            lastEntries[c] = chunks[c][n - 1]
+            if offset > split {
+                c += 1
+                offset -= split
+            }
         }
+        chunks[c].insert(element, at: offset)
+        lastEntries[c] = chunks[c][chunks[c].count - 1]
+    }
+
+    /// Starts a new last chunk, with room for a full chunk, holding `element`.
+    @inlinable
+    mutating func appendChunk(_ element: Element) {
+        var chunk: [Element] = []
+        chunk.reserveCapacity(Self.maxChunk)
+        chunk.append(element)
+        chunks.append(chunk)
+        lastEntries.append(element)
     }
 
     /// Removes the element at a valid, non-end `position`.
@@ -162,11 +183,7 @@
             chunks[last].append(element)
             lastEntries[last] = element
         } else {
-            var chunk: [Element] = []
-            chunk.reserveCapacity(Self.maxChunk)
-            chunk.append(element)
-            chunks.append(chunk)
-            lastEntries.append(element)
+            appendChunk(element)
         }
     }
 
