@@ -100,7 +100,7 @@ extension EntityTable {
     }
 
     /// How many rows match `query` (ignoring its limit, offset and cursor).
-    /// - Complexity: O(log n + k / 1,024) when one index applies every condition; otherwise
+    /// - Complexity: O(log n + k / c) for chunks of c entries when one index applies every condition; otherwise
     ///   that of ``run(_:defaultOrder:)``.
     func count(_ query: EntityQuery<Entity>) throws -> Int {
         let all = EntityQuery<Entity>(conditions: query.conditions, predicate: query.predicate)

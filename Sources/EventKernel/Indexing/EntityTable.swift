@@ -80,7 +80,7 @@ public struct EntityTable<Entity: Sendable>: Sendable {
     }
 
     /// Inserts or replaces the entity with `id`; `keys` are its declared indexes' keys.
-    /// - Complexity: O(log n + 1,024) per index.
+    /// - Complexity: O(log n + c) per index, for chunks of c entries (``ChunkedSortedArray/maxChunk``).
     mutating func upsert(_ entity: Entity, id: EntityID, version: UInt64, keys: [IndexKey]) {
         let slot = Int(rows.upsert(id: id, version: version, keys: keys))
         if slot == bySlot.count { bySlot.append(entity) } else { bySlot[slot] = entity }

@@ -169,7 +169,7 @@ extension IndexedRows {
     /// The slots of a plan that serves the query's order, in that order, after `cursor`,
     /// skipping `offset` accepted rows, at most `limit`; and the cursor after the last one.
     /// - Parameter accept: Checks a candidate's residual conditions; `nil` when there are none.
-    /// - Complexity: O(log n + offset / 1,024 + k) without `accept`.
+    /// - Complexity: O(log n + offset / c + k) without `accept`, for chunks of c entries.
     func orderedSlots(
         _ plan: Plan, filters: [FieldFilter], offset: Int, limit: Int, cursor: QueryCursor?,
         accept: ((Int32) -> Bool)?
@@ -244,7 +244,7 @@ extension IndexedRows {
 
     /// How many rows the plan's key ranges hold: the count of a query whose every condition
     /// the index applies.
-    /// - Complexity: O(log n + k / 1,024).
+    /// - Complexity: O(log n + k / c), for chunks of c entries.
     func count(_ plan: Plan, filters: [FieldFilter]) -> Int? {
         guard let number = plan.index, !plan.consumed.contains(false) else { return nil }
         return plan.prefixes.reduce(0) { total, prefix in

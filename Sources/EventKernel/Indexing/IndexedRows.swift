@@ -47,7 +47,7 @@ struct IndexedRows: Sendable {
 
     /// Inserts or replaces the row of `id`.
     /// - Returns: Its slot: a new one when it equals the previous number of slots.
-    /// - Complexity: O(log n + 1,024) per index whose key changed.
+    /// - Complexity: O(log n + c) per index whose key changed, for chunks of c entries.
     mutating func upsert(id: EntityID, version: UInt64, keys newKeys: [IndexKey]) -> Int32 {
         let width = indexes.count
         if let slot = slotsByID[id] {

@@ -254,7 +254,8 @@ where Entity.ID: EntityIDConvertible {
     }
 
     /// How many entities match `query`, ignoring its limit, offset and cursor.
-    /// - Complexity: O(log n + k / 1,024) when one index applies every condition.
+    /// - Complexity: O(log n + k / c) when one index applies every condition, for chunks of c
+    ///   entries (see ``EntityQuery``).
     public func count(_ query: EntityQuery<Entity>) throws -> Int {
         let table = projection.read { $0 }
         return try table.count(query)
@@ -325,7 +326,7 @@ where Entity.ID: EntityIDConvertible {
 
     /// A page of entities in the default order.
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit.
-    /// - Complexity: O(log n + offset / 1,024 + limit) in insertion order.
+    /// - Complexity: O(log n + offset / 1,024 + limit) in insertion order (skipped a chunk at a time).
     public func fetchPage(offset: Int, limit: Int) throws -> [Entity] {
         guard offset >= 0, limit >= 0 else { throw RepositoryError.invalidQuery("offset \(offset) and limit \(limit) must not be negative") }
         guard limit > 0 else { return [] }
