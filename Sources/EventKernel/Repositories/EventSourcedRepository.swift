@@ -262,7 +262,8 @@ where Entity.ID: EntityIDConvertible {
     }
 
     /// How a query is answered: which index, in which direction, what is filtered or sorted
-    /// after. For tests and tuning, like SQL's `EXPLAIN QUERY PLAN`.
+    /// after. For tests and tuning, like SQL's `EXPLAIN QUERY PLAN`. A query that ``fetch(_:)``
+    /// would refuse (a negative offset or limit) is described as `"invalid query"`.
     public func explain(_ query: EntityQuery<Entity>) -> String {
         projection.read { $0 }.explain(query, defaultOrder: defaultOrder, declared: indexes)
     }
