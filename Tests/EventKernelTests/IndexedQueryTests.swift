@@ -219,6 +219,33 @@ import EventKernelTestSupport
         #expect(items.explain(EntityQuery().where(\.group, isIn: [1, 2]).orderBy(\.date)) == "index (\\Item.group, \\Item.date), 2 key ranges, then sort")
     }
 
+    /// A snapshot of more entities than one part holds restores them all, in order, with
+    /// their indexes (the parts decode in parallel).
+    @Test func aSnapshotInSeveralPartsRestoresEverything() async throws {
+        let dir = TemporaryDirectory("ek-parts")
+        var rng = SplitMix64(seed: 5)
+        let items = (0..<9_500).map { _ in Self.randomItem(UUID(), &rng) }
+        let (all, byGroup, count): ([Item], [Item], Int)
+        do {
+            let (store, repository) = try Self.open(dir.url)
+            for start in stride(from: 0, to: items.count, by: 1_000) {
+                try await repository.addAll(Array(items[start..<min(start + 1_000, items.count)]))
+            }
+            _ = try await repository.delete(id: items[17].id)
+            all = repository.fetchAll()
+            byGroup = try repository.fetch(EntityQuery().where(\.group, equals: 3).orderBy(\.date, ascending: false))
+            count = try repository.count(EntityQuery().where(\.flag, equals: true))
+            try await store.close()   // writes the snapshot
+        }
+        let (store, repository) = try Self.open(dir.url)
+        #expect(repository.projection.eventsApplied == 0, "restored from the snapshot, not replayed")
+        #expect(repository.fetchAll() == all)
+        #expect(all.count == 9_499)
+        #expect(try repository.fetch(EntityQuery().where(\.group, equals: 3).orderBy(\.date, ascending: false)) == byGroup)
+        #expect(try repository.count(EntityQuery().where(\.flag, equals: true)) == count)
+        try await store.close()
+    }
+
     /// Inserts move up to a chunk of index entries: the entries' size is the cost of a write.
     @Test func indexEntriesStayCompact() {
         #expect(MemoryLayout<IndexKey>.stride <= 56)

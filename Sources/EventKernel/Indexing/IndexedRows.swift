@@ -93,20 +93,20 @@ struct IndexedRows: Sendable {
     }
 
     /// Appends a row restored from a snapshot, in insertion order, to the id map and the
-    /// insertion-order index (the declared indexes are restored separately).
+    /// insertion-order index; its keys are already in ``keys`` (set in bulk), and the declared
+    /// indexes are restored separately.
     /// - Returns: `false` when the id is already present.
-    mutating func appendRestored(_ head: RowHead, keys rowKeys: [IndexKey]) -> Bool {
+    mutating func appendRestored(_ head: RowHead) -> Bool {
         let slot = Int32(heads.count)
         guard slotsByID.updateValue(slot, forKey: head.id) == nil else { return false }
         heads.append(head)
-        keys.append(contentsOf: rowKeys)
         bySequence.appendSorted(SequencedSlot(sequence: head.sequence, slot: slot))
         return true
     }
 }
 
 extension IndexedRows {
-    /// Restores the declared indexes after ``appendRestored(_:keys:)`` of every row: each from
+    /// Restores the declared indexes after ``appendRestored(_:)`` of every row: each from
     /// its stored order (ordinals in insertion order, so restoring sorts nothing) when the
     /// snapshot has one under its name, else by one sort (an index declared since).
     /// - Throws: ``BinaryDecodingError`` when a stored order does not match the keys: such an

@@ -42,8 +42,11 @@ where Entity.ID: EntityIDConvertible {
     private let validate: (@Sendable (Entity) throws -> Void)?
 
     /// The snapshot layout version: 2 added stream versions and the entity schema version, 3
-    /// the insertion sequence and the declared indexes' order.
-    private static var snapshotLayoutVersion: UInt16 { 3 }
+    /// the insertion sequence and the declared indexes' order, 4 the entities in parts.
+    private static var snapshotLayoutVersion: UInt16 { 4 }
+
+    /// Entities per part of a snapshot (layout 4): parts decode in parallel at open.
+    private static var entitiesPerSnapshotPart: Int { 4_096 }
 
     /// Creates the repository and registers its projection with `store` (restoring it from a
     /// snapshot and catching up with the log).
@@ -125,10 +128,12 @@ where Entity.ID: EntityIDConvertible {
             })
     }
 
-    /// Layout 3: entity schema version, count, next sequence; per entity in insertion order its
+    /// Layout 4: entity schema version, count, next sequence; per entity in insertion order its
     /// id, stream version and sequence delta; per declared index its name and the entities'
-    /// order as ordinals (so restoring sorts nothing); then the entities, encoded by the schema
-    /// as one array in insertion order.
+    /// order as ordinals (so restoring sorts nothing); then the entities in insertion order, in
+    /// parts of at most ``entitiesPerSnapshotPart``: the part count, then per part its byte
+    /// length and the part encoded by the schema as one array. Decoding entities through
+    /// `Codable` is most of an open from a snapshot, and parts let it use every core.
     private static func encodeSnapshot(_ table: State, schema: EntitySchema<Entity>, indexes: [EntityIndex<Entity>]) throws -> [UInt8] {
         var writer = BinaryWriter(capacity: 32 + table.count * 24)
         writer.writeVarint(UInt64(schema.version))
@@ -159,7 +164,11 @@ where Entity.ID: EntityIDConvertible {
                 return true
             }
         }
-        writer.writeRaw(try schema.encode(entities))
+        let partSize = entitiesPerSnapshotPart
+        writer.writeVarint(UInt64((entities.count + partSize - 1) / partSize))
+        for start in stride(from: 0, to: entities.count, by: partSize) {
+            writer.writeBytes(try schema.encode(Array(entities[start..<min(start + partSize, entities.count)])))
+        }
         return writer.bytes
     }
 
@@ -190,19 +199,42 @@ where Entity.ID: EntityIDConvertible {
             }
             orders[name] = order
         }
-        // Upcast like events: a snapshot of an older schema version is still used.
-        let entities = try schema.decodeAll(reader.readRemaining(), schemaVersion: entitySchemaVersion)
-        guard entities.count == count else {
-            throw BinaryDecodingError(.invalidValue("\(count) ids for \(entities.count) entities"), at: 0)
+        let partCount = Int(try reader.readVarint())
+        guard partCount <= reader.remaining else { throw BinaryDecodingError(.invalidValue("\(partCount) parts in \(reader.remaining) bytes"), at: reader.offset) }
+        var partBytes: [[UInt8]] = []
+        partBytes.reserveCapacity(partCount)
+        for _ in 0..<partCount { partBytes.append(try reader.readBytes()) }
+        guard reader.remaining == 0 else { throw BinaryDecodingError(.invalidValue("\(reader.remaining) bytes after the entities"), at: reader.offset) }
+        // Upcast like events: a snapshot of an older schema version is still used. The parts
+        // decode in parallel, each with its entities' index keys (the domain's key paths).
+        let parts = partBytes
+        let results = Locked([Result<([Entity], [IndexKey]), any Error>?](repeating: nil, count: partCount))
+        DispatchQueue.concurrentPerform(iterations: partCount) { part in
+            let result = Result {
+                let entities = try schema.decodeAll(parts[part], schemaVersion: entitySchemaVersion)
+                var keys: [IndexKey] = []
+                keys.reserveCapacity(entities.count * indexes.count)
+                for entity in entities { keys.append(contentsOf: Self.keys(of: entity, indexes)) }
+                return (entities, keys)
+            }
+            results.withLock { $0[part] = result }
         }
+        let decoded = results.withLock { $0 }
         var table = State(indexes: indexes)
-        table.bySlot = entities.map { $0 }
-        table.rows.heads.reserveCapacity(count)
+        table.bySlot.reserveCapacity(count)
         table.rows.keys.reserveCapacity(count * indexes.count)
+        for result in decoded {
+            let (entities, keys) = try result!.get()
+            table.bySlot.append(contentsOf: entities.lazy.map { Optional($0) })
+            table.rows.keys.append(contentsOf: keys)
+        }
+        guard table.bySlot.count == count else {
+            throw BinaryDecodingError(.invalidValue("\(count) ids for \(table.bySlot.count) entities"), at: 0)
+        }
+        table.rows.heads.reserveCapacity(count)
         table.rows.slotsByID.reserveCapacity(count)
-        for (ordinal, head) in heads.enumerated() {
-            guard table.rows.appendRestored(RowHead(id: head.id, version: head.version, sequence: head.sequence),
-                                            keys: keys(of: entities[ordinal], indexes)) else {
+        for head in heads {
+            guard table.rows.appendRestored(RowHead(id: head.id, version: head.version, sequence: head.sequence)) else {
                 throw BinaryDecodingError(.invalidValue("repeated entity id \(head.id)"), at: 0)
             }
         }
