@@ -2,12 +2,14 @@
 // (perf record / valgrind --tool=callgrind). Usage:
 //   BenchProbe append-buffered [count]   apply() in batches of 1,000, buffered
 //   BenchProbe append-synced [count]     add() one per call, synced, one task
+//   BenchProbe append-tasks [count] [tasks]   add() one per call, synced, from several tasks
 //   BenchProbe open <directory>          open a store (snapshot + tail replay) and close it
 //   BenchProbe first-write <directory>   open a copy of a store and time its first adds
 //   BenchProbe ledger-open <directory>   open a ledger (EventStore + transaction repository), first query
 //   BenchProbe ledger-add <directory> [count]    a copy of a ledger: addAll in batches of 1,000, buffered
 //   BenchProbe ledger-save <directory> [count]   a copy of a ledger: save() one per call, synced
 //   BenchProbe ledger-query <directory> newest|range|page|count [repeats]   one benchmark query, repeated
+//   BenchProbe log-tasks [tasks] [perTask]   the bare log: tasks appending synced single records
 //   BenchProbe ledger-fixture [count]    build (or find) the cached ledger fixture of count transactions, print its path
 import Activities
 import BenchFixtures
@@ -40,6 +42,43 @@ func run() async throws {
         let elapsed = ContinuousClock.now - started
         print("\(mode): \(count) activities in \(elapsed), \(Double(elapsed.components.attoseconds / 1_000_000_000 + elapsed.components.seconds * 1_000_000_000) / Double(count)) ns per activity")
         try await repository.close()
+    case "append-tasks":
+        let tasks = arguments.count > 3 ? Int(arguments[3]) ?? 64 : 64
+        let url = BenchEnv.scratch("probe")
+        defer { try? FileManager.default.removeItem(at: url) }
+        let repository = try EventKernelFixtures.open(url, durability: .synced, preallocate: preallocate)
+        let models = AddStream().next(count)
+        let started = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for t in 0..<tasks {
+                group.addTask {
+                    for i in stride(from: t, to: models.count, by: tasks) { try await repository.add(models[i]) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let elapsed = ContinuousClock.now - started
+        print("append-tasks: \(count) activities from \(tasks) tasks, \(elapsed / count) per activity, \(repository.store.log is SegmentedLog ? "\((repository.store.log as! SegmentedLog).statistics)" : "")")
+        try await repository.close()
+    case "log-tasks":
+        let tasks = arguments.count > 2 ? Int(arguments[2]) ?? 64 : 64
+        let perTask = arguments.count > 3 ? Int(arguments[3]) ?? 100 : 100
+        let url = BenchEnv.scratch("probe-log")
+        defer { try? FileManager.default.removeItem(at: url) }
+        let log = try SegmentedLog.open(at: url)
+        let started = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for t in 0..<tasks {
+                group.addTask {
+                    let entry = LogEntry(timestamp: .now(), payload: Array(repeating: UInt8(t & 0xff), count: 64))
+                    for _ in 0..<perTask { _ = try await log.append(entry) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let elapsed = ContinuousClock.now - started
+        print("log-tasks \(tasks)x\(perTask): \(elapsed / (tasks * perTask)) per record, \(log.statistics)")
+        try await log.close()
     case "open":
         let url = URL(filePath: arguments[2])
         let started = ContinuousClock.now

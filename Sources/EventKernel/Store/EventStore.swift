@@ -9,9 +9,11 @@ public import Logging
 /// - An *admission* lock serializes "check expected versions, reserve the next ones, enqueue
 ///   the batch", so log positions follow the order of the checks. It is never held across the
 ///   sync: the log's group commit still batches concurrent appenders.
-/// - The log calls completions in position order after durability, possibly synchronously
-///   inside `enqueueAppend`. A completion therefore never takes the admission lock; it takes
-///   the *commit* lock, under which projections fold the events and subscribers receive them.
+/// - The log calls completions in position order after durability, on the thread that leads
+///   the commit: the appender itself (in `commitEnqueuedAppends`, after the admission lock is
+///   released), another appender, or the log's writer. A completion never takes the admission
+///   lock; it takes the *commit* lock, under which projections fold the events and
+///   subscribers receive them.
 /// - Queries read projections through their own locks, never the store's.
 public final class EventStore: Sendable {
     /// The log underneath.
@@ -230,11 +232,14 @@ public final class EventStore: Sendable {
                         eventType: e.eventType, schemaVersion: e.schemaVersion, stream: e.stream,
                         entityVersion: entityVersions[index], metadata: pending.metadata, payload: e.payload)))
                 }
-                // May complete synchronously: the completion takes only the commit lock.
-                log.enqueueAppend(entries) { result in
+                log.enqueueAppend(entries, committer: .caller) { result in
                     self.complete(result, events: events, versions: entityVersions, streams: streams, stamps: timestamps, continuation: continuation)
                 }
             }
+            // Outside the admission lock: this thread writes and syncs the batch (and folds
+            // the round's completions, which take only the commit lock) when no commit is in
+            // progress; otherwise the commit in progress, or the log's writer after it, does.
+            log.commitEnqueuedAppends()
         }
     }
 

@@ -32,13 +32,18 @@ public final class InMemoryLog: RecordLog {
         }
     }
 
+    /// Appends at once and calls `completion` before returning, whoever `committer` names:
+    /// memory needs no commit.
     public func enqueueAppend(
-        _ entries: [LogEntry],
+        _ entries: [LogEntry], committer: AppendCommitter,
         completion: @escaping @Sendable (Result<Range<LogPosition>, LogError>) -> Void
     ) {
         let result = Result { () throws(LogError) in try appendNow(entries) }
         completion(result)
     }
+
+    /// Nothing to do: appends complete when enqueued.
+    public func commitEnqueuedAppends() {}
 
     /// Appends synchronously; the in-memory log never waits.
     /// - Throws: ``LogError`` for an empty batch or a closed log.

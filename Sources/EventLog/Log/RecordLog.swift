@@ -26,6 +26,15 @@ public enum CompressionCodec: UInt8, Hashable, Sendable, CaseIterable, CustomStr
     }
 }
 
+/// Who commits (writes and syncs) an enqueued append.
+public enum AppendCommitter: Hashable, Sendable {
+    /// The log, on a thread of its own: for callers that cannot wait (or must not block).
+    case log
+    /// The caller, by calling ``RecordLog/commitEnqueuedAppends()`` right after enqueueing:
+    /// it leads the commit when none is in progress, or follows the one that is.
+    case caller
+}
+
 /// An append-only sequence of timestamped records with gap-free positions.
 ///
 /// Two implementations exist: ``SegmentedLog``, the durable one on disk, and ``InMemoryLog``,
@@ -63,11 +72,21 @@ public protocol RecordLog: AnyObject, Sendable {
     ///
     /// - Parameters:
     ///   - entries: The records, in order.
+    ///   - committer: Who commits the batch: ``AppendCommitter/log`` (the log, on its own), or
+    ///     ``AppendCommitter/caller``, who then must call ``commitEnqueuedAppends()`` once it
+    ///     holds no lock a completion could need.
     ///   - completion: Receives the assigned positions, or the ``LogError`` that prevented them.
     func enqueueAppend(
-        _ entries: [LogEntry],
+        _ entries: [LogEntry], committer: AppendCommitter,
         completion: @escaping @Sendable (Result<Range<LogPosition>, LogError>) -> Void
     )
+
+    /// Commits the batches enqueued with ``AppendCommitter/caller`` on the calling thread,
+    /// unless a commit is already in progress (which then takes them: the caller is a follower
+    /// and returns at once). Completions of every batch in the round run before this returns,
+    /// and may block the calling thread for one write and one sync (Docs/Architecture.md,
+    /// "Group commit").
+    func commitEnqueuedAppends()
 
     /// Calls `body` with each record from `start` up to and including `end`, in position order,
     /// stopping early when `body` returns `false`.
@@ -116,10 +135,21 @@ extension RecordLog {
 }
 
 extension RecordLog {
-    /// Appends records as one atomic batch and waits until it is acknowledged.
+    /// Queues records as one atomic batch for the log to commit on its own; see
+    /// ``enqueueAppend(_:committer:completion:)``.
+    public func enqueueAppend(
+        _ entries: [LogEntry],
+        completion: @escaping @Sendable (Result<Range<LogPosition>, LogError>) -> Void
+    ) {
+        enqueueAppend(entries, committer: .log, completion: completion)
+    }
+
+    /// Appends records as one atomic batch and waits until it is acknowledged. A caller that
+    /// finds no commit in progress writes and syncs the batch itself (leader/follower group commit).
     public func append(_ entries: [LogEntry]) async throws -> Range<LogPosition> {
         try await withCheckedThrowingContinuation { continuation in
-            enqueueAppend(entries) { continuation.resume(with: $0) }
+            enqueueAppend(entries, committer: .caller) { continuation.resume(with: $0) }
+            commitEnqueuedAppends()
         }
     }
 

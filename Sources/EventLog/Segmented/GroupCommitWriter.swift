@@ -1,15 +1,33 @@
 import Foundation
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// The single thread that writes a ``SegmentedLog``: it takes every queued append, encodes them
-/// into batches, writes them with one `pwrite` and makes them durable with one `fdatasync`
-/// (group commit), then acknowledges them in position order.
+/// Writes a ``SegmentedLog`` by leader/follower group commit: queued appends are encoded into
+/// batches, written with one `pwrite` and made durable with one `fdatasync`, then acknowledged
+/// in position order.
 ///
-/// A dedicated thread rather than a task: `fdatasync` blocks for ~0.1 ms to many ms, and a
-/// blocked cooperative-pool thread (there are as many as cores) would stall every other task.
+/// Who writes (the *leader*) is decided per round, as SQLite's, RocksDB's and PostgreSQL's
+/// group commits do:
+/// - An appender that queued with ``AppendCommitter/caller``, finds no round in progress and
+///   is appending alone (it made the last append, and no one met a round in progress since
+///   the appenders last went quiet) leads a round itself, on its own thread
+///   (``commitEnqueuedAppends()``): a lone synced writer pays for its `pwrite` and `fdatasync`
+///   and nothing else — no thread hand-off, no wake-up.
+/// - Appenders that arrive while a round is in progress queue and return; they are followers.
+///   When the round ends with work queued, leadership passes to the writer thread, which keeps
+///   leading while the queue refills; while several tasks append, their rounds stay there.
+///   So at most one thread of the Swift concurrency pool blocks on the disk at a time, and
+///   only while one task appends alone; a busy log's rounds run on a thread of their own while
+///   the pool prepares the next appends. (Leading in turn would serialize appenders whenever
+///   the pool is short of threads: each would sync alone before the next could even queue.)
+/// - The writer thread also takes what must not wait for an appender: appends queued with
+///   ``AppendCommitter/log``, `synchronize`, `close`, and the buffered policy's interval sync
+///   (a timed wait needs a thread that is not an appender's: that is where it measurably wins).
 ///
-/// Fields below `// Writer thread only` are touched by the writer thread alone after
-/// ``start()``; the queue is guarded by `condition`.
+/// The leader owns the fields under `// Leader only`; leadership is taken and released under
+/// `condition`, which orders those fields' accesses between successive leaders.
 final class GroupCommitWriter: @unchecked Sendable {
     typealias AppendCompletion = @Sendable (Result<Range<LogPosition>, LogError>) -> Void
     typealias Completion = @Sendable (Result<Void, LogError>) -> Void
@@ -21,17 +39,33 @@ final class GroupCommitWriter: @unchecked Sendable {
         case close(Completion)
     }
 
+    // Guarded by `condition`.
     private let condition = NSCondition()
     private var queue: [Request] = []
     private var accepting = true
-    /// Requests submitted and not yet taken; read without the lock while the writer spins.
-    private let submitted = Atomic<Int>(0)
-    /// How long the writer polls for the next request before sleeping on the condition.
-    /// A synced appender that awaits each append comes back within a few tens of
-    /// microseconds; catching it without a futex wake-up saves that much on every append.
-    private static let spinBeforeSleeping: Duration = .microseconds(50)
+    /// A round is in progress (by an appender or the writer thread).
+    private var leading = false
+    /// The thread leading the round, so that a completion that drops the last reference to the
+    /// log (and so closes it) on that thread does not wait for itself.
+    private var leaderThread: pthread_t?
+    /// The writer thread must take the queue: a request for it, or a hand-off.
+    private var writerTurn = false
+    /// Buffered policy: when data written since the last sync must be synced.
+    private var syncDeadline: ContinuousClock.Instant?
+    /// The log is closed and the writer thread has left (or is leaving).
+    private var stopped = false
+    /// The task (or thread) that committed the last append: a caller leads only when it is
+    /// the one that appended last, so that leadership stays with a task appending alone.
+    private var lastAppender: Int?
+    /// Appenders met a round in progress since the writer thread last led a round of one
+    /// append: several tasks are appending, and rounds go to the writer thread.
+    private var contended = false
+    /// The writer thread, once it runs.
+    private var writerThread: pthread_t?
+    /// The writer thread waits with no deadline: a round that leaves unsynced data must wake it.
+    private var writerSleepsUntimed = false
 
-    // Writer thread only.
+    // Leader only.
     private let core: LogCore
     private var active: ActiveSegment
     private var nextPosition: LogPosition
@@ -52,14 +86,18 @@ final class GroupCommitWriter: @unchecked Sendable {
     }
 
     func start() {
-        let thread = Thread { [self] in run() }
+        let thread = Thread { [self] in runWriterThread() }
         thread.name = Self.threadName
         thread.qualityOfService = .userInitiated
         thread.start()
     }
 
+    static let threadName = "EventLog writer"
+
     /// Queues a request; after close, fails it at once.
-    func submit(_ request: Request) {
+    /// - Parameter writerCommits: Whether the writer thread must commit it; `false` for an
+    ///   append whose caller promises to call ``commitEnqueuedAppends()`` next.
+    func submit(_ request: Request, writerCommits: Bool = true) {
         condition.lock()
         guard accepting else {
             condition.unlock()
@@ -73,21 +111,64 @@ final class GroupCommitWriter: @unchecked Sendable {
         }
         if case .close = request { accepting = false }
         queue.append(request)
-        submitted.add(1, ordering: .releasing)
-        condition.signal()
+        if writerCommits && !writerTurn {
+            writerTurn = true
+            condition.signal()
+        }
         condition.unlock()
     }
 
-    static let threadName = "EventLog writer"
+    /// Leads a round on the calling thread if requests are queued and no round is in progress;
+    /// otherwise returns at once (the round in progress, or the writer thread after it, takes
+    /// them).
+    func commitEnqueuedAppends() {
+        let appender = Self.currentAppender()
+        condition.lock()
+        defer { lastAppender = appender }
+        if leading {
+            contended = true
+            condition.unlock()
+            return
+        }
+        guard !queue.isEmpty else {
+            condition.unlock()
+            return
+        }
+        // A leader blocks its thread for a write and a sync. When one task appends alone that
+        // is the whole point (no hand-off); when several do, they are better served by the
+        // writer thread: if the pool is short of threads (one blocked elsewhere, as a benchmark
+        // harness's own semaphore does), appenders that each led in turn would run one after
+        // another, one sync each, never meeting in a round.
+        if contended || lastAppender != appender {
+            if !writerTurn {
+                writerTurn = true
+                condition.signal()
+            }
+            condition.unlock()
+            return
+        }
+        let work = takeLeadership()
+        condition.unlock()
+        let closed = process(work)
+        condition.lock()
+        releaseLeadership(closed: closed, appends: work.count)
+        condition.unlock()
+    }
 
     /// Called when the log is released without `close()`: finishes queued work and stops.
     /// Closes the log for an owner that went away without closing (a store whose open failed
     /// after its log opened, say). `lock` is held until the close is done, and the caller waits
     /// for it, so that an immediate reopen finds the store closed and unlocked: never a
-    /// closing writer still trimming the active segment. On a writer thread (a completion
-    /// dropped the last reference) it cannot wait: the lock is then released by the close.
+    /// closing writer still trimming the active segment. On the thread leading a round (a
+    /// completion dropped the last reference) it cannot wait: the lock is then released by the
+    /// close.
     func abandon(releasing lock: DirectoryLock?) {
-        guard Thread.current.name != Self.threadName else {
+        // By thread identity: Foundation's `Thread.name` is not the pthread's name on Linux.
+        condition.lock()
+        let me = pthread_self()
+        let onLogThread = [leaderThread, writerThread].contains { $0.map { pthread_equal($0, me) != 0 } ?? false }
+        condition.unlock()
+        guard !onLogThread else {
             submit(.close({ _ in lock?.unlock() }))
             return
         }
@@ -99,48 +180,90 @@ final class GroupCommitWriter: @unchecked Sendable {
         done.wait()
     }
 
-    // MARK: - Writer thread
-
-    private func run() {
-        while true {
-            spinForWork()
-            condition.lock()
-            var timedOut = false
-            while queue.isEmpty {
-                if dirty, case .buffered(let interval) = configuration.durability {
-                    // The deadline is re-checked after every wake-up: a timed wait may return
-                    // early, and syncing before the interval would break the policy's promise
-                    // of batching syncs (and the counters tests rely on).
-                    let remaining = lastSync.advanced(by: interval) - ContinuousClock.now
-                    if remaining <= .zero {
-                        timedOut = true
-                        break
-                    }
-                    let seconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
-                    _ = condition.wait(until: Date(timeIntervalSinceNow: seconds))
-                } else {
-                    condition.wait()
-                }
-            }
-            let work = queue
-            queue.removeAll(keepingCapacity: true)
-            submitted.subtract(work.count, ordering: .relaxed)
-            condition.unlock()
-
-            if timedOut && work.isEmpty {
-                _ = syncIfDirty()
-                continue
-            }
-            if process(work) { return }
-        }
+    /// Whether no round is in progress (for tests that stage leaders and followers).
+    var isIdle: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return !leading
     }
 
-    private func spinForWork() {
-        guard submitted.load(ordering: .acquiring) == 0 else { return }
-        let deadline = ContinuousClock.now.advanced(by: Self.spinBeforeSleeping)
-        // Yielding, not burning: on a machine with few cores the threads that will submit the
-        // next request need this core; a pure busy-wait slowed 64 concurrent appenders 2-3x.
-        while submitted.load(ordering: .acquiring) == 0 && ContinuousClock.now < deadline { sched_yield() }
+    /// Who is appending: the current task, or the thread outside any task.
+    private static func currentAppender() -> Int {
+        withUnsafeCurrentTask { task in task?.hashValue } ?? Int(bitPattern: UInt(pthread_self()))
+    }
+
+    // MARK: - Leadership (with `condition` held)
+
+    private func takeLeadership() -> [Request] {
+        leading = true
+        leaderThread = pthread_self()
+        writerTurn = false
+        let work = queue
+        queue.removeAll(keepingCapacity: true)
+        return work
+    }
+
+    /// Ends a round: hands queued work to the writer thread and tells it when the buffered
+    /// policy's next sync is due. Still the leader here, so reading `dirty` is safe.
+    private func releaseLeadership(closed: Bool, appends: Int) {
+        // A round of one append with nothing queued behind it: the appenders went quiet.
+        if appends <= 1 && queue.isEmpty { contended = false }
+        leading = false
+        leaderThread = nil
+        if closed { stopped = true }
+        var wake = closed
+        if case .buffered(let interval) = configuration.durability, dirty {
+            syncDeadline = lastSync.advanced(by: interval)
+            // Only a writer asleep without a deadline needs telling; a timed wait finds it.
+            if writerSleepsUntimed { wake = true }
+        } else {
+            syncDeadline = nil
+        }
+        if !queue.isEmpty {
+            // The writer may have been told already and gone back to sleep seeing this round.
+            writerTurn = true
+            wake = true
+        }
+        if wake { condition.signal() }
+    }
+
+    // MARK: - Writer thread
+
+    private func runWriterThread() {
+        condition.lock()
+        writerThread = pthread_self()
+        while !stopped {
+            if !leading && writerTurn && !queue.isEmpty {
+                let work = takeLeadership()
+                condition.unlock()
+                let closed = process(work)
+                condition.lock()
+                releaseLeadership(closed: closed, appends: work.count)
+                continue
+            }
+            if !leading && writerTurn { writerTurn = false }  // an appender took the queue
+            if !leading, let deadline = syncDeadline, ContinuousClock.now >= deadline {
+                leading = true
+                leaderThread = pthread_self()
+                condition.unlock()
+                _ = syncIfDirty()
+                condition.lock()
+                releaseLeadership(closed: false, appends: 0)
+                continue
+            }
+            if let deadline = syncDeadline, !leading {
+                // A timed wait may return early: the loop re-checks the deadline, so that no
+                // sync comes before the interval (the policy batches syncs; tests count them).
+                let remaining = deadline - ContinuousClock.now
+                let seconds = Double(remaining.components.seconds) + Double(remaining.components.attoseconds) / 1e18
+                _ = condition.wait(until: Date(timeIntervalSinceNow: max(0, seconds)))
+            } else {
+                writerSleepsUntimed = true
+                condition.wait()
+                writerSleepsUntimed = false
+            }
+        }
+        condition.unlock()
     }
 
     /// Handles one round of requests; returns true once the log is closed.

@@ -13,9 +13,11 @@ import Synchronization
 /// - One writer per directory: ``open(at:configuration:)`` takes an exclusive `flock` on
 ///   `<directory>/LOCK`; a second writer, in this process or another, gets
 ///   ``LogError/Code/locked``. ``openReadOnly(at:)`` takes no lock and sees a consistent prefix.
-/// - Appends are grouped: concurrent callers share one `write(2)` and one `fdatasync(2)`
-///   (``DurabilityPolicy``), performed by a dedicated writer thread so that no task of the
-///   Swift concurrency pool ever blocks on the disk.
+/// - Appends are grouped (leader/follower group commit): an appender that finds no commit in
+///   progress writes and syncs its batch on its own thread; those arriving meanwhile share
+///   the next round's one `write(2)` and one `fdatasync(2)` (``DurabilityPolicy``), which a
+///   dedicated writer thread leads, so that at most one thread of the Swift concurrency pool
+///   waits on the disk at a time.
 /// - Opening reads the index side files of sealed segments and scans only the active segment,
 ///   truncating a torn tail and refusing damage elsewhere (``recoveryReport``, Docs/Durability.md).
 ///
@@ -68,7 +70,7 @@ public final class SegmentedLog: RecordLog {
     /// Whether the log was opened with ``openReadOnly(at:)``.
     public let isReadOnly: Bool
     let core: LogCore
-    private let writer: GroupCommitWriter?
+    let writer: GroupCommitWriter?
     private let lock: DirectoryLock?
     private let recovery: Locked<RecoveryReport>
     private let epoch: Locked<UInt64>
@@ -171,7 +173,7 @@ public final class SegmentedLog: RecordLog {
     public var segmentCount: Int { core.state.withLock { $0.segments.count } }
 
     public func enqueueAppend(
-        _ entries: [LogEntry],
+        _ entries: [LogEntry], committer: AppendCommitter,
         completion: @escaping @Sendable (Result<Range<LogPosition>, LogError>) -> Void
     ) {
         guard let writer else {
@@ -188,7 +190,11 @@ public final class SegmentedLog: RecordLog {
             completion(.failure(LogError(.tooLarge, "an append of \(entries.count) records and about \(bytes) bytes exceeds the batch limit of \(BatchHeader.maxPayloadLength) bytes")))
             return
         }
-        writer.submit(.append(entries, bytes, completion))
+        writer.submit(.append(entries, bytes, completion), writerCommits: committer == .log)
+    }
+
+    public func commitEnqueuedAppends() {
+        writer?.commitEnqueuedAppends()
     }
 
     public func synchronize() async throws {

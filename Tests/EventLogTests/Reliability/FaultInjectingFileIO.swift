@@ -49,6 +49,11 @@ final class FaultInjectingFileIO: LogFileIO {
 
     private let real = PosixFileIO()
     private let state = Mutex(State())
+    /// Armed by ``holdNextDataSync()``: signalled when the held `fdatasync` starts.
+    private let hold = Mutex<DispatchSemaphore?>(nil)
+    /// Signalled by ``releaseHeldSync()``.
+    private let heldRelease = DispatchSemaphore(value: 0)
+    private let syncThreads = Mutex<[pthread_t]>([])
 
     init() {}
 
@@ -61,6 +66,20 @@ final class FaultInjectingFileIO: LogFileIO {
     func limitBytes(to bytes: Int, errno: Int32 = ENOSPC) {
         state.withLock { $0.byteBudget = bytes; $0.budgetErrno = errno }
     }
+
+    /// Makes the next `fdatasync` wait until ``releaseHeldSync()``; returns a semaphore
+    /// signalled once that call has started (its leader is then mid-sync).
+    func holdNextDataSync() -> DispatchSemaphore {
+        let entered = DispatchSemaphore(value: 0)
+        hold.withLock { $0 = entered }
+        return entered
+    }
+
+    /// Lets the held `fdatasync` go on.
+    func releaseHeldSync() { heldRelease.signal() }
+
+    /// The threads that called `fdatasync`, in order.
+    var dataSyncThreads: [pthread_t] { syncThreads.withLock { $0 } }
 
     /// Removes every fault.
     func disarm() { state.withLock { $0.rules.removeAll(); $0.byteBudget = nil } }
@@ -117,6 +136,11 @@ final class FaultInjectingFileIO: LogFileIO {
     }
 
     func synchronizeData(descriptor: Int32, path: String) throws(LogError) {
+        syncThreads.withLock { $0.append(pthread_self()) }
+        if let entered = hold.withLock({ h -> DispatchSemaphore? in defer { h = nil }; return h }) {
+            entered.signal()
+            heldRelease.wait()
+        }
         if case .error(let number)? = fault(for: .dataSync, path: path) { throw injected("fdatasync", number, path) }
         try real.synchronizeData(descriptor: descriptor, path: path)
     }
