@@ -168,10 +168,66 @@ func counted(_ id: String) -> StreamID { StreamID("Counted", .string(id)) }
         #expect(counter.eventsApplied == 100)
     }
 
+    @Test func keepsOneSnapshotByDefaultAndFallsBackToTheLog() async throws {
+        let dir = tempDir()
+        let log = InMemoryLog()
+        let store = try EventStore(log: log, directory: dir, projections: [makeCounter()], snapshotPolicy: .default)
+        for round in 0..<3 {
+            for i in 0..<10 { try await store.append(event("k", UInt8(round * 10 + i))) }
+            try await store.writeSnapshots()
+        }
+        let snapshots = SnapshotDirectory(storeDirectory: dir)
+        let files = snapshots.files(for: "counter")
+        #expect(files.map { $0.lastPathComponent.prefix(20) } == ["00000000000000000030"])
+        #expect(snapshots.files(for: "$entity-versions").count == 1)
+        // The only snapshot damaged: the log replays from the start, to the same state.
+        try Data("garbage".utf8).write(to: files[0])
+        let (_, counter) = try reopen(log, dir)
+        #expect(counter.state == ["k": (0..<30).reduce(0, +)])
+        #expect(counter.eventsApplied == 30)
+    }
+
+    /// Fails every sync of a file under `snapshots/`; passes everything else through.
+    struct FailingSnapshotSyncs: LogFileIO {
+        let real = PosixFileIO()
+        func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, descriptor: Int32, path: String) throws(LogError) -> Int {
+            try real.write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
+        }
+        func synchronizeData(descriptor: Int32, path: String) throws(LogError) { try real.synchronizeData(descriptor: descriptor, path: path) }
+        func synchronize(descriptor: Int32, path: String) throws(LogError) {
+            if path.contains("/snapshots/") { throw LogError(.io, "fsync failed (injected)", file: path, systemErrorNumber: 5) }
+            try real.synchronize(descriptor: descriptor, path: path)
+        }
+        func preallocate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try real.preallocate(descriptor: descriptor, path: path, length: length) }
+        func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try real.truncate(descriptor: descriptor, path: path, length: length) }
+    }
+
+    @Test func snapshotWritesGoThroughTheLogsFileLayer() async throws {
+        let dir = tempDir()
+        var configuration = SegmentedLog.Configuration()
+        configuration.fileIO = FailingSnapshotSyncs()
+        let store = try EventStore(log: try SegmentedLog.open(at: dir, configuration: configuration), directory: dir,
+                                   projections: [makeCounter()], snapshotPolicy: .never)
+        try await store.append(event("k", 1))
+        do {
+            try await store.writeSnapshots()
+            Issue.record("a snapshot write succeeded although its fsync failed")
+        } catch RepositoryError.storage(let failure) {
+            let cause = try #require(failure.logError, "the cause is kept: \(failure)")
+            #expect(cause.code == .io && cause.systemErrorNumber == 5 && cause.file?.contains("/snapshots/") == true, "\(cause)")
+        }
+        // Neither a snapshot nor its temporary file is left behind; the store goes on.
+        let left = try FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("snapshots").path)
+        #expect(left.isEmpty, "\(left)")
+        try await store.append(event("k", 2))
+        try await store.close()
+    }
+
     @Test func fallsBackToOlderSnapshotAndKeepsTwo() async throws {
         let dir = tempDir()
         let log = InMemoryLog()
-        let store = try EventStore(log: log, directory: dir, projections: [makeCounter()], snapshotPolicy: .never)
+        let store = try EventStore(log: log, directory: dir, projections: [makeCounter()],
+                                   snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: false, keep: 2))
         for round in 0..<3 {
             for i in 0..<10 { try await store.append(event("k", UInt8(round * 10 + i))) }
             try await store.writeSnapshots()

@@ -21,17 +21,23 @@ public struct SnapshotPolicy: Hashable, Sendable {
     public var growthFraction: Double = 0.25
     /// Write snapshots when the store closes.
     public var onClose: Bool
-    /// How many snapshots to keep per projection (at least 1).
+    /// How many snapshots to keep per projection (at least 1). Default 1.
+    ///
+    /// An older snapshot is only a fallback for a newest one that is damaged or outdated, and
+    /// the log is the fallback for every snapshot: a store that finds no usable snapshot
+    /// replays its log from the start, with the same answers, only slower. So one generation
+    /// is kept by default, which halves the space snapshots take; keep 2 where a slow open
+    /// after damage to a snapshot costs more than that space.
     public var keep: Int
 
     /// Creates a policy.
-    public init(everyEvents: Int? = 10_000, onClose: Bool = true, keep: Int = 2) {
+    public init(everyEvents: Int? = 10_000, onClose: Bool = true, keep: Int = 1) {
         self.everyEvents = everyEvents
         self.onClose = onClose
         self.keep = max(1, keep)
     }
 
-    /// Every 10,000 events (and a quarter of the log) and on close, keeping two.
+    /// Every 10,000 events (and a quarter of the log) and on close, keeping one.
     public static let `default` = SnapshotPolicy()
     /// Never write snapshots (existing ones are still read).
     public static let never = SnapshotPolicy(everyEvents: nil, onClose: false)
@@ -45,11 +51,19 @@ public struct SnapshotDirectory: Sendable {
     /// The directory holding the snapshot files.
     public let url: URL
     private let logger: Logger
+    private let fileIO: any LogFileIO
 
     /// Creates a handle for `<storeDirectory>/snapshots/` (created on first write).
-    public init(storeDirectory: URL, logger: Logger = Logger(label: "EventKernel.Snapshots")) {
+    /// - Parameters:
+    ///   - storeDirectory: The store directory.
+    ///   - logger: Receives notices about ignored snapshots.
+    ///   - fileIO: The system-call layer for writes and syncs: the store passes its log's, so
+    ///     that fault injection reaches snapshot writes as it reaches the log's.
+    public init(storeDirectory: URL, logger: Logger = Logger(label: "EventKernel.Snapshots"),
+                fileIO: any LogFileIO = PosixFileIO()) {
         self.url = storeDirectory.appendingPathComponent("snapshots", isDirectory: true)
         self.logger = logger
+        self.fileIO = fileIO
     }
 
     private static func suffix(for name: String) -> String {
@@ -74,15 +88,14 @@ public struct SnapshotDirectory: Sendable {
             throw RepositoryError.storage(StorageFailure("cannot create the snapshot directory \(url.path)", cause: error))
         }
         let name = String(format: "%020llu", snapshot.nextPosition) + Self.suffix(for: snapshot.projectionName)
-        let final = url.appendingPathComponent(name)
-        let temp = url.appendingPathComponent(".\(name).\(UUID().uuidString).tmp")
-        try Self.writeSynced(bytes, to: temp.path)
-        guard rename(temp.path, final.path) == 0 else {
-            let number = errno
-            unlink(temp.path)
-            throw RepositoryError.storage(StorageFailure("rename \(temp.path) -> \(final.path) failed", cause: POSIXErrorCode(rawValue: number).map { POSIXError($0) }))
+        // A periodic snapshot and the one at close may write the same name at once: each
+        // write gets its own temporary file.
+        do {
+            try StoreDirectory.writeAtomically(bytes, directory: url.path, name: name,
+                                               temporaryName: ".\(name).\(UUID().uuidString).tmp", io: fileIO)
+        } catch {
+            throw RepositoryError.storage(StorageFailure("writing the snapshot \(name) failed", cause: error))
         }
-        try Self.syncDirectory(url.path)
         let all = files(for: snapshot.projectionName)
         for old in all.dropLast(max(1, keep)) { try? FileManager.default.removeItem(at: old) }
     }
@@ -100,37 +113,6 @@ public struct SnapshotDirectory: Sendable {
         }
         if removed > 0 { logger.notice("removed stale temporary snapshot files", metadata: ["directory": "\(url.path)", "count": "\(removed)"]) }
         return removed
-    }
-
-    private static func posixWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
-        #if canImport(Glibc)
-        Glibc.write(fd, buffer, count)
-        #else
-        Darwin.write(fd, buffer, count)
-        #endif
-    }
-
-    private static func writeSynced(_ bytes: [UInt8], to path: String) throws {
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        guard fd >= 0 else { throw RepositoryError.storage(StorageFailure("open \(path) failed", cause: POSIXErrorCode(rawValue: errno).map { POSIXError($0) })) }
-        defer { close(fd) }
-        var written = 0
-        while written < bytes.count {
-            let n = bytes.withUnsafeBytes { posixWrite(fd, $0.baseAddress! + written, $0.count - written) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw RepositoryError.storage(StorageFailure("write \(path) failed", cause: POSIXErrorCode(rawValue: errno).map { POSIXError($0) }))
-            }
-            written += n
-        }
-        guard fsync(fd) == 0 else { throw RepositoryError.storage(StorageFailure("fsync \(path) failed", cause: POSIXErrorCode(rawValue: errno).map { POSIXError($0) })) }
-    }
-
-    private static func syncDirectory(_ path: String) throws {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { throw RepositoryError.storage(StorageFailure("open directory \(path) failed", cause: POSIXErrorCode(rawValue: errno).map { POSIXError($0) })) }
-        defer { close(fd) }
-        guard fsync(fd) == 0 else { throw RepositoryError.storage(StorageFailure("fsync directory \(path) failed", cause: POSIXErrorCode(rawValue: errno).map { POSIXError($0) })) }
     }
 
     /// The snapshots of a projection that verify and match `schemaVersion`, newest first,

@@ -62,7 +62,8 @@ public final class EventStore: Sendable {
         logger: Logger = Logger(label: "EventKernel.EventStore")
     ) throws {
         self.log = log
-        self.snapshots = directory.map { SnapshotDirectory(storeDirectory: $0, logger: logger) }
+        let fileIO = (log as? SegmentedLog)?.fileIO ?? PosixFileIO()
+        self.snapshots = directory.map { SnapshotDirectory(storeDirectory: $0, logger: logger, fileIO: fileIO) }
         self.snapshotPolicy = snapshotPolicy
         self.logger = logger
         // A writer killed while writing a snapshot leaves its temporary file; the new writer

@@ -9,11 +9,11 @@
 /// runs at roughly 1-2 GB/s in portable code: far faster than the disk it guards.
 ///
 /// The check value `CRC32C.checksum("123456789")` is `0xE3069283`.
-public enum CRC32C {
+package enum CRC32C {
     /// The checksum of `bytes`, continuing from `crc` (pass a previous result to checksum data
     /// in pieces; the default starts a new checksum).
     /// - Complexity: O(n).
-    public static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
+    package static func checksum(_ bytes: UnsafeRawBufferPointer, continuing crc: UInt32 = 0) -> UInt32 {
         var c = ~crc
         var index = 0
         let count = bytes.count
@@ -43,7 +43,7 @@ public enum CRC32C {
     }
 
     /// The checksum of a byte sequence.
-    public static func checksum(_ bytes: some Sequence<UInt8>) -> UInt32 {
+    package static func checksum(_ bytes: some Sequence<UInt8>) -> UInt32 {
         if let result = bytes.withContiguousStorageIfAvailable({ checksum(UnsafeRawBufferPointer($0)) }) {
             return result
         }
@@ -51,7 +51,7 @@ public enum CRC32C {
     }
 
     /// The checksum of a string's UTF-8 bytes.
-    public static func checksum(_ string: String) -> UInt32 {
+    package static func checksum(_ string: String) -> UInt32 {
         checksum(Array(string.utf8))
     }
 

@@ -4,16 +4,16 @@ private import CLZ4
 ///
 /// Block format (not frame format): the container (batch header, snapshot header) already
 /// records both lengths and a checksum, so the frame's own headers would be redundant bytes.
-public enum LZ4Block {
+package enum LZ4Block {
     /// The largest input LZ4 accepts (about 2 GiB).
-    public static let maxInputSize = Int(LZ4_MAX_INPUT_SIZE)
+    package static let maxInputSize = Int(LZ4_MAX_INPUT_SIZE)
 
     /// Compresses `source`, appending the compressed bytes to `destination`.
     /// - Returns: The number of bytes appended.
     /// - Throws: ``LogError`` with code ``LogError/Code/tooLarge`` beyond ``maxInputSize``,
     ///   ``LogError/Code/compression`` if liblz4 fails.
     @discardableResult
-    public static func compress(_ source: UnsafeRawBufferPointer, appendingTo destination: inout [UInt8]) throws(LogError) -> Int {
+    package static func compress(_ source: UnsafeRawBufferPointer, appendingTo destination: inout [UInt8]) throws(LogError) -> Int {
         guard source.count <= maxInputSize else {
             throw LogError(.tooLarge, "\(source.count) bytes exceed LZ4's input limit of \(maxInputSize)")
         }
@@ -38,7 +38,7 @@ public enum LZ4Block {
     /// Decompresses `source` into `destination`, which must be exactly the original length.
     /// - Throws: ``LogError`` with code ``LogError/Code/compression`` when the input is
     ///   malformed or does not decompress to exactly `destination.count` bytes.
-    public static func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) throws(LogError) {
+    package static func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) throws(LogError) {
         if destination.isEmpty && source.isEmpty { return }
         guard let src = source.baseAddress, let dst = destination.baseAddress,
               source.count <= Int(Int32.max), destination.count <= Int(Int32.max) else {

@@ -11,13 +11,13 @@ import Darwin
 /// (uninstrumented) standard library, which ThreadSanitizer cannot see, so every access it
 /// guards was reported as a race and the sanitizer run in CI would be noise. The cost is the
 /// same uncontended (one atomic operation each way).
-public final class Locked<Value>: @unchecked Sendable {
+package final class Locked<Value>: @unchecked Sendable {
     // The mutex must not move in memory: it lives in its own allocation.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 
     /// Creates a lock around `value`.
-    public init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = value
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
@@ -32,7 +32,7 @@ public final class Locked<Value>: @unchecked Sendable {
     /// Runs `body` with exclusive access to the value.
     /// - Complexity: O(1) plus `body`. Do not call back into the same lock from `body`.
     @inlinable
-    public func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
+    package func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         lock()
         defer { unlock() }
         return try modify(body)

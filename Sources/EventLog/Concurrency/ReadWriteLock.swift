@@ -9,13 +9,18 @@ import Darwin
 /// Projections keep their state here so that queries from many tasks run in parallel; the
 /// write lock is held only for the in-memory fold of committed events (microseconds), never
 /// across I/O, so a query never waits on a write to disk or an `fsync`.
-public final class ReadWriteLock<Value: Sendable>: @unchecked Sendable {
+///
+/// Package access, not public API: upper layers share it (and inline it into their public
+/// `@inlinable` reads, hence `@usableFromInline`), users never see it.
+@usableFromInline
+package final class ReadWriteLock<Value: Sendable>: @unchecked Sendable {
     // The lock must not move in memory: it lives in its own allocation.
     private let lock: UnsafeMutablePointer<pthread_rwlock_t>
     private var value: Value
 
     /// Creates a lock around `value`.
-    public init(_ value: Value) {
+    @usableFromInline
+    package init(_ value: Value) {
         self.value = value
         lock = .allocate(capacity: 1)
         lock.initialize(to: pthread_rwlock_t())
@@ -29,7 +34,7 @@ public final class ReadWriteLock<Value: Sendable>: @unchecked Sendable {
 
     /// Runs `body` with shared access; other readers may run at the same time.
     @inlinable
-    public func withReadLock<R>(_ body: (borrowing Value) throws -> R) rethrows -> R {
+    package func withReadLock<R>(_ body: (borrowing Value) throws -> R) rethrows -> R {
         lockForReading()
         defer { unlock() }
         return try readValue(body)
@@ -37,7 +42,7 @@ public final class ReadWriteLock<Value: Sendable>: @unchecked Sendable {
 
     /// Runs `body` with exclusive access.
     @inlinable
-    public func withWriteLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+    package func withWriteLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
         lockForWriting()
         defer { unlock() }
         return try modifyValue(body)

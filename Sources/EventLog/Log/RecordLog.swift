@@ -81,11 +81,11 @@ public protocol RecordLog: AnyObject, Sendable {
         completion: @escaping @Sendable (Result<Range<LogPosition>, LogError>) -> Void
     )
 
-    /// Commits the batches enqueued with ``AppendCommitter/caller`` on the calling thread,
-    /// unless a commit is already in progress (which then takes them: the caller is a follower
-    /// and returns at once). Completions of every batch in the round run before this returns,
-    /// and may block the calling thread for one write and one sync (Docs/Architecture.md,
-    /// "Group commit").
+    /// Commits the batches enqueued with ``AppendCommitter/caller``: on the calling thread when
+    /// no commit is in progress and the caller appends alone (it then leads the round, whose
+    /// completions run before this returns, blocking the thread for one write and one sync);
+    /// otherwise the commit in progress or the log takes them and this returns at once (the
+    /// caller is a follower). Docs/Architecture.md, "The path of an append".
     func commitEnqueuedAppends()
 
     /// Calls `body` with each record from `start` up to and including `end`, in position order,

@@ -169,6 +169,9 @@ public final class SegmentedLog: RecordLog {
 
     public var bounds: LogBounds { core.state.withLock { $0.bounds } }
 
+    /// The system-call layer the log writes through; the snapshot directory writes through it too.
+    package var fileIO: any LogFileIO { core.configuration.fileIO }
+
     /// The number of segment files, sealed and active.
     public var segmentCount: Int { core.state.withLock { $0.segments.count } }
 

@@ -5,7 +5,7 @@ import Darwin
 #endif
 
 /// Directory-level operations: creation, listing, atomic replacement of small files.
-enum StoreDirectory {
+package enum StoreDirectory {
     /// Creates `path` and its parents; fails if it exists as something other than a directory.
     static func create(_ path: String) throws(LogError) {
         var st = stat()
@@ -68,16 +68,35 @@ enum StoreDirectory {
 
     /// Replaces `directory/name` with `bytes` atomically: temporary file, fsync, rename,
     /// directory fsync. A crash leaves either the old file or the new one, never a mix.
-    static func writeAtomically(_ bytes: [UInt8], directory: String, name: String, io: any LogFileIO) throws(LogError) {
-        let temporary = directory + "/" + name + ".tmp"
+    ///
+    /// The one atomic-write routine of a store: the log's side files and the snapshot
+    /// directory both use it, through the log's ``LogFileIO``, so that fault injection reaches
+    /// every durable write.
+    /// - Parameters:
+    ///   - bytes: The new contents.
+    ///   - directory: The directory holding the file.
+    ///   - name: The file's name in `directory`.
+    ///   - temporaryName: The temporary file's name in `directory`; default `name + ".tmp"`.
+    ///     Writers that may overlap on one `name` give each write its own.
+    ///   - io: The system-call layer.
+    /// - Throws: ``LogError`` naming the file that failed; the temporary file is removed.
+    package static func writeAtomically(
+        _ bytes: [UInt8], directory: String, name: String, temporaryName: String? = nil, io: any LogFileIO
+    ) throws(LogError) {
+        let temporary = directory + "/" + (temporaryName ?? name + ".tmp")
         let final = directory + "/" + name
-        let file = try OpenFile.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
-        try bytes.withBytes { (raw) throws(LogError) in
-            try io.writeAll(raw, toAbsoluteOffset: 0, descriptor: file.descriptor, path: temporary)
-        }
-        try io.synchronize(descriptor: file.descriptor, path: temporary)
-        guard rename(temporary, final) == 0 else {
-            throw LogError.system("rename to \(final)", errno: errno, file: temporary)
+        do throws(LogError) {
+            let file = try OpenFile.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
+            try bytes.withBytes { (raw) throws(LogError) in
+                try io.writeAll(raw, toAbsoluteOffset: 0, descriptor: file.descriptor, path: temporary)
+            }
+            try io.synchronize(descriptor: file.descriptor, path: temporary)
+            guard rename(temporary, final) == 0 else {
+                throw LogError.system("rename to \(final)", errno: errno, file: temporary)
+            }
+        } catch {
+            unlink(temporary)
+            throw error
         }
         try synchronize(directory, io: io)
     }
