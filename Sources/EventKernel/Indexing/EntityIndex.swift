@@ -68,6 +68,16 @@ public struct EntityIndex<Entity>: Sendable {
         Self([.ascending(a)] + rest)
     }
 
+    /// The key `entity` has in this index. Keys of one and two components (nearly every
+    /// index) are built without an intermediate array.
+    func key(of entity: Entity) -> IndexKey {
+        switch components.count {
+        case 1: IndexKey(components[0].value(entity))
+        case 2: IndexKey(components[0].value(entity), components[1].value(entity))
+        default: IndexKey(components.map { $0.value(entity) })
+        }
+    }
+
     /// The index's description, for messages and `explain`: `(\Thread.forumID, \Thread.isSticky desc)`.
     public var name: String { "(" + components.map(\.name).joined(separator: ", ") + ")" }
 }

@@ -64,7 +64,11 @@ extension EntityTable {
     /// The slots matching `query`, in its order, and the cursor after the last one.
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or a cursor from another query.
     func run(_ query: EntityQuery<Entity>, defaultOrder: [EntityQuery<Entity>.Ordering]) throws -> (slots: [Int32], next: QueryCursor?) {
-        let compiled = try compile(query, defaultOrder: defaultOrder)
+        run(try compile(query, defaultOrder: defaultOrder), query)
+    }
+
+    /// Runs `query` as `compiled` (its checks passed): the slots, in its order, and the cursor.
+    private func run(_ compiled: CompiledQuery, _ query: EntityQuery<Entity>) -> (slots: [Int32], next: QueryCursor?) {
         if compiled.filters.contains(where: { $0.values?.isEmpty == true }) { return ([], nil) }
         let limit = query.effectiveLimit ?? Int.max
         let accept = acceptor(compiled, predicate: query.predicate)
@@ -108,7 +112,7 @@ extension EntityTable {
         if compiled.filters.contains(where: { $0.values?.isEmpty == true }) { return 0 }
         if compiled.filters.isEmpty && query.predicate == nil { return count }
         if query.predicate == nil, let n = rows.count(compiled.plan, filters: compiled.filters) { return n }
-        return try run(all, defaultOrder: []).slots.count
+        return run(compiled, all).slots.count
     }
 
     /// A description of the plan for `query`, for ``EventSourcedRepository/explain(_:)``.

@@ -44,6 +44,15 @@ public struct EntityTable<Entity: Sendable>: Sendable {
     /// loads, which the core overlaps, and then copied from cache.
     /// - Complexity: O(k) for k slots.
     func entities(at slots: [Int32]) -> [Entity] {
+        entities(at: slots[...])
+    }
+
+    /// The entities at `slots` (a part of a list of slots); see ``entities(at:)-([Int32])``.
+    func entities(at part: ArraySlice<Int32>) -> [Entity] {
+        part.withUnsafeBufferPointer { entities(at: $0) }
+    }
+
+    private func entities(at slots: UnsafeBufferPointer<Int32>) -> [Entity] {
         let stride = MemoryLayout<Entity?>.stride
         // Every cache line of an entity (up to four; the witnesses reach the rest).
         let last = min(stride, 256) &- 1

@@ -86,14 +86,7 @@ where Entity.ID: EntityIDConvertible {
     }
 
     private static func keys(of entity: Entity, _ indexes: [EntityIndex<Entity>]) -> [IndexKey] {
-        indexes.map { index in
-            let c = index.components
-            switch c.count {
-            case 1: return IndexKey(c[0].value(entity))
-            case 2: return IndexKey(c[0].value(entity), c[1].value(entity))
-            default: return IndexKey(c.map { $0.value(entity) })
-            }
-        }
+        indexes.map { $0.key(of: entity) }
     }
 
     private static func makeProjection(
@@ -154,7 +147,6 @@ where Entity.ID: EntityIDConvertible {
             slots.append(entry.slot)
             return true
         }
-        let entities = table.entities(at: slots)
         writer.writeVarint(UInt64(indexes.count))
         for (number, index) in indexes.enumerated() {
             writer.writeString(index.name)
@@ -165,9 +157,11 @@ where Entity.ID: EntityIDConvertible {
             }
         }
         let partSize = entitiesPerSnapshotPart
-        writer.writeVarint(UInt64((entities.count + partSize - 1) / partSize))
-        for start in stride(from: 0, to: entities.count, by: partSize) {
-            writer.writeBytes(try schema.encode(Array(entities[start..<min(start + partSize, entities.count)])))
+        writer.writeVarint(UInt64((slots.count + partSize - 1) / partSize))
+        // Gathered one part at a time: a copy of every entity at once would double the
+        // snapshot's peak memory.
+        for start in stride(from: 0, to: slots.count, by: partSize) {
+            writer.writeBytes(try schema.encode(table.entities(at: slots[start..<min(start + partSize, slots.count)])))
         }
         return writer.bytes
     }
@@ -267,8 +261,19 @@ where Entity.ID: EntityIDConvertible {
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, or a
     ///   cursor taken from another query.
     public func fetch(_ query: EntityQuery<Entity>) throws -> [Entity] {
-        let table = projection.read { $0 }
-        return table.entities(at: try table.run(query, defaultOrder: defaultOrder).slots)
+        let (table, slots, _) = try run(query)
+        return table.entities(at: slots)
+    }
+
+    /// The published table: a copy-on-write copy that queries run on outside the projection's
+    /// lock (their predicates are the domain's code).
+    private var publishedTable: State { projection.read { $0 } }
+
+    /// Runs `query` on the published table: the one path of every query.
+    private func run(_ query: EntityQuery<Entity>) throws -> (table: State, slots: [Int32], next: QueryCursor?) {
+        let table = publishedTable
+        let (slots, next) = try table.run(query, defaultOrder: defaultOrder)
+        return (table, slots, next)
     }
 
     /// The first entity matching `query`, or `nil`.
@@ -279,8 +284,7 @@ where Entity.ID: EntityIDConvertible {
     /// A page of `query` and the cursor to continue after it.
     /// - Throws: As ``fetch(_:)``.
     public func fetchPage(_ query: EntityQuery<Entity>) throws -> QueryPage<Entity> {
-        let table = projection.read { $0 }
-        let (slots, next) = try table.run(query, defaultOrder: defaultOrder)
+        let (table, slots, next) = try run(query)
         let complete = query.effectiveLimit.map { slots.count < $0 } ?? true
         return QueryPage(entities: table.entities(at: slots), nextCursor: complete ? nil : next)
     }
@@ -289,22 +293,19 @@ where Entity.ID: EntityIDConvertible {
     /// - Complexity: O(log n + k / c) when one index applies every condition, for chunks of c
     ///   entries (see ``EntityQuery``).
     public func count(_ query: EntityQuery<Entity>) throws -> Int {
-        let table = projection.read { $0 }
-        return try table.count(query)
+        try publishedTable.count(query)
     }
 
     /// How a query is answered: which index, in which direction, what is filtered or sorted
     /// after. For tests and tuning, like SQL's `EXPLAIN QUERY PLAN`. A query that ``fetch(_:)``
     /// would refuse (a negative offset or limit) is described as `"invalid query"`.
     public func explain(_ query: EntityQuery<Entity>) -> String {
-        projection.read { $0 }.explain(query, defaultOrder: defaultOrder, declared: indexes)
+        publishedTable.explain(query, defaultOrder: defaultOrder, declared: indexes)
     }
 
-    /// Runs a query on the published table, outside the projection's lock (the query's
-    /// predicate is the domain's code).
+    /// The entities matching `query`, with their ids and versions.
     private func matches(_ query: EntityQuery<Entity>) throws -> [Match] {
-        let table = projection.read { $0 }
-        let slots = try table.run(query, defaultOrder: defaultOrder).slots
+        let (table, slots, _) = try run(query)
         return zip(slots, table.entities(at: slots)).map { slot, entity in
             let head = table.rows.heads[Int(slot)]
             return Match(entity: entity, id: head.id, version: head.version)
@@ -348,9 +349,9 @@ where Entity.ID: EntityIDConvertible {
     ///   force-unwrapped `nil`); no partial result is returned.
     /// - Complexity: O(n) evaluations.
     public func fetch(matching predicate: Predicate<Entity>) throws -> [Entity] {
-        let table = projection.read { $0 }
+        let (table, slots, _) = try run(EntityQuery<Entity>())
         var matches: [Int32] = []
-        for slot in try table.run(EntityQuery<Entity>(), defaultOrder: defaultOrder).slots
+        for slot in slots
         where try predicate.evaluate(table.bySlot[Int(slot)]!) {
             matches.append(slot)
         }
@@ -602,7 +603,7 @@ where Entity.ID: EntityIDConvertible {
     ///   negative offset or limit, a cursor from another query): checked once, here, because
     ///   validity does not change with the rows; an observation never answers with a silent `[]`.
     public func observe(_ query: EntityQuery<Entity>) throws -> AsyncStream<[Entity]> {
-        _ = try projection.read { $0 }.compile(query, defaultOrder: defaultOrder)
+        _ = try publishedTable.compile(query, defaultOrder: defaultOrder)
         return observation(of: query)
     }
 
