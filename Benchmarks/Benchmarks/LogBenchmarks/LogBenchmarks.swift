@@ -59,6 +59,26 @@ let benchmarks: @Sendable () -> Void = {
         try await log.close()
     }
 
+    // The floor under every synced row: a bare pwrite + fdatasync loop of 100-byte records into
+    // a preallocated file, as the log's active segment is (scripts/fsync_floor.py measures the
+    // same with pwritev2(RWF_DSYNC) and O_DSYNC beside it).
+    Benchmark("Log.Floor.PwriteFdatasync", configuration: .init(scalingFactor: .one, maxIterations: 20_000)) { benchmark in
+        let url = temporaryStore("floor")
+        defer { try? FileManager.default.removeItem(at: url) }
+        let fd = open(url.path, O_RDWR | O_CREAT, 0o644)
+        precondition(fd >= 0, "cannot create \(url.path)")
+        defer { close(fd) }
+        precondition(posix_fallocate(fd, 0, 64 << 20) == 0 && fsync(fd) == 0, "cannot preallocate \(url.path)")
+        let record = [UInt8](repeating: 0x5A, count: 100)
+        var offset: off_t = 4096
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            precondition(record.withUnsafeBytes { pwrite(fd, $0.baseAddress, 100, offset) } == 100 && fdatasync(fd) == 0)
+            offset += 100
+        }
+        benchmark.stopMeasurement()
+    }
+
     // 64 tasks, one record per call each, synced: group commit shares the syncs.
     Benchmark("Log.Append.Synced.64Tasks", configuration: .init(scalingFactor: .kilo, maxIterations: 200)) { benchmark in
         let url = temporaryStore("synced64")
