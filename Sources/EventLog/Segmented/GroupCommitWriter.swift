@@ -124,7 +124,8 @@ final class GroupCommitWriter: @unchecked Sendable {
     func commitEnqueuedAppends() {
         let appender = Self.currentAppender()
         condition.lock()
-        defer { lastAppender = appender }
+        let previousAppender = lastAppender
+        lastAppender = appender
         if leading {
             contended = true
             condition.unlock()
@@ -139,7 +140,7 @@ final class GroupCommitWriter: @unchecked Sendable {
         // writer thread: if the pool is short of threads (one blocked elsewhere, as a benchmark
         // harness's own semaphore does), appenders that each led in turn would run one after
         // another, one sync each, never meeting in a round.
-        if contended || lastAppender != appender {
+        if contended || previousAppender != appender {
             if !writerTurn {
                 writerTurn = true
                 condition.signal()
