@@ -30,6 +30,8 @@ swiftc_flags=(
   -sanitize=fuzzer,address -parse-as-library -Onone -g
   -swift-version 6 -enable-upcoming-feature ExistentialAny -enable-upcoming-feature InternalImportsByDefault
   -I Sources/CLZ4 -llz4
+  # The sources use `package` access (helpers shared between the package's modules).
+  -package-name fuzz
 )
 
 status=0
@@ -44,7 +46,7 @@ for target in $targets; do
       while IFS= read -r -d '' f; do msources+=("$f"); done < <(find "$dir" -name '*.swift' -print0)
       mkdir -p "$moddir"
       echo "== $target: building module $name (${#msources[@]} files)"
-      swiftc "${swiftc_flags[@]}" -package-name fuzz -I "$moddir" -module-name "$name" -emit-module -emit-module-path "$moddir/$name.swiftmodule" \
+      swiftc "${swiftc_flags[@]}" -I "$moddir" -module-name "$name" -emit-module -emit-module-path "$moddir/$name.swiftmodule" \
         -emit-library -static -o "$moddir/lib$name.a" "${msources[@]}"
       modules+=("$name")
       continue
