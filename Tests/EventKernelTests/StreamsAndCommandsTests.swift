@@ -244,7 +244,7 @@ private func durableStore() throws -> (EventStore, URL) {
                 let before = command.isAppending(to: unread)
                 command.append(EncodedEvent(eventType: "Counter.added", schemaVersion: 1, stream: unread, payload: []))
                 let after = command.isAppending(to: unread)
-                _ = command.version(of: unread)
+                _ = try command.version(of: unread)
                 throw Seen(flags: [before, after, command.isAppending(to: unread), command.isAppending(to: other)])
             }
         } throws: { ($0 as? Seen)?.flags == [false, true, true, false] }

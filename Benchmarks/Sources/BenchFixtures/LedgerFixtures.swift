@@ -257,7 +257,7 @@ public struct LedgerRecord: FetchableRecord, Sendable {
 }
 
 public enum LedgerFixtures {
-    static let version = 2  // 2: repository snapshot layout 4
+    static let version = 3  // 2: repository snapshot layout 4; 3: layout 5 (deleted versions), version table 3
 
     /// The EventKernel ledger of `n` transactions (added with `addAll` in batches of 1,000,
     /// buffered, no preallocation), with snapshots written at the end. Built once, cached.

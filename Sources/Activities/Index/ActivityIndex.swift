@@ -60,6 +60,11 @@ public struct ActivityIndex: Sendable {
     /// maximum it shrinks again when a long outlier is corrected or removed,
     /// so one mistaken month-long entry cannot slow overlap queries forever.
     @usableFromInline var durationBuckets = [Int](repeating: 0, count: 64)
+    /// Stream versions of rows whose version does not fit their 32-bit field.
+    @usableFromInline var largeVersions: [UUID: UInt64] = [:]
+    /// The stream version of each deleted activity: a deleted activity added again continues
+    /// its stream (the projection is the source of activity stream versions).
+    @usableFromInline var deletedVersions: [UUID: UInt64] = [:]
 
     /// Creates an empty index.
     ///
@@ -119,12 +124,19 @@ public struct ActivityIndex: Sendable {
     /// - Complexity: O(log n) searches plus moving at most a chunk of
     ///   `SortedSlotIndex.maxChunk` entries, twice.
     public mutating func insert(_ model: ActivityModel) throws(ActivityIndexError) {
+        try insert(model, version: 0)
+    }
+
+    /// ``insert(_:)``, recording the activity's stream version.
+    package mutating func insert(_ model: ActivityModel, version: UInt64) throws(ActivityIndexError) {
         guard slotsByID.find(model.id, rows: rows) == nil else { throw .alreadyExists(model.id) }
         try Self.validate(model)
         let code = intern(model.type)
+        if !deletedVersions.isEmpty { deletedVersions.removeValue(forKey: model.id) }
         let row = ActivityRow(
             id: model.id, start: model.startDate.timeIntervalSinceReferenceDate,
-            end: model.endDate?.timeIntervalSinceReferenceDate ?? .nan, type: code)
+            end: model.endDate?.timeIntervalSinceReferenceDate ?? .nan, type: code,
+            version: storedVersion(version, of: model.id))
         let slot: Int32
         if let free = freeSlots.popLast() {
             slot = free
@@ -146,20 +158,27 @@ public struct ActivityIndex: Sendable {
     /// - Complexity: O(1) if only the end date changes, otherwise like a
     ///   removal plus an insertion.
     public mutating func update(_ model: ActivityModel) throws(ActivityIndexError) {
+        try update(model, version: 0)
+    }
+
+    /// ``update(_:)``, recording the activity's stream version.
+    package mutating func update(_ model: ActivityModel, version: UInt64) throws(ActivityIndexError) {
         guard let slot = slotsByID.find(model.id, rows: rows) else { throw .notFound(model.id) }
         try Self.validate(model)
         let code = intern(model.type)
         let start = model.startDate.timeIntervalSinceReferenceDate
         let end = model.endDate?.timeIntervalSinceReferenceDate ?? .nan
         let old = rows[Int(slot)]
+        let stored = storedVersion(version, of: model.id)
         if old.start == start && old.type == code {
             untrack(slot, old)
             rows[Int(slot)].end = end
+            rows[Int(slot)].version = stored
             track(slot, rows[Int(slot)])
             return
         }
         unlink(slot)
-        rows[Int(slot)] = ActivityRow(id: model.id, start: start, end: end, type: code)
+        rows[Int(slot)] = ActivityRow(id: model.id, start: start, end: end, type: code, version: stored)
         link(slot)
     }
 
@@ -175,6 +194,11 @@ public struct ActivityIndex: Sendable {
     ///   `.nonFiniteDate` if `date` is NaN or infinite.
     /// - Complexity: O(1) on average.
     public mutating func end(id: UUID, at date: Date) throws(ActivityIndexError) {
+        try end(id: id, at: date, version: 0)
+    }
+
+    /// ``end(id:at:)``, recording the activity's stream version.
+    package mutating func end(id: UUID, at date: Date, version: UInt64) throws(ActivityIndexError) {
         guard let slot = slotsByID.find(id, rows: rows) else { throw .notFound(id) }
         let start = rows[Int(slot)].start
         let end = date.timeIntervalSinceReferenceDate
@@ -184,6 +208,7 @@ public struct ActivityIndex: Sendable {
         }
         untrack(slot, rows[Int(slot)])
         rows[Int(slot)].end = end
+        rows[Int(slot)].version = storedVersion(version, of: id)
         track(slot, rows[Int(slot)])
     }
 
@@ -196,11 +221,67 @@ public struct ActivityIndex: Sendable {
     @discardableResult
     public mutating func remove(id: UUID) -> ActivityModel? {
         guard let slot = slotsByID.remove(id, rows: rows) else { return nil }
+        return remove(slot: slot)
+    }
+
+    /// ``remove(id:)``, recording the stream version of the deletion (kept for a deleted
+    /// activity, even one that was not here).
+    @discardableResult
+    package mutating func remove(id: UUID, version: UInt64) -> ActivityModel? {
+        deletedVersions[id] = version
+        guard let slot = slotsByID.remove(id, rows: rows) else { return nil }
+        return remove(slot: slot)
+    }
+
+    private mutating func remove(slot: Int32) -> ActivityModel? {
         let removed = model(at: slot)
+        if !largeVersions.isEmpty { largeVersions.removeValue(forKey: removed.id) }
         unlink(slot)
         rows[Int(slot)].end = .nan
         freeSlots.append(slot)
         return removed
+    }
+
+    /// The committed stream version of the activity `id` (a deleted one's too); 0: none.
+    /// - Complexity: O(1) on average.
+    @inlinable
+    package func version(of id: UUID) -> UInt64 {
+        if let slot = slotsByID.find(id, rows: rows) { return version(atSlot: slot) }
+        return deletedVersions.isEmpty ? 0 : deletedVersions[id] ?? 0
+    }
+
+    /// The stream version of the row in `slot`.
+    @inlinable
+    package func version(atSlot slot: Int32) -> UInt64 {
+        let row = rows[Int(slot)]
+        return row.version == ActivityRow.largeVersion ? largeVersions[row.id] ?? 0 : UInt64(row.version)
+    }
+
+    /// The activity with `id` and its stream version, with one lookup.
+    @inlinable
+    package func modelAndVersion(id: UUID) -> (ActivityModel?, UInt64) {
+        if let slot = slotsByID.find(id, rows: rows) { return (model(at: slot), version(atSlot: slot)) }
+        return (nil, deletedVersions.isEmpty ? 0 : deletedVersions[id] ?? 0)
+    }
+
+    /// Records `version` as the stream version of `id` whatever its state: for an event that
+    /// was committed but could not be folded (its version still counts).
+    package mutating func recordVersion(_ version: UInt64, of id: UUID) {
+        if let slot = slotsByID.find(id, rows: rows) {
+            rows[Int(slot)].version = storedVersion(version, of: id)
+        } else {
+            deletedVersions[id] = version
+        }
+    }
+
+    /// The 32-bit field for `version`, keeping a larger one in ``largeVersions``.
+    private mutating func storedVersion(_ version: UInt64, of id: UUID) -> UInt32 {
+        if version < UInt64(ActivityRow.largeVersion) {
+            if !largeVersions.isEmpty { largeVersions.removeValue(forKey: id) }
+            return UInt32(version)
+        }
+        largeVersions[id] = version
+        return ActivityRow.largeVersion
     }
 
     /// Rejects models the sorted indexes cannot hold consistently.

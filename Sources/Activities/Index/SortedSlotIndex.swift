@@ -13,13 +13,21 @@ struct ActivityRow: Sendable {
     @usableFromInline var end: Double
     /// Index into the interned type table.
     @usableFromInline var type: UInt32
+    /// The activity's stream version (the projection is its streams' version source), or
+    /// ``largeVersion`` when it does not fit (then ``ActivityIndex/largeVersions`` has it).
+    /// In what was padding: the row stays 40 bytes.
+    @usableFromInline var version: UInt32
+
+    /// Marks a version kept in ``ActivityIndex/largeVersions``.
+    @usableFromInline static let largeVersion = UInt32.max
 
     @inlinable
-    init(id: UUID, start: Double, end: Double, type: UInt32) {
+    init(id: UUID, start: Double, end: Double, type: UInt32, version: UInt32) {
         self.id = id
         self.start = start
         self.end = end
         self.type = type
+        self.version = version
     }
 }
 

@@ -1,4 +1,5 @@
 public import EventKernel
+package import Foundation
 public import EventLog
 
 /// The read model of the Activities domain: folds ``ActivityEvent``s into an ``ActivityIndex``.
@@ -9,7 +10,7 @@ public import EventLog
 ///
 /// Snapshots hold the serialized index (``ActivityIndex/serialize(into:)``), so startup from a
 /// snapshot bulk-loads the index instead of re-inserting every activity.
-public final class ActivityProjection: Projection {
+public final class ActivityProjection: Projection, StreamVersionSource {
     /// A change to one activity, as observers are told of it.
     public struct Change: Sendable {
         /// The activity before the event (nil for an add).
@@ -41,7 +42,8 @@ public final class ActivityProjection: Projection {
     /// `"activities"`.
     public let name = "activities"
     /// Bumped whenever the snapshot layout or the fold changes; older snapshots are ignored.
-    public let schemaVersion: UInt16 = 1
+    /// 2: the index keeps each activity's stream version (snapshot format 2).
+    public let schemaVersion: UInt16 = 2
 
     @usableFromInline let state = ReadWriteLock(State())
     private let observers = Locked<(next: UInt64, callbacks: [UInt64: @Sendable ([Change]) -> Void])>((0, [:]))
@@ -62,6 +64,21 @@ public final class ActivityProjection: Projection {
     @usableFromInline
     func withState<R>(_ body: (borrowing State) throws -> R) rethrows -> R {
         try state.withReadLock { try body($0) }
+    }
+
+    /// Activity streams' versions are kept in the index's rows (and a deleted activity's beside
+    /// them): the store reads them here instead of keeping them a second time.
+    package var versionedEntityType: String? { ActivityEventCodec.entityType }
+
+    package func committedVersion(of stream: StreamID) -> UInt64 {
+        guard case .uuid(let id) = stream.entityID else { return 0 }
+        return state.withReadLock { $0.index.version(of: id) }
+    }
+
+    /// The activity with `id` and its stream's committed version, read at once (a command's
+    /// read: see ``EventSourcedActivityRepository``).
+    package func activityAndVersion(id: UUID) -> (ActivityModel?, UInt64) {
+        state.withReadLock { $0.index.modelAndVersion(id: id) }
     }
 
     /// Events that could not be folded, in position order.
@@ -88,10 +105,12 @@ public final class ActivityProjection: Projection {
                 }
                 state.nextPosition = envelope.position + 1
                 do {
-                    let change = try Self.fold(event, into: &state.index)
+                    let change = try Self.fold(event, version: envelope.entityVersion, into: &state.index)
                     if observing { changes.append(change) }
                 } catch {
                     state.issues.append(IntegrityIssue(position: envelope.position, message: "\(error)"))
+                    // Committed all the same: the stream is at this version.
+                    state.index.recordVersion(envelope.entityVersion, of: event.activityID)
                 }
             }
         }
@@ -102,21 +121,22 @@ public final class ActivityProjection: Projection {
 
     /// Applies one event to an index: the single definition of the domain's semantics, used
     /// for the live state, snapshots and time travel alike.
-    static func fold(_ event: ActivityEvent, into index: inout ActivityIndex) throws -> Change {
+    /// - Parameter version: The event's stream version, which the index records.
+    static func fold(_ event: ActivityEvent, version: UInt64, into index: inout ActivityIndex) throws -> Change {
         switch event {
         case .added(let model):
-            try index.insert(model)
+            try index.insert(model, version: version)
             return Change(old: nil, new: model)
         case .updated(let model):
             let old = index[id: model.id]
-            try index.update(model)
+            try index.update(model, version: version)
             return Change(old: old, new: model)
         case .ended(let id, let date):
             let old = index[id: id]
-            try index.end(id: id, at: date)
+            try index.end(id: id, at: date, version: version)
             return Change(old: old, new: index[id: id])
         case .deleted(let id):
-            return Change(old: index.remove(id: id), new: nil)
+            return Change(old: index.remove(id: id, version: version), new: nil)
         }
     }
 

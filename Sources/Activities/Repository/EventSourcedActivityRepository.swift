@@ -182,7 +182,7 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
                 if let known = simulated[id] {
                     existing = known
                 } else {
-                    existing = command.read(ActivityEventCodec.stream(of: id)) { activity(id: id) }
+                    existing = command.read(ActivityEventCodec.stream(of: id), versioned: { projection.activityAndVersion(id: id) })
                 }
                 let next: ActivityModel?
                 switch event {
@@ -218,7 +218,7 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     @discardableResult
     private func write(_ id: UUID, _ decide: (ActivityModel?) throws -> ActivityEvent?) async throws -> Bool {
         try await store.execute { command in
-            let existing = command.read(ActivityEventCodec.stream(of: id)) { activity(id: id) }
+            let existing = command.read(ActivityEventCodec.stream(of: id), versioned: { projection.activityAndVersion(id: id) })
             guard let event = try decide(existing) else { return false }
             command.append(codec.encode(event))
             return true

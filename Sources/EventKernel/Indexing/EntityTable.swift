@@ -95,8 +95,12 @@ public struct EntityTable<Entity: Sendable>: Sendable {
         if slot == bySlot.count { bySlot.append(entity) } else { bySlot[slot] = entity }
     }
 
-    /// Removes the entity with `id`, if present.
-    mutating func remove(_ id: EntityID) {
-        if let slot = rows.remove(id) { bySlot[Int(slot)] = nil }
+    /// Removes the entity with `id`, if present; `version` is its stream's version after the
+    /// deletion (kept: see ``IndexedRows/deletedVersions``).
+    mutating func remove(_ id: EntityID, version: UInt64) {
+        if let slot = rows.remove(id, version: version) { bySlot[Int(slot)] = nil }
     }
+
+    /// The committed stream version of the entity with `id` (a deleted one's too; 0: none).
+    func version(of id: EntityID) -> UInt64 { rows.version(of: id) }
 }

@@ -31,6 +31,10 @@ struct IndexedRows: Sendable {
     var keys: [IndexKey] = []
     var freeSlots: [Int32] = []
     var slotsByID: [EntityID: Int32] = [:]
+    /// The stream version of each deleted entity: the repository's projection is the source of
+    /// its streams' versions (``StreamVersionSource``), and a deleted entity added again
+    /// continues its stream.
+    var deletedVersions: [EntityID: UInt64] = [:]
     var bySequence = ChunkedSortedArray<SequencedSlot>()
     var indexes: [IndexStorage]
     var nextSequence: UInt64 = 0
@@ -41,6 +45,13 @@ struct IndexedRows: Sendable {
     }
 
     var count: Int { slotsByID.count }
+
+    /// The committed stream version of `id`: its row's, a deleted entity's last, or 0.
+    /// - Complexity: O(1) on average.
+    func version(of id: EntityID) -> UInt64 {
+        if let slot = slotsByID[id] { return heads[Int(slot)].version }
+        return deletedVersions.isEmpty ? 0 : deletedVersions[id] ?? 0
+    }
 
     /// The key of the row in `slot` in index `number`.
     func key(_ slot: Int32, _ number: Int) -> IndexKey { keys[Int(slot) * indexes.count + number] }
@@ -61,6 +72,7 @@ struct IndexedRows: Sendable {
             heads[Int(slot)].version = version
             return slot
         }
+        if !deletedVersions.isEmpty { deletedVersions.removeValue(forKey: id) }
         let sequence = nextSequence
         nextSequence += 1
         let head = RowHead(id: id, version: version, sequence: sequence)
@@ -80,9 +92,10 @@ struct IndexedRows: Sendable {
         return slot
     }
 
-    /// Removes the row of `id`, if present.
+    /// Removes the row of `id`, if present, recording `version` (the deletion's) as its stream's.
     /// - Returns: The slot it occupied (now free).
-    mutating func remove(_ id: EntityID) -> Int32? {
+    mutating func remove(_ id: EntityID, version: UInt64) -> Int32? {
+        deletedVersions[id] = version
         guard let slot = slotsByID.removeValue(forKey: id) else { return nil }
         let sequence = heads[Int(slot)].sequence
         for i in indexes.indices { indexes[i].remove(key(slot, i), sequence: sequence) }

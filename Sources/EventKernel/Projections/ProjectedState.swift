@@ -11,7 +11,7 @@ public import EventLog
 ///
 /// A reducer that throws marks the projection failed (``failure``): it folds nothing more, the
 /// store refuses to open with it, and its snapshot is never written.
-public final class ProjectedState<State: Sendable>: Projection {
+public final class ProjectedState<State: Sendable>: Projection, StreamVersionSource {
     /// Folds one event into the state.
     public typealias Reducer = @Sendable (inout State, EventEnvelope) throws -> Void
 
@@ -23,6 +23,19 @@ public final class ProjectedState<State: Sendable>: Projection {
         var nextPosition: LogPosition = 0
         var eventsApplied = 0
         var failure: UndecodableEvent?
+    }
+
+    /// How a repository's state answers for its streams' versions.
+    package struct Versioning: Sendable {
+        /// The entity type.
+        package var entityType: String
+        /// The committed version of a stream of that type in a state.
+        package var version: @Sendable (State, StreamID) -> UInt64
+
+        package init(entityType: String, version: @escaping @Sendable (State, StreamID) -> UInt64) {
+            self.entityType = entityType
+            self.version = version
+        }
     }
 
     /// What ``prepare(_:)`` returns: one result per event of the commit.
@@ -39,6 +52,9 @@ public final class ProjectedState<State: Sendable>: Projection {
     private let encodeState: @Sendable (State) throws -> [UInt8]
     private let decodeState: @Sendable ([UInt8]) throws -> State
     private let inner: Locked<Inner>
+    /// The entity type whose stream versions the state keeps, and how to read one: set by the
+    /// repositories (see ``StreamVersionSource``).
+    private let versioning: Versioning?
     private let listeners = Locked<(next: UInt64, all: [UInt64: @Sendable ([EventEnvelope]) -> Void])>((0, [:]))
 
     /// Creates a projection with explicit snapshot encoding.
@@ -63,6 +79,7 @@ public final class ProjectedState<State: Sendable>: Projection {
         self.encodeState = encode
         self.decodeState = decode
         self.inner = Locked(Inner(state: initial))
+        self.versioning = nil
     }
 
     /// Creates a projection whose fold has two steps: `prepare` turns an event into a value
@@ -76,12 +93,26 @@ public final class ProjectedState<State: Sendable>: Projection {
     ///   - decode: Decodes a snapshot's state.
     ///   - prepare: Prepares one event. An error marks the projection failed at that event.
     ///   - fold: Folds one prepared event. An error marks the projection failed.
-    public init<Prepared: Sendable>(
+    public convenience init<Prepared: Sendable>(
         name: String, schemaVersion: UInt16, initial: State,
         encode: @escaping @Sendable (State) throws -> [UInt8],
         decode: @escaping @Sendable ([UInt8]) throws -> State,
         prepare: @escaping @Sendable (EventEnvelope) throws -> Prepared,
         fold: @escaping @Sendable (inout State, EventEnvelope, Prepared) throws -> Void
+    ) {
+        self.init(name: name, schemaVersion: schemaVersion, initial: initial, encode: encode, decode: decode,
+                  prepare: prepare, fold: fold, versioning: nil)
+    }
+
+    /// A two-step projection that also keeps its entity type's stream versions (the
+    /// repositories' projections; see ``StreamVersionSource``).
+    package init<Prepared: Sendable>(
+        name: String, schemaVersion: UInt16, initial: State,
+        encode: @escaping @Sendable (State) throws -> [UInt8],
+        decode: @escaping @Sendable ([UInt8]) throws -> State,
+        prepare: @escaping @Sendable (EventEnvelope) throws -> Prepared,
+        fold: @escaping @Sendable (inout State, EventEnvelope, Prepared) throws -> Void,
+        versioning: Versioning?
     ) {
         self.name = name
         self.schemaVersion = schemaVersion
@@ -92,6 +123,7 @@ public final class ProjectedState<State: Sendable>: Projection {
         self.encodeState = encode
         self.decodeState = decode
         self.inner = Locked(Inner(state: initial))
+        self.versioning = versioning
     }
 
     private init(copying other: ProjectedState<State>) {
@@ -103,6 +135,8 @@ public final class ProjectedState<State: Sendable>: Projection {
         self.encodeState = other.encodeState
         self.decodeState = other.decodeState
         self.inner = Locked(Inner(state: other.initial))
+        // A fresh copy (time travel) is never registered as a source.
+        self.versioning = nil
     }
 
     /// A fresh instance with the same configuration and the initial state (for time travel).
@@ -121,6 +155,20 @@ public final class ProjectedState<State: Sendable>: Projection {
     /// that should not retain the state: never with a user closure.
     package func withLockedState<R>(_ body: (State) -> R) -> R {
         inner.withLock { body($0.state) }
+    }
+
+    package var versionedEntityType: String? { versioning?.entityType }
+
+    package func committedVersion(of stream: StreamID) -> UInt64 {
+        guard let versioning else { return 0 }
+        return inner.withLock { versioning.version($0.state, stream) }
+    }
+
+    /// Runs `body` on the current state under the projection's lock and returns its result
+    /// with `stream`'s committed version, read in the same critical section (one command read;
+    /// see ``CommandContext/read(_:versioned:)``). Never with a user closure.
+    package func withLockedState<R>(_ body: (State) -> R, versionOf stream: StreamID) -> (R, UInt64) {
+        inner.withLock { inner in (body(inner.state), versioning?.version(inner.state, stream) ?? 0) }
     }
 
     /// The current state (a copy-on-write value).

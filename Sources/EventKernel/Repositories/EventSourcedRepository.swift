@@ -42,8 +42,9 @@ where Entity.ID: EntityIDConvertible {
     private let validate: (@Sendable (Entity) throws -> Void)?
 
     /// The snapshot layout version: 2 added stream versions and the entity schema version, 3
-    /// the insertion sequence and the declared indexes' order, 4 the entities in parts.
-    private static var snapshotLayoutVersion: UInt16 { 4 }
+    /// the insertion sequence and the declared indexes' order, 4 the entities in parts, 5 the
+    /// versions of deleted entities (the projection is its streams' version source).
+    private static var snapshotLayoutVersion: UInt16 { 5 }
 
     /// Entities per part of a snapshot (layout 4): parts decode in parallel at open.
     private static var entitiesPerSnapshotPart: Int { 4_096 }
@@ -116,9 +117,12 @@ where Entity.ID: EntityIDConvertible {
                 if let prepared {
                     table.upsert(prepared.entity, id: envelope.entityID, version: envelope.entityVersion, keys: prepared.keys)
                 } else {
-                    table.remove(envelope.entityID)
+                    table.remove(envelope.entityID, version: envelope.entityVersion)
                 }
-            })
+            },
+            // The table keeps each entity's version (and a deleted one's): the store reads
+            // this type's stream versions from it.
+            versioning: .init(entityType: typeName, version: { table, stream in table.version(of: stream.entityID) }))
     }
 
     /// Layout 4: entity schema version, count, next sequence; per entity in insertion order its
@@ -146,6 +150,11 @@ where Entity.ID: EntityIDConvertible {
             previous = head.sequence
             slots.append(entry.slot)
             return true
+        }
+        writer.writeVarint(UInt64(rows.deletedVersions.count))
+        for (id, version) in rows.deletedVersions {
+            writer.writeEntityID(id)
+            writer.writeVarint(version)
         }
         writer.writeVarint(UInt64(indexes.count))
         for (number, index) in indexes.enumerated() {
@@ -180,6 +189,14 @@ where Entity.ID: EntityIDConvertible {
             let version = try reader.readVarint()
             sequence += try reader.readVarint()
             heads.append((id, version, sequence))
+        }
+        let deletedCount = Int(try reader.readVarint())
+        guard deletedCount <= reader.remaining else { throw BinaryDecodingError(.invalidValue("\(deletedCount) deleted entities in \(reader.remaining) bytes"), at: reader.offset) }
+        var deletedVersions: [EntityID: UInt64] = [:]
+        deletedVersions.reserveCapacity(deletedCount)
+        for _ in 0..<deletedCount {
+            let id = try reader.readEntityID()
+            deletedVersions[id] = try reader.readVarint()
         }
         var orders: [String: [Int32]] = [:]
         for _ in 0..<(try reader.readVarint()) {
@@ -233,6 +250,7 @@ where Entity.ID: EntityIDConvertible {
             }
         }
         table.rows.nextSequence = max(nextSequence, (heads.last?.sequence ?? 0) + 1)
+        table.rows.deletedVersions = deletedVersions
         try table.rows.restoreIndexes(names: indexes.map(\.name), orders: orders)
         return table
     }
@@ -249,7 +267,12 @@ where Entity.ID: EntityIDConvertible {
     }
 
     /// The entity's stream version (0: it never existed), for ``update(_:expectedVersion:)``.
-    public func version(of id: Entity.ID) -> UInt64 { store.version(of: stream(of: id)) }
+    /// A deleted entity keeps the version of its deletion.
+    /// - Complexity: O(1).
+    public func version(of id: Entity.ID) -> UInt64 {
+        let key = id.entityID
+        return projection.withLockedState { $0.version(of: key) }
+    }
 
     /// Every entity, in the default order (declared, else insertion).
     /// - Complexity: O(n), plus a sort when a default order is declared but no index serves it.
@@ -382,9 +405,11 @@ where Entity.ID: EntityIDConvertible {
         if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
     }
 
+    /// The entity of `stream` as the command reads it: state and version at once, from the
+    /// projection that keeps both.
     private func current(_ stream: StreamID, in command: inout CommandContext) -> Entity? {
         let key = stream.entityID
-        return command.read(stream) { projection.withLockedState { $0[key] } }
+        return command.read(stream, versioned: { projection.withLockedState({ $0[key] }, versionOf: stream) })
     }
 
     private func checkOnce(_ stream: StreamID, in command: CommandContext) throws {

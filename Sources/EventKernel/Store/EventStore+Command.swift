@@ -52,7 +52,7 @@ extension EventStore {
             let output = try decide(&context)
             guard !context.events.isEmpty else { return output }
             do {
-                try await append(context.events)
+                try await append(context.events, basis: context.basis, planned: context.plannedVersions)
                 return output
             } catch let error as RepositoryError {
                 guard case .conflict(let stream, _, _) = error, context.isRetryable(stream) else { throw error }
@@ -81,7 +81,20 @@ public struct CommandContext {
         /// on it is retried).
         var appended = false
         var explicit = false
+        /// Whether ``version`` was read from the store (not given by the caller).
+        var known = true
+        /// How many events the command appended to the stream so far.
+        var count: UInt64 = 0
     }
+
+    /// The version table's commit count before the command's first read of a version; with
+    /// ``plannedVersions``, what lets an append whose reads still hold skip every check
+    /// (``VersionTable/reserve(_:basis:planned:)``).
+    private(set) var basis: UInt64?
+    /// Each event's version, derived from the versions the command read; `nil` once an event's
+    /// stream was not read (an unconditional append) or was given an expected version that is
+    /// not the one read.
+    private(set) var plannedVersions: [UInt64]? = []
 
     // The common command reads one stream: kept inline, so it allocates no table.
     private var firstStream: StreamID?
@@ -99,6 +112,7 @@ public struct CommandContext {
     /// - Parameter streams: The expected number of streams and events.
     public mutating func reserveCapacity(_ streams: Int) {
         events.reserveCapacity(streams)
+        plannedVersions?.reserveCapacity(streams)
         more.reserveCapacity(streams)
     }
 
@@ -123,24 +137,53 @@ public struct CommandContext {
     ///   - stream: The stream the state belongs to.
     ///   - state: Reads the state; it runs after the version is read.
     /// - Returns: What `state` returned.
+    /// - Throws: What `state` throws; ``RepositoryError/storage(_:)`` when the version must be
+    ///   read from the log and that fails (see ``EventStore/version(of:)``).
     /// - Complexity: O(1) plus `state`.
-    public mutating func read<State>(_ stream: StreamID, _ state: () throws -> State) rethrows -> State {
+    public mutating func read<State>(_ stream: StreamID, _ state: () throws -> State) throws -> State {
         let store = self.store
-        recordVersionIfFirstRead(stream) { store.version(of: stream) }
+        try recordVersionIfFirstRead(stream) { () throws -> (UInt64, UInt64?) in
+            let (version, basis) = try store.versionAndBasis(of: stream)
+            return (version, basis)
+        }
         return try state()
     }
 
-    /// Records `stream`'s version (from `version`) unless the command read it already: one
-    /// hash lookup.
-    private mutating func recordVersionIfFirstRead(_ stream: StreamID, _ version: () -> UInt64) {
+    /// Reads `stream`'s state and version together, from a projection that keeps each
+    /// entity's version with its state (a ``StreamVersionSource``: one lookup for both, under
+    /// one lock). The version table's commit count is read first, so the pair serves as the
+    /// command's read as ``read(_:_:)`` does.
+    /// - Parameters:
+    ///   - stream: The stream.
+    ///   - body: Returns the state and the stream's committed version, read at once.
+    /// - Returns: The state `body` returned.
+    package mutating func read<State>(_ stream: StreamID, versioned body: () throws -> (State, UInt64)) rethrows -> State {
+        let basis = store.versions.commitBasis
+        let (state, version) = try body()
+        recordVersionIfFirstRead(stream) { (version, basis) }
+        return state
+    }
+
+    /// Records `stream`'s version (from `version`, with the commit count read before it)
+    /// unless the command read it already: one hash lookup.
+    private mutating func recordVersionIfFirstRead<E: Error>(_ stream: StreamID, _ version: () throws(E) -> (UInt64, UInt64?)) throws(E) {
+        func record(_ read: (version: UInt64, basis: UInt64?)) -> Read {
+            if let readBasis = read.basis {
+                // The earliest read's count: every read since must still hold.
+                if basis == nil { basis = readBasis }
+            } else {
+                plannedVersions = nil
+            }
+            return Read(version: read.version)
+        }
         guard let firstStream else {
             self.firstStream = stream
-            first = Read(version: version())
+            first = record(try version())
             return
         }
         if firstStream == stream { return }
         let index = more.index(forKey: stream)
-        if index == nil { more[stream] = Read(version: version()) }
+        if index == nil { more[stream] = record(try version()) }
     }
 
     /// Records that the command decides on `stream`'s state as of `stateVersion`, a version
@@ -148,15 +191,21 @@ public struct CommandContext {
     /// stands for ``read(_:_:)`` when the state was read first, by a scan: expecting the exact
     /// version of what was read is the same check, so a change since conflicts and retries.
     public mutating func read(_ stream: StreamID, stateVersion: UInt64) {
-        recordVersionIfFirstRead(stream) { stateVersion }
+        // When the state was read is not known here: no fast path for this command.
+        recordVersionIfFirstRead(stream) { (stateVersion, nil) }
     }
 
     /// The version this command read for `stream` (reading it now if it was not read yet).
-    public mutating func version(of stream: StreamID) -> UInt64 {
+    /// - Throws: ``RepositoryError/storage(_:)`` when the version must be read from the log
+    ///   and that fails (see ``EventStore/version(of:)``).
+    public mutating func version(of stream: StreamID) throws -> UInt64 {
         if let read = lookup(stream) { return read.version }
-        let version = store.version(of: stream)
-        set(stream, Read(version: version))
-        return version
+        let store = self.store
+        try recordVersionIfFirstRead(stream) { () throws -> (UInt64, UInt64?) in
+            let (version, basis) = try store.versionAndBasis(of: stream)
+            return (version, basis)
+        }
+        return lookup(stream)!.version
     }
 
     /// Whether the command already appends an event to `stream`.
@@ -174,7 +223,10 @@ public struct CommandContext {
     ///   - recordedAt: The recorded-at time; `nil`: the time of the append.
     public mutating func append(_ event: EncodedEvent, metadata: EventMetadata = .none, recordedAt: Date? = nil) {
         var expected: UInt64?
+        var planned: UInt64?
         func claim(_ read: inout Read) {
+            read.count += 1
+            if read.known { planned = read.version + read.count }
             guard !read.appended, !read.explicit else { return }
             expected = read.version
             read.appended = true
@@ -187,7 +239,13 @@ public struct CommandContext {
         } else {
             unreadAppends.insert(event.stream)
         }
+        plan(planned)
         events.append(PendingEvent(event, expectedVersion: expected, metadata: metadata, recordedAt: recordedAt))
+    }
+
+    /// Records the next event's planned version, or that the batch has none.
+    private mutating func plan(_ version: UInt64?) {
+        if let version { plannedVersions?.append(version) } else { plannedVersions = nil }
     }
 
     /// Appends an event that expects the version the caller gives (`nil`: unconditionally).
@@ -200,8 +258,12 @@ public struct CommandContext {
     public mutating func append(
         _ event: EncodedEvent, expectedVersion: UInt64?, metadata: EventMetadata = .none, recordedAt: Date? = nil
     ) {
-        var read = lookup(event.stream) ?? Read(version: expectedVersion ?? 0)
+        var read = lookup(event.stream) ?? Read(version: expectedVersion ?? 0, known: false)
+        // Planned only when the version read is the one the caller expects: otherwise the
+        // version table decides (a conflict, most likely).
+        plan(read.known && expectedVersion == read.version + read.count ? read.version + read.count + 1 : nil)
         read.explicit = true
+        read.count += 1
         set(event.stream, read)
         events.append(PendingEvent(event, expectedVersion: expectedVersion, metadata: metadata, recordedAt: recordedAt))
     }

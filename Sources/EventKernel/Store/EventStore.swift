@@ -42,6 +42,8 @@ public final class EventStore: Sendable {
 
     private let admission = Locked(Admission())
     let commit = Locked(CommitState())
+    /// Serializes the scans that read awaiting entity types' versions from the log.
+    private let resolution = Locked(())
 
     /// Opens a store over a log: restores the entity-version map and each projection from the
     /// newest valid snapshot (if `directory` is given) and replays only the tail of the log.
@@ -72,13 +74,16 @@ public final class EventStore: Sendable {
             snapshots.removeStaleTemporaryFiles()
         }
         let next = log.bounds.nextPosition
+        // Sources keep their entity types' versions from the start: the version table neither
+        // restores nor replays those streams.
+        for case let source as any StreamVersionSource in projections { try versions.adopt(source) }
         try commit.withLock { (state) throws in
             state.nextPosition = next
             // One pass over the log for the version table and every projection: each is
             // restored from its snapshot, then the log is replayed once from the lowest
             // position any of them needs (each ignores what it already holds).
             try self.catchUp([versions] + projections, through: next)
-            state.projections = projections
+            state.projections = Self.inFoldOrder(projections)
         }
         var names = Set([versions.name])
         for projection in projections where !names.insert(projection.name).inserted {
@@ -178,16 +183,69 @@ public final class EventStore: Sendable {
             // no completion can run until the projection is in the list, so nothing is missed
             // or folded twice.
             try catchUp(projection, through: state.nextPosition)
-            state.projections.append(projection)
+            if let source = projection as? any StreamVersionSource { try versions.adopt(source) }
+            state.projections = Self.inFoldOrder(state.projections + [projection])
         }
+    }
+
+    /// The order commits are folded in: sources of stream versions after every other
+    /// projection, so that a version read from a source is never newer than any projection's
+    /// state (the rule of ``execute(maxAttempts:_:)``: a version read before the state).
+    private static func inFoldOrder(_ projections: [any Projection]) -> [any Projection] {
+        func isSource(_ projection: any Projection) -> Bool { (projection as? any StreamVersionSource)?.versionedEntityType != nil }
+        return projections.filter { !isSource($0) } + projections.filter(isSource)
     }
 
     /// The position the next committed event will get, as seen by projections.
     public var nextPosition: LogPosition { commit.withLock { $0.nextPosition } }
 
     /// The last committed version of a stream, 0 when it has no event.
-    /// - Complexity: O(1).
-    public func version(of stream: StreamID) -> UInt64 { versions.committedVersion(of: stream) }
+    /// - Throws: ``RepositoryError/storage(_:)`` when the version must be read from the log
+    ///   and that fails: for a stream whose entity type's versions are kept by a repository's
+    ///   projection (it keeps each entity's version with its state) that was registered when the
+    ///   store's last snapshot was written but not yet in this process (create the repository
+    ///   first and this never happens).
+    /// - Complexity: O(1); once per process, O(log) for such an entity type.
+    public func version(of stream: StreamID) throws -> UInt64 {
+        try versionAndBasis(of: stream).version
+    }
+
+    /// A stream's committed version, and the commit count read before it (the basis of a
+    /// command's fast path through ``VersionTable/reserve(_:basis:planned:)``).
+    func versionAndBasis(of stream: StreamID) throws -> (version: UInt64, basis: UInt64) {
+        while true {
+            let basis = versions.commitBasis
+            switch versions.lookup(stream) {
+            case .known(let version): return (version, basis)
+            case .source(let source): return (source.committedVersion(of: stream), basis)
+            case .unknown: try resolveAwaitingVersions()
+            }
+        }
+    }
+
+    /// Reads from the log the versions of entity types whose source (a repository's
+    /// projection) kept them when the version snapshot was written and has not registered in
+    /// this process: one scan of the whole log, then they are kept by the version table.
+    /// - Complexity: O(log).
+    func resolveAwaitingVersions() throws {
+        try resolution.withLock { (_) throws in
+            let types = versions.awaitingEntityTypes
+            guard !types.isEmpty else { return }
+            logger.notice("reading stream versions from the log: their repository is not registered",
+                          metadata: ["entityTypes": "\(types.map(\.value).sorted())"])
+            var found: [StreamID: UInt64] = [:]
+            let end = log.bounds.nextPosition
+            if end > 0 {
+                try forEachEnvelope(from: 0, through: end - 1) { envelope in
+                    if types.contains(ExactString(envelope.stream.entityType)) {
+                        found[envelope.stream] = Swift.max(found[envelope.stream] ?? 0, envelope.entityVersion)
+                    }
+                    return true
+                }
+            }
+            versions.resolve(types, found: found)
+        }
+    }
 
     // MARK: Appending
 
@@ -208,6 +266,14 @@ public final class EventStore: Sendable {
     ///   ``RepositoryError/storage(_:)`` when the log failed (nothing acknowledged).
     @discardableResult
     public func append(_ events: [PendingEvent]) async throws -> [EventEnvelope] {
+        try await append(events, basis: nil, planned: nil)
+    }
+
+    /// ``append(_:)-([PendingEvent])`` for a command: `basis` is the commit count its first read
+    /// saw and `planned` each event's version as the command derived it from its reads, which
+    /// the version table takes as they are when no commit happened since (its fast path).
+    @discardableResult
+    func append(_ events: [PendingEvent], basis: UInt64?, planned: [UInt64]?) async throws -> [EventEnvelope] {
         guard !events.isEmpty else { return [] }
         let now = Date()
         var stamps: [LogTimestamp] = []
@@ -221,8 +287,18 @@ public final class EventStore: Sendable {
         return try await withCheckedThrowingContinuation { continuation in
             admission.withLock { admission in
                 guard !admission.closed else { return continuation.resume(throwing: RepositoryError.closed) }
-                let entityVersions: [UInt64], streams: [StreamID]
-                do { (entityVersions, streams) = try versions.reserve(events) } catch {
+                let entityVersions: [UInt64], reservation: VersionTable.Reservation
+                do {
+                    while true {
+                        if let reserved = try versions.reserve(events, basis: basis, planned: planned) {
+                            (entityVersions, reservation) = reserved
+                            break
+                        }
+                        // A stream of an entity type whose versions await their source: read
+                        // them from the log (under the admission lock: no append can slip in).
+                        try resolveAwaitingVersions()
+                    }
+                } catch {
                     return continuation.resume(throwing: error)
                 }
                 var entries: [LogEntry] = []
@@ -234,7 +310,7 @@ public final class EventStore: Sendable {
                         entityVersion: entityVersions[index], metadata: pending.metadata, payload: e.payload)))
                 }
                 log.enqueueAppend(entries, committer: .caller) { result in
-                    self.complete(result, events: events, versions: entityVersions, streams: streams, stamps: timestamps, continuation: continuation)
+                    self.complete(result, events: events, versions: entityVersions, reservation: reservation, stamps: timestamps, continuation: continuation)
                 }
             }
             // Outside the admission lock: this thread writes and syncs the batch (and folds
@@ -252,11 +328,11 @@ public final class EventStore: Sendable {
 
     private func complete(
         _ result: Result<Range<LogPosition>, LogError>, events: [PendingEvent], versions entityVersions: [UInt64],
-        streams: [StreamID], stamps: [LogTimestamp], continuation: CheckedContinuation<[EventEnvelope], any Error>
+        reservation: VersionTable.Reservation, stamps: [LogTimestamp], continuation: CheckedContinuation<[EventEnvelope], any Error>
     ) {
         switch result {
         case .failure(let error):
-            versions.release(streams)
+            versions.release(reservation)
             continuation.resume(throwing: RepositoryError.storage(StorageFailure(error)))
         case .success(let range):
             var envelopes: [EventEnvelope] = []
@@ -273,11 +349,12 @@ public final class EventStore: Sendable {
             // outside the lock cannot reorder anything.
             let registered = commit.withLock { $0.projections }
             let prepared = registered.map { $0.prepare(envelopes) }
-            // Order matters. Projections first: a writer that reads an entity's version and
-            // then the projection's state (to decide add vs. update) must never see the new
-            // version with the old state, or two concurrent adds of one id could both pass.
-            // Then versions are committed before the reservation is released, so a concurrent
-            // check never sees an older version.
+            // Order matters. Projections first (sources of stream versions last, see
+            // `inFoldOrder`): a writer that reads an entity's version and then a projection's
+            // state (to decide add vs. update) must never see the new version with the old
+            // state, or two concurrent adds of one id could both pass. Then the version table
+            // folds the rest before the reservation is released, so a concurrent check never
+            // sees an older version.
             let snapshotDue = commit.withLock { state -> Bool in
                 for (index, projection) in state.projections.enumerated() {
                     // A projection registered since `registered` was read prepares for itself.
@@ -285,7 +362,7 @@ public final class EventStore: Sendable {
                     projection.apply(envelopes, prepared: mine)
                 }
                 versions.apply(envelopes)
-                versions.release(streams)
+                versions.release(reservation)
                 for subscriber in state.subscribers.values {
                     for envelope in envelopes { subscriber.yield(envelope) }
                 }

@@ -101,6 +101,23 @@ struct StreamVersionMap: Sendable {
         }
     }
 
+    /// Removes every stream of `entityType` (their versions have a source elsewhere from now on).
+    /// - Complexity: O(n) for n entries: the table is rebuilt once.
+    mutating func removeEntries(ofEntityType entityType: String) {
+        guard let code = code(of: entityType) else { return }
+        strings = strings.filter { !$0.key.entityType.hasSameUTF8(as: entityType) }
+        let old = slots
+        let kept = old.reduce(0) { $0 + ($1.tagged != 0 && $1.tagged >> 48 != code ? 1 : 0) }
+        guard kept != uuidCount else { return }
+        slots = []
+        uuidCount = 0
+        reserveCapacity(kept)
+        for slot in old where slot.tagged != 0 && slot.tagged >> 48 != code {
+            _ = insert(slot.high, slot.low, slot.tagged)
+            uuidCount += 1
+        }
+    }
+
     /// Calls `body` with every entry as (entity type code, id, version): UUID streams in slot
     /// order, then string streams. Codes index ``typeNames``.
     func forEach(_ body: (Int, EntityID, UInt64) throws -> Void) rethrows {

@@ -1,41 +1,197 @@
 import EventLog
+import Synchronization
 
-/// The store's stream → last version map, kept as a projection so it is snapshotted and
-/// restored with the others (optimistic concurrency keeps working after a snapshot startup).
+/// The store's stream versions: the one place that decides whether an expected version holds.
 ///
-/// It is the one place that decides whether an expected version holds: ``reserve(_:)`` checks
-/// every event of a batch against committed and in-flight versions and reserves the next ones,
-/// all or nothing.
+/// Committed versions come from two places. A stream whose entity type has a
+/// ``StreamVersionSource`` (a repository's projection, which keeps each entity's version with
+/// its state) is read from that source; every other stream is kept here, in a
+/// ``StreamVersionMap``, folded from the log like a projection and snapshotted with the others.
+/// In-flight versions (appends reserved, not yet committed) are kept here for every stream.
 ///
-/// Memory: one entry per stream ever written (see ``StreamVersionMap``), plus one per stream
-/// with an append in flight.
+/// ``reserve(_:basis:planned:)`` checks a batch's expected versions against committed and
+/// in-flight versions and reserves the next ones, all or nothing. A command whose reads are
+/// still current (no commit since its first read, nothing in flight: the single writer's batch)
+/// takes a fast path that looks nothing up: its versions were decided from reads that still
+/// hold.
+///
+/// Memory: one entry per stream without a source, plus one per stream with an append in flight.
 final class VersionTable: Projection {
     let name = "$entity-versions"
-    /// 2: keyed by stream (entity type + id). Version 1 snapshots (keyed by id) are ignored and
-    /// the table is rebuilt from the log.
-    let schemaVersion: UInt16 = 2
+    /// 3: streams kept by a source are left out and their entity types listed. Version 2 and 1
+    /// snapshots are ignored (the table is rebuilt from the log).
+    let schemaVersion: UInt16 = 3
+
+    /// What a lookup found: the version, the source that has it, or nothing yet (the stream's
+    /// entity type awaits its source; see ``awaitingEntityTypes``).
+    enum Lookup {
+        case known(UInt64)
+        case source(any StreamVersionSource)
+        case unknown
+    }
+
+    /// A reserved batch, handed back to ``release(_:)`` once it committed or failed.
+    struct Reservation: Sendable {
+        fileprivate let id: UInt64
+    }
+
+    /// How the table treats an entity type.
+    private enum Kind {
+        /// Kept here.
+        case own
+        /// Kept by a source.
+        case sourced(any StreamVersionSource)
+        /// A source kept it when the restored snapshot was written and has not registered since:
+        /// what is here (the events since) is exact, a stream that is not here is unknown.
+        case awaiting
+    }
+
+    private struct Batch {
+        var events: [PendingEvent]
+        var versions: [UInt64]
+        /// Its distinct streams, once they are in `reserved`: `nil` for a batch reserved on the
+        /// fast path, entered there only when another reservation or a waiter needs it.
+        var indexed: [StreamID]?
+    }
 
     private struct State {
         var committed = StreamVersionMap()
+        var sources: [ExactString: any StreamVersionSource] = [:]
+        var awaiting: Set<ExactString> = []
         /// Versions handed out to appends not yet acknowledged, with how many are in flight.
         var reserved: [StreamID: (version: UInt64, inFlight: Int)] = [:]
+        var batches: [UInt64: Batch] = [:]
+        var nextBatch: UInt64 = 0
         /// Commands waiting for a stream's in-flight appends to settle before they retry.
         var waiters: [StreamID: [CheckedContinuation<Void, Never>]] = [:]
         var nextPosition: LogPosition = 0
+        /// The last entity type classified: a batch or a replay mostly repeats one type.
+        var lastType: (name: String, kind: Kind)?
     }
 
     private let state = Locked(State())
+    /// Advanced by every fold of committed events, after their versions are published and
+    /// before their reservations are released: a command whose first read saw the same count
+    /// read versions that still hold when nothing is in flight.
+    private let commits = Atomic<UInt64>(0)
 
     var nextPosition: LogPosition { state.withLock { $0.nextPosition } }
 
-    /// The last committed version of a stream (0: none).
-    func committedVersion(of stream: StreamID) -> UInt64 { state.withLock { $0.committed[stream] ?? 0 } }
+    /// The commit count to record before a command's first read (see ``reserve(_:basis:planned:)``).
+    var commitBasis: UInt64 { commits.load(ordering: .acquiring) }
+
+    // MARK: Sources
+
+    /// Makes `source` the keeper of its entity type's versions from now on: the entries kept
+    /// here for that type are dropped. Call once the source is caught up with the log (with
+    /// the store's commit lock held, so that no commit interleaves), or before any event is
+    /// folded (at open).
+    /// - Throws: ``RepositoryError/validationFailed(_:)`` when another source keeps that type.
+    func adopt(_ source: any StreamVersionSource) throws {
+        guard let entityType = source.versionedEntityType else { return }
+        try state.withLock { (state) throws(RepositoryError) in
+            let type = ExactString(entityType)
+            if let other = state.sources[type], other !== source {
+                throw RepositoryError.validationFailed("the versions of \"\(type.value)\" streams are kept by projection \"\(other.name)\" already; \"\(source.name)\" cannot keep them too")
+            }
+            state.sources[type] = source
+            state.awaiting.remove(type)
+            state.committed.removeEntries(ofEntityType: type.value)
+            state.lastType = nil
+        }
+    }
+
+    /// Entity types whose versions a source kept when the restored snapshot was written and
+    /// whose source has not registered since.
+    var awaitingEntityTypes: Set<ExactString> { state.withLock { $0.awaiting } }
+
+    /// Records what a scan of the log found for awaiting entity types (each stream's last
+    /// version), which are then kept here like any other. Versions only rise: a commit folded
+    /// meanwhile is never undone by the scan's older view.
+    func resolve(_ types: Set<ExactString>, found: [StreamID: UInt64]) {
+        state.withLock { state in
+            let resolved = types.intersection(state.awaiting)
+            for (stream, version) in found where resolved.contains(ExactString(stream.entityType)) {
+                if version > (state.committed[stream] ?? 0) { state.committed[stream] = version }
+            }
+            state.awaiting.subtract(resolved)
+            state.lastType = nil
+        }
+    }
+
+    private static func kind(of entityType: String, in state: inout State) -> Kind {
+        if let last = state.lastType, last.name.hasSameUTF8(as: entityType) { return last.kind }
+        let key = ExactString(entityType)
+        let kind: Kind = if let source = state.sources[key] { .sourced(source) } else if state.awaiting.contains(key) { .awaiting } else { .own }
+        state.lastType = (entityType, kind)
+        return kind
+    }
+
+    /// The committed version of `stream` as far as this table knows it.
+    func lookup(_ stream: StreamID) -> Lookup {
+        state.withLock { state -> Lookup in
+            switch Self.kind(of: stream.entityType, in: &state) {
+            case .own: return .known(state.committed[stream] ?? 0)
+            case .sourced(let source): return .source(source)
+            case .awaiting:
+                guard let version = state.committed[stream] else { return .unknown }
+                return .known(version)
+            }
+        }
+    }
+
+    // MARK: Reserving
 
     /// Checks every expected version (against committed and in-flight versions) and reserves
     /// the next ones; all or nothing.
-    /// - Returns: The version each event gets, and the distinct streams reserved (for ``release(_:)``).
+    /// - Parameters:
+    ///   - events: The batch, in order.
+    ///   - basis: The ``commitBasis`` read before the command's first read of a version, if the
+    ///     batch comes from a command.
+    ///   - planned: Each event's version as the command derived it from its reads, if it could
+    ///     for every event.
+    /// - Returns: The version each event gets and the reservation to release; `nil` when a
+    ///   stream's version is unknown (an awaiting entity type): resolve it and call again.
     /// - Throws: ``RepositoryError/conflict(stream:expected:actual:)`` and reserves nothing.
-    func reserve(_ events: [PendingEvent]) throws(RepositoryError) -> (versions: [UInt64], streams: [StreamID]) {
+    func reserve(_ events: [PendingEvent], basis: UInt64?, planned: [UInt64]?) throws(RepositoryError) -> (versions: [UInt64], reservation: Reservation)? {
+        try state.withLock { (state) throws(RepositoryError) -> ([UInt64], Reservation)? in
+            // Fast path: nothing committed since the command's first read and nothing in
+            // flight, so every version it read still holds and the versions it planned are
+            // the ones the checks below would give.
+            if let basis, let planned, basis == commits.load(ordering: .relaxed), state.batches.isEmpty {
+                let id = state.nextBatch
+                state.nextBatch += 1
+                state.batches[id] = Batch(events: events, versions: planned, indexed: nil)
+                return (planned, Reservation(id: id))
+            }
+            Self.indexUnindexedBatches(&state)
+            guard let versions = try Self.check(events, &state) else { return nil }
+            var streams: [StreamID] = []
+            if events.count == 1 {
+                let stream = events[0].event.stream
+                state.reserved[stream] = (versions[0], (state.reserved[stream]?.inFlight ?? 0) + 1)
+                streams = [stream]
+            } else {
+                var last: [StreamID: UInt64] = [:]
+                last.reserveCapacity(events.count)
+                for (index, pending) in events.enumerated() { last[pending.event.stream] = versions[index] }
+                streams.reserveCapacity(last.count)
+                state.reserved.reserveCapacity(state.reserved.count + last.count)
+                for (stream, version) in last {
+                    state.reserved[stream] = (version, (state.reserved[stream]?.inFlight ?? 0) + 1)
+                    streams.append(stream)
+                }
+            }
+            let id = state.nextBatch
+            state.nextBatch += 1
+            state.batches[id] = Batch(events: events, versions: versions, indexed: streams)
+            return (versions, Reservation(id: id))
+        }
+    }
+
+    /// The version of each event of a batch after committed and in-flight versions; `nil` when
+    /// one is unknown.
+    private static func check(_ events: [PendingEvent], _ state: inout State) throws(RepositoryError) -> [UInt64]? {
         /// The version `pending` gets after `current`: the one rule for every event of a batch.
         func next(_ pending: PendingEvent, after current: UInt64) throws(RepositoryError) -> UInt64 {
             let stream = pending.event.stream
@@ -47,47 +203,55 @@ final class VersionTable: Projection {
             }
             return current + 1
         }
-        return try state.withLock { (state) throws(RepositoryError) -> ([UInt64], [StreamID]) in
-            if events.count == 1 {
-                // The common single-event command: no per-batch map.
-                let pending = events[0], stream = pending.event.stream
-                let version = try next(pending, after: state.reserved[stream]?.version ?? state.committed[stream] ?? 0)
-                state.reserved[stream] = (version, (state.reserved[stream]?.inFlight ?? 0) + 1)
-                return ([version], [stream])
+        func current(_ stream: StreamID, _ state: inout State) -> UInt64? {
+            if let reserved = state.reserved[stream] { return reserved.version }
+            switch kind(of: stream.entityType, in: &state) {
+            case .own: return state.committed[stream] ?? 0
+            case .sourced(let source): return source.committedVersion(of: stream)
+            case .awaiting: return state.committed[stream]
             }
-            var batch: [StreamID: UInt64] = [:]
-            batch.reserveCapacity(events.count)
-            var versions: [UInt64] = []
-            versions.reserveCapacity(events.count)
-            // With nothing in flight (a single writer's batches) no reservation can apply.
-            let noneInFlight = state.reserved.isEmpty
-            for pending in events {
-                let stream = pending.event.stream
-                let current = batch[stream] ?? (noneInFlight ? nil : state.reserved[stream]?.version) ?? state.committed[stream] ?? 0
-                let version = try next(pending, after: current)
-                batch[stream] = version
-                versions.append(version)
+        }
+        if events.count == 1 {
+            guard let now = current(events[0].event.stream, &state) else { return nil }
+            return [try next(events[0], after: now)]
+        }
+        var batch: [StreamID: UInt64] = [:]
+        batch.reserveCapacity(events.count)
+        var versions: [UInt64] = []
+        versions.reserveCapacity(events.count)
+        for pending in events {
+            let stream = pending.event.stream
+            guard let now = batch[stream] ?? current(stream, &state) else { return nil }
+            let version = try next(pending, after: now)
+            batch[stream] = version
+            versions.append(version)
+        }
+        return versions
+    }
+
+    /// Enters batches reserved on the fast path into `reserved`, for a check or a waiter that
+    /// must see them. (At most one exists: the fast path requires none in flight.)
+    private static func indexUnindexedBatches(_ state: inout State) {
+        for (id, batch) in state.batches where batch.indexed == nil {
+            var last: [StreamID: UInt64] = [:]
+            last.reserveCapacity(batch.events.count)
+            for (index, pending) in batch.events.enumerated() { last[pending.event.stream] = batch.versions[index] }
+            for (stream, version) in last {
+                let inFlight = state.reserved[stream]?.inFlight ?? 0
+                // Batches commit in reservation order, so a later batch's version is the newer.
+                let newest = inFlight > 0 ? max(version, state.reserved[stream]!.version) : version
+                state.reserved[stream] = (newest, inFlight + 1)
             }
-            var streams: [StreamID] = []
-            streams.reserveCapacity(batch.count)
-            state.reserved.reserveCapacity(state.reserved.count + batch.count)
-            for (stream, version) in batch {
-                if noneInFlight {
-                    state.reserved[stream] = (version, 1)
-                } else {
-                    state.reserved[stream] = (version, (state.reserved[stream]?.inFlight ?? 0) + 1)
-                }
-                streams.append(stream)
-            }
-            return (versions, streams)
+            state.batches[id]!.indexed = Array(last.keys)
         }
     }
 
-    /// Releases a batch's reservations (after it committed or failed). A failed batch fails
+    /// Releases a batch's reservation (after it committed or failed). A failed batch fails
     /// every later one (the log's contract), so their reservations are released in turn.
     /// Commands waiting on a stream whose last reservation this was are resumed.
-    func release(_ streams: [StreamID]) {
+    func release(_ reservation: Reservation) {
         let resumed = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard let batch = state.batches.removeValue(forKey: reservation.id), let streams = batch.indexed else { return [] }
             var resumed: [CheckedContinuation<Void, Never>] = []
             // Every reservation is this batch's (its streams are distinct), once each: clear
             // them all without a lookup per stream.
@@ -118,6 +282,7 @@ final class VersionTable: Projection {
     func waitUntilSettled(_ stream: StreamID) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let wait = state.withLock { state -> Bool in
+                Self.indexUnindexedBatches(&state)
                 guard state.reserved[stream] != nil else { return false }
                 state.waiters[stream, default: []].append(continuation)
                 return true
@@ -126,20 +291,33 @@ final class VersionTable: Projection {
         }
     }
 
+    // MARK: Folding
+
     func apply(_ envelopes: [EventEnvelope]) {
         state.withLock { state in
             for envelope in envelopes where envelope.position >= state.nextPosition {
-                state.committed[envelope.stream] = envelope.entityVersion
+                if case .sourced = Self.kind(of: envelope.stream.entityType, in: &state) {} else {
+                    state.committed[envelope.stream] = envelope.entityVersion
+                }
                 state.nextPosition = envelope.position + 1
             }
+            // Inside the lock and before the batch's reservation is released (by the caller,
+            // after this): see `commits`.
+            commits.add(1, ordering: .releasing)
         }
     }
 
-    /// Layout: entity type count and names, then the entry count and per entry the type's
+    /// Layout: the entity types left out (kept by a source, or awaiting one) as a count and
+    /// names; then the entity type count and names, the entry count and per entry the type's
     /// index, the entity id and the version.
     func snapshotState() throws -> ProjectionSnapshot {
-        let (committed, next) = state.withLock { ($0.committed, $0.nextPosition) }
-        var writer = BinaryWriter(capacity: committed.count * 24)
+        let (committed, excluded, next) = state.withLock { state -> (StreamVersionMap, [String], LogPosition) in
+            let excluded: [String] = state.sources.keys.map { type in type.value } + state.awaiting.map { type in type.value }
+            return (state.committed, excluded, state.nextPosition)
+        }
+        var writer = BinaryWriter(capacity: 32 + committed.count * 24)
+        writer.writeVarint(UInt64(excluded.count))
+        for type in excluded.sorted(by: { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }) { writer.writeString(type) }
         writer.writeVarint(UInt64(committed.typeNames.count))
         for type in committed.typeNames { writer.writeString(type) }
         writer.writeVarint(UInt64(committed.count))
@@ -153,9 +331,15 @@ final class VersionTable: Projection {
 
     func restore(from snapshot: ProjectionSnapshot) throws {
         var reader = BinaryReader(snapshot.bytes)
+        let excludedCount = try reader.readVarint()
+        guard excludedCount <= UInt64(StreamVersionMap.maxEntityTypes) else {
+            throw BinaryDecodingError(.invalidValue("\(excludedCount) entity types left out"), at: 0)
+        }
+        var excluded: Set<ExactString> = []
+        for _ in 0..<excludedCount { excluded.insert(ExactString(try reader.readString())) }
         let typeCount = try reader.readVarint()
         guard typeCount <= UInt64(StreamVersionMap.maxEntityTypes) else {
-            throw BinaryDecodingError(.invalidValue("\(typeCount) entity types"), at: 0)
+            throw BinaryDecodingError(.invalidValue("\(typeCount) entity types"), at: reader.offset)
         }
         var types: [String] = []
         for _ in 0..<typeCount { types.append(try reader.readString()) }
@@ -174,9 +358,12 @@ final class VersionTable: Projection {
             committed[StreamID(types[Int(code)], id)] = try reader.readVarint()
         }
         try reader.expectEnd()
-        state.withLock {
-            $0.committed = committed
-            $0.nextPosition = snapshot.nextPosition
+        state.withLock { state in
+            for type in state.sources.keys { committed.removeEntries(ofEntityType: type.value) }
+            state.committed = committed
+            state.awaiting = excluded.subtracting(state.sources.keys)
+            state.nextPosition = snapshot.nextPosition
+            state.lastType = nil
         }
     }
 }

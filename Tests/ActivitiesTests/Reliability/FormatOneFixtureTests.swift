@@ -56,7 +56,7 @@ struct FixtureNote: Identifiable, Codable, Sendable, Equatable { var id: String;
             let id = activityID(i)
             let deleted = (i - 1) % 11 == 0 && i >= 1
             let ended = i % 7 == 0
-            #expect(store.version(of: ActivityEventCodec.stream(of: id)) == UInt64(1 + (ended ? 1 : 0) + (deleted ? 1 : 0)), "activity \(i)")
+            #expect(try store.version(of: ActivityEventCodec.stream(of: id)) == UInt64(1 + (ended ? 1 : 0) + (deleted ? 1 : 0)), "activity \(i)")
         }
         let history = try activities.history(of: activityID(56))
         #expect(history.map(\.entityVersion) == [1, 2, 3])
@@ -89,7 +89,7 @@ struct FixtureNote: Identifiable, Codable, Sendable, Equatable { var id: String;
         try await notes.update(note, expectedVersion: 1)
         #expect(notes.version(of: "note-3") == 2)
         try await activities.end(id: activityID(2), at: base + 2 * 3600 + 60)
-        #expect(store.version(of: ActivityEventCodec.stream(of: activityID(2))) == 2)
+        #expect(try store.version(of: ActivityEventCodec.stream(of: activityID(2))) == 2)
         try await store.close()
     }
 

@@ -57,7 +57,7 @@ struct SnapshotCorruptionTests {
         let log = try SegmentedLog.openReadOnly(at: store)
         let replayed = try EventSourcedActivityRepository(log: log)
         let reference = Reference(store: store, all: try Reliability.all(replayed),
-                                  versions: Dictionary(uniqueKeysWithValues: ids.map { ($0, replayed.store.version(of: ActivityEventCodec.stream(of: $0))) }), ids: ids)
+                                  versions: Dictionary(uniqueKeysWithValues: try ids.map { ($0, try replayed.store.version(of: ActivityEventCodec.stream(of: $0))) }), ids: ids)
         try await log.close()
         return reference
     }
@@ -74,7 +74,7 @@ struct SnapshotCorruptionTests {
         }
         let all = try Reliability.all(repository)
         #expect(all == reference.all, "\(context): results differ from the reference")
-        let wrongVersions = reference.ids.filter { repository.store.version(of: ActivityEventCodec.stream(of: $0)) != reference.versions[$0] }
+        let wrongVersions = try reference.ids.filter { try repository.store.version(of: ActivityEventCodec.stream(of: $0)) != reference.versions[$0] }
         #expect(wrongVersions.isEmpty, "\(context): \(wrongVersions.count) entity versions differ")
         #expect(repository.projection.integrityIssues.isEmpty, "\(context): \(repository.projection.integrityIssues)")
         try await repository.close()
