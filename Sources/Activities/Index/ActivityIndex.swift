@@ -53,6 +53,8 @@ public struct ActivityIndex: Sendable {
     var byType: [SortedSlotIndex] = []
     @usableFromInline var typeTable: [ActivityType] = []
     @usableFromInline var typeCodes: [ActivityType: UInt32] = [:]
+    /// The type interned last (see ``intern(_:)``).
+    @usableFromInline var lastInterned: UInt32?
     @usableFromInline var activeSlots: Set<Int32> = []
     /// How many ended activities have a duration in `(2^(k-1), 2^k]`
     /// seconds (bucket 0: at most 1 s). The highest non-empty bucket bounds
@@ -129,7 +131,9 @@ public struct ActivityIndex: Sendable {
 
     /// ``insert(_:)``, recording the activity's stream version.
     package mutating func insert(_ model: ActivityModel, version: UInt64) throws(ActivityIndexError) {
-        guard slotsByID.find(model.id, rows: rows) == nil else { throw .alreadyExists(model.id) }
+        // One probe finds both whether the id exists and where it goes.
+        let probe = slotsByID.probeForInsert(model.id, rows: rows)
+        guard probe.existing == nil else { throw .alreadyExists(model.id) }
         try Self.validate(model)
         let code = intern(model.type)
         if !deletedVersions.isEmpty { deletedVersions.removeValue(forKey: model.id) }
@@ -145,7 +149,7 @@ public struct ActivityIndex: Sendable {
             slot = Int32(rows.count)
             rows.append(row)
         }
-        _ = slotsByID.insert(slot, id: model.id, rows: rows)
+        slotsByID.insert(slot, atBucket: probe.bucket, tag: probe.tag)
         link(slot)
     }
 
@@ -296,10 +300,16 @@ public struct ActivityIndex: Sendable {
 
     @usableFromInline
     mutating func intern(_ type: ActivityType) -> UInt32 {
-        if let code = typeCodes[type] { return code }
+        // Appends mostly repeat a few types: one comparison instead of a hash lookup.
+        if let last = lastInterned, typeTable[Int(last)].rawValue.hasSameUTF8(as: type.rawValue) { return last }
+        if let code = typeCodes[type] {
+            lastInterned = code
+            return code
+        }
         let code = UInt32(typeTable.count)
         typeTable.append(type)
         typeCodes[type] = code
+        lastInterned = code
         byType.append(SortedSlotIndex())
         return code
     }

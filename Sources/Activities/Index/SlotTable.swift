@@ -105,6 +105,40 @@ struct SlotTable: Sendable {
         return true
     }
 
+    /// Looks `id` up for an insert, with one probe: its slot if present, else the empty
+    /// bucket where ``insert(_:atBucket:tag:)`` puts it (the table grows first, so that the
+    /// bucket stays valid until then).
+    ///
+    /// - Complexity: O(1) on average.
+    @inlinable
+    mutating func probeForInsert(_ id: UUID, rows: [ActivityRow]) -> (existing: Int32?, bucket: Int, tag: UInt32) {
+        if (count + 1) * 4 > buckets.count * 3 {
+            growForInsert()
+        }
+        let mask = buckets.count - 1
+        let tag = Self.hash(id)
+        var i = home(tag)
+        while buckets[i] != 0 {
+            let bucket = buckets[i]
+            if Self.tag(bucket) == tag && rows[Int(Self.slot(bucket))].id == id { return (Self.slot(bucket), i, tag) }
+            i = (i + 1) & mask
+        }
+        return (nil, i, tag)
+    }
+
+    /// Stores `slot` in the empty bucket ``probeForInsert(_:rows:)`` returned (nothing changed
+    /// the table since).
+    @inlinable
+    mutating func insert(_ slot: Int32, atBucket bucket: Int, tag: UInt32) {
+        buckets[bucket] = UInt64(tag) << 32 | UInt64(UInt32(bitPattern: slot) + 1)
+        count += 1
+    }
+
+    @usableFromInline
+    mutating func growForInsert() {
+        rehash(size: Swift.max(16, buckets.count * 2))
+    }
+
     /// Removes `id` and returns its slot, if present.
     ///
     /// - Complexity: O(1) on average.

@@ -41,10 +41,21 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
     /// Whether `entityType` is what ``legacyEntityType(ofEventType:)`` derives from `eventType`
     /// (checked without building a string: it runs for every event written).
     static func isImplicit(entityType: String, ofEventType eventType: String) -> Bool {
-        let type = entityType.utf8, event = eventType.utf8
-        guard event.count > type.count, event.starts(with: type) else { return false }
-        let rest = event.dropFirst(type.count)
-        return rest.first == UInt8(ascii: ".") && !rest.dropFirst().contains(UInt8(ascii: "."))
+        // On contiguous bytes, not the UTF-8 views' generic sequence operations (this runs for
+        // every event appended).
+        var type = entityType, event = eventType
+        return type.withUTF8 { t in
+            event.withUTF8 { e in
+                guard e.count > t.count, e[t.count] == UInt8(ascii: "."),
+                      t.isEmpty || memcmp(e.baseAddress!, t.baseAddress!, t.count) == 0 else { return false }
+                var i = t.count + 1
+                while i < e.count {
+                    if e[i] == UInt8(ascii: ".") { return false }
+                    i += 1
+                }
+                return true
+            }
+        }
     }
 
     static func legacyEntityType(ofEventType eventType: String) -> String {
@@ -58,6 +69,9 @@ extension String {
     /// `==` (canonical equivalence) would call `"é"` and `"e\u{301}"` the same.
     /// - Complexity: O(n); one `memcmp` for native strings.
     package func hasSameUTF8(as other: String) -> Bool {
+        // The same storage, or the same small (inline) string: equal without reading either.
+        // Strings are two words; equal words mean equal bytes (the converse need not hold).
+        if unsafeBitCast(self, to: (UInt64, UInt64).self) == unsafeBitCast(other, to: (UInt64, UInt64).self) { return true }
         var a = self, b = other
         return a.withUTF8 { pa in
             b.withUTF8 { pb in

@@ -14,7 +14,9 @@ import Darwin
 package final class Locked<Value>: @unchecked Sendable {
     // The mutex must not move in memory: it lives in its own allocation.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    // Inlinable access, so that callers specialize for their value (no generic metadata or
+    // value-witness calls on every lock).
+    @usableFromInline var value: Value
 
     /// Creates a lock around `value`.
     package init(_ value: Value) {
@@ -40,5 +42,5 @@ package final class Locked<Value>: @unchecked Sendable {
 
     @usableFromInline func lock() { pthread_mutex_lock(mutex) }
     @usableFromInline func unlock() { pthread_mutex_unlock(mutex) }
-    @usableFromInline func modify<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R { try body(&value) }
+    @inlinable func modify<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R { try body(&value) }
 }

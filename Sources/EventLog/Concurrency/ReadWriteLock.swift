@@ -16,7 +16,9 @@ import Darwin
 package final class ReadWriteLock<Value: Sendable>: @unchecked Sendable {
     // The lock must not move in memory: it lives in its own allocation.
     private let lock: UnsafeMutablePointer<pthread_rwlock_t>
-    private var value: Value
+    // Inlinable access, so that callers specialize for their value: through the generic entry
+    // points a read of a projection's state copied (retained) the whole state per call.
+    @usableFromInline var value: Value
 
     /// Creates a lock around `value`.
     @usableFromInline
@@ -51,6 +53,6 @@ package final class ReadWriteLock<Value: Sendable>: @unchecked Sendable {
     @usableFromInline func lockForReading() { pthread_rwlock_rdlock(lock) }
     @usableFromInline func lockForWriting() { pthread_rwlock_wrlock(lock) }
     @usableFromInline func unlock() { pthread_rwlock_unlock(lock) }
-    @usableFromInline func readValue<R>(_ body: (borrowing Value) throws -> R) rethrows -> R { try body(value) }
-    @usableFromInline func modifyValue<R>(_ body: (inout Value) throws -> R) rethrows -> R { try body(&value) }
+    @inlinable func readValue<R>(_ body: (borrowing Value) throws -> R) rethrows -> R { try body(value) }
+    @inlinable func modifyValue<R>(_ body: (inout Value) throws -> R) rethrows -> R { try body(&value) }
 }
