@@ -3,7 +3,8 @@
 //   BenchProbe append-buffered [count]   apply() in batches of 1,000, buffered
 //   BenchProbe append-synced [count]     add() one per call, synced, one task
 //   BenchProbe append-tasks [count] [tasks]   add() one per call, synced, from several tasks
-//   BenchProbe open <directory>          open a store (snapshot + tail replay) and close it
+//   BenchProbe open <directory> [repeats]   open a store (snapshot + tail replay) and close it
+//   BenchProbe activity-fixture [count]  build (or find) the cached activity store and its snapshot-less copy
 //   BenchProbe first-write <directory>   open a copy of a store and time its first adds
 //   BenchProbe ledger-open <directory>   open a ledger (EventStore + transaction repository), first query
 //   BenchProbe ledger-add <directory> [count]    a copy of a ledger: addAll in batches of 1,000, buffered
@@ -89,10 +90,18 @@ func run() async throws {
         try await log.close()
     case "open":
         let url = URL(filePath: arguments[2])
-        let started = ContinuousClock.now
-        let repository = try EventKernelFixtures.open(url)
-        print("open: \(repository.count) activities in \(ContinuousClock.now - started)")
-        try await repository.close()
+        let repeats = arguments.count > 3 ? Int(arguments[3]) ?? 1 : 1
+        for _ in 0..<repeats {
+            let started = ContinuousClock.now, startedCPU = cpuTime()
+            let repository = try EventKernelFixtures.open(url)
+            print("open: \(repository.count) activities in \(ContinuousClock.now - started), CPU \(cpuTime() - startedCPU)")
+            try await repository.close()
+        }
+    case "activity-fixture":
+        // The benchmark's cached activity store of `count` activities, and its copy without
+        // snapshots (what a full replay opens).
+        print(try await EventKernelFixtures.store(n: count).path)
+        print(try await EventKernelFixtures.replayOnlyStore(n: count).path)
     case "first-write":
         // Copies the store, opens it, and times the first few single adds (buffered).
         let copy = BenchEnv.scratch("probe-first-write")

@@ -67,6 +67,13 @@ public struct ActivityEventCodec: Sendable {
     /// - Throws: ``BinaryDecodingError`` for a malformed payload, ``ActivityDecodingError`` for an
     ///   event type or schema version this build does not know, or an entity id that is not a UUID.
     public func decode(_ envelope: EventEnvelope) throws -> ActivityEvent {
+        var strings = StringInterner()
+        return try decode(envelope, strings: &strings)
+    }
+
+    /// ``decode(_:)``, taking type names from `strings` when they repeat (the projection's
+    /// fold and replay decode every event: building each type name anew was most of a decode).
+    package func decode(_ envelope: EventEnvelope, strings: inout StringInterner) throws -> ActivityEvent {
         guard case .uuid(let id) = envelope.entityID else {
             throw ActivityDecodingError(position: envelope.position, message: "the entity id \(envelope.entityID) is not a UUID")
         }
@@ -84,7 +91,7 @@ public struct ActivityEventCodec: Sendable {
             let flags = try reader.readUInt8()
             let start = try readDate()
             let end = flags & 1 != 0 ? try readDate() : nil
-            let type = ActivityType(rawValue: try reader.readString())
+            let type = ActivityType(rawValue: try reader.readString(interning: &strings))
             let model = ActivityModel(id: id, startDate: start, endDate: end, type: type)
             event = envelope.eventType == EventType.added ? .added(model) : .updated(model)
         case EventType.ended:

@@ -94,8 +94,10 @@ extension ActivityIndex {
         let base = bytes.count
         let names = typeTable.map { Array($0.rawValue.utf8) }
         let rowSize = Self.rowSize(Self.snapshotVersion)
+        // Versions of deleted activities that were not added again.
+        let deleted = deletedVersions.filter { slotsByID.find($0.key, rows: rows) == nil }
         let size = 8 + 4 + names.reduce(0) { $0 + 4 + $1.count } + 8 + count * rowSize
-            + 8 + largeVersions.count * 24 + 8 + deletedVersions.count * 24 + 8
+            + 8 + largeVersions.count * 24 + 8 + deleted.count * 24 + 8
         bytes.append(contentsOf: repeatElement(0, count: size))
         bytes.withUnsafeMutableBytes { whole in
             let out = UnsafeMutableRawBufferPointer(rebasing: whole[base...])
@@ -125,7 +127,7 @@ extension ActivityIndex {
                 put(row.version)
                 return true
             }
-            for versions in [largeVersions, deletedVersions] {
+            for versions in [largeVersions, deleted] {
                 put(UInt64(versions.count))
                 // In id order: snapshots stay byte-for-byte deterministic.
                 for (id, version) in versions.sorted(by: { ActivityCursor.idLess($0.key, $1.key) }) {

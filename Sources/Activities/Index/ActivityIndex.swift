@@ -1,5 +1,9 @@
 public import Foundation
 @_spi(Indexing) import EventKernel
+import Synchronization
+
+/// Where ``ActivityIndex/prefetch(id:)`` stores what it loaded, so the load is kept.
+private let prefetchSink = Atomic<UInt64>(0)
 
 /// Why an `ActivityIndex` mutation or snapshot load failed.
 public enum ActivityIndexError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -66,6 +70,7 @@ public struct ActivityIndex: Sendable {
     @usableFromInline var largeVersions: [UUID: UInt64] = [:]
     /// The stream version of each deleted activity: a deleted activity added again continues
     /// its stream (the projection is the source of activity stream versions).
+    /// (Entries of activities added again may linger; a row always wins.)
     @usableFromInline var deletedVersions: [UUID: UInt64] = [:]
 
     /// Creates an empty index.
@@ -136,7 +141,9 @@ public struct ActivityIndex: Sendable {
         guard probe.existing == nil else { throw .alreadyExists(model.id) }
         try Self.validate(model)
         let code = intern(model.type)
-        if !deletedVersions.isEmpty { deletedVersions.removeValue(forKey: model.id) }
+        // A deleted activity's version may stay in `deletedVersions` once it is added again:
+        // the row comes first in every lookup, and snapshots leave such entries out (removing
+        // it here cost a hash of every added id).
         let row = ActivityRow(
             id: model.id, start: model.startDate.timeIntervalSinceReferenceDate,
             end: model.endDate?.timeIntervalSinceReferenceDate ?? .nan, type: code,
@@ -244,6 +251,11 @@ public struct ActivityIndex: Sendable {
         rows[Int(slot)].end = .nan
         freeSlots.append(slot)
         return removed
+    }
+
+    /// Brings the id table's bucket for `id` into the cache ahead of its lookup.
+    func prefetch(id: UUID) {
+        prefetchSink.store(slotsByID.prefetch(id), ordering: .relaxed)
     }
 
     /// The committed stream version of the activity `id` (a deleted one's too); 0: none.

@@ -36,6 +36,8 @@ public final class ActivityProjection: Projection, StreamVersionSource {
         var nextPosition: LogPosition = 0
         var issues: [IntegrityIssue] = []
         var failure: UndecodableEvent?
+        /// The type names the fold decoded last (see `StringInterner`).
+        var strings = StringInterner()
         init() {}
     }
 
@@ -89,17 +91,50 @@ public final class ActivityProjection: Projection, StreamVersionSource {
     public var failure: UndecodableEvent? { state.withReadLock { $0.failure } }
 
     public func apply(_ envelopes: [EventEnvelope]) {
+        apply(envelopes, prepared: nil)
+    }
+
+    /// The events of one commit (or replay chunk), decoded outside the projection's lock: a
+    /// decoded activity event, `nil` for another domain's event, or the decoding error.
+    private struct Prepared: Sendable {
+        var first: LogPosition?
+        var events: [Result<ActivityEvent, any Error>?]
+    }
+
+    /// Decodes the activity events of `envelopes` (the part of folding that needs no state), so
+    /// that the store runs it before taking its commit lock and a replay on its reading thread.
+    public func prepare(_ envelopes: [EventEnvelope]) -> (any Sendable)? {
+        var strings = StringInterner()
+        return Prepared(first: envelopes.first?.position, events: envelopes.map { envelope in
+            guard ActivityEventCodec.isActivityEvent(envelope) else { return nil }
+            return Result { try codec.decode(envelope, strings: &strings) }
+        })
+    }
+
+    public func apply(_ envelopes: [EventEnvelope], prepared: (any Sendable)?) {
         let observing = observers.withLock { !$0.callbacks.isEmpty }
+        let prepared = (prepared as? Prepared).flatMap { $0.first == envelopes.first?.position && $0.events.count == envelopes.count ? $0 : nil }
         var changes: [Change] = []
         state.withWriteLock { state in
             guard state.failure == nil else { return }
-            for envelope in envelopes where envelope.position >= state.nextPosition {
+            for (index, envelope) in envelopes.enumerated() where envelope.position >= state.nextPosition {
                 guard ActivityEventCodec.isActivityEvent(envelope) else {
                     state.nextPosition = envelope.position + 1
                     continue
                 }
+                // The id table is the fold's one random memory access: fetch a later event's
+                // bucket now, so that its cache miss overlaps this event's work.
+                if index + Self.prefetchDistance < envelopes.count, case .uuid(let ahead) = envelopes[index + Self.prefetchDistance].entityID {
+                    state.index.prefetch(id: ahead)
+                }
                 let event: ActivityEvent
-                do { event = try codec.decode(envelope) } catch {
+                do {
+                    if let decoded = prepared?.events[index] {
+                        event = try decoded.get()
+                    } else {
+                        event = try codec.decode(envelope, strings: &state.strings)
+                    }
+                } catch {
                     state.failure = UndecodableEvent(projection: name, envelope: envelope, cause: error)
                     return
                 }
@@ -118,6 +153,9 @@ public final class ActivityProjection: Projection, StreamVersionSource {
         let callbacks = observers.withLock { Array($0.callbacks.values) }
         for callback in callbacks { callback(changes) }
     }
+
+    /// How many events ahead the fold prefetches the id table.
+    private static let prefetchDistance = 8
 
     /// Applies one event to an index: the single definition of the domain's semantics, used
     /// for the live state, snapshots and time travel alike.

@@ -168,6 +168,24 @@ public struct BinaryReader: Sendable {
         return string
     }
 
+    /// Reads a length-prefixed UTF-8 string, reusing one of `strings` with the same bytes
+    /// (see ``StringInterner``).
+    /// - Throws: ``BinaryDecodingError`` when truncated or not UTF-8.
+    package mutating func readString(interning strings: inout StringInterner) throws(BinaryDecodingError) -> String {
+        let start = offset
+        let count = try readVarint()
+        guard count <= UInt64(remaining) else {
+            throw BinaryDecodingError(.truncated(needed: Int(clamping: count) - remaining), at: start)
+        }
+        let from = offset
+        offset += Int(count)
+        let string = bytes.withUnsafeBufferPointer { buffer in
+            strings.string(UnsafeBufferPointer(rebasing: buffer[from..<(from + Int(count))]))
+        }
+        guard let string else { throw BinaryDecodingError(.invalidUTF8, at: start) }
+        return string
+    }
+
     /// Reads a string written by ``BinaryWriter/writeOptionalString(_:)``.
     public mutating func readOptionalString() throws(BinaryDecodingError) -> String? {
         try readBool() ? try readString() : nil

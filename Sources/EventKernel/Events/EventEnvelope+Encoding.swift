@@ -53,12 +53,22 @@ extension EventEnvelope {
     ///   - timestamp: The record's timestamp.
     /// - Throws: ``BinaryDecodingError`` with the byte offset of the damage.
     public init(recordPayload bytes: [UInt8], position: LogPosition, timestamp: LogTimestamp) throws(BinaryDecodingError) {
-        var reader = BinaryReader(bytes)
+        var strings = StringInterner()
+        try self.init(recordPayload: bytes, position: position, timestamp: timestamp, strings: &strings)
+    }
+
+    /// Decodes an envelope, taking its strings (event and entity types, metadata) from
+    /// `strings` when they repeat: what a replay, which decodes every record, calls.
+    /// - Throws: ``BinaryDecodingError`` with the byte offset of the damage.
+    package init(
+        recordPayload bytes: consuming [UInt8], position: LogPosition, timestamp: LogTimestamp, strings: inout StringInterner
+    ) throws(BinaryDecodingError) {
+        var reader = BinaryReader(copy bytes)
         let version = try reader.readUInt8()
         guard version == 1 || version == Self.recordFormatVersion else {
             throw BinaryDecodingError(.invalidValue("unknown envelope format version \(version)"), at: 0)
         }
-        let eventType = try reader.readString()
+        let eventType = try reader.readString(interning: &strings)
         let schemaVersion = try reader.readVarint(as: UInt16.self)
         let entityID = try reader.readEntityID()
         let entityVersion = try reader.readVarint()
@@ -68,20 +78,34 @@ extension EventEnvelope {
         guard flags & ~known == 0 else {
             throw BinaryDecodingError(.invalidValue("unknown metadata flags \(flags)"), at: flagsOffset)
         }
-        let entityType = flags & Flag.entityType != 0 ? try reader.readString() : StreamID.legacyEntityType(ofEventType: eventType)
-        let correlationID = flags & Flag.correlationID != 0 ? try reader.readString() : nil
-        let actor = flags & Flag.actor != 0 ? try reader.readString() : nil
+        let entityType = flags & Flag.entityType != 0 ? try reader.readString(interning: &strings)
+            : StreamID.legacyEntityType(ofEventType: eventType, interning: &strings)
+        let correlationID = flags & Flag.correlationID != 0 ? try reader.readString(interning: &strings) : nil
+        let actor = flags & Flag.actor != 0 ? try reader.readString(interning: &strings) : nil
+        // The payload is the rest of the record: moved to the front of the record's own
+        // buffer, not copied into a new one (one allocation per record instead of two).
+        let headerLength = reader.offset
+        reader = BinaryReader([])
+        var payload = consume bytes
+        payload.removeSubrange(0..<headerLength)
         self.init(
             position: position, timestamp: timestamp, eventType: eventType,
             schemaVersion: schemaVersion, stream: StreamID(entityType, entityID), entityVersion: entityVersion,
             metadata: EventMetadata(correlationID: correlationID, actor: actor),
-            payload: reader.readRemaining())
+            payload: payload)
     }
 
     /// Decodes an envelope from a borrowed log record view.
     /// - Throws: ``BinaryDecodingError`` with the byte offset of the damage.
     public init(_ view: LogRecordView) throws(BinaryDecodingError) {
         try self.init(recordPayload: Array(view.payload), position: view.position, timestamp: view.timestamp)
+    }
+
+    /// Decodes an envelope from a borrowed log record view, with `strings` (see
+    /// ``init(recordPayload:position:timestamp:strings:)``).
+    /// - Throws: ``BinaryDecodingError`` with the byte offset of the damage.
+    package init(_ view: LogRecordView, strings: inout StringInterner) throws(BinaryDecodingError) {
+        try self.init(recordPayload: Array(view.payload), position: view.position, timestamp: view.timestamp, strings: &strings)
     }
 
     /// Decodes an envelope from an owned log record.

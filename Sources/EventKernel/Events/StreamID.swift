@@ -62,6 +62,16 @@ public struct StreamID: Hashable, Sendable, CustomStringConvertible {
         guard let dot = eventType.utf8.lastIndex(of: UInt8(ascii: ".")) else { return eventType }
         return String(eventType[..<dot])
     }
+
+    /// ``legacyEntityType(ofEventType:)``, the result taken from `strings` when it repeats.
+    static func legacyEntityType(ofEventType eventType: String, interning strings: inout StringInterner) -> String {
+        var eventType = eventType
+        return eventType.withUTF8 { bytes in
+            guard let dot = bytes.lastIndex(of: UInt8(ascii: ".")) else { return nil }
+            // A prefix of valid UTF-8 ending before an ASCII dot is valid UTF-8.
+            return strings.string(UnsafeBufferPointer(rebasing: bytes[..<dot]))
+        } ?? eventType
+    }
 }
 
 extension String {

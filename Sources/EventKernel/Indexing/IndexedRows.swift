@@ -33,7 +33,7 @@ struct IndexedRows: Sendable {
     var slotsByID: [EntityID: Int32] = [:]
     /// The stream version of each deleted entity: the repository's projection is the source of
     /// its streams' versions (``StreamVersionSource``), and a deleted entity added again
-    /// continues its stream.
+    /// continues its stream. (Entries of entities added again may linger; a row always wins.)
     var deletedVersions: [EntityID: UInt64] = [:]
     var bySequence = ChunkedSortedArray<SequencedSlot>()
     var indexes: [IndexStorage]
@@ -72,7 +72,9 @@ struct IndexedRows: Sendable {
             heads[Int(slot)].version = version
             return slot
         }
-        if !deletedVersions.isEmpty { deletedVersions.removeValue(forKey: id) }
+        // A deleted entity's version may stay in `deletedVersions` once it is added again: the
+        // row comes first in every lookup and snapshots leave such entries out (removing it
+        // here cost a hash of every added id).
         let sequence = nextSequence
         nextSequence += 1
         let head = RowHead(id: id, version: version, sequence: sequence)

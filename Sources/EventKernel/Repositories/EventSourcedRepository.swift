@@ -151,8 +151,10 @@ where Entity.ID: EntityIDConvertible {
             slots.append(entry.slot)
             return true
         }
-        writer.writeVarint(UInt64(rows.deletedVersions.count))
-        for (id, version) in rows.deletedVersions {
+        // Versions of deleted entities that were not added again.
+        let deleted = rows.deletedVersions.filter { rows.slotsByID[$0.key] == nil }
+        writer.writeVarint(UInt64(deleted.count))
+        for (id, version) in deleted {
             writer.writeEntityID(id)
             writer.writeVarint(version)
         }

@@ -23,8 +23,9 @@ extension EventStore {
     public func forEachEnvelope(
         from start: LogPosition, through end: LogPosition?, _ body: (EventEnvelope) throws -> Bool
     ) throws {
+        var strings = StringInterner()
         try Self.readingRecords {
-            try log.forEachRecord(from: start, through: end) { view in try body(try EventEnvelope(view)) }
+            try log.forEachRecord(from: start, through: end) { view in try body(try EventEnvelope(view, strings: &strings)) }
         }
     }
 

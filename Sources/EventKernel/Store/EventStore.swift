@@ -132,31 +132,6 @@ public final class EventStore: Sendable {
         try catchUp([projection], through: next)
     }
 
-    /// Folds records `[start, end)` into projections, in chunks; `also` sees each chunk after
-    /// the projections (a follower's subscribers).
-    static func replay(
-        _ log: any RecordLog, into projections: [any Projection], from start: LogPosition, until end: LogPosition,
-        also: ([EventEnvelope]) -> Void = { _ in }
-    ) throws {
-        guard start < end else { return }
-        var chunk: [EventEnvelope] = []
-        chunk.reserveCapacity(1024)
-        try readingRecords {
-            try log.forEachRecord(from: start, through: end - 1) { view in
-                chunk.append(try EventEnvelope(view))
-                if chunk.count == 1024 {
-                    for projection in projections { projection.apply(chunk) }
-                    also(chunk)
-                    chunk.removeAll(keepingCapacity: true)
-                }
-                return true
-            }
-        }
-        guard !chunk.isEmpty else { return }
-        for projection in projections { projection.apply(chunk) }
-        also(chunk)
-    }
-
     /// Runs a read of log records, turning the log's and the envelope decoder's errors into
     /// ``RepositoryError/storage(_:)`` that keeps them as the cause: the one place that maps
     /// read failures, so every reader reports damage the same way.
