@@ -153,25 +153,19 @@ public struct BinaryReader: Sendable {
     /// Reads a length-prefixed UTF-8 string.
     /// - Throws: ``BinaryDecodingError`` when truncated or not UTF-8.
     public mutating func readString() throws(BinaryDecodingError) -> String {
-        let start = offset
-        let count = try readVarint()
-        guard count <= UInt64(remaining) else {
-            throw BinaryDecodingError(.truncated(needed: Int(clamping: count) - remaining), at: start)
-        }
-        let from = offset
-        offset += Int(count)
-        // Decoded in place: no intermediate array (this runs for every event on replay).
-        let string = bytes.withUnsafeBufferPointer { buffer in
-            String(validating: UnsafeBufferPointer(rebasing: buffer[from..<(from + Int(count))]), as: UTF8.self)
-        }
-        guard let string else { throw BinaryDecodingError(.invalidUTF8, at: start) }
-        return string
+        try readString { String(validating: $0, as: UTF8.self) }
     }
 
     /// Reads a length-prefixed UTF-8 string, reusing one of `strings` with the same bytes
     /// (see ``StringInterner``).
     /// - Throws: ``BinaryDecodingError`` when truncated or not UTF-8.
     package mutating func readString(interning strings: inout StringInterner) throws(BinaryDecodingError) -> String {
+        try readString { strings.string($0) }
+    }
+
+    /// Reads a length-prefixed string's bytes and makes the string with `make` (`nil`: not
+    /// UTF-8), in place: no intermediate array (this runs for every event on replay).
+    private mutating func readString(_ make: (UnsafeBufferPointer<UInt8>) -> String?) throws(BinaryDecodingError) -> String {
         let start = offset
         let count = try readVarint()
         guard count <= UInt64(remaining) else {
@@ -180,7 +174,7 @@ public struct BinaryReader: Sendable {
         let from = offset
         offset += Int(count)
         let string = bytes.withUnsafeBufferPointer { buffer in
-            strings.string(UnsafeBufferPointer(rebasing: buffer[from..<(from + Int(count))]))
+            make(UnsafeBufferPointer(rebasing: buffer[from..<(from + Int(count))]))
         }
         guard let string else { throw BinaryDecodingError(.invalidUTF8, at: start) }
         return string
