@@ -36,10 +36,10 @@ import EventKernelTestSupport
         try index.insert(b)
         var bytes: [UInt8] = []
         index.serialize(into: &bytes)
-        // Locate the rows (40 bytes each in format 2): header 8, type count 4, one type (4 + 5), count 8.
+        // Locate the id column (16 bytes per row in format 2): header 8, type count 4, one type (4 + 5), count 8.
         let rows = 8 + 4 + 4 + 5 + 8
         #expect(Array(bytes[rows..<rows + 16]) == withUnsafeBytes(of: a.id.uuid) { Array($0) })
-        bytes.replaceSubrange(rows + 40..<rows + 56, with: bytes[rows..<rows + 16])
+        bytes.replaceSubrange(rows + 16..<rows + 32, with: bytes[rows..<rows + 16])
         let checksum = bytes.withUnsafeBytes { ActivityIndex.checksum(UnsafeRawBufferPointer(rebasing: $0[..<(bytes.count - 8)])) }
         withUnsafeBytes(of: checksum.littleEndian) { bytes.replaceSubrange(bytes.count - 8..<bytes.count, with: $0) }
         let error = #expect(throws: ActivityIndexError.self) { try ActivityIndex(deserializing: bytes) }

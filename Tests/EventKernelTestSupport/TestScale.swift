@@ -17,3 +17,10 @@ public let testScale: TestScale = ProcessInfo.processInfo.environment["EVENTKERN
 public func environmentInt(_ name: String, default defaultValue: Int) -> Int {
     ProcessInfo.processInfo.environment[name].flatMap { Int($0) } ?? defaultValue
 }
+
+/// The CPU time the process has used so far, all threads together.
+public func processCPUTime() -> Duration {
+    var spec = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &spec)
+    return .seconds(spec.tv_sec) + .nanoseconds(spec.tv_nsec)
+}

@@ -15,7 +15,7 @@ import EventKernelTestSupport
         #expect(envelope == EventEnvelope(position: 7, recordedAt: timestamp.date, eventType: "Account.added", schemaVersion: 3,
                                           stream: StreamID("Account", id), entityVersion: 300, metadata: EventMetadata(correlationID: "c-1", actor: "ana"),
                                           payload: [1, 2, 3]))
-        // Compact: 1 version + 14 type + 1 schema + 17 id + 2 version + 1 flags + 4 + 4 metadata + 3 payload.
+        // Compact: 1 format + 14 type + 1 schema + 2 version + 1 flags + 4 + 4 metadata + 3 payload + 17 id.
         #expect(bytes.count == 47)
         let stringID = try EventEnvelope(recordPayload: EventEnvelope.encodeRecordPayload(
             eventType: "x", schemaVersion: 1, stream: StreamID("x", .string("acc-1")), entityVersion: 1, metadata: .none, payload: []),
@@ -27,18 +27,48 @@ import EventKernelTestSupport
     @Test func malformedEnvelopeReportsOffset() throws {
         let bytes = EventEnvelope.encodeRecordPayload(
             eventType: "Account.added", schemaVersion: 1, stream: StreamID("Account", .uuid(UUID())), entityVersion: 1, metadata: .none, payload: [])
-        // Truncated inside the UUID (1 + 14 + 1 + tag = offset 17).
-        #expect(throws: BinaryDecodingError(.truncated(needed: 6), at: 17)) {
-            try EventEnvelope(recordPayload: Array(bytes.prefix(27)), position: 0, timestamp: .min)
+        // Format 3: header 1 + 14 + 1 + 1 + 1 = 18 bytes, no payload, then the id and its tag.
+        #expect(bytes.count == 18 + 17)
+        // A record cut inside the id: the tag read last is a UUID byte, or the id is too short.
+        var short = Array(bytes.prefix(18 + 10))
+        short.append(0)
+        #expect(throws: BinaryDecodingError(.truncated(needed: 6), at: 18)) {
+            try EventEnvelope(recordPayload: short, position: 0, timestamp: .min)
         }
         var badTag = bytes
-        badTag[16] = 9
-        #expect(throws: BinaryDecodingError(.invalidValue("unknown entity id tag 9"), at: 16)) {
+        badTag[badTag.count - 1] = 9
+        #expect(throws: BinaryDecodingError(.invalidValue("unknown entity id trailer 9"), at: 34)) {
             try EventEnvelope(recordPayload: badTag, position: 0, timestamp: .min)
         }
-        #expect(throws: BinaryDecodingError(.invalidValue("unknown envelope format version 3"), at: 0)) {
-            try EventEnvelope(recordPayload: [3], position: 0, timestamp: .min)
+        var badLength = Array(bytes.prefix(18)) + Array("acc".utf8) + [200, 0, 0, 0, 1]
+        #expect(throws: BinaryDecodingError(.truncated(needed: 197), at: 18)) {
+            try EventEnvelope(recordPayload: badLength, position: 0, timestamp: .min)
         }
+        badLength[badLength.count - 5] = 3
+        #expect(try EventEnvelope(recordPayload: badLength, position: 0, timestamp: .min).entityID == .string("acc"))
+        #expect(throws: BinaryDecodingError(.invalidValue("unknown envelope format version 4"), at: 0)) {
+            try EventEnvelope(recordPayload: [4], position: 0, timestamp: .min)
+        }
+    }
+
+    /// Records written before format 3 (the id after the schema version) still decode.
+    @Test func format2RecordsStillDecode() throws {
+        let id = UUID()
+        var writer = BinaryWriter()
+        writer.writeUInt8(2)
+        writer.writeString("Account.added")
+        writer.writeVarint(4)
+        writer.writeEntityID(.uuid(id))
+        writer.writeVarint(9)
+        writer.writeUInt8(4 | 2)
+        writer.writeString("Ledger")
+        writer.writeString("ana")
+        writer.writeRaw([7, 8])
+        let envelope = try EventEnvelope(recordPayload: writer.bytes, position: 3, timestamp: .min)
+        #expect(envelope.stream == StreamID("Ledger", .uuid(id)))
+        #expect(envelope.entityVersion == 9 && envelope.schemaVersion == 4)
+        #expect(envelope.metadata == EventMetadata(actor: "ana"))
+        #expect(envelope.payload == [7, 8])
     }
 
     @Test func binaryPrimitives() throws {

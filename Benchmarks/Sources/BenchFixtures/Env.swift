@@ -43,7 +43,7 @@ public enum BenchEnv {
     public static let seed: UInt64 = 42
 
     /// Bump when a fixture's content or format changes, so that stale cached fixtures are rebuilt.
-    static let fixtureVersion = 3  // 3: activity snapshot format 2 (versions in rows), version table 3
+    static let fixtureVersion = 5  // 5: envelope format 3 (id last), activity events schema 3, activity snapshot format 2 (columnar)
 
     /// Where fixtures are cached across benchmark processes (package-benchmark runs every
     /// benchmark in its own process, so an in-process cache alone would rebuild 1M-activity

@@ -257,7 +257,7 @@ public struct LedgerRecord: FetchableRecord, Sendable {
 }
 
 public enum LedgerFixtures {
-    static let version = 3  // 2: repository snapshot layout 4; 3: layout 5 (deleted versions), version table 3
+    static let version = 4  // 2: repository snapshot layout 4; 3: layout 5 (deleted versions), version table 3; 4: envelope format 3
 
     /// The EventKernel ledger of `n` transactions (added with `addAll` in batches of 1,000,
     /// buffered, no preallocation), with snapshots written at the end. Built once, cached.

@@ -121,25 +121,6 @@ struct BadInputTests {
         try await Self.expectIntact(store, expected, "extreme dates, replayed from the log")
     }
 
-    @Test func schemaVersion1EventsStillDecode() throws {
-        let id = UUID()
-        var writer = BinaryWriter(capacity: 32)
-        writer.writeUInt8(1)
-        writer.writeDateExact(Date(timeIntervalSince1970: 1_700_000_000.5))
-        writer.writeDateExact(Date(timeIntervalSince1970: 1_700_000_100.25))
-        writer.writeString("sleep")
-        let envelope = EventEnvelope(position: 0, recordedAt: .now, eventType: ActivityEventCodec.EventType.added, schemaVersion: 1,
-                                     stream: ActivityEventCodec.stream(of: id), entityVersion: 1, payload: writer.bytes)
-        let event = try ActivityEventCodec().decode(envelope)
-        #expect(event == .added(ActivityModel(id: id, startDate: Date(timeIntervalSince1970: 1_700_000_000.5),
-                                              endDate: Date(timeIntervalSince1970: 1_700_000_100.25), type: .sleep)))
-        var future = envelope
-        future.schemaVersion = 3
-        #expect(throws: ActivityDecodingError(position: 0, message: "schema version 3 is newer than this build's (2)")) {
-            try ActivityEventCodec().decode(future)
-        }
-    }
-
     @Test func hugeActivityType() async throws {
         let directory = TemporaryDirectory("ek-huge")
         var (store, expected) = try await Self.seeded(directory)

@@ -112,7 +112,8 @@ struct ConcurrencyStressTests {
             }
             result.queries += 1
             result.returned += models.count
-            if let limit = query.limit, models.count > limit { result.problems.append("\(models.count) results over limit \(limit)") }
+            // Limit 0 means no limit (as Core Data's fetchLimit).
+            if let limit = query.limit, limit > 0, models.count > limit { result.problems.append("\(models.count) results over limit \(limit)") }
             for (a, b) in zip(models, models.dropFirst()) {
                 let ordered = query.sortOrder == .oldestFirst ? ActivityCursor(after: a) < ActivityCursor(after: b) : ActivityCursor(after: b) < ActivityCursor(after: a)
                 if !ordered { result.problems.append("results out of order or duplicated: \(a.id) then \(b.id)"); break }

@@ -8,7 +8,8 @@ import EventKernelTestSupport
 
 /// Every open path must be linear in history (a store of 2.5M activities once took over ten
 /// minutes to reopen: its version table was restored into a table too small, in probe order).
-/// This is the CI guard: opening from snapshots costs about the same per activity at N and 4N.
+/// This is the CI guard: opening from snapshots costs about the same per activity at N and 4N
+/// (at most 3x, where a quadratic open would cost 4x).
 /// The figures at 1M...10M are measured by `make bench` / the demo (Docs/Benchmarks.md).
 @Suite("Scaling: open from snapshots is linear", .serialized)
 struct ScalingTests {
@@ -34,15 +35,16 @@ struct ScalingTests {
         try await repository.close()  // snapshots on close
     }
 
-    /// The fastest of `runs` opens (from snapshots), per live activity, in nanoseconds.
+    /// The cheapest of `runs` opens (from snapshots), per live activity, in nanoseconds of CPU
+    /// time (every thread of the process): far steadier than wall time on a shared machine,
+    /// where other processes' load came and went within one test.
     static func openCost(_ directory: URL, runs: Int) async throws -> Double {
         var best = Double.infinity
         var count = 0
         for _ in 0..<runs {
-            let clock = ContinuousClock()
-            let start = clock.now
+            let start = processCPUTime()
             let repository = try EventSourcedActivityRepository.openReadOnly(at: directory)
-            let elapsed = clock.now - start
+            let elapsed = processCPUTime() - start
             count = repository.count
             try await repository.close()
             best = min(best, Double(elapsed.components.attoseconds) / 1e9 + Double(elapsed.components.seconds) * 1e9)
@@ -59,7 +61,9 @@ struct ScalingTests {
         let perActivitySmall = try await Self.openCost(a, runs: 3)
         let perActivityLarge = try await Self.openCost(b, runs: 3)
         print("open from snapshots: \(Int(perActivitySmall)) ns/activity at \(small), \(Int(perActivityLarge)) ns/activity at \(small * 4)")
-        #expect(perActivityLarge <= 2 * perActivitySmall,
+        // A quadratic open costs 4x per activity at 4x the size; linear costs 1x. The bound
+        // sits between, with room for a shared machine's noise (best of three opens each).
+        #expect(perActivityLarge <= 3 * perActivitySmall,
                 "open cost per activity grew \(perActivityLarge / perActivitySmall)x from \(small) to \(small * 4) activities")
     }
 }
