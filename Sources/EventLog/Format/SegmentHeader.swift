@@ -1,4 +1,6 @@
-/// The 32-byte header at the start of every segment file (Docs/FileFormat.md, "Segment file").
+/// The 32-byte header at the start of every segment file (Docs/FileFormat.md, "Segment file"):
+/// the format's definition. Writing and checking a segment's header is ``Segment``'s
+/// (`Segment+Header.swift`).
 ///
 /// ```
 /// offset size field
@@ -48,45 +50,5 @@ struct SegmentHeader: Hashable, Sendable {
             return .failure(LogError(.corruption, "segment header length is not \(size)", offset: 12))
         }
         return .success(SegmentHeader(basePosition: bytes.loadLittleEndian(at: 16, as: UInt64.self)))
-    }
-}
-
-/// Segment and index file names: the base position zero-padded to 20 digits, so that names
-/// sort in position order (as Kafka names segments by base offset).
-enum SegmentName {
-    static let segmentExtension = "log"
-    static let indexExtension = "idx"
-    static let checkpointExtension = "ckpt"
-
-    static func segment(_ base: LogPosition) -> String { "\(padded(base)).\(segmentExtension)" }
-    static func index(_ base: LogPosition) -> String { "\(padded(base)).\(indexExtension)" }
-    /// The active segment's checkpoint, written on clean close (Docs/FileFormat.md).
-    static func checkpoint(_ base: LogPosition) -> String { "\(padded(base)).\(checkpointExtension)" }
-
-    static func padded(_ base: LogPosition) -> String {
-        let digits = String(base)
-        return String(repeating: "0", count: max(0, 20 - digits.count)) + digits
-    }
-
-    /// The base position of a segment file name, or nil when the name is not a segment's.
-    static func basePosition(ofSegmentNamed name: String) -> LogPosition? {
-        basePosition(of: name, suffix: ".\(segmentExtension)")
-    }
-
-    /// The base position of a checkpoint file name, or nil when the name is not a checkpoint's.
-    static func basePosition(ofCheckpointNamed name: String) -> LogPosition? {
-        basePosition(of: name, suffix: ".\(checkpointExtension)")
-    }
-
-    /// Whether a directory listing holds a segment file.
-    static func containsSegment(_ names: [String]) -> Bool {
-        names.contains { basePosition(ofSegmentNamed: $0) != nil }
-    }
-
-    private static func basePosition(of name: String, suffix: String) -> LogPosition? {
-        guard name.hasSuffix(suffix) else { return nil }
-        let stem = name.dropLast(suffix.count)
-        guard stem.count == 20, stem.allSatisfy({ $0 >= "0" && $0 <= "9" }) else { return nil }
-        return LogPosition(stem)
     }
 }

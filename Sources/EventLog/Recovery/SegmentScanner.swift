@@ -58,18 +58,7 @@ struct SegmentScanner {
     func scan() throws(LogError) -> SegmentScan {
         var fileSize = try file.size()
         var result = SegmentScan(basePosition: basePosition, nextPosition: basePosition, fileSize: fileSize)
-        let headerBytes = try file.read(fromAbsoluteOffset: 0, count: SegmentHeader.size)
-        switch headerBytes.withUnsafeBytes({ SegmentHeader.decode($0) }) {
-        case .success(let header):
-            guard header.basePosition == basePosition else {
-                throw LogError(.corruption, "segment header says base position \(header.basePosition), its name says \(basePosition)",
-                               file: file.path, offset: 16, position: basePosition)
-            }
-        case .failure(var error):
-            error.file = file.path
-            error.position = basePosition
-            throw error
-        }
+        try Segment.checkHeader(of: file, base: basePosition)
 
         var window = FileWindow(file: file, fileSize: fileSize)
         var offset = Int64(SegmentHeader.size)

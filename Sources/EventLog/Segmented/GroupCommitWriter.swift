@@ -67,8 +67,8 @@ final class GroupCommitWriter: @unchecked Sendable {
 
     // Leader only.
     private let core: LogCore
-    private var active: ActiveSegment
-    private var nextPosition: LogPosition
+    /// The segment appends go to; its next position is the log's.
+    private var active: Segment.Active
     private var poisoned: LogError?
     private var dirty = false
     private var lastSync = ContinuousClock.now
@@ -77,12 +77,10 @@ final class GroupCommitWriter: @unchecked Sendable {
     private var batchBytes: [UInt8] = []
 
     private var configuration: SegmentedLog.Configuration { core.configuration }
-    private var io: any LogFileIO { core.configuration.fileIO }
 
-    init(core: LogCore, active: ActiveSegment, nextPosition: LogPosition) {
+    init(core: LogCore, active: Segment.Active) {
         self.core = core
         self.active = active
-        self.nextPosition = nextPosition
     }
 
     func start() {
@@ -299,7 +297,7 @@ final class GroupCommitWriter: @unchecked Sendable {
         output.removeAll(keepingCapacity: true)
         var pendingBatches: [BatchLocation] = []
         var acknowledged: [(AppendCompletion, Range<LogPosition>)] = []
-        var position = nextPosition
+        var position = active.nextPosition
         var index = 0
         while index < appends.count {
             // Merge consecutive appends up to the group size; one append never spans batches.
@@ -321,8 +319,7 @@ final class GroupCommitWriter: @unchecked Sendable {
                 index = end
                 continue
             }
-            let segmentFull = active.dataEnd + Int64(output.count + batchBytes.count) > Int64(configuration.segmentSize)
-            if segmentFull && (active.batchCount > 0 || !pendingBatches.isEmpty) {
+            if active.mustSeal(beforeAdding: batchBytes.count, pendingBytes: output.count, pendingBatches: pendingBatches.count) {
                 guard write(&pendingBatches, acknowledging: &acknowledged) else {
                     failRemaining(appends[index...])
                     return
@@ -360,19 +357,9 @@ final class GroupCommitWriter: @unchecked Sendable {
         }
         guard !batches.isEmpty else { return true }
         do {
-            let end = active.dataEnd + Int64(output.count)
-            if configuration.preallocate && end > active.preallocatedTo {
-                // Grow in whole segment-size steps so that the next writes again land in
-                // preallocated space.
-                let target = end + Int64(configuration.segmentSize)
-                try io.preallocate(descriptor: active.file.descriptor, path: active.file.path, length: target)
-                active.preallocatedTo = target
-            }
-            try output.withBytes { (raw) throws(LogError) in
-                try io.writeAll(raw, toAbsoluteOffset: active.dataEnd, descriptor: active.file.descriptor, path: active.file.path)
-            }
-            if configuration.durability == .synced {
-                try io.synchronizeData(descriptor: active.file.descriptor, path: active.file.path)
+            let synced = configuration.durability == .synced
+            try active.append(output, batches: batches, synchronize: synced)
+            if synced {
                 core.dataSyncs.add(1, ordering: .relaxed)
                 lastSync = .now
             } else {
@@ -385,8 +372,6 @@ final class GroupCommitWriter: @unchecked Sendable {
         }
         core.bytesWritten.add(output.count, ordering: .relaxed)
         core.batchesWritten.add(batches.count, ordering: .relaxed)
-        active.dataEnd += Int64(output.count)
-        active.batchCount += batches.count
         let published = batches
         core.state.withLock { state in
             for batch in published { state.segments[state.segments.count - 1].add(batch) }
@@ -399,7 +384,6 @@ final class GroupCommitWriter: @unchecked Sendable {
                 state.bounds.maxTimestamp = Swift.max(state.bounds.maxTimestamp ?? hi, hi)
             }
         }
-        nextPosition = published[published.count - 1].endPosition
         core.appendsAcknowledged.add(acknowledged.count, ordering: .relaxed)
         for (completion, range) in acknowledged { completion(.success(range)) }
         return true
@@ -410,33 +394,28 @@ final class GroupCommitWriter: @unchecked Sendable {
         for append in appends { append.completion(.failure(error)) }
     }
 
-    /// Seals the active segment (trim, sync, index) and starts the next one.
+    /// Seals the active segment and starts the next one.
     private func roll() throws(LogError) {
-        let file = active.file
-        try io.truncate(descriptor: file.descriptor, path: file.path, length: active.dataEnd)
-        try io.synchronize(descriptor: file.descriptor, path: file.path)
-        dirty = false
-        let batches = core.state.withLock { $0.segments[$0.segments.count - 1].batches }
-        let index = SegmentIndexFile(basePosition: active.basePosition, nextPosition: nextPosition,
-                                     dataLength: active.dataEnd, batches: batches)
-        try StoreDirectory.writeAtomically(index.encoded(), directory: core.directory,
-                                           name: SegmentName.index(active.basePosition), io: io)
-        // The index supersedes a checkpoint left by an earlier clean close.
-        try StoreDirectory.remove(core.directory + "/" + SegmentName.checkpoint(active.basePosition))
-        let loader = LogLoader(directory: core.directory, writable: true, configuration: configuration)
-        let created = try loader.createSegment(base: nextPosition)
+        try active.seal(batches: publishedBatches())
+        dirty = false  // sealing synced the whole file
+        let created = try Segment.create(base: active.nextPosition, directory: core.directory, configuration: configuration)
         core.state.withLock { state in
             state.segments[state.segments.count - 1].sealed = true
-            state.segments.append(created.entry)
+            state.segments.append(created.segment)
         }
         active = created.active
+    }
+
+    /// The active segment's batches, as its readers see them (the side files list them).
+    private func publishedBatches() -> [BatchLocation] {
+        core.state.withLock { $0.segments[$0.segments.count - 1].batches }
     }
 
     private func syncIfDirty() -> Result<Void, LogError> {
         if let poisoned { return .failure(poisonedError(poisoned)) }
         guard dirty else { return .success(()) }
         do {
-            try io.synchronizeData(descriptor: active.file.descriptor, path: active.file.path)
+            try active.synchronizeData()
             core.dataSyncs.add(1, ordering: .relaxed)
             dirty = false
             lastSync = .now
@@ -447,35 +426,20 @@ final class GroupCommitWriter: @unchecked Sendable {
         }
     }
 
-    /// Final sync; trims the preallocated tail so a closed store takes only the space it uses.
+    /// Final sync; trims the active segment's preallocated tail and writes its checkpoint, so
+    /// that a closed store takes only the space it uses and the next open need not re-check
+    /// what it holds.
     private func finish() -> Result<Void, LogError> {
         defer { core.state.withLock { $0.closed = true } }
         let synced = syncIfDirty()
         guard case .success = synced else { return synced }
         do {
-            if active.preallocatedTo > active.dataEnd {
-                try io.truncate(descriptor: active.file.descriptor, path: active.file.path, length: active.dataEnd)
-                try io.synchronize(descriptor: active.file.descriptor, path: active.file.path)
-            }
-            writeCheckpoint()
+            try active.trimPreallocation()
+            active.writeCheckpoint(batches: publishedBatches())
             return .success(())
         } catch {
             return .failure(error)
         }
-    }
-
-    /// Records the active segment's batches so that the next open need not re-check them.
-    /// Best effort: without a checkpoint, open scans the whole active segment, as after a crash.
-    private func writeCheckpoint() {
-        let name = SegmentName.checkpoint(active.basePosition)
-        let batches = core.state.withLock { $0.segments[$0.segments.count - 1].batches }
-        guard !batches.isEmpty else {
-            try? StoreDirectory.remove(core.directory + "/" + name)
-            return
-        }
-        let checkpoint = SegmentIndexFile(basePosition: active.basePosition, nextPosition: nextPosition,
-                                          dataLength: active.dataEnd, batches: batches)
-        try? StoreDirectory.writeAtomically(checkpoint.encoded(), directory: core.directory, name: name, io: io)
     }
 
     /// After a failed write or sync the kernel may have dropped dirty pages and cleared the

@@ -36,7 +36,7 @@ extension LogCore {
     /// Copies a bounded slice under the lock so that the disk reads happen outside it and an
     /// appending writer is never made to copy a large array.
     func locations(
-        from cursor: inout BatchCursor, limit: Int, segmentFilter: (SegmentEntry) -> Bool = { _ in true },
+        from cursor: inout BatchCursor, limit: Int, segmentFilter: (Segment) -> Bool = { _ in true },
         include: (BatchLocation) -> Bool = { _ in true }
     ) -> (OpenFile, [BatchLocation])? {
         state.withLock { state in

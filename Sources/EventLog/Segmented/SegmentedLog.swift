@@ -115,7 +115,7 @@ public final class SegmentedLog: RecordLog {
         // Read again: recovery advances the epoch when it cuts a torn tail.
         let manifest = try StoreManifest.requireForReading(in: path)
         let core = LogCore(directory: path, configuration: configuration, segments: loaded.segments)
-        let writer = GroupCommitWriter(core: core, active: loaded.active!, nextPosition: loaded.nextPosition)
+        let writer = GroupCommitWriter(core: core, active: loaded.active!)
         writer.start()
         return SegmentedLog(directory: directory, core: core, writer: writer, lock: lock, recovery: report,
                             historyEpoch: manifest.historyEpoch)
@@ -153,7 +153,7 @@ public final class SegmentedLog: RecordLog {
         let path = directory.standardizedFileURL.path
         if StoreDirectory.exists(path + "/" + StoreManifest.fileName) { return true }
         guard let names = try? StoreDirectory.list(path) else { return false }
-        return SegmentName.containsSegment(names)
+        return Segment.Name.containsSegment(names)
     }
 
     /// The store's history epoch: advanced whenever the log's history is cut (a torn tail
@@ -244,29 +244,9 @@ public final class SegmentedLog: RecordLog {
     }
 }
 
-/// One segment file as the log's readers and writer share it.
-struct SegmentEntry: Sendable {
-    let basePosition: LogPosition
-    let file: OpenFile
-    var batches: [BatchLocation]
-    var nextPosition: LogPosition
-    var minTimestamp: Int64?
-    var maxTimestamp: Int64?
-    var sealed: Bool
-    var dataEnd: Int64
-
-    mutating func add(_ batch: BatchLocation) {
-        batches.append(batch)
-        nextPosition = batch.endPosition
-        minTimestamp = min(minTimestamp ?? batch.minTimestamp, batch.minTimestamp)
-        maxTimestamp = max(maxTimestamp ?? batch.maxTimestamp, batch.maxTimestamp)
-        dataEnd = batch.endOffset
-    }
-}
-
 /// The state readers see, guarded by ``LogCore/state``.
 struct LogState: Sendable {
-    var segments: [SegmentEntry]
+    var segments: [Segment]
     var bounds: LogBounds = .empty
     var closed = false
 
@@ -295,7 +275,7 @@ final class LogCore: Sendable {
     let dataSyncs = Atomic<Int>(0)
     let bytesWritten = Atomic<Int>(0)
 
-    init(directory: String, configuration: SegmentedLog.Configuration, segments: [SegmentEntry]) {
+    init(directory: String, configuration: SegmentedLog.Configuration, segments: [Segment]) {
         self.directory = directory
         self.configuration = configuration
         var state = LogState(segments: segments)

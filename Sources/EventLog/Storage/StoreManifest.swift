@@ -108,7 +108,7 @@ struct StoreManifest: Hashable, Sendable {
     /// - Throws: ``LogError/Code/notAStore`` when the directory is not a store.
     static func requireForReading(in directory: String) throws(LogError) -> StoreManifest {
         if let manifest = try read(in: directory) { return manifest }
-        guard SegmentName.containsSegment(try StoreDirectory.list(directory)) else {
+        guard Segment.Name.containsSegment(try StoreDirectory.list(directory)) else {
             throw LogError(.notAStore, "\(directory) is not a store: it has no \(fileName) file and no segment files", file: directory)
         }
         return StoreManifest(historyEpoch: 0)
@@ -118,7 +118,7 @@ struct StoreManifest: Hashable, Sendable {
     /// Called before a writer takes the lock too, so that refusing leaves nothing behind.
     static func requireStoreContents(in directory: String) throws(LogError) {
         let names = try StoreDirectory.list(directory)
-        if SegmentName.containsSegment(names) { return }
+        if Segment.Name.containsSegment(names) { return }
         let foreign = names.filter { !isStoreOwnedOrIgnorable($0) }.sorted()
         guard foreign.isEmpty else {
             let shown = foreign.prefix(3).joined(separator: ", ") + (foreign.count > 3 ? ", ..." : "")

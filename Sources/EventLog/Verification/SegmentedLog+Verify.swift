@@ -32,16 +32,16 @@ extension SegmentedLog {
         } catch {
             report.problems.append(.init(severity: .damage, error: error))
         }
-        let bases = try LogLoader.segmentBases(in: path)
+        let bases = try Segment.bases(in: path)
         do {
-            try LogLoader(directory: path, writable: false, configuration: Configuration()).checkForOrphanedCheckpoints(segmentBases: bases)
+            try Segment.checkForOrphanedCheckpoints(in: path, segmentBases: bases)
         } catch {
             report.problems.append(.init(severity: .damage, error: error))
         }
         var expected: LogPosition? = nil
         for (k, base) in bases.enumerated() {
             let isLast = k == bases.count - 1
-            let segmentPath = path + "/" + SegmentName.segment(base)
+            let segmentPath = path + "/" + Segment.Name.segment(base)
             if let expected, base != expected {
                 report.problems.append(.init(severity: .damage, error: LogError(.corruption,
                     "segments are not contiguous: expected a segment starting at position \(expected), found \(base)",
@@ -58,9 +58,8 @@ extension SegmentedLog {
             } catch {
                 // The last segment's creation cut short by a crash (a partial header, then
                 // zeros): no data, rewritten by the next writer open, as recovery does.
-                if isLast, let file = try? OpenFile.open(segmentPath, flags: O_RDONLY), let size = try? file.size(),
-                   let bytes = try? file.read(fromAbsoluteOffset: 0, count: Int(size)),
-                   LogLoader.isUnfinishedSegmentCreation(bytes, base: base) {
+                if isLast, let file = try? OpenFile.open(segmentPath, flags: O_RDONLY),
+                   (try? Segment.isUnfinishedCreation(of: file, base: base)) == true {
                     var note = error
                     note.message = "segment whose creation was never finished (a crash while rolling; it holds no data and the next writer open rewrites it): " + error.message
                     report.problems.append(.init(severity: .warning, error: note))
@@ -70,15 +69,15 @@ extension SegmentedLog {
                 expected = nil
                 continue
             }
-            let indexPath = path + "/" + SegmentName.index(base)
+            let indexPath = path + "/" + Segment.Name.index(base)
             // The active segment's checkpoint, when it has a valid one, records what was
             // acknowledged at the last clean close: nothing it lists can be a torn tail.
             var checkpointEnd: Int64 = 0
             if isLast, !StoreDirectory.exists(indexPath) {
-                let checkpointPath = path + "/" + SegmentName.checkpoint(base)
+                let checkpointPath = path + "/" + Segment.Name.checkpoint(base)
                 do throws(LogError) {
-                    if let checkpoint = try LogLoader.readCheckpoint(at: checkpointPath) {
-                        try LogLoader.checkAgainstCheckpoint(checkpoint, base: base, file: file, path: checkpointPath)
+                    if let checkpoint = try Segment.readCheckpoint(at: checkpointPath) {
+                        try Segment.checkAgainstCheckpoint(checkpoint, base: base, file: file, path: checkpointPath)
                         checkpointEnd = checkpoint.dataLength
                         if !scan.batches.starts(with: checkpoint.batches) && scan.end.isClean {
                             throw LogError(.corruption, "the segment's batches differ from those its checkpoint lists",
@@ -135,9 +134,7 @@ extension SegmentedLog {
 
     private static func checkIndex(at indexPath: String, against scan: SegmentScan) -> LogError? {
         do {
-            let file = try OpenFile.open(indexPath, flags: O_RDONLY)
-            let bytes = try file.read(fromAbsoluteOffset: 0, count: Int(try file.size()))
-            switch bytes.withUnsafeBytes({ SegmentIndexFile.decode($0) }) {
+            switch try Segment.readSideFile(at: indexPath) {
             case .failure(var error):
                 error.file = indexPath
                 error.message += " (the index is rebuilt from its segment on the next writer open)"
@@ -197,8 +194,8 @@ extension SegmentedLog {
         var report = RepairReport()
         let damages = verification.problems.filter { $0.severity == .damage }.map(\.error)
         guard !damages.isEmpty else { return report }
-        let bases = try LogLoader.segmentBases(in: path)
-        let segmentPaths = bases.map { path + "/" + SegmentName.segment($0) }
+        let bases = try Segment.bases(in: path)
+        let segmentPaths = bases.map { path + "/" + Segment.Name.segment($0) }
         // Damage outside the segments first: a damaged store file is rewritten (in a new
         // epoch), the checkpoint of a missing segment removed (its loss accepted).
         for damage in damages {
@@ -206,9 +203,9 @@ extension SegmentedLog {
             if file == path + "/" + StoreManifest.fileName {
                 try LogLoader.advanceHistoryEpoch(in: path, io: io)
                 report.rewrittenFiles.append(file)
-            } else if file.hasSuffix("." + SegmentName.checkpointExtension) {
+            } else if file.hasSuffix("." + Segment.Name.checkpointExtension) {
                 try LogLoader.advanceHistoryEpoch(in: path, io: io)
-                if let checkpoint = try? LogLoader.readCheckpoint(at: file) {
+                if let checkpoint = try? Segment.readCheckpoint(at: file) {
                     report.firstDroppedPosition = checkpoint.basePosition
                     report.droppedRecords += checkpoint.nextPosition - checkpoint.basePosition
                 }
@@ -242,11 +239,11 @@ extension SegmentedLog {
             let size = try file.size()
             let from = k == damagedIndex ? (cutOffset < Int64(SegmentHeader.size) ? 0 : cutOffset) : 0
             let bytes = try file.read(fromAbsoluteOffset: from, count: Int(size - from))
-            let name = SegmentName.segment(base) + ".\(from).dropped"
+            let name = Segment.Name.segment(base) + ".\(from).dropped"
             try RecoveredFiles.save(bytes, directory: path, name: name, io: io)
             report.savedFiles.append(RecoveredFiles.path(directory: path, name: name))
             report.droppedBytes += Int64(bytes.count)
-            for side in [SegmentName.index(base), SegmentName.checkpoint(base)] where StoreDirectory.exists(path + "/" + side) {
+            for side in [Segment.Name.index(base), Segment.Name.checkpoint(base)] where StoreDirectory.exists(path + "/" + side) {
                 try StoreDirectory.remove(path + "/" + side)
                 report.removedSideFiles.append(path + "/" + side)
             }
@@ -303,7 +300,7 @@ extension SegmentedLog {
         var end = try walk(from: max(cutOffset, Int64(SegmentHeader.size)), expecting: firstDropped)
         // The checkpoint vouches for the batches it lists, damaged or not; the walk goes on
         // after them.
-        if let checkpoint = try? LogLoader.readCheckpoint(at: path + "/" + SegmentName.checkpoint(bases[damagedIndex])),
+        if let checkpoint = try? Segment.readCheckpoint(at: path + "/" + Segment.Name.checkpoint(bases[damagedIndex])),
            checkpoint.nextPosition > end.position, checkpoint.dataLength >= end.offset {
             end = try walk(from: checkpoint.dataLength, expecting: checkpoint.nextPosition)
         }
