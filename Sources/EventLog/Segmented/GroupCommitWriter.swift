@@ -186,6 +186,13 @@ final class GroupCommitWriter: @unchecked Sendable {
         return !leading
     }
 
+    /// Whether the buffered policy has a sync due (for tests: a poisoned log has none).
+    var hasSyncDue: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return syncDeadline != nil
+    }
+
     /// Who is appending: the current task, or the thread outside any task.
     private static func currentAppender() -> Int {
         withUnsafeCurrentTask { task in task?.hashValue } ?? Int(bitPattern: UInt(pthread_self()))
@@ -447,6 +454,9 @@ final class GroupCommitWriter: @unchecked Sendable {
     /// So the log acknowledges nothing more until it is reopened and recovered.
     private func poison(_ error: LogError) {
         if poisoned == nil { poisoned = error }
+        // Nothing more is synced either (`syncIfDirty` fails first): data left dirty would keep
+        // the buffered policy's sync due, and the writer thread waking for it at once, forever.
+        dirty = false
     }
 
     private func poisonedError(_ cause: LogError) -> LogError {

@@ -144,6 +144,34 @@ struct FaultInjectionTests {
         try await checkReopen(dir, attempted: 15, acknowledged: 10, size: 0)
     }
 
+    @Test("after a failed write or sync under the buffered policy no sync stays due (the writer thread goes quiet)",
+          arguments: [FaultInjectingFileIO.Operation.write, .dataSync])
+    func bufferedFailureLeavesNoSyncDue(_ operation: FaultInjectingFileIO.Operation) async throws {
+        let dir = TemporaryDirectory("fault")
+        let io = FaultInjectingFileIO()
+        // An interval far longer than the test: the appends' data is still unsynced when the
+        // fault fires, and a sync due is one the failure left, not the interval's next.
+        var configuration = SegmentedLog.Configuration(segmentSize: 1 << 20, durability: .buffered(syncInterval: .seconds(60)))
+        configuration.fileIO = io
+        let log = try SegmentedLog.open(at: dir.url, configuration: configuration)
+        for i in 0..<3 { _ = try await log.append(entry(i)) }
+        #expect(log.writer!.hasSyncDue)
+        io.inject(.error(EIO), on: operation)
+        if operation == .dataSync {
+            await #expect(throws: LogError.self) { try await log.synchronize() }
+        } else {
+            await #expect(throws: LogError.self) { _ = try await log.append(entry(3)) }
+        }
+        #expect(io.faultsFired == 1)
+        let poisoned = await #expect(throws: LogError.self) { _ = try await log.append(entry(4)) }
+        #expect(poisoned?.code == .poisoned)
+        // A sync left due would never be done (a poisoned log syncs nothing): once due, the
+        // writer thread would wake for it again at once, spinning until close.
+        #expect(!log.writer!.hasSyncDue, "a sync stays due on a poisoned log")
+        _ = try? await log.close()
+        try await checkReopen(dir, attempted: 5, acknowledged: 3, size: 0)
+    }
+
     @Test("concurrent appends in one group commit all fail together when its fdatasync fails")
     func groupCommitFailure() async throws {
         let dir = TemporaryDirectory("fault")
