@@ -1,29 +1,87 @@
 import Foundation
 @_spi(Indexing) import EventKernel
+import EventLog
 
-/// Builds an index from rows that arrive in strictly increasing
-/// `(start, id)` order, appending to the sorted indexes in O(1) each.
-struct BulkBuilder {
-    var index = ActivityIndex()
-
-    init(capacity: Int) {
-        index.rows.reserveCapacity(capacity)
-    }
-
-    /// Appends a row; the id map is built afterwards by `finish()`.
-    mutating func append(id: UUID, start: Double, end: Double, type: UInt32, version: UInt32 = 0) {
-        let slot = Int32(index.rows.count)
-        index.rows.append(ActivityRow(id: id, start: start, end: end, type: type, version: version))
-        let entry = IndexEntry(start: start, slot: slot)
-        index.byStart.appendSorted(entry)
-        index.byType[Int(type)].appendSorted(entry)
-        index.track(slot, index.rows[Int(slot)])
-    }
-
-    /// Builds the id map; returns the id of a repeated row, if any.
-    mutating func finish() -> UUID? {
-        let rows = index.rows
-        return index.slotsByID.bulkLoad(rows: rows).map { rows[$0].id }
+extension ActivityIndex {
+    /// An index over `rows`, which must come in strictly increasing `(start, id)` order (a
+    /// snapshot's, or sorted models): every sorted index is built by appending, in O(n).
+    ///
+    /// Two passes over the rows, independent of each other, run on two threads: the id table
+    /// (radix-sorted and written in bucket order, `SlotTable.bulkLoad`) and the sorted indexes
+    /// with the active set and duration histogram, which also checks each row when `checking`.
+    /// Together they were most of an open from a snapshot.
+    ///
+    /// - Parameters:
+    ///   - rows: The rows; slot `i` is `rows[i]`.
+    ///   - typeTable: The interned types the rows' codes index.
+    ///   - checking: Whether to check the rows (dates, type codes, order): false for rows built
+    ///     from models that were validated already.
+    /// - Returns: The index and the slot of a row whose id repeats an earlier one, if any.
+    /// - Throws: `ActivityIndexError.corruptSnapshot` for a row that breaks the index's rules.
+    /// - Complexity: O(n)
+    static func restoring(rows: [ActivityRow], typeTable: [ActivityType], checking: Bool) throws(ActivityIndexError) -> (ActivityIndex, duplicate: Int?) {
+        var index = ActivityIndex()
+        for type in typeTable { _ = index.intern(type) }
+        index.rows = rows
+        let typeCount = typeTable.count
+        /// What the second thread builds.
+        struct Sorted: Sendable {
+            var byStart = SortedSlotIndex()
+            var byType: [SortedSlotIndex] = []
+            var activeSlots: Set<Int32> = []
+            var durationBuckets = [Int](repeating: 0, count: 64)
+            var problem: ActivityIndexError?
+        }
+        let idTable = Locked<(SlotTable, Int?)?>(nil)
+        let sortedParts = Locked<Sorted?>(nil)
+        DispatchQueue.concurrentPerform(iterations: 2) { part in
+            if part == 0 {
+                var table = SlotTable()
+                let duplicate = table.bulkLoad(rows: rows)
+                idTable.withLock { $0 = (table, duplicate) }
+                return
+            }
+            var sorted = Sorted()
+            var byStart = SortedSlotIndex.Builder()
+            var byType = [SortedSlotIndex.Builder](repeating: .init(), count: typeCount)
+            var previous: ActivityRow?
+            for (i, row) in rows.enumerated() {
+                if checking {
+                    guard row.start.isFinite else { sorted.problem = .corruptSnapshot("row \(i): non-finite start"); break }
+                    if !row.end.isNaN {
+                        guard row.end.isFinite, row.end >= row.start else { sorted.problem = .corruptSnapshot("row \(i): bad end date"); break }
+                    }
+                    guard Int(row.type) < typeCount else { sorted.problem = .corruptSnapshot("row \(i): bad type code \(row.type)"); break }
+                    if let previous {
+                        guard previous.start < row.start || (previous.start == row.start && ActivityCursor.idLess(previous.id, row.id)) else {
+                            sorted.problem = .corruptSnapshot("row \(i): rows out of order")
+                            break
+                        }
+                    }
+                    previous = row
+                }
+                let entry = IndexEntry(start: row.start, slot: Int32(i))
+                byStart.append(entry)
+                byType[Int(row.type)].append(entry)
+                if row.end.isNaN {
+                    sorted.activeSlots.insert(Int32(i))
+                } else {
+                    sorted.durationBuckets[ActivityIndex.durationBucket(row.end - row.start)] += 1
+                }
+            }
+            sorted.byStart = byStart.finish()
+            sorted.byType = byType.indices.map { byType[$0].finish() }
+            sortedParts.withLock { $0 = sorted }
+        }
+        let sorted = sortedParts.withLock { $0 }!
+        if let problem = sorted.problem { throw problem }
+        let (table, duplicate) = idTable.withLock { $0 }!
+        index.slotsByID = table
+        index.byStart = sorted.byStart
+        index.byType = sorted.byType
+        index.activeSlots = sorted.activeSlots
+        index.durationBuckets = sorted.durationBuckets
+        return (index, duplicate)
     }
 }
 
@@ -224,16 +282,18 @@ extension ActivityIndex {
         var reader = ByteReader(bytes: body, offset: 8)
         let typeCount = Int(try reader.read(UInt32.self))
         guard typeCount <= body.count else { throw .corruptSnapshot("type count \(typeCount) too large") }
-        var builder = BulkBuilder(capacity: 0)
-        for code in 0..<typeCount {
+        var typeTable: [ActivityType] = []
+        var typeNames: Set<ActivityType> = []
+        for _ in 0..<typeCount {
             let length = Int(try reader.read(UInt32.self))
             guard body.count - reader.offset >= length else { throw .corruptSnapshot("truncated type name") }
             let name = String(decoding: UnsafeRawBufferPointer(rebasing: body[reader.offset..<reader.offset + length]),
                               as: UTF8.self)
             reader.offset += length
-            guard builder.index.intern(ActivityType(rawValue: name)) == UInt32(code) else {
+            guard typeNames.insert(ActivityType(rawValue: name)).inserted else {
                 throw .corruptSnapshot("duplicate type name \(name)")
             }
+            typeTable.append(ActivityType(rawValue: name))
         }
         let rowCount = try reader.read(UInt64.self)
         let remaining = body.count - reader.offset
@@ -243,26 +303,9 @@ extension ActivityIndex {
         }
         let n = Int(rowCount)
         let (rows, largeVersions) = format == 1 ? (try Self.format1Rows(n, &reader), [:]) : try Self.columnarRows(n, &reader)
-        builder.index.rows.reserveCapacity(n)
-        var previousStart = -Double.infinity
-        var previousID: UUID? = nil
-        for (i, row) in rows.enumerated() {
-            guard row.start.isFinite else { throw .corruptSnapshot("row \(i): non-finite start") }
-            if !row.end.isNaN {
-                guard row.end.isFinite, row.end >= row.start else { throw .corruptSnapshot("row \(i): bad end date") }
-            }
-            guard Int(row.type) < typeCount else { throw .corruptSnapshot("row \(i): bad type code \(row.type)") }
-            if let previousID {
-                guard previousStart < row.start || (previousStart == row.start && ActivityCursor.idLess(previousID, row.id)) else {
-                    throw .corruptSnapshot("row \(i): rows out of order")
-                }
-            }
-            builder.append(id: row.id, start: row.start, end: row.end, type: row.type, version: row.version)
-            previousStart = row.start
-            previousID = row.id
-        }
-        if let duplicate = builder.finish() { throw .corruptSnapshot("duplicate id \(duplicate)") }
-        builder.index.largeVersions = largeVersions
+        var (index, duplicate) = try Self.restoring(rows: rows, typeTable: typeTable, checking: true)
+        if let duplicate { throw .corruptSnapshot("duplicate id \(rows[duplicate].id)") }
+        index.largeVersions = largeVersions
         if format > 1 {
             let deletedCount = try reader.readVarint()
             guard deletedCount <= UInt64((body.count - reader.offset) / 17) else {
@@ -271,16 +314,16 @@ extension ActivityIndex {
             for _ in 0..<deletedCount {
                 let id = try reader.readUUID()
                 let version = try reader.readVarint()
-                guard builder.index.slotsByID.find(id, rows: builder.index.rows) == nil else {
+                guard index.slotsByID.find(id, rows: index.rows) == nil else {
                     throw .corruptSnapshot("a deleted version for \(id), which has a row")
                 }
-                builder.index.deletedVersions[id] = version
+                index.deletedVersions[id] = version
             }
         }
         guard reader.offset == body.count else {
             throw .corruptSnapshot("\(body.count - reader.offset) bytes after the rows")
         }
-        self = builder.index
+        self = index
     }
 
     /// Reads format 1's 36-byte rows.

@@ -88,16 +88,18 @@ public struct ActivityIndex: Sendable {
     public init(_ models: some Sequence<ActivityModel>) throws(ActivityIndexError) {
         var sorted = Array(models)
         sorted.sort { ActivityCursor(after: $0) < ActivityCursor(after: $1) }
-        var builder = BulkBuilder(capacity: sorted.count)
+        var types = ActivityIndex()
+        var rows: [ActivityRow] = []
+        rows.reserveCapacity(sorted.count)
         for m in sorted {
-            let start = m.startDate.timeIntervalSinceReferenceDate
-            let end = m.endDate?.timeIntervalSinceReferenceDate ?? .nan
             try Self.validate(m)
-            let code = builder.index.intern(m.type)
-            builder.append(id: m.id, start: start, end: end, type: code)
+            rows.append(ActivityRow(
+                id: m.id, start: m.startDate.timeIntervalSinceReferenceDate,
+                end: m.endDate?.timeIntervalSinceReferenceDate ?? .nan, type: types.intern(m.type), version: 0))
         }
-        if let duplicate = builder.finish() { throw .alreadyExists(duplicate) }
-        self = builder.index
+        let (index, duplicate) = try Self.restoring(rows: rows, typeTable: types.typeTable, checking: false)
+        if let duplicate { throw .alreadyExists(rows[duplicate].id) }
+        self = index
     }
 
     /// The number of activities in the index.

@@ -141,6 +141,42 @@
         lastEntries[c] = chunks[c][chunks[c].count - 1]
     }
 
+    /// Builds an array from elements given in order, a chunk at a time: what a restore from a
+    /// snapshot does for every entry, so it keeps the chunk being filled in a local array
+    /// instead of going through the nested arrays' uniqueness and bounds checks per element.
+    public struct Builder: Sendable {
+        @usableFromInline var result = ChunkedSortedArray()
+        @usableFromInline var current: [Element] = []
+
+        /// Creates an empty builder.
+        @inlinable
+        public init() {}
+
+        /// Appends `element`, which must not sort before the last one appended.
+        @inlinable
+        public mutating func append(_ element: Element) {
+            if current.count == ChunkedSortedArray.maxChunk { flush() }
+            if current.capacity == 0 { current.reserveCapacity(ChunkedSortedArray.maxChunk) }
+            current.append(element)
+        }
+
+        @usableFromInline
+        mutating func flush() {
+            guard let last = current.last else { return }
+            result.storedCount += current.count
+            result.chunks.append(current)
+            result.lastEntries.append(last)
+            current = []
+        }
+
+        /// The array built.
+        @inlinable
+        public mutating func finish() -> ChunkedSortedArray {
+            flush()
+            return result
+        }
+    }
+
     /// Starts a new last chunk, with room for a full chunk, holding `element`.
     @inlinable
     mutating func appendChunk(_ element: Element) {
