@@ -54,6 +54,7 @@ let package = Package(
             name: "BenchProbe",
             dependencies: [
                 "BenchFixtures",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Activities", package: "EventKernel"),
                 .product(name: "EventKernel", package: "EventKernel"),
                 .product(name: "EventLog", package: "EventKernel"),
@@ -63,6 +64,7 @@ let package = Package(
         .executableTarget(
             name: "LogBenchmarks",
             dependencies: [
+                "BenchFixtures",
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "EventLog", package: "EventKernel"),
             ],

@@ -134,6 +134,30 @@ def main():
     speed("Append synced, 1 task, 1 per call", "Append.Synced.OneTask.EventKernel", "Log.Floor.PwriteFdatasync", "floor: bare pwrite+fdatasync")
     speed("GRDB FULL synced, 1 task (not EventKernel)", "Append.Synced.OneTask.GRDB", "Log.Floor.PwriteFdatasync", "floor: bare pwrite+fdatasync")
     speed("Append synced, 64 tasks, 1 per call", "Append.Synced.64Tasks.EventKernel", "Append.Synced.64Tasks.GRDB", "GRDB (FULL, 1-row txn)", 20)
+
+    def interleaved(what, test, target=None, floor=True):
+        """Synced appends measured in alternating slices of one process (AppendBenchmarks'
+        interleaved benchmarks): EventKernel against GRDB FULL and the bare floor at the same
+        moments, so that the disk's drift between benchmarks does not decide the ratio."""
+        a = metric(data, test, "eknanosperop")
+        b = metric(data, test, "grdbnanosperop")
+        f = metric(data, test, "floornanosperop")
+        if a is None or b is None:
+            return
+        ratio = b / a
+        status = "" if target is None else ("MET" if ratio >= target else f"MISSED ({ratio / target:.2f} of target)")
+        rows.append((what + " (interleaved)", fmt_time(a) + "/op", "GRDB (FULL, 1-row txn), same moments", fmt_time(b) + "/op",
+                     f"{ratio:,.1f}x faster" if ratio >= 1 else f"{1 / ratio:,.1f}x slower", "" if target is None else f">= {target}x", status))
+        if floor and f is not None:
+            r = f / a
+            rows.append((what + " (interleaved)", fmt_time(a) + "/op", "floor: bare pwrite+fdatasync, same moments", fmt_time(f) + "/op",
+                         f"{r:,.1f}x faster" if r >= 1 else f"{1 / r:,.1f}x slower", "", ""))
+            r = f / b
+            rows.append(("GRDB FULL, 1 task (interleaved; not EventKernel)", fmt_time(b) + "/op", "floor: bare pwrite+fdatasync, same moments", fmt_time(f) + "/op",
+                         f"{r:,.1f}x faster" if r >= 1 else f"{1 / r:,.1f}x slower", "", ""))
+
+    interleaved("Append synced, 1 task, 1 per call", "Append.Synced.Interleaved.OneTask", 1.5)
+    interleaved("Append synced, 64 tasks, 1 per call", "Append.Synced.Interleaved.64Tasks", 20, floor=False)
     # Queries (per query)
     for label, what, t_rec in [("Window7d.Limit50", "7-day window, limit 50, newest first", 80),
                                ("Window7d.TwoTypes.Limit50", "7-day window + 2 of 6 types, limit 50", 50),

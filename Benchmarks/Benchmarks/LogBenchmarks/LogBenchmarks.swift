@@ -1,6 +1,7 @@
 // EventLog throughput: appends under each durability policy and full reads.
 // Figures are records per second (throughput metric, scaled per benchmark).
 import Benchmark
+import BenchFixtures
 import EventLog
 import Foundation
 
@@ -65,17 +66,9 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("Log.Floor.PwriteFdatasync", configuration: .init(scalingFactor: .one, maxIterations: 20_000)) { benchmark in
         let url = temporaryStore("floor")
         defer { try? FileManager.default.removeItem(at: url) }
-        let fd = open(url.path, O_RDWR | O_CREAT, 0o644)
-        precondition(fd >= 0, "cannot create \(url.path)")
-        defer { close(fd) }
-        precondition(posix_fallocate(fd, 0, 64 << 20) == 0 && fsync(fd) == 0, "cannot preallocate \(url.path)")
-        let record = [UInt8](repeating: 0x5A, count: 100)
-        var offset: off_t = 4096
+        let floor = try SyncFloor(directory: url)
         benchmark.startMeasurement()
-        for _ in benchmark.scaledIterations {
-            precondition(record.withUnsafeBytes { pwrite(fd, $0.baseAddress, 100, offset) } == 100 && fdatasync(fd) == 0)
-            offset += 100
-        }
+        for _ in benchmark.scaledIterations { try floor.append() }
         benchmark.stopMeasurement()
     }
 

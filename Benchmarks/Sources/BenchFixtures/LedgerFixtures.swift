@@ -148,12 +148,10 @@ public final class GRDBLedgerStore: Sendable {
 
     public init(path: String, synchronous: GRDBActivityStore.Synchronous, cacheMiB: Int? = nil) throws {
         var config = Configuration()
-        let sync = synchronous.rawValue
         config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = \(sync)")
             if let cacheMiB { try db.execute(sql: "PRAGMA cache_size = -\(cacheMiB * 1024)") }
         }
-        pool = try DatabasePool(path: path, configuration: config)
+        pool = try GRDBActivityStore.openPool(path: path, synchronous: synchronous, configuration: config)
         try pool.write { db in
             try db.execute(sql: """
                 CREATE TABLE IF NOT EXISTS ledgerTransaction (

@@ -17,6 +17,7 @@ import BenchFixtures
 import EventKernel
 import EventLog
 import Foundation
+import GRDB
 
 let arguments = CommandLine.arguments
 let mode = arguments.count > 1 ? arguments[1] : "append-buffered"
@@ -97,6 +98,18 @@ func run() async throws {
             print("open: \(repository.count) activities in \(ContinuousClock.now - started), CPU \(cpuTime() - startedCPU)")
             try await repository.close()
         }
+    case "grdb-synced":
+        // GRDB FULL, one row per transaction from one task: what the Append.Synced GRDB peer does.
+        let url = BenchEnv.scratch("probe-grdb")
+        defer { try? FileManager.default.removeItem(at: url) }
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        let store = try GRDBActivityStore(path: url.appending(path: "db.sqlite").path, synchronous: .full)
+        let mode = try await store.pool.write { db in try String.fetchOne(db, sql: "PRAGMA synchronous") ?? "?" }
+        let journal = try await store.pool.write { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "?" }
+        let models = AddStream().next(count)
+        let started = ContinuousClock.now
+        for model in models { try await store.insert(model) }
+        print("grdb-synced: synchronous=\(mode) journal_mode=\(journal), \((ContinuousClock.now - started) / count) per insert")
     case "activity-fixture":
         // The benchmark's cached activity store of `count` activities, and its copy without
         // snapshots (what a full replay opens).
