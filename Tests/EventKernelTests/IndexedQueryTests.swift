@@ -26,6 +26,10 @@ import EventKernelTestSupport
         .on(\.name),
     ]
 
+    static let names = ["ada", "bob", "Cy", "dee", "éva", "e\u{301}va", "10", "2", "a\u{0}b", "a",
+                        "a rather long name that goes past the inline part: one",
+                        "a rather long name that goes past the inline part: two"]
+
     static func open(_ dir: URL) throws -> (EventStore, EventSourcedRepository<Item>) {
         let log = try SegmentedLog.open(at: dir, configuration: .init(segmentSize: 64 << 10))
         let store = try EventStore(log: log, directory: dir, snapshotPolicy: .default)
@@ -71,7 +75,10 @@ import EventKernelTestSupport
     static func randomItem(_ id: UUID, _ rng: inout SplitMix64) -> Item {
         Item(id: id, group: Int(rng.next() % 5), flag: rng.next() % 3 == 0,
              date: day0.addingTimeInterval(Double(rng.next() % 40) * 3_600),
-             name: ["ada", "bob", "Cy", "dee", "éva", "10", "2"][Int(rng.next() % 7)],
+             // Long names share their first 32 encoded bytes (index keys compare their
+             // components then); "éva" twice, precomposed and not (byte order, not canonical
+             // equality); a NUL inside a name.
+             name: Self.names[Int(rng.next() % UInt64(Self.names.count))],
              note: rng.next() % 2 == 0 ? nil : "n\(rng.next() % 3)")
     }
 
@@ -105,9 +112,16 @@ import EventKernelTestSupport
         if rng.next() % 5 == 0 {
             query = query.where { $0.note == nil }; filters.append { $0.note == nil }
         }
-        if rng.next() % 6 == 0 {
-            let n = ["ada", "10", "2"][Int(rng.next() % 3)]
+        var nameFixed = false
+        switch rng.next() % 8 {
+        case 0:
+            let n = (["ada", "10", "2"] + Self.names)[Int(rng.next() % UInt64(Self.names.count + 3))]
             query = query.where(\.name, greaterThan: n, orEqual: true); filters.append { Array($0.name.utf8).lexicographicallyPrecedes(Array(n.utf8)) == false }
+        case 1:
+            let n = Self.names[Int(rng.next() % UInt64(Self.names.count))]
+            query = query.where(\.name, equals: n); filters.append { Array($0.name.utf8) == Array(n.utf8) }
+            nameFixed = true
+        default: break
         }
         var order: [(key: (Item) -> IndexValue, descending: Bool)] = []
         switch rng.next() % 6 {
@@ -119,7 +133,9 @@ import EventKernelTestSupport
             order = [({ $0.flag.indexValue }, true), ({ $0.date.indexValue }, true)]
         case 2:
             let asc = rng.next() % 2 == 0
-            query = query.orderBy(\.name, ascending: asc); order = [({ $0.name.indexValue }, !asc)]
+            // A single-value equality drops its property's ordering term (Docs/Queries.md):
+            // then the default order, insertion, applies.
+            query = query.orderBy(\.name, ascending: asc); order = nameFixed ? [] : [({ $0.name.indexValue }, !asc)]
         case 3:
             query = query.orderBy(\.group).orderBy(\.date, ascending: false)
             order = [({ $0.group.indexValue }, false), ({ $0.date.indexValue }, true)]
@@ -249,7 +265,7 @@ import EventKernelTestSupport
     /// Inserts move up to a chunk of index entries: the entries' size is the cost of a write.
     @Test func indexEntriesStayCompact() {
         #expect(MemoryLayout<IndexKey>.stride <= 56)
-        #expect(MemoryLayout<KeyedSlot>.stride <= 72)
+        #expect(MemoryLayout<KeyedSlot>.stride <= 48)
         let key = IndexKey([.int(1), .string("b"), .double(3), .null])
         #expect(key.count == 4 && key.values == [.int(1), .string("b"), .double(3), .null])
         #expect(IndexKey(.bool(true)).values == [.bool(true)])
@@ -267,5 +283,58 @@ import EventKernelTestSupport
         #expect(throws: RepositoryError.invalidQuery("limit -2 must not be negative")) { try items.observe(byDate.limit(-2)) }
         // The same query empties after an IN of nothing: that is an answer, and it is observable.
         #expect(throws: Never.self) { try items.observe(byDate.where(\.group, isIn: [Int]())) }
+    }
+}
+
+/// Index keys' byte encodings order exactly as their components do, in both directions, for
+/// every kind of value (random keys against `IndexValue.compare`), and a prefix's encoding
+/// orders keys by their first components.
+@Suite struct NormalizedKeyTests {
+    static func randomValue(_ kind: UInt64, _ rng: inout SplitMix64) -> IndexValue {
+        if rng.next() % 9 == 0 { return .null }
+        switch kind {
+        case 0: return .bool(rng.next() % 2 == 0)
+        case 1: return .int(Int64(bitPattern: rng.next()) >> Int64(rng.next() % 63))
+        case 2: return .uint(UInt64(Int64.max) + 1 + rng.next() % 1_000)
+        case 3:
+            let special: [Double] = [0, -0.0, .infinity, -.infinity, .leastNonzeroMagnitude, -1, 1, 1e300]
+            return .double(rng.next() % 3 == 0 ? special[Int(rng.next() % 8)] : Double(bitPattern: rng.next() >> 2) * (rng.next() % 2 == 0 ? 1 : -1))
+        case 4:
+            let alphabet: [String] = ["a", "b", "\u{0}", "é", "e\u{301}", "z", "\u{FF}"]
+            return .string((0..<Int(rng.next() % 40)).map { _ in alphabet[Int(rng.next() % 7)] }.joined())
+        default:
+            return .uuid(UUID(uuid: (UInt8(rng.next() % 3), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, UInt8(rng.next() % 256))))
+        }
+    }
+
+    @Test func encodingsOrderAsComponents() {
+        var rng = SplitMix64(seed: 99)
+        for _ in 0..<testScale.pick(20_000, small: 2_000) {
+            let width = 1 + Int(rng.next() % 3)
+            let kinds = (0..<width).map { _ in rng.next() % 6 }
+            let descending = (0..<width).map { _ in rng.next() % 2 == 0 }
+            let a = kinds.map { Self.randomValue($0, &rng) }
+            let b = rng.next() % 4 == 0 ? a : kinds.map { Self.randomValue($0, &rng) }
+            var expected = 0
+            for i in 0..<width {
+                let c = IndexValue.compare(a[i], b[i])
+                if c != 0 { expected = descending[i] ? -c : c; break }
+            }
+            let na = NormalizedKey(a, descending: descending), nb = NormalizedKey(b, descending: descending)
+            let inline = NormalizedKey.compare(na, nb, bytes: NormalizedKey.inlineBytes)
+            if na.isExact && nb.isExact {
+                #expect(inline == expected, "\(a) vs \(b), descending \(descending)")
+            } else if inline != 0 {
+                // The inline parts decide only when they differ; ties go to the components.
+                #expect(inline == expected, "\(a) vs \(b), descending \(descending)")
+            }
+            // A prefix of one component orders keys by that component.
+            let prefix = NormalizedKey([b[0]], descending: descending)
+            if prefix.isExact {
+                let c = NormalizedKey.compare(na, prefix, bytes: Int(prefix.length))
+                let first = IndexValue.compare(a[0], b[0])
+                #expect(c == (descending[0] ? -first : first), "\(a) starts before/after \(b[0])")
+            }
+        }
     }
 }

@@ -118,15 +118,15 @@ final class BinaryDecodingState {
         offset += n
     }
 
-    func mismatch<T>(_ type: T.Type, tag: UInt8, at offset: Int, _ codingPath: [any CodingKey]) -> DecodingError {
-        .typeMismatch(type, .init(codingPath: codingPath, debugDescription: "expected \(type), found tag 0x\(String(tag, radix: 16)) at byte offset \(offset)"))
+    func mismatch<T>(_ type: T.Type, tag: UInt8, at offset: Int, _ codingPath: @autoclosure () -> [any CodingKey]) -> DecodingError {
+        .typeMismatch(type, .init(codingPath: codingPath(), debugDescription: "expected \(type), found tag 0x\(String(tag, radix: 16)) at byte offset \(offset)"))
     }
 
     func fixed64(_ offset: Int) -> UInt64 {
         bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
     }
 
-    func decodeInt(at offset: Int, _ codingPath: [any CodingKey]) throws -> Int64 {
+    func decodeInt(at offset: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Int64 {
         var o = offset
         let tag = try byte(&o)
         switch tag {
@@ -135,37 +135,37 @@ final class BinaryDecodingState {
             return Int64(bitPattern: (z >> 1) ^ (0 &- (z & 1)))
         case BinaryEntityFormat.uint:
             let u = try varint(&o)
-            guard u <= UInt64(Int64.max) else { throw mismatch(Int64.self, tag: tag, at: offset, codingPath) }
+            guard u <= UInt64(Int64.max) else { throw mismatch(Int64.self, tag: tag, at: offset, codingPath()) }
             return Int64(u)
-        default: throw mismatch(Int64.self, tag: tag, at: offset, codingPath)
+        default: throw mismatch(Int64.self, tag: tag, at: offset, codingPath())
         }
     }
 
-    func decodeUInt(at offset: Int, _ codingPath: [any CodingKey]) throws -> UInt64 {
+    func decodeUInt(at offset: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> UInt64 {
         var o = offset
         let tag = try byte(&o)
         switch tag {
         case BinaryEntityFormat.uint: return try varint(&o)
         case BinaryEntityFormat.int:
-            let v = try decodeInt(at: offset, codingPath)
-            guard v >= 0 else { throw mismatch(UInt64.self, tag: tag, at: offset, codingPath) }
+            let v = try decodeInt(at: offset, codingPath())
+            guard v >= 0 else { throw mismatch(UInt64.self, tag: tag, at: offset, codingPath()) }
             return UInt64(v)
-        default: throw mismatch(UInt64.self, tag: tag, at: offset, codingPath)
+        default: throw mismatch(UInt64.self, tag: tag, at: offset, codingPath())
         }
     }
 
-    func decodeInteger<T: FixedWidthInteger>(_ type: T.Type, at offset: Int, _ codingPath: [any CodingKey]) throws -> T {
+    func decodeInteger<T: FixedWidthInteger>(_ type: T.Type, at offset: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> T {
         if T.isSigned {
-            let v = try decodeInt(at: offset, codingPath)
-            guard let t = T(exactly: v) else { throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "\(v) does not fit \(T.self)")) }
+            let v = try decodeInt(at: offset, codingPath())
+            guard let t = T(exactly: v) else { throw DecodingError.dataCorrupted(.init(codingPath: codingPath(), debugDescription: "\(v) does not fit \(T.self)")) }
             return t
         }
-        let v = try decodeUInt(at: offset, codingPath)
-        guard let t = T(exactly: v) else { throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "\(v) does not fit \(T.self)")) }
+        let v = try decodeUInt(at: offset, codingPath())
+        guard let t = T(exactly: v) else { throw DecodingError.dataCorrupted(.init(codingPath: codingPath(), debugDescription: "\(v) does not fit \(T.self)")) }
         return t
     }
 
-    func decodeDouble(at offset: Int, _ codingPath: [any CodingKey]) throws -> Double {
+    func decodeDouble(at offset: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Double {
         var o = offset
         let tag = try byte(&o)
         switch tag {
@@ -173,35 +173,35 @@ final class BinaryDecodingState {
         case BinaryEntityFormat.float:
             try advance(&o, 4)
             return Double(bytes.withUnsafeBytes { Float(bitPattern: UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: offset + 1, as: UInt32.self))) })
-        case BinaryEntityFormat.int, BinaryEntityFormat.uint: return Double(try decodeInt(at: offset, codingPath))
-        default: throw mismatch(Double.self, tag: tag, at: offset, codingPath)
+        case BinaryEntityFormat.int, BinaryEntityFormat.uint: return Double(try decodeInt(at: offset, codingPath()))
+        default: throw mismatch(Double.self, tag: tag, at: offset, codingPath())
         }
     }
 
-    func decodeString(at offset: Int, tag expected: UInt8 = BinaryEntityFormat.string, _ codingPath: [any CodingKey]) throws -> String {
+    func decodeString(at offset: Int, tag expected: UInt8 = BinaryEntityFormat.string, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> String {
         var o = offset
         let tag = try byte(&o)
-        guard tag == expected else { throw mismatch(String.self, tag: tag, at: offset, codingPath) }
+        guard tag == expected else { throw mismatch(String.self, tag: tag, at: offset, codingPath()) }
         return try string(&o)
     }
 
-    func decodeBool(at offset: Int, _ codingPath: [any CodingKey]) throws -> Bool {
+    func decodeBool(at offset: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Bool {
         var o = offset
         switch try byte(&o) {
         case BinaryEntityFormat.true: return true
         case BinaryEntityFormat.false: return false
-        case let tag: throw mismatch(Bool.self, tag: tag, at: offset, codingPath)
+        case let tag: throw mismatch(Bool.self, tag: tag, at: offset, codingPath())
         }
     }
 
-    func decodeValue<T: Decodable>(_ type: T.Type, at offset: Int, codingPath: [any CodingKey]) throws -> T {
+    func decodeValue<T: Decodable>(_ type: T.Type, at offset: Int, codingPath: @autoclosure () -> [any CodingKey]) throws -> T {
         if T.self == Date.self {
-            return Date(timeIntervalSinceReferenceDate: try decodeDouble(at: offset, codingPath)) as! T
+            return unsafeBitCast(Date(timeIntervalSinceReferenceDate: try decodeDouble(at: offset, codingPath())), to: T.self)
         }
         if T.self == UUID.self {
             var o = offset
             let tag = try byte(&o)
-            guard tag == BinaryEntityFormat.uuid else { throw mismatch(UUID.self, tag: tag, at: offset, codingPath) }
+            guard tag == BinaryEntityFormat.uuid else { throw mismatch(UUID.self, tag: tag, at: offset, codingPath()) }
             try advance(&o, 16)
             let uuid = bytes.withUnsafeBytes { raw in
                 // Not `UUID().uuid`: that draws a random UUID (on Linux, an open of /dev/urandom per
@@ -210,28 +210,28 @@ final class BinaryDecodingState {
                 withUnsafeMutableBytes(of: &u) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[offset + 1..<offset + 17])) }
                 return UUID(uuid: u)
             }
-            return uuid as! T
+            return unsafeBitCast(uuid, to: T.self)
         }
         if T.self == Data.self {
             var o = offset
             let tag = try byte(&o)
-            guard tag == BinaryEntityFormat.data else { throw mismatch(Data.self, tag: tag, at: offset, codingPath) }
+            guard tag == BinaryEntityFormat.data else { throw mismatch(Data.self, tag: tag, at: offset, codingPath()) }
             let n = try length(&o)
-            return Data(bytes[o..<o + n]) as! T
+            return unsafeBitCast(Data(bytes[o..<o + n]), to: T.self)
         }
         if T.self == URL.self {
-            let text = try decodeString(at: offset, tag: BinaryEntityFormat.url, codingPath)
-            guard let url = URL(string: text) else { throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "invalid URL \(text)")) }
-            return url as! T
+            let text = try decodeString(at: offset, tag: BinaryEntityFormat.url, codingPath())
+            guard let url = URL(string: text) else { throw DecodingError.dataCorrupted(.init(codingPath: codingPath(), debugDescription: "invalid URL \(text)")) }
+            return unsafeBitCast(url, to: T.self)
         }
         if T.self == Decimal.self {
-            let text = try decodeString(at: offset, tag: BinaryEntityFormat.decimal, codingPath)
+            let text = try decodeString(at: offset, tag: BinaryEntityFormat.decimal, codingPath())
             guard let decimal = Decimal(string: text, locale: decimalLocale) else {
-                throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "invalid decimal \(text)"))
+                throw DecodingError.dataCorrupted(.init(codingPath: codingPath(), debugDescription: "invalid decimal \(text)"))
             }
-            return decimal as! T
+            return unsafeBitCast(decimal, to: T.self)
         }
-        return try T(from: BinaryEntityDecoderImpl(state: self, offset: offset, codingPath: codingPath))
+        return try T(from: BinaryEntityDecoderImpl(state: self, offset: offset, codingPath: codingPath()))
     }
 }
 
@@ -268,16 +268,33 @@ struct BinaryEntityDecoderImpl: Decoder {
         SingleContainer(state: state, offset: offset, codingPath: codingPath)
     }
 
+    /// Where a keyed container looks first: the entry after the last one found.
+    final class Cursor { var next = 0 }
+
     struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         let state: BinaryDecodingState
         let entries: [(key: Int, value: Int)]
         let codingPath: [any CodingKey]
+        let cursor = Cursor()
 
         var allKeys: [Key] { entries.compactMap { Key(stringValue: state.keys[$0.key]) } }
 
+        /// The offset of `key`'s value. Types decode their keys mostly in the order they were
+        /// encoded, so the entry after the last one found is tried first, then the others, by
+        /// name: no hashing per property (a hash lookup per property was most of a decode).
         func find(_ key: Key) -> Int? {
-            guard let index = state.keyIndex[key.stringValue] else { return nil }
-            return entries.first { $0.key == index }?.value
+            let name = key.stringValue
+            let count = entries.count
+            var i = cursor.next
+            for _ in 0..<count {
+                if i >= count { i = 0 }
+                if state.keys[entries[i].key] == name {
+                    cursor.next = i + 1
+                    return entries[i].value
+                }
+                i += 1
+            }
+            return nil
         }
 
         func value(_ key: Key) throws -> Int {
@@ -340,7 +357,9 @@ struct BinaryEntityDecoderImpl: Decoder {
             self.codingPath = codingPath
         }
 
-        var path: [any CodingKey] { codingPath + [BinaryEntityEncoderImpl.IndexKey(currentIndex)] }
+        var path: [any CodingKey] { path(currentIndex) }
+
+        func path(_ index: Int) -> [any CodingKey] { codingPath + [BinaryEntityEncoderImpl.IndexKey(index)] }
 
         /// The offset of the next element, and moves past it.
         mutating func next() throws -> Int {
@@ -359,15 +378,15 @@ struct BinaryEntityDecoderImpl: Decoder {
             return true
         }
 
-        mutating func decode(_ type: Bool.Type) throws -> Bool { let p = path; return try state.decodeBool(at: next(), p) }
-        mutating func decode(_ type: String.Type) throws -> String { let p = path; return try state.decodeString(at: next(), p) }
-        mutating func decode(_ type: Double.Type) throws -> Double { let p = path; return try state.decodeDouble(at: next(), p) }
-        mutating func decode(_ type: Int.Type) throws -> Int { let p = path; return try state.decodeInteger(type, at: next(), p) }
-        mutating func decode(_ type: Int64.Type) throws -> Int64 { let p = path; return try state.decodeInteger(type, at: next(), p) }
-        mutating func decode(_ type: UInt64.Type) throws -> UInt64 { let p = path; return try state.decodeInteger(type, at: next(), p) }
+        mutating func decode(_ type: Bool.Type) throws -> Bool { let i = currentIndex; return try state.decodeBool(at: next(), path(i)) }
+        mutating func decode(_ type: String.Type) throws -> String { let i = currentIndex; return try state.decodeString(at: next(), path(i)) }
+        mutating func decode(_ type: Double.Type) throws -> Double { let i = currentIndex; return try state.decodeDouble(at: next(), path(i)) }
+        mutating func decode(_ type: Int.Type) throws -> Int { let i = currentIndex; return try state.decodeInteger(type, at: next(), path(i)) }
+        mutating func decode(_ type: Int64.Type) throws -> Int64 { let i = currentIndex; return try state.decodeInteger(type, at: next(), path(i)) }
+        mutating func decode(_ type: UInt64.Type) throws -> UInt64 { let i = currentIndex; return try state.decodeInteger(type, at: next(), path(i)) }
         mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
-            let p = path
-            return try state.decodeValue(type, at: next(), codingPath: p)
+            let i = currentIndex
+            return try state.decodeValue(type, at: next(), codingPath: path(i))
         }
 
         mutating func nestedContainer<NestedKey: CodingKey>(keyedBy type: NestedKey.Type) throws -> KeyedDecodingContainer<NestedKey> {

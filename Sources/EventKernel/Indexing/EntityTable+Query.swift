@@ -38,7 +38,13 @@ extension EntityTable {
             }
         }
         for i in filters.indices { filters[i].settle() }
-        let orderings = query.orderings.isEmpty ? defaultOrder : query.orderings
+        // A single-value equality fixes its property: an ordering term on it orders nothing and
+        // is dropped, whether an index serves the order or the matches are sorted (ties then
+        // follow the terms left, else insertion order).
+        let fixed = filters.filter { $0.values?.count == 1 }.map(\.keyPath)
+        let orderings = (query.orderings.isEmpty ? defaultOrder : query.orderings).filter { term in
+            !fixed.contains { $0 == term.keyPath }
+        }
         let plan = IndexedRows.plan(
             filters: filters, orderings: orderings.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) },
             fields: rows.fields)

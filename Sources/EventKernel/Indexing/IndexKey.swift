@@ -1,12 +1,10 @@
-/// A composite index key. The first two components are stored inline and only a third and
-/// later one go to a heap array: every comparison of a binary search copies or borrows keys,
-/// and a key whose components live behind a reference costs a retain, a release and usually a
-/// cache miss per comparison (measured: `swift_retain` was the top symbol of the ledger's
-/// inserts and queries while the second component of `(accountID, date)` lived in an array).
+/// A composite index key's components: what the table keeps per entity and index (its
+/// ``IndexedRows/keys``), what cursors record and what a tie between two long keys compares.
+/// Index entries hold the key's encoding instead (``NormalizedKey``). The first two components
+/// are stored inline and only a third and later one go to a heap array.
 ///
 /// The stored properties are declared in this order so that `count` fills the padding after
-/// `first` (an `IndexValue` is 17 bytes): 56 bytes a key, 72 an index entry, and inserts move
-/// up to a chunk of entries.
+/// `first` (an `IndexValue` is 17 bytes): 56 bytes a key.
 struct IndexKey: Sendable {
     var first: IndexValue
     private let storedCount: UInt8

@@ -1,9 +1,11 @@
-/// An entry of a declared index: the key, the entity's insertion sequence (the final
-/// tie-break, so every entry is unique and equal keys keep insertion order) and its row slot.
+/// An entry of a declared index: the key's order-preserving encoding (``NormalizedKey``), the
+/// entity's row slot and its insertion sequence (the final tie-break, so every entry is unique
+/// and equal keys keep insertion order). 48 bytes: the fields are declared in this order so
+/// that the slot fills the key's padding.
 struct KeyedSlot: Sendable {
-    var key: IndexKey
-    var sequence: UInt64
+    var key: NormalizedKey
     var slot: Int32
+    var sequence: UInt64
 }
 
 /// An entry of the insertion-order index.
@@ -17,12 +19,46 @@ struct SequencedSlot: Sendable {
 /// Equal keys are ordered by sequence in the direction of the last component, so that a scan
 /// in either direction breaks ties by insertion order in the direction of the last ordering
 /// term, whichever index serves the query (see ``EntityQuery``).
+///
+/// Entries hold keys' encodings, not their components: a comparison that the first 32 bytes
+/// of two encodings do not decide (keys longer than that, tied) compares the components, which
+/// the table keeps by slot and hands in as `keys` (the key of slot `s` in index `number` is
+/// `keys[s * width + number]`).
 struct IndexStorage: Sendable {
     let descending: [Bool]
     var entries = ChunkedSortedArray<KeyedSlot>()
 
     init(descending: [Bool]) {
         self.descending = descending
+    }
+
+    /// Where the components of the entries' keys are: what a tie on long keys compares.
+    struct Keys {
+        let all: [IndexKey]
+        let width: Int
+        let number: Int
+
+        func of(_ slot: Int32) -> IndexKey { all[Int(slot) * width + number] }
+    }
+
+    /// A key being searched for: its components and its encoding.
+    struct Probe {
+        let key: IndexKey
+        let normalized: NormalizedKey
+    }
+
+    func probe(_ key: IndexKey) -> Probe {
+        Probe(key: key, normalized: NormalizedKey(key.values, descending: descending))
+    }
+
+    /// A key prefix (the first `values.count` components) being searched for.
+    struct PrefixProbe {
+        let values: [IndexValue]
+        let normalized: NormalizedKey
+    }
+
+    func prefixProbe(_ values: [IndexValue]) -> PrefixProbe {
+        PrefixProbe(values: values, normalized: NormalizedKey(values, descending: descending))
     }
 
     /// Compares the first `partial.count` components of `key` with `partial`, directions applied.
@@ -34,7 +70,17 @@ struct IndexStorage: Sendable {
         return 0
     }
 
-    /// Compares two full entries: key (directions applied), then sequence.
+    /// Compares an entry's key with a prefix: -1, 0 (the key starts with it) or 1.
+    @inline(__always)
+    func compare(_ entry: KeyedSlot, prefix: PrefixProbe, keys: Keys) -> Int {
+        let length = Int(prefix.normalized.length)
+        if length <= NormalizedKey.inlineBytes { return NormalizedKey.compare(entry.key, prefix.normalized, bytes: length) }
+        let c = NormalizedKey.compare(entry.key, prefix.normalized, bytes: NormalizedKey.inlineBytes)
+        return c != 0 ? c : compare(keys.of(entry.slot), prefix: prefix.values)
+    }
+
+    /// Compares two full keys component by component (directions applied), then sequences
+    /// in the last component's direction.
     func compare(_ a: IndexKey, _ aSequence: UInt64, _ b: IndexKey, _ bSequence: UInt64) -> Int {
         var c = IndexValue.compare(a.first, b.first)
         if c != 0 { return descending[0] ? -c : c }
@@ -48,8 +94,22 @@ struct IndexStorage: Sendable {
                 }
             }
         }
-        c = aSequence < bSequence ? -1 : (aSequence == bSequence ? 0 : 1)
+        return compareSequences(aSequence, bSequence)
+    }
+
+    private func compareSequences(_ a: UInt64, _ b: UInt64) -> Int {
+        let c = a < b ? -1 : (a == b ? 0 : 1)
         return descending[descending.count - 1] ? -c : c
+    }
+
+    /// Compares an entry with a key and sequence: the encodings first; the components only
+    /// when both are longer than the encoding's inline part and it ties.
+    @inline(__always)
+    func compare(_ entry: KeyedSlot, _ probe: Probe, _ sequence: UInt64, keys: Keys) -> Int {
+        let c = NormalizedKey.compare(entry.key, probe.normalized, bytes: NormalizedKey.inlineBytes)
+        if c != 0 { return c }
+        if entry.key.isExact && probe.normalized.isExact { return compareSequences(entry.sequence, sequence) }
+        return compare(keys.of(entry.slot), entry.sequence, probe.key, sequence)
     }
 
     /// Whether two keys are equal, component by component.
@@ -57,13 +117,17 @@ struct IndexStorage: Sendable {
         compare(a, 0, b, 0) == 0
     }
 
-    mutating func insert(_ key: IndexKey, sequence: UInt64, slot: Int32) {
-        let p = entries.partitionPoint { compare($0.key, $0.sequence, key, sequence) < 0 }
-        entries.insert(KeyedSlot(key: key, sequence: sequence, slot: slot), at: p)
+    /// Inserts the entry of `slot`, whose key is `key`.
+    mutating func insert(_ key: IndexKey, sequence: UInt64, slot: Int32, keys: Keys) {
+        let probe = probe(key)
+        let p = entries.partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
+        entries.insert(KeyedSlot(key: probe.normalized, slot: slot, sequence: sequence), at: p)
     }
 
-    mutating func remove(_ key: IndexKey, sequence: UInt64) {
-        let p = entries.partitionPoint { compare($0.key, $0.sequence, key, sequence) < 0 }
+    /// Removes the entry of the row whose key is `key` and sequence `sequence`.
+    mutating func remove(_ key: IndexKey, sequence: UInt64, keys: Keys) {
+        let probe = probe(key)
+        let p = entries.partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
         guard p < entries.endPosition, entries[p].sequence == sequence else { return }
         entries.remove(at: p)
     }

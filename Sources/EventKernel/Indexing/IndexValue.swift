@@ -63,7 +63,9 @@ public enum IndexValue: Hashable, Sendable, Comparable, CustomStringConvertible 
         case (.int(let a), .int(let b)): return a < b ? -1 : (a == b ? 0 : 1)
         case (.uuid(let a), .uuid(let b)): return compareBytes(a, b)
         case (.string(let a), .string(let b)):
-            if a == b { return 0 }
+            // By bytes, as documented (and as index keys' encodings order them): `==` would
+            // call canonically equivalent strings equal, which then order apart from a third.
+            if a.utf8.elementsEqual(b.utf8) { return 0 }
             return a.utf8.lexicographicallyPrecedes(b.utf8) ? -1 : 1
         case (.bool(let a), .bool(let b)): return a == b ? 0 : (!a ? -1 : 1)
         case (.uint(let a), .uint(let b)): return a < b ? -1 : (a == b ? 0 : 1)

@@ -143,25 +143,28 @@ extension IndexedRows {
             start = descending ? range.upper : range.lower
             end = descending ? range.lower : range.upper
         }
+        let keys = keysOf(index: number)
         let lo: ChunkedPosition
         if let start {
-            let bound = prefix + [start.value]
+            let bound = index.prefixProbe(prefix + [start.value])
             lo = entries.partitionPoint { e in
-                let c = index.compare(e.key, prefix: bound)
+                let c = index.compare(e, prefix: bound, keys: keys)
                 return start.inclusive ? c < 0 : c <= 0
             }
         } else {
-            lo = entries.partitionPoint { index.compare($0.key, prefix: prefix) < 0 }
+            let bound = index.prefixProbe(prefix)
+            lo = entries.partitionPoint { index.compare($0, prefix: bound, keys: keys) < 0 }
         }
         let hi: ChunkedPosition
         if let end {
-            let bound = prefix + [end.value]
+            let bound = index.prefixProbe(prefix + [end.value])
             hi = entries.partitionPoint { e in
-                let c = index.compare(e.key, prefix: bound)
+                let c = index.compare(e, prefix: bound, keys: keys)
                 return end.inclusive ? c <= 0 : c < 0
             }
         } else {
-            hi = entries.partitionPoint { index.compare($0.key, prefix: prefix) <= 0 }
+            let bound = index.prefixProbe(prefix)
+            hi = entries.partitionPoint { index.compare($0, prefix: bound, keys: keys) <= 0 }
         }
         return (lo, max(lo, hi))
     }
@@ -198,11 +201,11 @@ extension IndexedRows {
         let index = indexes[number]
         var (lo, hi) = bounds(of: number, prefix: plan.prefixes[0], range: plan.range.map { filters[$0] })
         if let cursor {
-            let key = IndexKey(cursor.key)
+            let probe = index.probe(IndexKey(cursor.key)), keys = keysOf(index: number)
             if plan.reversed {
-                hi = min(hi, index.entries.partitionPoint { index.compare($0.key, $0.sequence, key, cursor.sequence) < 0 })
+                hi = min(hi, index.entries.partitionPoint { index.compare($0, probe, cursor.sequence, keys: keys) < 0 })
             } else {
-                lo = max(lo, index.entries.partitionPoint { index.compare($0.key, $0.sequence, key, cursor.sequence) <= 0 })
+                lo = max(lo, index.entries.partitionPoint { index.compare($0, probe, cursor.sequence, keys: keys) <= 0 })
             }
         }
         if accept == nil && skip > 0 {

@@ -56,6 +56,9 @@ struct IndexedRows: Sendable {
     /// The key of the row in `slot` in index `number`.
     func key(_ slot: Int32, _ number: Int) -> IndexKey { keys[Int(slot) * indexes.count + number] }
 
+    /// Where index `number`'s entries find their keys' components (for ties on long keys).
+    func keysOf(index number: Int) -> IndexStorage.Keys { IndexStorage.Keys(all: keys, width: indexes.count, number: number) }
+
     /// Inserts or replaces the row of `id`.
     /// - Returns: Its slot: a new one when it equals the previous number of slots.
     /// - Complexity: O(log n + c) per index whose key changed, for chunks of c entries.
@@ -65,8 +68,8 @@ struct IndexedRows: Sendable {
             let sequence = heads[Int(slot)].sequence
             let base = Int(slot) * width
             for i in 0..<width where !indexes[i].sameKey(keys[base + i], newKeys[i]) {
-                indexes[i].remove(keys[base + i], sequence: sequence)
-                indexes[i].insert(newKeys[i], sequence: sequence, slot: slot)
+                indexes[i].remove(keys[base + i], sequence: sequence, keys: keysOf(index: i))
+                indexes[i].insert(newKeys[i], sequence: sequence, slot: slot, keys: keysOf(index: i))
                 keys[base + i] = newKeys[i]
             }
             heads[Int(slot)].version = version
@@ -90,7 +93,7 @@ struct IndexedRows: Sendable {
         }
         slotsByID[id] = slot
         bySequence.appendSorted(SequencedSlot(sequence: sequence, slot: slot))
-        for i in 0..<width { indexes[i].insert(newKeys[i], sequence: sequence, slot: slot) }
+        for i in 0..<width { indexes[i].insert(newKeys[i], sequence: sequence, slot: slot, keys: keysOf(index: i)) }
         return slot
     }
 
@@ -100,7 +103,7 @@ struct IndexedRows: Sendable {
         deletedVersions[id] = version
         guard let slot = slotsByID.removeValue(forKey: id) else { return nil }
         let sequence = heads[Int(slot)].sequence
-        for i in indexes.indices { indexes[i].remove(key(slot, i), sequence: sequence) }
+        for i in indexes.indices { indexes[i].remove(key(slot, i), sequence: sequence, keys: keysOf(index: i)) }
         let p = bySequence.partitionPoint { $0.sequence < sequence }
         if p < bySequence.endPosition, bySequence[p].sequence == sequence { bySequence.remove(at: p) }
         freeSlots.append(slot)
@@ -132,20 +135,31 @@ extension IndexedRows {
                 guard order.count == heads.count else {
                     throw BinaryDecodingError(.invalidValue("index \(name) holds \(order.count) of \(heads.count) entities"), at: 0)
                 }
+                let storage = indexes[number], all = keysOf(index: number)
+                var built = ChunkedSortedArray<KeyedSlot>.Builder()
+                var last: KeyedSlot?
                 for slot in order {
-                    let key = key(slot, number)
                     let sequence = heads[Int(slot)].sequence
-                    if let last = indexes[number].entries.lastEntries.last,
-                       indexes[number].compare(last.key, last.sequence, key, sequence) >= 0 {
+                    let probe = storage.probe(key(slot, number))
+                    if let last, storage.compare(last, probe, sequence, keys: all) >= 0 {
                         throw BinaryDecodingError(.invalidValue("index \(name) out of order"), at: 0)
                     }
-                    indexes[number].entries.appendSorted(KeyedSlot(key: key, sequence: sequence, slot: slot))
+                    let entry = KeyedSlot(key: probe.normalized, slot: slot, sequence: sequence)
+                    built.append(entry)
+                    last = entry
                 }
+                indexes[number].entries = built.finish()
             } else {
-                let storage = indexes[number]
-                var entries = heads.indices.map { KeyedSlot(key: key(Int32($0), number), sequence: heads[$0].sequence, slot: Int32($0)) }
-                entries.sort { storage.compare($0.key, $0.sequence, $1.key, $1.sequence) < 0 }
-                for entry in entries { indexes[number].entries.appendSorted(entry) }
+                let storage = indexes[number], all = keysOf(index: number)
+                var entries = heads.indices.map { KeyedSlot(key: storage.probe(key(Int32($0), number)).normalized, slot: Int32($0), sequence: heads[$0].sequence) }
+                entries.sort { a, b in
+                    let c = NormalizedKey.compare(a.key, b.key, bytes: NormalizedKey.inlineBytes)
+                    if c != 0 { return c < 0 }
+                    return storage.compare(all.of(a.slot), a.sequence, all.of(b.slot), b.sequence) < 0
+                }
+                var built = ChunkedSortedArray<KeyedSlot>.Builder()
+                for entry in entries { built.append(entry) }
+                indexes[number].entries = built.finish()
             }
         }
     }
