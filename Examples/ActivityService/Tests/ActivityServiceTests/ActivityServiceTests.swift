@@ -330,6 +330,25 @@ struct FormatTests {
         }
     }
 
+    /// The hand-written date and UUID writers agree with Foundation's formatters.
+    @Test func writersMatchFoundation() {
+        let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<5_000 {
+            let date = Date(timeIntervalSince1970: Double.random(in: -2_000_000_000...4_000_000_000, using: &generator).rounded(.down) / 1_000 * 1_000)
+            #expect(InternetDate.format(date) == date.formatted(style))
+            let id = UUID()
+            var json = JSONWriter()
+            json.uuid(id)
+            #expect(String(decoding: json.bytes, as: UTF8.self) == "\"\(id.uuidString)\"")
+        }
+        #expect(InternetDate.format(Date(timeIntervalSince1970: -1.5)) == "1969-12-31T23:59:58.500Z")
+        #expect(InternetDate.format(Date(timeIntervalSince1970: 951_782_400)) == "2000-02-29T00:00:00.000Z")
+        var json = JSONWriter()
+        json.string("a \"quoted\" \\ line\n")
+        #expect(String(decoding: json.bytes, as: UTF8.self) == #""a \"quoted\" \\ line\u000a""#)
+    }
+
     @Test func cursorsKeepTheExactDate() throws {
         let cursor = ActivityCursor(startDate: Date(timeIntervalSinceReferenceDate: 761_234_567.123_456_7), id: UUID())
         #expect(try Cursor.decode(Substring(Cursor.encode(cursor))) == cursor)

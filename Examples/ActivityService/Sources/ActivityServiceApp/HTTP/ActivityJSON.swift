@@ -20,31 +20,62 @@ struct JSONWriter {
 
     mutating func string(_ text: String) {
         bytes.append(34)
-        for byte in text.utf8 {
-            switch byte {
-            case 34: bytes.append(contentsOf: [92, 34])
-            case 92: bytes.append(contentsOf: [92, 92])
-            case 0..<32:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: [92, 117, 48, 48, hex[Int(byte >> 4)], hex[Int(byte & 15)]])
-            default: bytes.append(byte)
+        var text = text
+        text.withUTF8 { utf8 in
+            // Most strings (types, messages) need no escaping: one copy.
+            guard utf8.contains(where: { $0 < 32 || $0 == 34 || $0 == 92 }) else { return bytes.append(contentsOf: utf8) }
+            for byte in utf8 {
+                switch byte {
+                case 34: bytes.append(contentsOf: [92, 34])
+                case 92: bytes.append(contentsOf: [92, 92])
+                case 0..<32: bytes.append(contentsOf: [92, 117, 48, 48, Self.hex[Int(byte >> 4)], Self.hex[Int(byte & 15)]])
+                default: bytes.append(byte)
+                }
             }
         }
         bytes.append(34)
     }
 
+    private static let hex = Array("0123456789abcdef".utf8)
+
     mutating func number(_ value: some BinaryInteger) {
         bytes.append(contentsOf: String(value).utf8)
     }
 
+    /// A UUID as `uuidString` spells it (upper-case, hyphenated), without its formatter
+    /// (`snprintf` on Linux), filled in place and appended once.
+    mutating func uuid(_ id: UUID) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 38) { out in
+            out[0] = 34
+            out[37] = 34
+            var index = 1
+            withUnsafeBytes(of: id.uuid) { raw in
+                for (position, byte) in raw.enumerated() {
+                    if position == 4 || position == 6 || position == 8 || position == 10 {
+                        out[index] = 45
+                        index += 1
+                    }
+                    let high = byte >> 4, low = byte & 15
+                    out[index] = high < 10 ? 48 + high : 55 + high
+                    out[index + 1] = low < 10 ? 48 + low : 55 + low
+                    index += 2
+                }
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(out))
+        }
+    }
+
     mutating func date(_ date: Date?) {
-        if let date { string(InternetDate.format(date)) } else { raw("null") }
+        guard let date else { return raw("null") }
+        bytes.append(34)
+        InternetDate.write(date, into: &bytes)
+        bytes.append(34)
     }
 
     mutating func activity(_ activity: ActivityModel?) {
         guard let activity else { return raw("null") }
         raw("{\"id\":")
-        string(activity.id.uuidString)
+        uuid(activity.id)
         raw(",\"startDate\":")
         date(activity.startDate)
         raw(",\"endDate\":")
