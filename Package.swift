@@ -4,8 +4,9 @@
 //
 // Layers (lower never imports higher), see Docs/Architecture.md:
 //   EventKernelTool (the `eventkernel` CLI)
-//   EventKernelDependencies, ActivitiesDependencies, EventKernelLifecycle (service integration:
-//     swift-dependencies, swift-service-lifecycle; the core never imports them)
+//   EventKernelDependencies, ActivitiesDependencies, EventKernelLifecycle, EventKernelMetrics
+//     (service integration: swift-dependencies, swift-service-lifecycle, swift-metrics; the core
+//     never imports them)
 //   Activities, ActivityWorkload (the reference domain and its seeded generator)
 //   EventKernel (typed events, projections, snapshots, repositories)
 //   EventLog (the segmented, compressed, checksummed log)
@@ -31,6 +32,7 @@ let package = Package(
         .library(name: "EventKernelDependencies", targets: ["EventKernelDependencies"]),
         .library(name: "ActivitiesDependencies", targets: ["ActivitiesDependencies"]),
         .library(name: "EventKernelLifecycle", targets: ["EventKernelLifecycle"]),
+        .library(name: "EventKernelMetrics", targets: ["EventKernelMetrics"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -39,6 +41,7 @@ let package = Package(
         // built) and only its Foundation trait (no swift-clocks, no combine-schedulers).
         .package(url: "https://github.com/pointfreeco/swift-dependencies.git", exact: "1.17.1", traits: ["Foundation"]),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -102,6 +105,16 @@ let package = Package(
                 "EventKernel",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The core reports through StoreInstrumentation / LogInstrumentation (no metrics library);
+        // this target implements them on swift-metrics' CoreMetrics.
+        .target(
+            name: "EventKernelMetrics",
+            dependencies: [
+                "EventKernel",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strictSettings
         ),
@@ -175,6 +188,15 @@ let package = Package(
                 .product(name: "Dependencies", package: "swift-dependencies"),
                 // Reports unimplemented endpoints as Swift Testing issues (withKnownIssue sees them).
                 .product(name: "DependenciesTestSupport", package: "swift-dependencies"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "EventKernelMetricsTests",
+            dependencies: [
+                "EventKernelMetrics", "Activities", "EventKernel", "EventLog", "EventKernelTestSupport",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             swiftSettings: strictSettings
         ),

@@ -46,6 +46,7 @@ let package = Package(
                 .product(name: "EventKernel", package: "EventKernel"),
                 .product(name: "EventLog", package: "EventKernel"),
                 .product(name: "EventKernelLifecycle", package: "EventKernel"),
+                .product(name: "EventKernelMetrics", package: "EventKernel"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -12,17 +12,22 @@ extension EventStore {
         public var snapshots: SnapshotPolicy
         /// Receives the store's warnings and errors: ignored snapshots, failed snapshot writes.
         public var logger: Logger
+        /// Receives what the store and its log measure, for metrics (`EventKernelMetrics`);
+        /// `nil`, the default: nothing is measured. It replaces `log.instrumentation`.
+        public var instrumentation: (any StoreInstrumentation)?
 
         /// Creates a configuration; the defaults are synced, LZ4, snapshots every 10,000 events
         /// (and a quarter of the log) and on close, and a logger labelled `EventKernel.EventStore`.
         public init(
             log: SegmentedLog.Configuration = SegmentedLog.Configuration(),
             snapshots: SnapshotPolicy = .default,
-            logger: Logger = Logger(label: "EventKernel.EventStore")
+            logger: Logger = Logger(label: "EventKernel.EventStore"),
+            instrumentation: (any StoreInstrumentation)? = nil
         ) {
             self.log = log
             self.snapshots = snapshots
             self.logger = logger
+            self.instrumentation = instrumentation
         }
     }
 
@@ -35,12 +40,23 @@ extension EventStore {
         return URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL
     }
 
-    /// Opens (or creates) a durable store in `directory` with `configuration`.
+    /// Opens (or creates) a durable store in `directory` with `configuration`: the segmented
+    /// log, snapshots, and the lock that keeps a second writer out.
     /// - Parameters:
     ///   - directory: The store's directory.
-    ///   - configuration: The log, snapshot and logging options.
-    /// - Throws: What ``open(at:log:snapshotPolicy:logger:)`` throws.
+    ///   - configuration: The log, snapshot, logging and instrumentation options.
+    /// - Throws: ``RepositoryError/storage(_:)`` when the directory cannot be opened or is
+    ///   locked by another process, and what ``init(log:directory:projections:snapshotPolicy:logger:instrumentation:)`` throws.
     public static func open(at directory: URL, configuration: Configuration) throws -> EventStore {
-        try open(at: directory, log: configuration.log, snapshotPolicy: configuration.snapshots, logger: configuration.logger)
+        var log = configuration.log
+        if let instrumentation = configuration.instrumentation { log.instrumentation = instrumentation }
+        let segmented: SegmentedLog
+        do {
+            segmented = try SegmentedLog.open(at: directory, configuration: log)
+        } catch let error as LogError {
+            throw RepositoryError.storage(StorageFailure(error))
+        }
+        return try EventStore(log: segmented, directory: directory, snapshotPolicy: configuration.snapshots,
+                              logger: configuration.logger, instrumentation: configuration.instrumentation)
     }
 }

@@ -363,12 +363,17 @@ final class GroupCommitWriter: @unchecked Sendable {
             output.removeAll(keepingCapacity: true)
         }
         guard !batches.isEmpty else { return true }
+        var syncDuration: Duration?
         do {
             let synced = configuration.durability == .synced
+            // With the sync: a round's durable write is one pwrite into page cache (microseconds)
+            // and one fdatasync, which is what this measures.
+            let started = ContinuousClock.now
             try active.append(output, batches: batches, synchronize: synced)
             if synced {
                 core.dataSyncs.add(1, ordering: .relaxed)
                 lastSync = .now
+                syncDuration = lastSync - started
             } else {
                 dirty = true
             }
@@ -392,6 +397,9 @@ final class GroupCommitWriter: @unchecked Sendable {
             }
         }
         core.appendsAcknowledged.add(acknowledged.count, ordering: .relaxed)
+        configuration.instrumentation?.logWroteRound(
+            appends: acknowledged.count, records: published.reduce(0) { $0 + Int($1.recordCount) },
+            bytes: output.count, sync: syncDuration)
         for (completion, range) in acknowledged { completion(.success(range)) }
         return true
     }
@@ -422,10 +430,12 @@ final class GroupCommitWriter: @unchecked Sendable {
         if let poisoned { return .failure(poisonedError(poisoned)) }
         guard dirty else { return .success(()) }
         do {
+            let started = ContinuousClock.now
             try active.synchronizeData()
             core.dataSyncs.add(1, ordering: .relaxed)
             dirty = false
             lastSync = .now
+            configuration.instrumentation?.logSynced(duration: lastSync - started)
             return .success(())
         } catch {
             poison(error)

@@ -23,6 +23,7 @@ struct BackendFixture {
     let backend: any ActivityBackend
 
     init(_ kind: BackendKind) throws {
+        _ = registry  // bootstrapped before a store is opened: its metrics are made at open
         self.kind = kind
         directory = FileManager.default.temporaryDirectory.appending(path: "activity-service-\(kind.rawValue)-\(UUID().uuidString.prefix(8))")
         var logger = Logger(label: "test")
@@ -292,6 +293,11 @@ struct ActivityServiceTests {
                 #expect(response.status == .ok)
                 let text = String(buffer: response.body)
                 #expect(text.contains("http_server_request_duration_bucket{http_route=\"/activities\",http_request_method=\"POST\""), "\(text.prefix(400))")
+                // The store's own metrics (EventKernelMetrics), beside the server's.
+                for metric in ["eventkernel_appended_events_total", "eventkernel_sync_duration_seconds_bucket{policy=\"synced\"",
+                               "eventkernel_commit_round_appends", "eventkernel_observers"] {
+                    #expect(text.contains(metric), "\(metric) missing from /metrics")
+                }
             }
         }
         try await fixture.backend.close()

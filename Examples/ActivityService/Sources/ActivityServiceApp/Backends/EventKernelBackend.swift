@@ -2,6 +2,7 @@ public import Activities
 public import ActivityWorkload
 import EventKernel
 import EventKernelLifecycle
+import EventKernelMetrics
 public import EventLog
 public import Foundation
 public import Logging
@@ -22,11 +23,14 @@ public final class EventKernelBackend: ActivityBackend {
     ///   - durability: `.synced` (the default: a write returns once it is on disk) or buffered.
     ///   - logger: The store's logger (ignored snapshots, failed snapshot writes) and the
     ///     lifecycle's.
+    /// The store's metrics (`EventKernelMetrics`) go to the swift-metrics backend bootstrapped
+    /// before this call; none when nothing is bootstrapped.
     /// - Throws: `RepositoryError.storage` (locked by another process, damaged) and what an
     ///   open throws.
     public init(directory: URL, durability: DurabilityPolicy = .synced, logger: Logger) throws {
         var configuration = EventSourcedActivityRepository.Configuration()
         configuration.log.durability = durability
+        configuration.instrumentation = EventKernelMetrics.make()
         repository = try EventSourcedActivityRepository.open(at: directory, configuration: configuration, logger: logger)
         self.logger = logger
     }
