@@ -6,16 +6,16 @@ extension EventSourcedActivityRepository {
     /// a deleted activity keeps counting). What an HTTP service sends as an `ETag`.
     /// - Complexity: O(1).
     public func version(of id: UUID) -> UInt64 {
-        store.version(of: ActivityEventCodec.stream(of: id))
+        projection.activityAndVersion(id: id).1
     }
 
-    /// The activity with `id` and the version it is at, read version first: the version can
-    /// then be older than the state, never newer, so an ``update(_:expectedVersion:)`` made
-    /// from a state that changed meanwhile conflicts rather than overwriting the change.
+    /// The activity with `id` and the version it is at, read together (the projection keeps
+    /// each activity's version with it), so an ``update(_:expectedVersion:)`` made from this
+    /// state conflicts exactly when the activity changed since.
     /// - Returns: `nil` when no such activity exists.
     public func versionedActivity(id: UUID) -> (activity: ActivityModel, version: UInt64)? {
-        let version = version(of: id)
-        return activity(id: id).map { ($0, version) }
+        let (activity, version) = projection.activityAndVersion(id: id)
+        return activity.map { ($0, version) }
     }
 
     /// Replaces an existing activity if its version is still `expectedVersion` (optimistic
@@ -25,7 +25,7 @@ extension EventSourcedActivityRepository {
     public func update(_ activity: ActivityModel, expectedVersion: UInt64) async throws {
         try Self.validate(activity)
         try await store.execute { command in
-            let existing = command.read(ActivityEventCodec.stream(of: activity.id)) { self.activity(id: activity.id) }
+            let existing = command.read(ActivityEventCodec.stream(of: activity.id), versioned: { projection.activityAndVersion(id: activity.id) })
             guard existing != nil else { throw RepositoryError.notFound(.uuid(activity.id)) }
             command.append(codec.encode(.updated(activity)), expectedVersion: expectedVersion)
         }
