@@ -92,3 +92,7 @@ bench-thresholds-check:
 	@WITH_SQLITE=1 bash scripts/setup.sh
 	cd Benchmarks && EVENTKERNEL_BENCH_N=10000 EVENTKERNEL_BENCH_ALLOCS_ONLY=1 $(SWIFTPM) package --disable-sandbox \
 		benchmark thresholds check $(BENCH_THRESHOLD_FILTER) $(BENCH_ARGS)
+	@# The no-backend twins must keep exactly their plain twin's counts (an update records both).
+	@cd Benchmarks/Thresholds && for twin in *.MetricsNoBackend.p90.json; do \
+		cmp -s "$$twin" "$${twin%.MetricsNoBackend.p90.json}.p90.json" || \
+		{ echo "$$twin differs from its plain twin: EventKernelMetrics without a backend allocates"; exit 1; }; done

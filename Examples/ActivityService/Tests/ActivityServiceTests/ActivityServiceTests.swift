@@ -7,6 +7,7 @@ import HummingbirdTesting
 import Logging
 import Metrics
 import Prometheus
+import GRDB
 import Testing
 
 /// The registry `MetricsSystem` is bootstrapped with, once for the test process.
@@ -348,6 +349,18 @@ struct FormatTests {
             json.uuid(id)
             #expect(String(decoding: json.bytes, as: UTF8.self) == "\"\(id.uuidString)\"")
         }
+        // Through one writer, which keeps the last day written: dates on the same day, the
+        // next one, and back.
+        var writer = JSONWriter()
+        var expected = ""
+        let base = 1_740_814_200.0
+        let offsets: [Double] = [0, 1.25, 3_600, 86_399, 86_400.5, 86_401, 2, -86_400 * 400, 0.125]
+        for offset in offsets {
+            let date = Date(timeIntervalSince1970: base + offset)
+            writer.date(date)
+            expected += "\"" + date.formatted(style) + "\""
+        }
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == expected)
         #expect(InternetDate.format(Date(timeIntervalSince1970: -1.5)) == "1969-12-31T23:59:58.500Z")
         #expect(InternetDate.format(Date(timeIntervalSince1970: 951_782_400)) == "2000-02-29T00:00:00.000Z")
         var json = JSONWriter()
@@ -359,5 +372,24 @@ struct FormatTests {
         let cursor = ActivityCursor(startDate: Date(timeIntervalSinceReferenceDate: 761_234_567.123_456_7), id: UUID())
         #expect(try Cursor.decode(Substring(Cursor.encode(cursor))) == cursor)
         #expect(throws: APIError.self) { try Cursor.decode("12~not-a-uuid") }
+    }
+}
+
+@Suite("ActivityService: the GRDB backend's durability")
+struct GRDBDurabilityTests {
+    /// A synced GRDB backend commits with `synchronous = FULL` (a write returns once it is on
+    /// disk, as EventKernel's synced policy); GRDB's pool sets NORMAL for WAL after the
+    /// connection's preparation, so this is what keeps the comparison honest.
+    @Test func syncedMeansSynchronousFull() async throws {
+        for (synced, expected) in [(true, 2), (false, 1)] {
+            let directory = FileManager.default.temporaryDirectory.appending(path: "grdb-sync-\(UUID().uuidString.prefix(8))")
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let backend = try GRDBBackend(directory: directory, synced: synced)
+            let writer = try await backend.pool.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
+            let reader = try await backend.pool.read { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
+            #expect(writer == expected, "writer connection, synced: \(synced)")
+            #expect(reader == expected, "reader connection, synced: \(synced)")
+            try backend.close()
+        }
     }
 }

@@ -37,6 +37,10 @@ public final class GRDBBackend: ActivityBackend {
         let synchronous = synced ? "FULL" : "NORMAL"
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = \(synchronous)") }
         pool = try DatabasePool(path: directory.appending(path: "activities.sqlite").path, configuration: configuration)
+        // The pool sets `synchronous = NORMAL` on its writer when it enables WAL, after
+        // `prepareDatabase` ran: set it again there, or commits would not be synced (checked
+        // by GRDBDurabilityTests).
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = \(synchronous)") }
         try pool.write { db in
             try db.execute(sql: """
                 CREATE TABLE IF NOT EXISTS activity (

@@ -9,6 +9,7 @@ import NIOCore
 /// than the query that found them, on both backends alike, and would hide their difference.
 struct JSONWriter {
     private(set) var bytes: [UInt8] = []
+    private var day = InternetDate.Day()
 
     init(capacity: Int = 256) { bytes.reserveCapacity(capacity) }
 
@@ -68,7 +69,7 @@ struct JSONWriter {
     mutating func date(_ date: Date?) {
         guard let date else { return raw("null") }
         bytes.append(34)
-        InternetDate.write(date, into: &bytes)
+        InternetDate.write(date, into: &bytes, day: &day)
         bytes.append(34)
     }
 

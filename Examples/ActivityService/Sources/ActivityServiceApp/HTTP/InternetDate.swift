@@ -14,47 +14,48 @@ enum InternetDate {
     /// Formats `date` in UTC with milliseconds.
     static func format(_ date: Date) -> String {
         var bytes: [UInt8] = []
-        write(date, into: &bytes)
+        var day = Day()
+        write(date, into: &bytes, day: &day)
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// Appends `date` in UTC with milliseconds (`2025-03-01T07:30:00.250Z`, 24 bytes; years
-    /// outside 0...9999 print with more digits or a sign, as they only come from bad input).
-    static func write(_ date: Date, into bytes: inout [UInt8]) {
+    /// The last calendar date written, as `YYYY-MM-DD`: the dates of one page mostly fall on a
+    /// few days, and the calendar arithmetic is most of a date's cost.
+    struct Day {
+        var number = Int64.min
+        var text: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+    }
+
+    /// Appends `date` in UTC with milliseconds (`2025-03-01T07:30:00.250Z`, 24 bytes).
+    static func write(_ date: Date, into bytes: inout [UInt8], day: inout Day) {
         let milliseconds = (date.timeIntervalSince1970 * 1_000).rounded(.down)
         guard milliseconds.isFinite, abs(milliseconds) < 2.5e14 else { return bytes.append(contentsOf: "invalid".utf8) }
         let total = Int64(milliseconds)
         let days = total >= 0 ? total / 86_400_000 : (total - 86_399_999) / 86_400_000
-        let msOfDay = Int(total - days * 86_400_000)
-        let (year, month, day) = civil(fromDays: days)
-        guard (0...9_999).contains(year) else { return bytes.append(contentsOf: "\(year)-invalid".utf8) }
-        let seconds = msOfDay / 1_000
-        // Filled in place and appended once: appending byte by byte checked the array's
-        // uniqueness 24 times per date.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { out in
-            func put(_ value: Int, _ width: Int, at offset: Int) {
-                var value = value
-                for index in stride(from: offset + width - 1, through: offset, by: -1) {
-                    out[index] = UInt8(truncatingIfNeeded: 48 + value % 10)
-                    value /= 10
-                }
-            }
-            put(year, 4, at: 0)
-            out[4] = 45  // -
-            put(month, 2, at: 5)
-            out[7] = 45
-            put(day, 2, at: 8)
-            out[10] = 84  // T
-            put(seconds / 3_600, 2, at: 11)
-            out[13] = 58  // :
-            put(seconds / 60 % 60, 2, at: 14)
-            out[16] = 58
-            put(seconds % 60, 2, at: 17)
-            out[19] = 46  // .
-            put(msOfDay % 1_000, 3, at: 20)
-            out[23] = 90  // Z
-            bytes.append(contentsOf: UnsafeBufferPointer(out))
+        if days != day.number {
+            let (year, month, dayOfMonth) = civil(fromDays: days)
+            guard (0...9_999).contains(year) else { return bytes.append(contentsOf: "\(year)-invalid".utf8) }
+            let (y1, y2) = digitPair(year / 100), (y3, y4) = digitPair(year % 100)
+            let (m1, m2) = digitPair(month), (d1, d2) = digitPair(dayOfMonth)
+            day = Day(number: days, text: (y1, y2, y3, y4, 45, m1, m2, 45, d1, d2))
         }
+        let msOfDay = Int(total - days * 86_400_000)
+        let seconds = msOfDay / 1_000, millis = msOfDay % 1_000
+        let (h1, h2) = digitPair(seconds / 3_600), (n1, n2) = digitPair(seconds / 60 % 60), (s1, s2) = digitPair(seconds % 60)
+        let (f1, f2) = digitPair(millis / 10)
+        let f3 = UInt8(truncatingIfNeeded: 48 + millis % 10)
+        let t = day.text
+        // One append of a fixed-size tuple's bytes: appending byte by byte checked the
+        // array's uniqueness 24 times per date.
+        let text = (t.0, t.1, t.2, t.3, t.4, t.5, t.6, t.7, t.8, t.9, UInt8(84), h1, h2, UInt8(58), n1, n2, UInt8(58), s1, s2,
+                    UInt8(46), f1, f2, f3, UInt8(90))
+        withUnsafeBytes(of: text) { bytes.append(contentsOf: $0) }
+    }
+
+    /// The two ASCII digits of `value` (0...99).
+    @inline(__always)
+    private static func digitPair(_ value: Int) -> (UInt8, UInt8) {
+        (UInt8(truncatingIfNeeded: 48 + value / 10), UInt8(truncatingIfNeeded: 48 + value % 10))
     }
 
     /// Parses an RFC 3339 date-time.
