@@ -17,7 +17,7 @@ import Synchronization
 /// | `eventkernel_appended_events_total` | counter | | events written to the log |
 /// | `eventkernel_appended_bytes_total` | counter | | bytes written (batch headers and stored payloads) |
 /// | `eventkernel_commit_round_appends` | recorder (histogram) | | append calls sharing one write and sync (group commit) |
-/// | `eventkernel_sync_duration_seconds` | timer | `policy`: synced, buffered | `fdatasync` latency |
+/// | `eventkernel_sync_duration_seconds` | timer | `policy`: synced, buffered | `fdatasync` latency (synced: with the round's `pwrite`) |
 /// | `eventkernel_command_conflicts_total` | counter | `entity_type`, `outcome`: retried, failed | lost version checks |
 /// | `eventkernel_query_duration_seconds` | timer | `repository` | query latency per repository |
 /// | `eventkernel_snapshot_write_duration_seconds` | timer | `projection` | encode and store a snapshot |

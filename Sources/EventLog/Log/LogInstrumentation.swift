@@ -9,8 +9,9 @@
 /// log's locks, once per round of group commit: keep it cheap and never block.
 public protocol LogInstrumentation: Sendable {
     /// A round of group commit was written: `records` records from `appends` append calls in
-    /// `bytes` bytes (batch headers and stored payloads), made durable by a data sync that took
-    /// `sync` (synced policy), or left for a later sync (`nil`, buffered policy).
+    /// `bytes` bytes (batch headers and stored payloads), made durable in `sync` (synced policy:
+    /// its `pwrite` into the page cache and its `fdatasync`), or left for a later sync (`nil`,
+    /// buffered policy).
     func logWroteRound(appends: Int, records: Int, bytes: Int, sync: Duration?)
 
     /// A sync of buffered appends (the buffered policy's interval, an explicit
