@@ -27,7 +27,8 @@ import Synchronization
 ///
 /// Metrics are created once, here: as with every swift-metrics library, bootstrap the backend
 /// before calling ``make(prefix:)``. When no backend is bootstrapped, ``make(prefix:)`` returns
-/// `nil`, so an unobserved store measures nothing at all (no clock reads, no calls).
+/// `nil`, so an unobserved store measures nothing (no calls, and no clock read on the append
+/// and query paths).
 public final class EventKernelMetrics: StoreInstrumentation {
     private let events: Counter
     private let bytes: Counter

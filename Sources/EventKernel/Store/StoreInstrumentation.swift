@@ -7,7 +7,8 @@ public import EventLog
 /// The `EventKernelMetrics` product implements it on swift-metrics; the core depends on no
 /// metrics library. Set it in ``EventStore/Configuration/instrumentation``; created once at
 /// open, held by the log and the store. `nil`, the default, costs one check where a
-/// measurement would be taken (no clock is read).
+/// measurement would be taken (no clock is read on the append and query paths; snapshots,
+/// which take milliseconds, read it anyway).
 ///
 /// Calls come from the threads doing the work, outside the store's and projections' locks:
 /// keep them cheap and never block.

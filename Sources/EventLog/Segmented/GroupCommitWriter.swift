@@ -366,14 +366,14 @@ final class GroupCommitWriter: @unchecked Sendable {
         var syncDuration: Duration?
         do {
             let synced = configuration.durability == .synced
-            // With the sync: a round's durable write is one pwrite into page cache (microseconds)
-            // and one fdatasync, which is what this measures.
-            let started = ContinuousClock.now
+            // Measured only when instrumented: a round's durable write is one pwrite into the
+            // page cache (microseconds) and one fdatasync.
+            let started = configuration.instrumentation == nil ? nil : ContinuousClock.now
             try active.append(output, batches: batches, synchronize: synced)
             if synced {
                 core.dataSyncs.add(1, ordering: .relaxed)
                 lastSync = .now
-                syncDuration = lastSync - started
+                syncDuration = started.map { lastSync - $0 }
             } else {
                 dirty = true
             }
@@ -430,12 +430,12 @@ final class GroupCommitWriter: @unchecked Sendable {
         if let poisoned { return .failure(poisonedError(poisoned)) }
         guard dirty else { return .success(()) }
         do {
-            let started = ContinuousClock.now
+            let started = configuration.instrumentation == nil ? nil : ContinuousClock.now
             try active.synchronizeData()
             core.dataSyncs.add(1, ordering: .relaxed)
             dirty = false
             lastSync = .now
-            configuration.instrumentation?.logSynced(duration: lastSync - started)
+            if let started { configuration.instrumentation?.logSynced(duration: lastSync - started) }
             return .success(())
         } catch {
             poison(error)
