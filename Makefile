@@ -4,7 +4,7 @@ SWIFT ?= swift
 # from a signal (an intermittent toolchain crash), never a failing build, test or threshold.
 SWIFTPM = SWIFT=$(SWIFT) bash $(CURDIR)/scripts/swiftpm.sh
 
-.PHONY: setup build unit test sanitizers fuzz release demo bench bench-smoke bench-thresholds-update bench-thresholds-check clean
+.PHONY: setup build unit test sanitizers fuzz release demo bench bench-smoke bench-thresholds-update bench-thresholds-check example-test loadtest clean
 
 # Installs the C libraries the package links against when they are missing (Debian/Ubuntu).
 setup:
@@ -19,8 +19,9 @@ unit: setup
 	$(SWIFTPM) test --skip-build
 
 # Everything CI runs: the tests, the tests again under ThreadSanitizer and AddressSanitizer,
-# a bounded fuzzing pass, and the benchmark package's smoke run (Docs/Reliability.md).
-test: unit sanitizers fuzz bench-smoke bench-thresholds-check
+# a bounded fuzzing pass, the benchmark package's smoke run (Docs/Reliability.md) and the HTTP
+# example's tests (Docs/Services.md).
+test: unit sanitizers fuzz bench-smoke bench-thresholds-check example-test
 
 sanitizers: setup
 	bash scripts/sanitizers.sh
@@ -37,7 +38,19 @@ demo: setup
 	$(SWIFTPM) run -c release eventkernel demo --reset
 
 clean:
-	rm -rf .build Benchmarks/.build
+	rm -rf .build Benchmarks/.build Examples/ActivityService/.build
+
+# The HTTP example (Examples/ActivityService: its own package, Hummingbird, GRDB, Prometheus;
+# GRDB needs libsqlite3-dev): build it and run its tests (Docs/Services.md).
+example-test:
+	@WITH_SQLITE=1 bash scripts/setup.sh
+	cd Examples/ActivityService && $(SWIFTPM) build --build-tests && $(SWIFTPM) test --skip-build
+
+# The example under load with wrk, EventKernel against GRDB behind the same service
+# (scripts/loadtest.sh; Docs/Benchmarks.md, "The HTTP service under load").
+loadtest:
+	@WITH_SQLITE=1 WITH_WRK=1 bash scripts/setup.sh
+	bash scripts/loadtest.sh
 
 # Benchmarks (Benchmarks/ is its own package; GRDB needs libsqlite3-dev). See Docs/Benchmarks.md.
 # `make bench` runs the full suite (N = 1,000,000 activities; fixtures are built once and cached in
@@ -65,7 +78,10 @@ bench-smoke:
 # Allocation-count thresholds (Benchmarks/Thresholds/): record them, or check a run against them.
 # Only EventKernel's deterministic benchmarks carry thresholds: single-task appends and queries (the
 # 64-task appends, startup, footprint and the peers allocate a varying amount with scheduling).
-BENCH_THRESHOLD_FILTER ?= --filter 'Append\.Buffered\..*\.EventKernel' --filter 'Append\.Synced\.OneTask\.EventKernel' --filter 'Query\..*\.EventKernel'
+# The *.MetricsNoBackend twins (EventKernelMetrics installed, no swift-metrics backend) carry
+# copies of their plain twin's thresholds with no relative slack: instrumentation must not allocate.
+BENCH_THRESHOLD_FILTER ?= --filter 'Append\.Buffered\..*\.EventKernel' --filter 'Append\.Synced\.OneTask\.EventKernel' --filter 'Query\..*\.EventKernel' \
+	--filter '.*\.EventKernel\.MetricsNoBackend'
 
 bench-thresholds-update:
 	@WITH_SQLITE=1 bash scripts/setup.sh
@@ -76,3 +92,7 @@ bench-thresholds-check:
 	@WITH_SQLITE=1 bash scripts/setup.sh
 	cd Benchmarks && EVENTKERNEL_BENCH_N=10000 EVENTKERNEL_BENCH_ALLOCS_ONLY=1 $(SWIFTPM) package --disable-sandbox \
 		benchmark thresholds check $(BENCH_THRESHOLD_FILTER) $(BENCH_ARGS)
+	@# The no-backend twins must keep exactly their plain twin's counts (an update records both).
+	@cd Benchmarks/Thresholds && for twin in *.MetricsNoBackend.p90.json; do \
+		cmp -s "$$twin" "$${twin%.MetricsNoBackend.p90.json}.p90.json" || \
+		{ echo "$$twin differs from its plain twin: EventKernelMetrics without a backend allocates"; exit 1; }; done

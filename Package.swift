@@ -4,6 +4,9 @@
 //
 // Layers (lower never imports higher), see Docs/Architecture.md:
 //   EventKernelTool (the `eventkernel` CLI)
+//   EventKernelDependencies, ActivitiesDependencies, EventKernelLifecycle, EventKernelMetrics
+//     (service integration: swift-dependencies, swift-service-lifecycle, swift-metrics; the core
+//     never imports them)
 //   Activities, ActivityWorkload (the reference domain and its seeded generator)
 //   EventKernel (typed events, projections, snapshots, repositories)
 //   EventLog (the segmented, compressed, checksummed log)
@@ -24,10 +27,21 @@ let package = Package(
         .library(name: "Activities", targets: ["Activities"]),
         .library(name: "ActivityWorkload", targets: ["ActivityWorkload"]),
         .executable(name: "eventkernel", targets: ["EventKernelTool"]),
+        // Service integration (Docs/Services.md), each its own product so that the core's
+        // dependency footprint stays swift-log and liblz4.
+        .library(name: "EventKernelDependencies", targets: ["EventKernelDependencies"]),
+        .library(name: "ActivitiesDependencies", targets: ["ActivitiesDependencies"]),
+        .library(name: "EventKernelLifecycle", targets: ["EventKernelLifecycle"]),
+        .library(name: "EventKernelMetrics", targets: ["EventKernelMetrics"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        // Only its `Dependencies` product (no macros, so swift-syntax is resolved but never
+        // built) and only its Foundation trait (no swift-clocks, no combine-schedulers).
+        .package(url: "https://github.com/pointfreeco/swift-dependencies.git", exact: "1.17.1", traits: ["Foundation"]),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -68,6 +82,42 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        .target(
+            name: "EventKernelDependencies",
+            dependencies: [
+                "EventKernel", "EventLog",
+                .product(name: "Dependencies", package: "swift-dependencies"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "ActivitiesDependencies",
+            dependencies: [
+                "Activities", "EventKernel", "EventKernelDependencies",
+                .product(name: "Dependencies", package: "swift-dependencies"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "EventKernelLifecycle",
+            dependencies: [
+                "EventKernel",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // The core reports through StoreInstrumentation / LogInstrumentation (no metrics library);
+        // this target implements them on swift-metrics' CoreMetrics.
+        .target(
+            name: "EventKernelMetrics",
+            dependencies: [
+                "EventKernel",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSettings
+        ),
         // What the test targets and helper executables share: temporary directories, the
         // SIGKILL harness, a seeded generator, test scale, a recording logger, fixtures.
         .target(
@@ -94,6 +144,18 @@ let package = Package(
             path: "Tests/ActivitiesTestHelper",
             swiftSettings: strictSettings
         ),
+        // Spawned by the lifecycle tests: a service group writing activities until a real
+        // SIGTERM shuts it down.
+        .executableTarget(
+            name: "LifecycleTestHelper",
+            dependencies: [
+                "Activities", "EventKernel", "EventKernelLifecycle", "EventKernelTestSupport",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/LifecycleTestHelper",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "EventLogTests",
             dependencies: ["EventLog", "EventLogTestHelper", "EventKernelTestSupport"],
@@ -117,6 +179,34 @@ let package = Package(
         .testTarget(
             name: "EventKernelToolTests",
             dependencies: ["EventKernelTool", "Activities", "EventKernel", "EventLog", "ActivitiesTestHelper", "EventKernelTestSupport"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "DependenciesTests",
+            dependencies: [
+                "EventKernelDependencies", "ActivitiesDependencies", "Activities", "EventKernel", "EventKernelTestSupport",
+                .product(name: "Dependencies", package: "swift-dependencies"),
+                // Reports unimplemented endpoints as Swift Testing issues (withKnownIssue sees them).
+                .product(name: "DependenciesTestSupport", package: "swift-dependencies"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "EventKernelMetricsTests",
+            dependencies: [
+                "EventKernelMetrics", "Activities", "EventKernel", "EventLog", "EventKernelTestSupport",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "EventKernelLifecycleTests",
+            dependencies: [
+                "EventKernelLifecycle", "LifecycleTestHelper", "Activities", "EventKernel", "EventKernelTestSupport",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictSettings
         ),
         // Examples/: the five repository designs of ../shared/seeds, each as domain code on the

@@ -21,6 +21,7 @@ let benchmarkDependencies: [Target.Dependency] = [
     .product(name: "ActivityWorkload", package: "EventKernel"),
     .product(name: "EventKernel", package: "EventKernel"),
     .product(name: "EventLog", package: "EventKernel"),
+    .product(name: "EventKernelMetrics", package: "EventKernel"),
     .product(name: "GRDB", package: "GRDB.swift"),
 ]
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what EventKernel needs from the system when it is missing:
-# liblz4-dev (the log's compression) and, for the benchmark package, libsqlite3-dev (GRDB).
+# liblz4-dev (the log's compression); for the benchmark package and the HTTP example,
+# libsqlite3-dev (GRDB, WITH_SQLITE=1); for the load test, wrk (WITH_WRK=1).
 # Safe to run repeatedly; uses sudo only when not already root.
 set -euo pipefail
 
@@ -8,6 +9,9 @@ need=()
 pkg-config --exists liblz4 2>/dev/null || need+=(liblz4-dev)
 if [ "${WITH_SQLITE:-0}" = "1" ]; then
   pkg-config --exists sqlite3 2>/dev/null || need+=(libsqlite3-dev)
+fi
+if [ "${WITH_WRK:-0}" = "1" ]; then
+  command -v wrk >/dev/null 2>&1 || need+=(wrk)
 fi
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 

@@ -31,16 +31,23 @@ public struct KilledProcess: Sendable {
     public var terminationStatus: Int32
 }
 
-/// Spawns `executable`, SIGKILLs it per `plan`, and returns what it printed: the one SIGKILL
-/// harness of the crash suites. The child must print one line per `write(2)` (unbuffered), with
-/// acknowledgements starting `ack `.
+/// Spawns `executable`, sends it `signal` per `plan`, and returns what it printed: the one
+/// kill harness of the crash suites (SIGKILL) and of the graceful-shutdown tests (SIGTERM: the
+/// child is then given `gracePeriod` to exit by itself, and SIGKILLed after it, which the
+/// result's `wasKilled` shows). The child must print one line per `write(2)` (unbuffered),
+/// with acknowledgements starting `ack `.
 /// - Parameters:
 ///   - executable: The child, usually ``builtExecutable(_:)``.
 ///   - arguments: Its arguments.
 ///   - scratch: A directory for the child's captured output.
-///   - plan: When to kill it.
+///   - plan: When to signal it.
+///   - signal: The signal; SIGKILL by default.
+///   - gracePeriod: How long a child sent another signal has to exit.
 /// - Throws: When the child cannot be started or its output read.
-public func runAndKill(_ executable: URL, arguments: [String], scratch: URL, plan: KillPlan) throws -> KilledProcess {
+public func runAndKill(
+    _ executable: URL, arguments: [String], scratch: URL, plan: KillPlan,
+    signal: Int32 = SIGKILL, gracePeriod: Duration = .seconds(60)
+) throws -> KilledProcess {
     let outputURL = scratch.appending(path: "child-\(UUID().uuidString.prefix(8)).stdout")
     _ = FileManager.default.createFile(atPath: outputURL.path, contents: nil)
     defer { try? FileManager.default.removeItem(at: outputURL) }
@@ -72,7 +79,12 @@ public func runAndKill(_ executable: URL, arguments: [String], scratch: URL, pla
         }
         usleep(useconds_t(jitter))
     }
-    kill(process.processIdentifier, SIGKILL)
+    kill(process.processIdentifier, signal)
+    if signal != SIGKILL {
+        let deadline = ContinuousClock.now.advanced(by: gracePeriod)
+        while process.isRunning && ContinuousClock.now < deadline { usleep(1_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
     process.waitUntilExit()
     let text = String(decoding: try Data(contentsOf: outputURL), as: UTF8.self)
     // Only complete lines count: each is one write(2), but be strict anyway.

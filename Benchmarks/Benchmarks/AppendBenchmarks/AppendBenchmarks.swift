@@ -5,6 +5,7 @@ import Activities
 import Benchmark
 import BenchFixtures
 import EventKernel
+import EventKernelMetrics
 import EventLog
 import Foundation
 
@@ -20,6 +21,11 @@ private let stream = AddStream()
 
 private let ekBuffered = Once { try EventKernelFixtures.open(scratch("append-buffered"), durability: .buffered, preallocate: true) }
 private let ekSynced = Once { try EventKernelFixtures.open(scratch("append-synced"), durability: .synced, preallocate: true) }
+/// The store with swift-metrics instrumentation and no backend bootstrapped (no-op handlers).
+private let ekSyncedMetrics = Once {
+    try EventKernelFixtures.open(scratch("append-synced-metrics"), durability: .synced, preallocate: true,
+                                 instrumentation: EventKernelMetrics())
+}
 private let grdbNormal = Once {
     let dir = scratch("append-grdb-normal")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -92,6 +98,16 @@ let benchmarks: @Sendable () -> Void = {
 
     Benchmark("Append.Synced.OneTask.EventKernel", configuration: config) { benchmark in
         let repository = try await ekSynced.get()
+        let models = stream.next(perIteration)
+        benchmark.startMeasurement()
+        for model in models { try await repository.add(model) }
+        benchmark.stopMeasurement()
+    }
+
+    // EventKernelMetrics installed, no metrics backend: what an unobserved service pays.
+    Benchmark("Append.Synced.OneTask.EventKernel.MetricsNoBackend",
+              configuration: BenchConfig.configuration(scalingFactor: .kilo, thresholds: BenchConfig.noExtraAllocations)) { benchmark in
+        let repository = try await ekSyncedMetrics.get()
         let models = stream.next(perIteration)
         benchmark.startMeasurement()
         for model in models { try await repository.add(model) }

@@ -6,10 +6,15 @@ import ActivityWorkload
 import Benchmark
 import BenchFixtures
 import EventKernel
+import EventKernelMetrics
 import Foundation
 import GRDB
 
 private let eventKernel = Once { try EventKernelFixtures.open(try await EventKernelFixtures.store(), durability: .buffered) }
+/// The same store with swift-metrics instrumentation and no backend bootstrapped (no-op handlers).
+private let eventKernelMetrics = Once {
+    try EventKernelFixtures.open(try await EventKernelFixtures.store(), durability: .buffered, instrumentation: EventKernelMetrics())
+}
 private let grdb = Once { try GRDBActivityStore(path: try GRDBFixtures.database(), synchronous: .normal) }
 private let naive = Once { NaiveArrayRepository(Workload.liveActivities(BenchEnv.n)) }
 
@@ -49,6 +54,16 @@ let benchmarks: @Sendable () -> Void = {
             _ = try await agreement.get()
             benchmark.startMeasurement()
             for _ in benchmark.scaledIterations { blackHole(try repository.activities(matching: query)) }
+        }
+        if label == "Window7d.Limit50" {
+            // EventKernelMetrics installed, no metrics backend: every query is timed into a
+            // no-op timer (two clock reads), which must not allocate.
+            Benchmark("Query.\(label).EventKernel.MetricsNoBackend",
+                      configuration: BenchConfig.configuration(scalingFactor: .kilo, thresholds: BenchConfig.noExtraAllocations)) { benchmark in
+                let repository = try await eventKernelMetrics.get()
+                benchmark.startMeasurement()
+                for _ in benchmark.scaledIterations { blackHole(try repository.activities(matching: query)) }
+            }
         }
         Benchmark("Query.\(label).GRDBRecords", configuration: fast) { benchmark in
             let store = try await grdb.get()

@@ -7,12 +7,14 @@ import Foundation
 
 public enum EventKernelFixtures {
     /// Opens (or creates) a repository; snapshots are never written, so cached fixtures stay as built.
+    /// `instrumentation`: the `*.MetricsNoBackend` benchmarks' `EventKernelMetrics`.
     public static func open(_ url: URL, durability: DurabilityPolicy = .buffered, preallocate: Bool = false,
-                            snapshots: SnapshotPolicy = .never) throws -> EventSourcedActivityRepository {
-        try EventSourcedActivityRepository.open(
-            at: url,
-            configuration: .init(log: SegmentedLog.Configuration(durability: durability, preallocate: preallocate),
-                                 snapshots: snapshots))
+                            snapshots: SnapshotPolicy = .never,
+                            instrumentation: (any StoreInstrumentation)? = nil) throws -> EventSourcedActivityRepository {
+        var configuration = EventSourcedActivityRepository.Configuration(
+            log: SegmentedLog.Configuration(durability: durability, preallocate: preallocate), snapshots: snapshots)
+        configuration.instrumentation = instrumentation
+        return try EventSourcedActivityRepository.open(at: url, configuration: configuration)
     }
 
     /// The store holding the seeded history of `n` activities, then `growth - 1` rounds of one

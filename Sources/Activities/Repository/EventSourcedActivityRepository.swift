@@ -23,6 +23,9 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
         public var log = SegmentedLog.Configuration()
         /// When snapshots are written.
         public var snapshots = SnapshotPolicy.default
+        /// Receives what the store and its log measure, for metrics (`EventKernelMetrics`);
+        /// `nil`, the default: nothing is measured.
+        public var instrumentation: (any StoreInstrumentation)?
 
         /// The defaults: synced, LZ4, snapshots every 10,000 events (and a quarter of the log)
         /// and on close.
@@ -40,12 +43,15 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     /// The read model.
     public let projection: ActivityProjection
     let codec = ActivityEventCodec()
+    /// Times every query when the store is instrumented (`nil`: no clock is read).
+    private let queryLatency: (any DurationRecorder)?
 
     /// Wraps a store, registering (and catching up) an ``ActivityProjection`` on it.
     /// - Throws: `RepositoryError` if the log cannot be replayed.
     public init(store: EventStore) throws {
         self.store = store
         self.projection = ActivityProjection()
+        self.queryLatency = store.instrumentation?.queryLatency(repository: projection.name)
         try store.register(projection)
     }
 
@@ -54,6 +60,7 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     init(store: EventStore, registered projection: ActivityProjection) {
         self.store = store
         self.projection = projection
+        self.queryLatency = store.instrumentation?.queryLatency(repository: projection.name)
     }
 
     /// Opens (creating if needed) a durable repository in `directory`.
@@ -65,10 +72,13 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
         at directory: URL, configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "EventKernel.Activities")
     ) throws -> EventSourcedActivityRepository {
-        let log = try SegmentedLog.open(at: directory, configuration: configuration.log)
+        var logConfiguration = configuration.log
+        if let instrumentation = configuration.instrumentation { logConfiguration.instrumentation = instrumentation }
+        let log = try SegmentedLog.open(at: directory, configuration: logConfiguration)
         let projection = ActivityProjection()
         let store = try EventStore(log: log, directory: directory, projections: [projection],
-                                   snapshotPolicy: configuration.snapshots, logger: logger)
+                                   snapshotPolicy: configuration.snapshots, logger: logger,
+                                   instrumentation: configuration.instrumentation)
         return EventSourcedActivityRepository(store: store, registered: projection)
     }
 
@@ -101,7 +111,7 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     /// - Complexity: O(log n + k) for a date window returning k activities.
     public func activities(matching query: ActivityQuery) throws -> [ActivityModel] {
         do {
-            return try projection.read { try $0.fetch(query) }
+            return try queryLatency.time { try projection.read { try $0.fetch(query) } }
         } catch let error as ActivityQueryError {
             throw RepositoryError.invalidQuery(error.message)
         }
@@ -110,7 +120,7 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     /// The activities matching a date-range query, synchronously.
     public func activities(in range: ActivityRangeQuery) throws -> [ActivityModel] {
         do {
-            return try projection.read { try $0.fetch(range) }
+            return try queryLatency.time { try projection.read { try $0.fetch(range) } }
         } catch let error as ActivityQueryError {
             throw RepositoryError.invalidQuery(error.message)
         }

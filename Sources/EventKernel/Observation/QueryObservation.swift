@@ -44,7 +44,10 @@ package enum QueryObservation {
         }
         // Ending the pokes lets the task yield a last buffered change, then finish the stream.
         let closeToken = store.addCloseHandler { poke.finish() }
+        let instrumentation = store.instrumentation
+        instrumentation?.observersChanged(by: 1)
         output.onTermination = { [weak store] _ in
+            instrumentation?.observersChanged(by: -1)
             task.cancel()
             poke.finish()
             unlisten()

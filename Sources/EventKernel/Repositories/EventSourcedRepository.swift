@@ -40,6 +40,8 @@ where Entity.ID: EntityIDConvertible {
     public let projection: ProjectedState<State>
     private let defaultOrder: [EntityQuery<Entity>.Ordering]
     private let validate: (@Sendable (Entity) throws -> Void)?
+    /// Times every query when the store is instrumented (`nil`: no clock is read).
+    private let queryLatency: (any DurationRecorder)?
 
     /// The snapshot layout version: 2 added stream versions and the entity schema version, 3
     /// the insertion sequence and the declared indexes' order, 4 the entities in parts, 5 the
@@ -76,6 +78,7 @@ where Entity.ID: EntityIDConvertible {
         self.defaultOrder = defaultOrder.map { .init(keyPath: $0.keyPath, value: $0.value, descending: $0.descending) }
         self.validate = validate
         self.projection = Self.makeProjection(typeName: typeName, schema: schema, indexes: indexes)
+        self.queryLatency = store.instrumentation?.queryLatency(repository: projection.name)
         try store.register(projection)
     }
 
@@ -296,9 +299,11 @@ where Entity.ID: EntityIDConvertible {
 
     /// Runs `query` on the published table: the one path of every query.
     private func run(_ query: EntityQuery<Entity>) throws -> (table: State, slots: [Int32], next: QueryCursor?) {
-        let table = publishedTable
-        let (slots, next) = try table.run(query, defaultOrder: defaultOrder)
-        return (table, slots, next)
+        try queryLatency.time {
+            let table = publishedTable
+            let (slots, next) = try table.run(query, defaultOrder: defaultOrder)
+            return (table, slots, next)
+        }
     }
 
     /// The first entity matching `query`, or `nil`.
@@ -318,7 +323,7 @@ where Entity.ID: EntityIDConvertible {
     /// - Complexity: O(log n + k / c) when one index applies every condition, for chunks of c
     ///   entries (see ``EntityQuery``).
     public func count(_ query: EntityQuery<Entity>) throws -> Int {
-        try publishedTable.count(query)
+        try queryLatency.time { try publishedTable.count(query) }
     }
 
     /// How a query is answered: which index, in which direction, what is filtered or sorted

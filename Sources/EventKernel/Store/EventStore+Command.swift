@@ -47,7 +47,8 @@ extension EventStore {
         _ decide: (inout CommandContext) throws -> Output
     ) async throws -> Output {
         var lastConflict: RepositoryError?
-        for _ in 0..<Swift.max(1, maxAttempts) {
+        let attempts = Swift.max(1, maxAttempts)
+        for attempt in 0..<attempts {
             var context = CommandContext(store: self)
             let output = try decide(&context)
             guard !context.events.isEmpty else { return output }
@@ -55,6 +56,10 @@ extension EventStore {
                 try await append(context.events, basis: context.basis, planned: context.plannedVersions)
                 return output
             } catch let error as RepositoryError {
+                if case .conflict(let stream, _, _) = error {
+                    instrumentation?.commandConflicted(
+                        entityType: stream.entityType, retrying: context.isRetryable(stream) && attempt + 1 < attempts)
+                }
                 guard case .conflict(let stream, _, _) = error, context.isRetryable(stream) else { throw error }
                 lastConflict = error
                 await versions.waitUntilSettled(stream)

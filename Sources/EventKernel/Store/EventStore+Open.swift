@@ -16,18 +16,12 @@ extension EventStore {
     ///   - snapshotPolicy: When to write snapshots.
     ///   - logger: Receives notices about ignored snapshots and failed snapshot writes.
     /// - Throws: ``RepositoryError/storage(_:)`` when the directory cannot be opened or is
-    ///   locked by another process, and what ``init(log:directory:projections:snapshotPolicy:logger:)`` throws.
+    ///   locked by another process, and what ``init(log:directory:projections:snapshotPolicy:logger:instrumentation:)`` throws.
     public static func open(
         at directory: URL, log: SegmentedLog.Configuration = SegmentedLog.Configuration(),
         snapshotPolicy: SnapshotPolicy = .default, logger: Logger = Logger(label: "EventKernel.EventStore")
     ) throws -> EventStore {
-        let segmented: SegmentedLog
-        do {
-            segmented = try SegmentedLog.open(at: directory, configuration: log)
-        } catch let error as LogError {
-            throw RepositoryError.storage(StorageFailure(error))
-        }
-        return try EventStore(log: segmented, directory: directory, snapshotPolicy: snapshotPolicy, logger: logger)
+        try open(at: directory, configuration: Configuration(log: log, snapshots: snapshotPolicy, logger: logger))
     }
 
     /// A store in memory: the same engine over an `InMemoryLog`, for tests and previews.

@@ -22,6 +22,9 @@ public final class EventStore: Sendable {
     public let snapshots: SnapshotDirectory?
     /// When snapshots are written.
     public let snapshotPolicy: SnapshotPolicy
+    /// Receives what the store measures (conflicts, query latency, snapshots, observers), for
+    /// metrics; `nil`: nothing is measured.
+    public let instrumentation: (any StoreInstrumentation)?
     let logger: Logger
     let versions = VersionTable()
 
@@ -54,6 +57,8 @@ public final class EventStore: Sendable {
     ///   - projections: Projections to register now (more can be added with ``register(_:)``).
     ///   - snapshotPolicy: When to write snapshots.
     ///   - logger: Receives notices about ignored snapshots and failed snapshot writes.
+    ///   - instrumentation: Receives what the store measures (give the same value to the log's
+    ///     configuration for its rounds); `nil`: nothing is measured.
     /// - Throws: ``RepositoryError/storage(_:)`` when the log cannot be read or holds a record
     ///   that is not an event; ``RepositoryError/undecodableEvent(_:)`` when a projection cannot
     ///   fold a stored event (nothing is skipped; the store does not open).
@@ -61,9 +66,11 @@ public final class EventStore: Sendable {
     public init(
         log: any RecordLog, directory: URL? = nil, projections: [any Projection] = [],
         snapshotPolicy: SnapshotPolicy = .default,
-        logger: Logger = Logger(label: "EventKernel.EventStore")
+        logger: Logger = Logger(label: "EventKernel.EventStore"),
+        instrumentation: (any StoreInstrumentation)? = nil
     ) throws {
         self.log = log
+        self.instrumentation = instrumentation
         let fileIO = (log as? SegmentedLog)?.fileIO ?? PosixFileIO()
         self.snapshots = directory.map { SnapshotDirectory(storeDirectory: $0, logger: logger, fileIO: fileIO) }
         self.snapshotPolicy = snapshotPolicy
@@ -97,7 +104,7 @@ public final class EventStore: Sendable {
         // Snapshots are read, checked and decoded in parallel: each is independent, and at
         // startup this is most of the work.
         if snapshots != nil {
-            let logger = self.logger
+            let logger = self.logger, instrumentation = self.instrumentation
             let isWriter = (log as? SegmentedLog).map { !$0.isReadOnly } ?? false
             let contradictions = Locked<[any Error]>([])
             DispatchQueue.concurrentPerform(iterations: projections.count) { index in
@@ -112,7 +119,9 @@ public final class EventStore: Sendable {
                     return
                 }
                 do {
+                    let started = ContinuousClock.now
                     try projection.restore(from: ProjectionSnapshot(bytes: file.body, nextPosition: file.nextPosition))
+                    instrumentation?.snapshotRestored(projection: projection.name, duration: ContinuousClock.now - started)
                 } catch {
                     logger.warning("snapshot state did not decode, replaying from the start",
                                    metadata: ["projection": "\(projection.name)", "error": "\(error)"])
@@ -376,7 +385,7 @@ public final class EventStore: Sendable {
     public func writeSnapshots() async throws {
         guard let snapshots else { throw RepositoryError.validationFailed("the store has no directory for snapshots") }
         let projections: [any Projection] = [versions] + commit.withLock { $0.projections }
-        var captured: [(projection: any Projection, state: ProjectionSnapshot)] = []
+        var captured: [(projection: any Projection, state: ProjectionSnapshot, encoding: Duration)] = []
         for projection in projections {
             // A projection that failed to fold an event holds a partial state: snapshotting it
             // would turn an error into lost data.
@@ -384,7 +393,8 @@ public final class EventStore: Sendable {
                 logger.error("snapshot skipped for a failed projection", metadata: ["projection": "\(projection.name)", "error": "\(failure)"])
                 continue
             }
-            captured.append((projection, try projection.snapshotState()))
+            let started = ContinuousClock.now
+            captured.append((projection, try projection.snapshotState(), ContinuousClock.now - started))
         }
         // Under buffered durability the captured states may include events not yet on disk.
         do { try await log.synchronize() } catch {
@@ -393,7 +403,8 @@ public final class EventStore: Sendable {
         let epoch = log.historyEpoch
         // Projections usually stand at the same position: read each anchor record once.
         var anchors: [LogPosition: SnapshotAnchor?] = [:]
-        for (projection, state) in captured {
+        for (projection, state, encoding) in captured {
+            let started = ContinuousClock.now
             let anchor: SnapshotAnchor?
             if let known = anchors[state.nextPosition] { anchor = known } else {
                 anchor = try self.anchor(coveringUpTo: state.nextPosition)
@@ -403,6 +414,8 @@ public final class EventStore: Sendable {
                 SnapshotFile(projectionName: projection.name, schemaVersion: projection.schemaVersion,
                              nextPosition: state.nextPosition, historyEpoch: epoch, anchor: anchor, body: state.bytes),
                 keep: snapshotPolicy.keep)
+            instrumentation?.snapshotWritten(projection: projection.name, bytes: state.bytes.count,
+                                             duration: encoding + (ContinuousClock.now - started))
         }
     }
 

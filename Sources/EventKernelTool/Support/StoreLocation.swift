@@ -12,9 +12,8 @@ struct StoreOptions: ParsableArguments {
     var directory: String?
 
     var url: URL {
-        let path = directory ?? ProcessInfo.processInfo.environment["EVENTKERNEL_STORE"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? "./eventkernel-store"
-        return URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL
+        guard let directory else { return EventStore.defaultDirectory }
+        return URL(filePath: directory, directoryHint: .isDirectory).standardizedFileURL
     }
 }
 

@@ -363,12 +363,17 @@ final class GroupCommitWriter: @unchecked Sendable {
             output.removeAll(keepingCapacity: true)
         }
         guard !batches.isEmpty else { return true }
+        var syncDuration: Duration?
         do {
             let synced = configuration.durability == .synced
+            // Measured only when instrumented: a round's durable write is one pwrite into the
+            // page cache (microseconds) and one fdatasync.
+            let started = configuration.instrumentation == nil ? nil : ContinuousClock.now
             try active.append(output, batches: batches, synchronize: synced)
             if synced {
                 core.dataSyncs.add(1, ordering: .relaxed)
                 lastSync = .now
+                syncDuration = started.map { lastSync - $0 }
             } else {
                 dirty = true
             }
@@ -392,6 +397,9 @@ final class GroupCommitWriter: @unchecked Sendable {
             }
         }
         core.appendsAcknowledged.add(acknowledged.count, ordering: .relaxed)
+        configuration.instrumentation?.logWroteRound(
+            appends: acknowledged.count, records: published.reduce(0) { $0 + Int($1.recordCount) },
+            bytes: output.count, sync: syncDuration)
         for (completion, range) in acknowledged { completion(.success(range)) }
         return true
     }
@@ -422,10 +430,12 @@ final class GroupCommitWriter: @unchecked Sendable {
         if let poisoned { return .failure(poisonedError(poisoned)) }
         guard dirty else { return .success(()) }
         do {
+            let started = configuration.instrumentation == nil ? nil : ContinuousClock.now
             try active.synchronizeData()
             core.dataSyncs.add(1, ordering: .relaxed)
             dirty = false
             lastSync = .now
+            if let started { configuration.instrumentation?.logSynced(duration: lastSync - started) }
             return .success(())
         } catch {
             poison(error)

@@ -39,6 +39,9 @@ public final class SegmentedLog: RecordLog {
         public var maxGroupBytes: Int = 4 << 20
         /// The system-call layer for writes and syncs; replaced in fault-injection tests.
         public var fileIO: any LogFileIO = PosixFileIO()
+        /// Receives what each write round did (records, bytes, sync latency), for metrics.
+        /// Default `nil`: nothing is measured.
+        public var instrumentation: (any LogInstrumentation)?
 
         /// The defaults: synced, LZ4, 64 MiB segments, preallocated.
         public init() {}

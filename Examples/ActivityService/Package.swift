@@ -1,0 +1,86 @@
+// swift-tools-version:6.1
+//
+// ActivityService: EventKernel inside an HTTP service (Hummingbird 2), its own package so that
+// the library's dependency footprint stays small (as Benchmarks/ is). See Docs/Services.md.
+//
+//   ActivityServiceApp   the service: routes over ActivityBackend (ActivityRepositoryProtocol,
+//                        plus versions and history), the EventKernel and GRDB backends, the
+//                        server-sent-events feed, Prometheus metrics
+//   ActivityService      the executable: `serve` (default) and `seed`
+//
+//   swift run ActivityService                         EventKernel in ./activity-service-data
+//   swift run ActivityService serve --backend grdb    the same service on SQLite (GRDB)
+import PackageDescription
+
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "ActivityService",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "ActivityService", targets: ["ActivityService"]),
+    ],
+    dependencies: [
+        .package(name: "EventKernel", path: "../.."),
+        // Without its swift-configuration support (unused here).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1", traits: ["FullFoundation"]),
+        // The peer backend: SQLite through GRDB (needs libsqlite3-dev: `WITH_SQLITE=1 scripts/setup.sh`).
+        .package(url: "https://github.com/groue/GRDB.swift.git", exact: "7.10.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", exact: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", exact: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", exact: "1.8.2"),
+        // The tests read the live feed as a stream, which HummingbirdTesting's client cannot.
+        .package(url: "https://github.com/swift-server/async-http-client.git", exact: "1.37.0"),
+    ],
+    targets: [
+        .target(
+            name: "ActivityServiceApp",
+            dependencies: [
+                .product(name: "Activities", package: "EventKernel"),
+                .product(name: "ActivityWorkload", package: "EventKernel"),
+                .product(name: "EventKernel", package: "EventKernel"),
+                .product(name: "EventLog", package: "EventKernel"),
+                .product(name: "EventKernelLifecycle", package: "EventKernel"),
+                .product(name: "EventKernelMetrics", package: "EventKernel"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "ActivityService",
+            dependencies: [
+                "ActivityServiceApp",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "ActivityServiceTests",
+            dependencies: [
+                "ActivityServiceApp",
+                .product(name: "Activities", package: "EventKernel"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,62 @@
+public import Foundation
+public import EventLog
+public import Logging
+
+extension EventStore {
+    /// Everything a durable store is opened with, in one value: what a service keeps in its
+    /// own configuration and passes to ``open(at:configuration:)``.
+    public struct Configuration: Sendable {
+        /// The log's options (durability, segment size, compression).
+        public var log: SegmentedLog.Configuration
+        /// When snapshots are written.
+        public var snapshots: SnapshotPolicy
+        /// Receives the store's warnings and errors: ignored snapshots, failed snapshot writes.
+        public var logger: Logger
+        /// Receives what the store and its log measure, for metrics (`EventKernelMetrics`);
+        /// `nil`, the default: nothing is measured. It replaces `log.instrumentation`.
+        public var instrumentation: (any StoreInstrumentation)?
+
+        /// Creates a configuration; the defaults are synced, LZ4, snapshots every 10,000 events
+        /// (and a quarter of the log) and on close, and a logger labelled `EventKernel.EventStore`.
+        public init(
+            log: SegmentedLog.Configuration = SegmentedLog.Configuration(),
+            snapshots: SnapshotPolicy = .default,
+            logger: Logger = Logger(label: "EventKernel.EventStore"),
+            instrumentation: (any StoreInstrumentation)? = nil
+        ) {
+            self.log = log
+            self.snapshots = snapshots
+            self.logger = logger
+            self.instrumentation = instrumentation
+        }
+    }
+
+    /// The store directory a program uses when it is given none: `$EVENTKERNEL_STORE`, else
+    /// `./eventkernel-store`. The `eventkernel` command and the live dependency values
+    /// (`EventKernelDependencies`) both use it, so the tool reads what a service wrote.
+    public static var defaultDirectory: URL {
+        let path = ProcessInfo.processInfo.environment["EVENTKERNEL_STORE"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? "./eventkernel-store"
+        return URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL
+    }
+
+    /// Opens (or creates) a durable store in `directory` with `configuration`: the segmented
+    /// log, snapshots, and the lock that keeps a second writer out.
+    /// - Parameters:
+    ///   - directory: The store's directory.
+    ///   - configuration: The log, snapshot, logging and instrumentation options.
+    /// - Throws: ``RepositoryError/storage(_:)`` when the directory cannot be opened or is
+    ///   locked by another process, and what ``init(log:directory:projections:snapshotPolicy:logger:instrumentation:)`` throws.
+    public static func open(at directory: URL, configuration: Configuration) throws -> EventStore {
+        var log = configuration.log
+        if let instrumentation = configuration.instrumentation { log.instrumentation = instrumentation }
+        let segmented: SegmentedLog
+        do {
+            segmented = try SegmentedLog.open(at: directory, configuration: log)
+        } catch let error as LogError {
+            throw RepositoryError.storage(StorageFailure(error))
+        }
+        return try EventStore(log: segmented, directory: directory, snapshotPolicy: configuration.snapshots,
+                              logger: configuration.logger, instrumentation: configuration.instrumentation)
+    }
+}
