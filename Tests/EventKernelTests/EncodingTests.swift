@@ -5,6 +5,46 @@ import EventKernel
 import EventKernelTestSupport
 
 @Suite struct EncodingTests {
+    /// The interner hands back the string it kept for the same bytes (the same storage, for a
+    /// string too long to be stored inline), tells invalid UTF-8 apart, and stays correct once it
+    /// has replaced its oldest strings.
+    @Test func stringInternerKeepsRecentStrings() {
+        func intern(_ text: String, _ interner: inout StringInterner) -> String? {
+            Array(text.utf8).withUnsafeBufferPointer { interner.string($0) }
+        }
+        func storage(_ string: String) -> UnsafeRawPointer? {
+            var string = string
+            return string.withUTF8 { UnsafeRawPointer($0.baseAddress) }
+        }
+        var interner = StringInterner()
+        let long = "activity.added, a type too long for a small string"
+        let first = intern(long, &interner)
+        #expect(first == long)
+        #expect(storage(intern(long, &interner)!) == storage(first!))
+        #expect(intern("", &interner) == "")
+        #expect(intern("", &interner) == "")
+        #expect([UInt8]([0xC3, 0x28]).withUnsafeBufferPointer { interner.string($0) } == nil)
+        // Twice the capacity of distinct strings, each read back right away and again later.
+        let many = (0..<(2 * StringInterner.capacity)).map { "entity type number \($0), long enough to allocate" }
+        for text in many { #expect(intern(text, &interner) == text) }
+        for text in many.reversed() { #expect(intern(text, &interner) == text) }
+        #expect(storage(intern(long, &interner)!) == storage(first!), "the first string is never replaced")
+        #expect(intern("éa", &interner) == "éa")
+        #expect(intern("ea", &interner) == "ea")
+        // Strings of one length that differ in one byte, at every length and every position.
+        for length in 1...40 {
+            let plain = String(repeating: "a", count: length)
+            for position in 0..<length {
+                var bytes = Array(plain.utf8)
+                bytes[position] = UInt8(ascii: "b")
+                let variant = String(decoding: bytes, as: UTF8.self)
+                #expect(intern(plain, &interner) == plain)
+                #expect(intern(variant, &interner) == variant, "length \(length), position \(position)")
+                #expect(intern(plain, &interner) == plain)
+            }
+        }
+    }
+
     @Test func envelopeRoundTrip() throws {
         let id = EntityID.uuid(UUID())
         let bytes = EventEnvelope.encodeRecordPayload(

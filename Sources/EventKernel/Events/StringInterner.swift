@@ -8,34 +8,82 @@
 ///
 /// Not a cache of every string: it holds the last ``capacity`` distinct ones and replaces the
 /// oldest, so a log with many distinct strings costs one comparison pass per miss.
+///
+/// Each kept string carries its length and two words of its bytes (the first and the last
+/// eight, overlapping for shorter strings), taken once when it is kept: a string of up to 16
+/// bytes (every event type, entity type and activity type in practice) is found by three integer
+/// compares, a longer one is confirmed by one `memcmp`. No copy of the bytes is kept, and the
+/// first string is held inline: an interner made for one commit of one event (the live append
+/// path makes one per commit) allocates nothing beyond the string itself, which a short one
+/// does not.
 package struct StringInterner: Sendable {
     /// How many distinct strings are kept.
     package static let capacity = 16
 
-    private var entries: [(bytes: [UInt8], string: String)] = []
+    private struct Kept: Sendable {
+        var string: String
+        var words: Words
+    }
+
+    /// A string's length with the first and the last eight of its bytes (fewer bytes: the first
+    /// and last four, or each byte).
+    private struct Words: Equatable, Sendable {
+        var count: Int
+        var head: UInt64
+        var tail: UInt64
+
+        @inline(__always)
+        init(_ bytes: UnsafeBufferPointer<UInt8>) {
+            count = bytes.count
+            let base = UnsafeRawPointer(bytes.baseAddress)
+            switch bytes.count {
+            case 8...:
+                head = base!.loadUnaligned(as: UInt64.self)
+                tail = base!.loadUnaligned(fromByteOffset: bytes.count - 8, as: UInt64.self)
+            case 4..<8:
+                head = UInt64(base!.loadUnaligned(as: UInt32.self))
+                tail = UInt64(base!.loadUnaligned(fromByteOffset: bytes.count - 4, as: UInt32.self))
+            default:
+                head = bytes.reduce(0) { $0 << 8 | UInt64($1) }
+                tail = 0
+            }
+        }
+    }
+
+    private var first: Kept?
+    private var more: [Kept] = []
+    /// The next of ``more`` to replace once it is full.
     private var oldest = 0
 
     package init() {}
 
     /// The string spelled by `bytes`, or `nil` when they are not valid UTF-8.
-    /// - Complexity: O(k · n) comparisons for k kept strings of n bytes; a new string is
-    ///   validated once.
+    /// - Complexity: O(k) integer compares for k kept strings, and one comparison of n bytes for
+    ///   a string longer than 16 bytes; a new string is validated once.
     package mutating func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
-        for entry in entries where entry.bytes.count == bytes.count {
-            let same = entry.bytes.withUnsafeBufferPointer { kept in
-                bytes.isEmpty || memcmp(kept.baseAddress!, bytes.baseAddress!, bytes.count) == 0
-            }
-            if same { return entry.string }
-        }
+        let words = Words(bytes)
+        if let first, first.words == words, Self.is(first.string, spelledBy: bytes) { return first.string }
+        for kept in more where kept.words == words && Self.is(kept.string, spelledBy: bytes) { return kept.string }
         guard let string = String(validating: bytes, as: UTF8.self) else { return nil }
-        let entry = (bytes: Array(bytes), string: string)
-        if entries.count < Self.capacity {
-            entries.append(entry)
+        let kept = Kept(string: string, words: words)
+        if first == nil {
+            first = kept
+        } else if more.count < Self.capacity - 1 {
+            more.append(kept)
         } else {
-            entries[oldest] = entry
-            oldest = (oldest + 1) % Self.capacity
+            more[oldest] = kept
+            oldest = (oldest + 1) % more.count
         }
         return string
+    }
+
+    /// Whether `string` (whose length and end words match) is spelled by `bytes`.
+    @inline(__always)
+    private static func `is`(_ string: String, spelledBy bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        // Up to 16 bytes the words covered every byte.
+        guard bytes.count > 16 else { return true }
+        var string = string
+        return string.withUTF8 { memcmp($0.baseAddress!, bytes.baseAddress!, bytes.count) == 0 }
     }
 }
 
