@@ -11,6 +11,8 @@
 //   EventKernel (typed events, projections, snapshots, repositories)
 //   EventLog (the segmented, compressed, checksummed log)
 //   CLZ4 (system library over liblz4)
+// Beside them, never depended on by the core: PostgresLog (a RecordLog on PostgreSQL through
+// postgres-nio, for several instances sharing one log; Docs/ScaleOut.md).
 import PackageDescription
 
 let strictSettings: [SwiftSetting] = [
@@ -26,6 +28,7 @@ let package = Package(
         .library(name: "EventKernel", targets: ["EventKernel"]),
         .library(name: "Activities", targets: ["Activities"]),
         .library(name: "ActivityWorkload", targets: ["ActivityWorkload"]),
+        .library(name: "PostgresLog", targets: ["PostgresLog"]),
         .executable(name: "eventkernel", targets: ["EventKernelTool"]),
         // Service integration (Docs/Services.md), each its own product so that the core's
         // dependency footprint stays swift-log and liblz4.
@@ -42,6 +45,8 @@ let package = Package(
         .package(url: "https://github.com/pointfreeco/swift-dependencies.git", exact: "1.17.1", traits: ["Foundation"]),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
+        // PostgresLog only (SwiftNIO comes with it): the core products never import it.
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .systemLibrary(
@@ -72,10 +77,22 @@ let package = Package(
             dependencies: ["Activities"],
             swiftSettings: strictSettings
         ),
+        // A RecordLog on PostgreSQL: the shared log of several service instances. It stores the
+        // event envelope's fields as columns, so it sits above EventKernel (whose encoder is the
+        // one definition of the envelope), and it is the only target that depends on NIO.
+        .target(
+            name: "PostgresLog",
+            dependencies: [
+                "EventLog", "EventKernel",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "EventKernelTool",
             dependencies: [
-                "EventLog", "EventKernel", "Activities", "ActivityWorkload",
+                "EventLog", "EventKernel", "Activities", "ActivityWorkload", "PostgresLog",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // To send library log messages to stderr, keeping stdout clean for --json.
                 .product(name: "Logging", package: "swift-log"),
@@ -123,7 +140,7 @@ let package = Package(
         .target(
             name: "EventKernelTestSupport",
             dependencies: [
-                "Activities", "ActivityWorkload", "EventLog",
+                "Activities", "ActivityWorkload", "EventLog", "EventKernel", "PostgresLog",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/EventKernelTestSupport",
@@ -173,6 +190,14 @@ let package = Package(
                 "EventKernelTestSupport",
                 // To record the warnings logged for ignored snapshots.
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "PostgresLogTests",
+            dependencies: [
+                "PostgresLog", "EventKernel", "EventLog", "Activities", "EventKernelTestSupport",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: strictSettings
         ),

@@ -44,6 +44,12 @@ public struct LogError: Error, Sendable, CustomStringConvertible {
         public static let unsupportedVersion = Code("unsupported-version")
         /// Compression or decompression failed.
         public static let compression = Code("compression")
+        /// A shared log refused an append because another writer changed what it was decided on
+        /// (a stream version taken by another instance); ``LogError/cause`` says which.
+        public static let conflict = Code("conflict")
+        /// The server holding a shared log could not be reached, or the connection was lost
+        /// (the message names the host and whether an append's outcome is known).
+        public static let unavailable = Code("unavailable")
     }
 
     /// What kind of failure this is.
@@ -58,6 +64,9 @@ public struct LogError: Error, Sendable, CustomStringConvertible {
     public var position: UInt64?
     /// The `errno` of the failed system call, for ``Code/io`` and ``Code/poisoned``.
     public var systemErrorNumber: Int32?
+    /// The error underneath, kept as it was: a database driver's error for
+    /// ``Code/unavailable``, the refused expectation for ``Code/conflict``.
+    public var cause: (any Error & Sendable)?
 
     /// Creates an error.
     /// - Parameters:
@@ -67,9 +76,10 @@ public struct LogError: Error, Sendable, CustomStringConvertible {
     ///   - offset: The byte offset in `file`, if known.
     ///   - position: The log position involved, if known.
     ///   - systemErrorNumber: The `errno` of a failed system call, if any.
+    ///   - cause: The error underneath, if any.
     public init(
         _ code: Code, _ message: String, file: String? = nil, offset: Int64? = nil,
-        position: UInt64? = nil, systemErrorNumber: Int32? = nil
+        position: UInt64? = nil, systemErrorNumber: Int32? = nil, cause: (any Error & Sendable)? = nil
     ) {
         self.code = code
         self.message = message
@@ -77,6 +87,7 @@ public struct LogError: Error, Sendable, CustomStringConvertible {
         self.offset = offset
         self.position = position
         self.systemErrorNumber = systemErrorNumber
+        self.cause = cause
     }
 
     /// The message with its code and location, for example

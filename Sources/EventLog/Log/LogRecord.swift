@@ -100,7 +100,7 @@ public struct LogRecordView {
     /// The record's bytes; do not let the pointer escape the closure.
     public let payload: UnsafeRawBufferPointer
 
-    init(position: LogPosition, timestamp: LogTimestamp, payload: UnsafeRawBufferPointer) {
+    package init(position: LogPosition, timestamp: LogTimestamp, payload: UnsafeRawBufferPointer) {
         self.position = position
         self.timestamp = timestamp
         self.payload = payload

@@ -1,0 +1,68 @@
+import EventLog
+import Logging
+import PostgresNIO
+
+extension PostgresLog {
+    /// Runs until the log closes: whenever rung (a notification, the poll timer, the listener
+    /// reconnecting), reads what other instances committed beyond this instance's view and,
+    /// when there was something, calls the store's handler.
+    ///
+    /// Notifications are only a hint: the read asks for every position from the view's end,
+    /// so a lost, late or coalesced notification costs at most one poll interval, never an
+    /// event.
+    func runFollower() async {
+        while await followerBell.wait() {
+            do {
+                if try await fetchNew() {
+                    appendedElsewhere.withLock { $0 }?()
+                }
+            } catch {
+                logger.notice("could not read other instances' appends; retrying at the next poll", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// Reads the records beyond the view, a page at a time.
+    /// - Returns: Whether the view advanced.
+    private func fetchNew() async throws -> Bool {
+        var advanced = false
+        while true {
+            let next = view.withLock { $0.next }
+            let query = Self.rangeQuery(schema: configuration.schema, from: next, through: nil, limit: configuration.readPageSize)
+            let rows = try await client.query(query, logger: logger).collect()
+            let records = try rows.map { try EventRow.record(from: $0, table: table) }
+            if let first = records.first, first.position != next {
+                throw LogError(.corruption, "position \(next) is missing from \(table): the next row holds \(first.position)", file: table, position: next)
+            }
+            if view.withLock({ $0.learn(records) }) { advanced = true }
+            if records.count < configuration.readPageSize { return advanced }
+        }
+    }
+
+    /// Runs until the log closes: listens on the log's channel and rings the follower for
+    /// each notification announcing a head beyond the view (the instance's own commits
+    /// announce themselves too, and are skipped). Reconnects after a lost connection, and
+    /// rings once each time it (re)starts listening, for what was announced meanwhile.
+    func runListener() async {
+        var backoff = Duration.milliseconds(50)
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: self.configuration.channel) { notifications in
+                        self.followerBell.ring()
+                        backoff = .milliseconds(50)
+                        for try await notification in notifications {
+                            if let head = UInt64(notification.payload), head <= self.view.withLock({ $0.next }) { continue }
+                            self.followerBell.ring()
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.notice("lost the notification channel; polling meanwhile", metadata: ["error": "\(error)"])
+            }
+            try? await Task.sleep(for: backoff)
+            backoff = min(backoff * 2, .seconds(5))
+        }
+    }
+}

@@ -1,0 +1,231 @@
+import EventLog
+import Logging
+import PostgresNIO
+
+/// The log's tables in PostgreSQL, versioned: created at the first open and migrated by later
+/// ones (Docs/ScaleOut.md, "The schema").
+///
+/// - `meta`: key/value facts about the log: `schema_version`, `log_id`, `created_at`.
+/// - `head`: one row: the next position and the smallest and largest recorded-at times. Its row
+///   lock is what serializes position assignment: an append transaction locks it first, so
+///   positions follow commit order and a rolled-back transaction leaves no gap.
+/// - `events`: one row per event, the envelope's fields as columns; `(entity_type,
+///   entity_id_kind, entity_id, stream_version)` is unique: the cross-instance concurrency check.
+/// - `rounds`: one row per append transaction (its id, first position, count and each batch's
+///   first position, null for a refused batch), so that an instance whose connection dropped
+///   during an append learns whether, and how, it committed.
+/// - `append_round(...)`: the append transaction's body, run in one statement (one round trip),
+///   so the head's lock is held for the server's work and the commit only, never for a round
+///   trip to an instance.
+enum PostgresSchema {
+    /// The version this code writes and reads. Older schemas are migrated at open; a newer
+    /// one is refused (the log was written by a newer EventKernel).
+    static let currentVersion = 1
+
+    /// The statements that bring a schema from `version - 1` to `version`, in order.
+    static func migration(to version: Int, schema s: String) -> [String] {
+        switch version {
+        case 1:
+            return [
+                """
+                CREATE TABLE "\(s)".head (
+                    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+                    next_position bigint NOT NULL,
+                    min_recorded_at bigint,
+                    max_recorded_at bigint
+                )
+                """,
+                #"INSERT INTO "\#(s)".head (singleton, next_position) VALUES (true, 0)"#,
+                """
+                CREATE TABLE "\(s)".events (
+                    position bigint PRIMARY KEY,
+                    recorded_at bigint NOT NULL,
+                    entity_type text NOT NULL,
+                    entity_id_kind smallint NOT NULL,
+                    entity_id text NOT NULL,
+                    stream_version bigint NOT NULL,
+                    event_type text NOT NULL,
+                    schema_version integer NOT NULL,
+                    correlation_id text,
+                    actor text,
+                    payload_codec smallint NOT NULL,
+                    payload_length integer NOT NULL,
+                    payload bytea NOT NULL,
+                    CONSTRAINT events_stream_version UNIQUE (entity_type, entity_id_kind, entity_id, stream_version)
+                )
+                """,
+                // Payloads are compressed by the instance already: PostgreSQL's own compression
+                // of large values would spend time for nothing.
+                #"ALTER TABLE "\#(s)".events ALTER COLUMN payload SET STORAGE EXTERNAL"#,
+                """
+                CREATE TABLE "\(s)".rounds (
+                    round_id uuid PRIMARY KEY,
+                    first_position bigint NOT NULL,
+                    record_count integer NOT NULL,
+                    batch_firsts bigint[] NOT NULL,
+                    committed_at timestamptz NOT NULL DEFAULT now()
+                )
+                """,
+                appendFunction(schema: s),
+            ]
+        default:
+            return []
+        }
+    }
+
+    /// The body of an append transaction.
+    ///
+    /// It locks the head row (waiting for any other instance's append to commit), reads the
+    /// current version of every stream the round touches, and then, batch by batch in order,
+    /// accepts a batch when each of its streams' first event follows the stream's version
+    /// (as committed, or as an earlier batch of this round left it), and refuses it
+    /// otherwise. Accepted batches get consecutive positions from the head; their rows are
+    /// inserted in one statement, the head advanced, the round recorded, and the new head
+    /// announced with NOTIFY (delivered at commit). One row per batch comes back: its first
+    /// position, or the stream that refused it with the expected and actual versions.
+    ///
+    /// Records (r), distinct streams (s), batches (b) and version checks (c: one per batch
+    /// and stream, with the stream's first and last version in the batch) arrive as arrays.
+    static func appendFunction(schema s: String) -> String {
+        """
+        CREATE OR REPLACE FUNCTION "\(s)".append_round(
+            p_round uuid, p_batch_count integer[],
+            p_s_type text[], p_s_kind smallint[], p_s_id text[],
+            p_c_batch integer[], p_c_stream integer[], p_c_first bigint[], p_c_last bigint[],
+            p_batch integer[], p_offset integer[], p_stream integer[], p_version bigint[],
+            p_event_type text[], p_schema_version integer[], p_meta smallint[],
+            p_correlation_id text[], p_actor text[], p_recorded_at bigint[],
+            p_codec smallint[], p_length integer[], p_payload bytea[])
+        RETURNS TABLE (out_batch integer, out_first bigint, out_stream integer, out_expected bigint, out_actual bigint)
+        LANGUAGE plpgsql AS $fn$
+        DECLARE
+            v_start bigint;
+            v_next bigint;
+            v_current bigint[];
+            v_first bigint[];
+            v_check integer := 1;
+            v_end integer;
+            v_bad integer;
+            v_min bigint;
+            v_max bigint;
+            v_batches integer := coalesce(cardinality(p_batch_count), 0);
+            v_checks integer := coalesce(cardinality(p_c_batch), 0);
+        BEGIN
+            SELECT h.next_position INTO v_start FROM "\(s)".head h FOR UPDATE;
+            v_next := v_start;
+            SELECT array_agg(coalesce((SELECT max(e.stream_version) FROM "\(s)".events e
+                                       WHERE e.entity_type = t.type AND e.entity_id_kind = t.kind AND e.entity_id = t.id), 0)
+                             ORDER BY t.n)
+              INTO v_current
+              FROM unnest(p_s_type, p_s_kind, p_s_id) WITH ORDINALITY AS t(type, kind, id, n);
+            v_first := array_fill(NULL::bigint, ARRAY[v_batches]);
+            FOR b IN 1 .. v_batches LOOP
+                v_end := v_check;
+                v_bad := NULL;
+                WHILE v_end <= v_checks AND p_c_batch[v_end] = b LOOP
+                    IF v_bad IS NULL AND p_c_first[v_end] <> v_current[p_c_stream[v_end]] + 1 THEN
+                        v_bad := v_end;
+                    END IF;
+                    v_end := v_end + 1;
+                END LOOP;
+                out_batch := b;
+                IF v_bad IS NULL THEN
+                    FOR c IN v_check .. v_end - 1 LOOP
+                        v_current[p_c_stream[c]] := p_c_last[c];
+                    END LOOP;
+                    v_first[b] := v_next;
+                    out_first := v_next;
+                    out_stream := NULL;
+                    out_expected := NULL;
+                    out_actual := NULL;
+                    v_next := v_next + p_batch_count[b];
+                ELSE
+                    out_first := NULL;
+                    out_stream := p_c_stream[v_bad];
+                    out_expected := p_c_first[v_bad] - 1;
+                    out_actual := v_current[p_c_stream[v_bad]];
+                END IF;
+                RETURN NEXT;
+                v_check := v_end;
+            END LOOP;
+            IF v_next > v_start THEN
+                WITH inserted AS (
+                    INSERT INTO "\(s)".events (position, recorded_at, entity_type, entity_id_kind, entity_id,
+                        stream_version, event_type, schema_version, correlation_id, actor,
+                        payload_codec, payload_length, payload)
+                    SELECT v_first[r.b] + r.o, r.at, p_s_type[r.s], p_s_kind[r.s], p_s_id[r.s],
+                           r.v, r.et, r.sv,
+                           CASE WHEN r.m & 1 <> 0 THEN r.c END, CASE WHEN r.m & 2 <> 0 THEN r.a END,
+                           r.codec, r.len, r.p
+                      FROM unnest(p_batch, p_offset, p_stream, p_version, p_event_type, p_schema_version,
+                                  p_meta, p_correlation_id, p_actor, p_recorded_at, p_codec, p_length, p_payload)
+                           AS r(b, o, s, v, et, sv, m, c, a, at, codec, len, p)
+                     WHERE v_first[r.b] IS NOT NULL
+                    RETURNING recorded_at
+                )
+                SELECT min(recorded_at), max(recorded_at) INTO v_min, v_max FROM inserted;
+                UPDATE "\(s)".head SET next_position = v_next,
+                    min_recorded_at = LEAST(min_recorded_at, v_min),
+                    max_recorded_at = GREATEST(max_recorded_at, v_max);
+                INSERT INTO "\(s)".rounds (round_id, first_position, record_count, batch_firsts)
+                    VALUES (p_round, v_start, (v_next - v_start)::integer, v_first);
+                PERFORM pg_notify('\(s).appended', v_next::text);
+            END IF;
+        END
+        $fn$
+        """
+    }
+
+    /// Creates or migrates the schema on `connection`, in one transaction under an advisory
+    /// lock (instances opening at once migrate one at a time; the others find it done).
+    /// - Returns: The log's id (a UUID made when the schema was created).
+    /// - Throws: ``LogError`` with code ``LogError/Code/unsupportedVersion`` for a schema newer
+    ///   than this code, or the server's error.
+    static func prepare(on connection: PostgresConnection, configuration: PostgresLog.Configuration, logger: Logger) async throws -> String {
+        let s = configuration.schema
+        try await connection.query("BEGIN", logger: logger)
+        do {
+            // Two-key advisory lock: a fixed class ("EVKN") and the schema's hash.
+            try await connection.query(PostgresQuery(unsafeSQL: "SELECT pg_advisory_xact_lock(1163283278, hashtext($1))", binds: binds(s)), logger: logger)
+            try await connection.query(PostgresQuery(unsafeSQL: #"CREATE SCHEMA IF NOT EXISTS "\#(s)""#), logger: logger)
+            try await connection.query(PostgresQuery(unsafeSQL: #"CREATE TABLE IF NOT EXISTS "\#(s)".meta (key text PRIMARY KEY, value text NOT NULL)"#), logger: logger)
+            var found = 0
+            for try await value in try await connection.query(PostgresQuery(unsafeSQL: #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_version'"#), logger: logger).decode(String.self) {
+                found = Int(value) ?? Int.max
+            }
+            guard found <= currentVersion else {
+                throw LogError(.unsupportedVersion, "the log in \(configuration) has schema version \(found); this EventKernel reads up to version \(currentVersion): upgrade it")
+            }
+            if found < currentVersion {
+                for version in (found + 1)...currentVersion {
+                    for statement in migration(to: version, schema: s) {
+                        try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    }
+                }
+                try await connection.query(PostgresQuery(unsafeSQL: """
+                    INSERT INTO "\(s)".meta (key, value) VALUES ('schema_version', $1)
+                    ON CONFLICT (key) DO UPDATE SET value = excluded.value
+                    """, binds: binds(String(currentVersion))), logger: logger)
+                try await connection.query(PostgresQuery(unsafeSQL: """
+                    INSERT INTO "\(s)".meta (key, value) VALUES ('log_id', gen_random_uuid()::text), ('created_at', now()::text)
+                    ON CONFLICT (key) DO NOTHING
+                    """), logger: logger)
+            }
+            var logID = ""
+            for try await value in try await connection.query(PostgresQuery(unsafeSQL: #"SELECT value FROM "\#(s)".meta WHERE key = 'log_id'"#), logger: logger).decode(String.self) {
+                logID = value
+            }
+            try await connection.query("COMMIT", logger: logger)
+            return logID
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw error
+        }
+    }
+
+    static func binds(_ values: String...) -> PostgresBindings {
+        var binds = PostgresBindings(capacity: values.count)
+        for value in values { binds.append(value) }
+        return binds
+    }
+}
