@@ -63,6 +63,7 @@ extension EventStore {
                 guard case .conflict(let stream, _, _) = error, context.isRetryable(stream) else { throw error }
                 lastConflict = error
                 await versions.waitUntilSettled(stream)
+                catchUpAfterConflict()
             }
         }
         // Still contended after every attempt: report the last conflict as it was seen.
@@ -273,8 +274,11 @@ public struct CommandContext {
         events.append(PendingEvent(event, expectedVersion: expectedVersion, metadata: metadata, recordedAt: recordedAt))
     }
 
+    /// Whether a conflict on `stream` is the command's to retry: it expected the version it
+    /// read, or appended without reading (only a shared log refuses that: this instance had
+    /// not seen the stream's latest version), but not a version the caller gave.
     func isRetryable(_ stream: StreamID) -> Bool {
-        guard let read = lookup(stream) else { return false }
+        guard let read = lookup(stream) else { return unreadAppends.contains(stream) }
         return read.appended && !read.explicit
     }
 }

@@ -31,10 +31,10 @@ extension EventStore {
             return .stale("it was written by a version that did not record which history it covers")
         }
         var next = log.bounds.nextPosition
-        if position > next, let follower = log as? SegmentedLog, follower.isReadOnly {
-            // A follower's view is a prefix: the writer may have appended (and snapshotted)
-            // since it was taken. Look again before calling anything missing.
-            next = (try? follower.refresh().nextPosition) ?? next
+        if position > next, let shared = log as? any SharedRecordLog {
+            // A follower's view is a prefix: the writer (another instance) may have appended
+            // (and snapshotted) since it was taken. Look again before calling anything missing.
+            next = (try? shared.refresh().nextPosition) ?? next
         }
         let found = position <= next ? try self.anchor(coveringUpTo: position) : nil
         if found == anchor { return .matches }

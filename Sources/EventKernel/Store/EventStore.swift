@@ -96,6 +96,7 @@ public final class EventStore: Sendable {
         for projection in projections where !names.insert(projection.name).inserted {
             throw RepositoryError.validationFailed("a projection named \"\(projection.name)\" is registered twice")
         }
+        followSharedLog()
     }
 
     /// Restores `projection` from its newest usable snapshot, then folds the log up to `next`.
@@ -317,7 +318,7 @@ public final class EventStore: Sendable {
         switch result {
         case .failure(let error):
             versions.release(reservation)
-            continuation.resume(throwing: RepositoryError.storage(StorageFailure(error)))
+            continuation.resume(throwing: Self.repositoryError(for: error))
         case .success(let range):
             var envelopes: [EventEnvelope] = []
             envelopes.reserveCapacity(events.count)
@@ -328,6 +329,8 @@ public final class EventStore: Sendable {
                     eventType: e.eventType, schemaVersion: e.schemaVersion, stream: e.stream,
                     entityVersion: entityVersions[index], metadata: pending.metadata, payload: e.payload))
             }
+            // A shared log: what other writers committed below this batch is folded first.
+            foldAppendedElsewhere(before: range.lowerBound)
             // Decoding and a domain's closures (upcasters, index keys) run here, before the
             // commit lock. Completions run one at a time in position order, so preparing
             // outside the lock cannot reorder anything.
@@ -340,6 +343,13 @@ public final class EventStore: Sendable {
             // folds the rest before the reservation is released, so a concurrent check never
             // sees an older version.
             let snapshotDue = commit.withLock { state -> Bool in
+                // On a shared log the follower may have folded this batch already, or what lies
+                // below it could not be read (a later fold takes both); otherwise it starts here.
+                let folded = state.nextPosition
+                guard folded >= range.lowerBound, folded < range.upperBound else {
+                    versions.release(reservation)
+                    return false
+                }
                 for (index, projection) in state.projections.enumerated() {
                     // A projection registered since `registered` was read prepares for itself.
                     let mine = index < registered.count && registered[index] === projection ? prepared[index] : nil
@@ -347,11 +357,12 @@ public final class EventStore: Sendable {
                 }
                 versions.apply(envelopes)
                 versions.release(reservation)
+                let fresh = envelopes[Int(folded - range.lowerBound)...]
                 for subscriber in state.subscribers.values {
-                    for envelope in envelopes { subscriber.yield(envelope) }
+                    for envelope in fresh { subscriber.yield(envelope) }
                 }
                 state.nextPosition = range.upperBound
-                state.eventsSinceSnapshot += envelopes.count
+                state.eventsSinceSnapshot += fresh.count
                 guard let every = snapshotPolicy.everyEvents, snapshots != nil,
                       state.eventsSinceSnapshot >= every,
                       Double(state.eventsSinceSnapshot) >= snapshotPolicy.growthFraction * Double(state.nextPosition),
@@ -428,6 +439,7 @@ public final class EventStore: Sendable {
             return admission.closed
         }
         guard !wasClosed else { return }
+        stopFollowingSharedLog()
         do { try await log.synchronize() } catch { throw RepositoryError.storage(StorageFailure("the final sync at close failed", cause: error)) }
         if snapshotPolicy.onClose, snapshots != nil {
             do { try await writeSnapshots() } catch { logger.error("snapshot on close failed", metadata: ["error": "\(error)"]) }
@@ -470,31 +482,22 @@ public final class EventStore: Sendable {
 
     // MARK: Followers
 
-    /// For a store over a read-only log opened beside a running writer: reads what the writer
-    /// committed since, folds it into the version table and every projection, and sends it to
-    /// subscribers, exactly as the writer's own commits are (so ``nextPosition``, versions and
-    /// observations advance).
+    /// Catches up with what other writers appended: for a store over a read-only log opened
+    /// beside a running writer, or over a log several instances share (`PostgresLog`, which
+    /// also does this by itself on notifications and polls). Reads what they committed since,
+    /// folds it into every projection and the version table, and sends it to subscribers,
+    /// exactly as the store's own commits are (so ``nextPosition``, versions and observations
+    /// advance).
     /// - Returns: The number of events read.
     /// - Throws: ``RepositoryError/storage(_:)`` when the log cannot be read;
-    ///   ``RepositoryError/undecodableEvent(_:)`` when a projection cannot fold a new event.
+    ///   ``RepositoryError/undecodableEvent(_:)`` when a projection cannot fold a new event;
+    ///   ``RepositoryError/closed``.
     /// - Complexity: O(new events).
     @discardableResult
     public func refresh() throws -> Int {
-        guard let log = log as? SegmentedLog, log.isReadOnly else { return 0 }
-        return try commit.withLock { (state) throws -> Int in
-            guard !state.closed else { throw RepositoryError.closed }
-            let bounds = try Self.readingRecords { try log.refresh() }
-            let start = state.nextPosition
-            guard bounds.nextPosition > start else { return 0 }
-            let subscribers = Array(state.subscribers.values)
-            try Self.replay(log, into: [versions] + state.projections, from: start, until: bounds.nextPosition) { chunk in
-                for subscriber in subscribers { for envelope in chunk { subscriber.yield(envelope) } }
-            }
-            state.nextPosition = bounds.nextPosition
-            for projection in state.projections {
-                if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
-            }
-            return Int(bounds.nextPosition - start)
-        }
+        guard let shared = log as? any SharedRecordLog else { return 0 }
+        guard !commit.withLock({ $0.closed }) else { throw RepositoryError.closed }
+        let bounds = try Self.readingRecords { try shared.refresh() }
+        return try foldAppendedElsewhere(through: bounds.nextPosition)
     }
 }

@@ -1,0 +1,144 @@
+import Foundation
+import EventLog
+
+/// A store over a ``SharedRecordLog`` (a PostgreSQL log several instances append to, or a
+/// segmented log read beside its writer) folds what the others append exactly as it folds its
+/// own commits: into every projection, then the version table, then subscribers and
+/// observers. Everything the store does differently for a shared log is in this file; the
+/// append path calls it at two points (folding the records from elsewhere below a completing
+/// batch, and mapping a refused append to its conflict), and the command path at one
+/// (catching up before it decides again after a conflict). Docs/ScaleOut.md, "What each
+/// instance keeps".
+extension EventStore {
+    /// Records appended elsewhere, read and prepared outside the commit lock, for
+    /// `fold(_:into:)` to fold under it.
+    struct RecordsFromElsewhere {
+        var envelopes: [EventEnvelope] = []
+        var projections: [any Projection] = []
+        var prepared: [(any Sendable)?] = []
+        /// One past the last position read: what the store covers once they are folded.
+        var end: LogPosition = 0
+    }
+
+    /// Starts folding what the log learns of by itself (a shared log's notifications and
+    /// polls). Called once, at the end of `init`.
+    func followSharedLog() {
+        guard let shared = log as? any SharedRecordLog else { return }
+        shared.setAppendedElsewhereHandler { [weak self] in
+            guard let self else { return }
+            do {
+                try self.foldAppendedElsewhere(through: shared.bounds.nextPosition)
+            } catch RepositoryError.closed {
+            } catch {
+                self.logger.error("folding other writers' events failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// Stops following (at close).
+    func stopFollowingSharedLog() {
+        (log as? any SharedRecordLog)?.setAppendedElsewhereHandler(nil)
+    }
+
+    /// Folds the log's records from the store's position up to `end` (exclusive), in chunks,
+    /// each read and prepared outside the commit lock.
+    /// - Returns: How many events were folded.
+    /// - Throws: ``RepositoryError/storage(_:)`` when the log cannot be read,
+    ///   ``RepositoryError/undecodableEvent(_:)`` when a projection cannot fold one,
+    ///   ``RepositoryError/closed``.
+    @discardableResult
+    func foldAppendedElsewhere(through end: LogPosition) throws -> Int {
+        var folded = 0
+        while true {
+            let start = commit.withLock { $0.nextPosition }
+            guard start < end else { return folded }
+            let chunk = try readAppendedElsewhere(from: start, before: Swift.min(end, start + 4096))
+            folded += try commit.withLock { (state) throws -> Int in
+                guard !state.closed else { throw RepositoryError.closed }
+                let count = fold(chunk, into: &state)
+                for projection in state.projections {
+                    if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
+                }
+                return count
+            }
+        }
+    }
+
+    /// The records `[start, end)`, read and prepared by the projections registered now.
+    /// - Throws: ``RepositoryError/storage(_:)``.
+    func readAppendedElsewhere(from start: LogPosition, before end: LogPosition) throws -> RecordsFromElsewhere {
+        var records = RecordsFromElsewhere(end: start)
+        guard start < end else { return records }
+        records.envelopes.reserveCapacity(Int(end - start))
+        try Self.readingRecords {
+            try log.forEachRecord(from: start, through: end - 1) { view in
+                records.envelopes.append(try EventEnvelope(view))
+                return true
+            }
+        }
+        guard let last = records.envelopes.last?.position, last + 1 == end else {
+            throw RepositoryError.storage(StorageFailure(LogError(.corruption,
+                "the log ends at position \(records.envelopes.last.map { $0.position + 1 } ?? start) but acknowledged records up to \(end)", position: end - 1)))
+        }
+        records.end = end
+        records.projections = commit.withLock { $0.projections }
+        records.prepared = records.projections.map { $0.prepare(records.envelopes) }
+        return records
+    }
+
+    /// Folds what other writers committed between what the store has folded and `position`,
+    /// a completing batch's first (nothing, for a log no one else appends to). On failure the
+    /// batch stays unfolded (it committed; the store cannot fold it before what lies below it)
+    /// until the next fold, the follower's or the next commit's, reads it.
+    func foldAppendedElsewhere(before position: LogPosition) {
+        guard commit.withLock({ $0.nextPosition }) < position else { return }
+        do {
+            try foldAppendedElsewhere(through: position)
+        } catch RepositoryError.closed {
+        } catch {
+            logger.error("could not fold other writers' events below a commit", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Folds `records` into projections, the version table and subscribers (called with the
+    /// commit lock held): what is still new of them, as a commit is folded.
+    /// - Returns: How many events were new.
+    func fold(_ records: RecordsFromElsewhere, into state: inout CommitState) -> Int {
+        guard records.end > state.nextPosition, let first = records.envelopes.first,
+              first.position <= state.nextPosition else { return 0 }
+        for (index, projection) in state.projections.enumerated() {
+            // Projections skip what they folded already; one registered since gets nil.
+            let mine = index < records.projections.count && records.projections[index] === projection ? records.prepared[index] : nil
+            projection.apply(records.envelopes, prepared: mine)
+        }
+        // After the projections, as for a commit: a version read before state is never newer.
+        versions.apply(records.envelopes)
+        let fresh = records.envelopes[Int(state.nextPosition - first.position)...]
+        for subscriber in state.subscribers.values {
+            for envelope in fresh { subscriber.yield(envelope) }
+        }
+        state.nextPosition = records.end
+        state.eventsSinceSnapshot += fresh.count
+        return fresh.count
+    }
+
+    /// Catches up with what other writers appended (a shared log), before a command decides
+    /// again after a conflict: the conflict means the stream moved on elsewhere, and deciding
+    /// on the same state would only conflict again.
+    func catchUpAfterConflict() {
+        guard let shared = log as? any SharedRecordLog else { return }
+        do {
+            let bounds = try Self.readingRecords { try shared.refresh() }
+            try foldAppendedElsewhere(through: bounds.nextPosition)
+        } catch {
+            logger.notice("catching up after a conflict failed; deciding again on the state as it is", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// The repository error for a failed append: a shared log's refusal is the conflict it
+    /// carries; anything else is a storage failure keeping the `LogError`.
+    static func repositoryError(for error: LogError) -> RepositoryError {
+        if error.code == .conflict, let conflict = error.cause as? RepositoryError { return conflict }
+        return RepositoryError.storage(StorageFailure(error))
+    }
+}
