@@ -154,10 +154,11 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         // Spawned by the Activities reliability tests: a repository writer that is killed
-        // mid-write (crash tests) or holds a store's lock from a second process.
+        // mid-write (crash tests) or holds a store's lock from a second process; and by the
+        // PostgresLog suites: a service instance on a shared PostgreSQL log.
         .executableTarget(
             name: "ActivitiesTestHelper",
-            dependencies: ["Activities", "EventKernel", "EventLog", "EventKernelTestSupport"],
+            dependencies: ["Activities", "EventKernel", "EventLog", "EventKernelTestSupport", "PostgresLog"],
             path: "Tests/ActivitiesTestHelper",
             swiftSettings: strictSettings
         ),
@@ -196,7 +197,7 @@ let package = Package(
         .testTarget(
             name: "PostgresLogTests",
             dependencies: [
-                "PostgresLog", "EventKernel", "EventLog", "Activities", "EventKernelTestSupport",
+                "PostgresLog", "EventKernel", "EventLog", "Activities", "EventKernelTestSupport", "ActivitiesTestHelper",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             swiftSettings: strictSettings

@@ -4,11 +4,14 @@ import PostgresNIO
 /// How a failure of the server or of the connection to it becomes a ``LogError``: one place,
 /// so every operation names the server and keeps the driver's error as the cause.
 enum PostgresFailure {
-    /// Whether `error` came from the server (a statement it refused: its transaction rolled
-    /// back, the connection is fine) rather than from the connection (whose statement in
-    /// flight may or may not have committed).
-    static func isServerError(_ error: any Error) -> Bool {
-        (error as? PSQLError)?.code == .server
+    /// Whether `error` is the server refusing a statement (severity ERROR: the statement's
+    /// transaction rolled back, the session lives on), rather than the session or the
+    /// connection ending (FATAL or PANIC, a dropped connection), after which a statement in
+    /// flight may or may not have committed.
+    static func isStatementRefusal(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError, error.code == .server else { return false }
+        let severity = error.serverInfo?[.severity] ?? "ERROR"
+        return severity != "FATAL" && severity != "PANIC"
     }
 
     /// The SQLSTATE of a server error (`23505` for a unique violation).

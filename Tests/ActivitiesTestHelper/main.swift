@@ -9,11 +9,21 @@
 //                                    until killed
 //   ActivitiesTestHelper hold DIR    opens DIR as the writer, prints "holding", keeps the lock
 //                                    until its stdin reaches EOF (or it is killed)
+//   ActivitiesTestHelper instance DIR SCHEMA NAME SECONDS WRITERS
+//                                    one service instance on the PostgreSQL log in SCHEMA (server:
+//                                    $EVENTKERNEL_POSTGRES_URL), snapshots in DIR: WRITERS tasks
+//                                    add ScaleOutItems "NAME-w-i" for SECONDS, printing "ack ID"
+//                                    after each acknowledged add; every 4th add each writer also
+//                                    races the other instances for "shared-w-k", printing "won ID"
+//                                    or "lost ID". Then prints "done", waits for a line on stdin,
+//                                    catches up with the log and prints "result NAME COUNT DIGEST"
+//                                    per query of ScaleOutItem.report, and "end"
 import Activities
 import EventKernel
 import EventLog
 import Foundation
 import EventKernelTestSupport
+import PostgresLog
 
 func say(_ line: String) {
     // Unbuffered: a parent that kills this process must see every acknowledgement.
@@ -56,6 +66,53 @@ case "hold":
         say("holding")
         _ = FileHandle.standardInput.readDataToEndOfFile()
         try await repository.close()
+        exit(0)
+    } catch {
+        say("error: \(error)")
+        exit(1)
+    }
+case "instance":
+    do {
+        guard arguments.count == 7, let seconds = Double(arguments[5]), let writers = Int(arguments[6]),
+              let configuration = try PostgresTestDatabase.configurationIfAvailable(schema: arguments[3]) else {
+            say("error: usage: instance DIR SCHEMA NAME SECONDS WRITERS, with EVENTKERNEL_POSTGRES_URL set")
+            exit(2)
+        }
+        let name = arguments[4]
+        var policy = SnapshotPolicy(everyEvents: 500, onClose: false, keep: 1)
+        policy.growthFraction = 0
+        let store = try await EventStore.open(postgres: configuration, snapshotsIn: directory, snapshotPolicy: policy)
+        let items = try ScaleOutItem.repository(on: store)
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<writers {
+                group.addTask {
+                    var i = 0
+                    while ContinuousClock.now < deadline {
+                        let id = "\(name)-\(writer)-\(i)"
+                        try await items.add(ScaleOutItem(id: id, writer: "\(name)-\(writer)", value: i))
+                        say("ack \(id)")
+                        if i % 4 == 0 {
+                            let contested = "shared-\(writer)-\(i / 4)"
+                            do {
+                                try await items.add(ScaleOutItem(id: contested, writer: name, value: i))
+                                say("won \(contested)")
+                            } catch RepositoryError.alreadyExists {
+                                say("lost \(contested)")
+                            }
+                        }
+                        i += 1
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        say("done")
+        _ = readLine()
+        try store.refresh()
+        for line in try ScaleOutItem.report(items) { say("result \(line)") }
+        try await store.close()
+        say("end")
         exit(0)
     } catch {
         say("error: \(error)")

@@ -180,6 +180,41 @@ struct PostgresLogTests {
         }
     }
 
+    @Test("a connection lost during an append is settled on a new connection: not committed, so sent again, once")
+    func connectionLostDuringAppend() async throws {
+        try await withLog { log, configuration in
+            _ = try await log.append([entry("c", version: 1)])
+            let logger = Logger(label: "test")
+            let s = configuration.schema
+            try await PostgresLog.withConnection(configuration) { holder in
+                // Hold the head's lock so that the next append waits inside its statement.
+                try await holder.query("BEGIN", logger: logger)
+                try await holder.query(PostgresQuery(unsafeSQL: #"SELECT next_position FROM "\#(s)".head FOR UPDATE"#), logger: logger)
+                let pending = Task { try await log.append([entry("c", version: 2)]) }
+                var waiting: [Int32] = []
+                let deadline = ContinuousClock.now + .seconds(10)
+                while waiting.isEmpty, ContinuousClock.now < deadline {
+                    // Inside a transaction the statistics views are a snapshot: take a new one.
+                    try await holder.query("SELECT pg_stat_clear_snapshot()", logger: logger)
+                    for try await pid in try await holder.query(PostgresQuery(unsafeSQL: """
+                        SELECT pid FROM pg_stat_activity
+                        WHERE wait_event_type = 'Lock' AND query LIKE '%"\(s)".append_round%' AND pid <> pg_backend_pid()
+                        """), logger: logger).decode(Int32.self) { waiting.append(pid) }
+                    if waiting.isEmpty { try await Task.sleep(for: .milliseconds(10)) }
+                }
+                try #require(waiting.count == 1)
+                // The instance's session ends mid-statement: its client sees the connection drop.
+                try await holder.query(PostgresQuery(unsafeSQL: "SELECT pg_terminate_backend(\(waiting[0]))"), logger: logger)
+                try await Task.sleep(for: .milliseconds(50))
+                try await holder.query("ROLLBACK", logger: logger)
+                // The round did not commit (its session is gone): sent again, it commits once.
+                #expect(try await pending.value == 1..<2)
+            }
+            #expect(try await sql(configuration, #"SELECT stream_version FROM "\#(s)".events ORDER BY position"#, as: Int64.self) == [1, 2])
+            #expect(try log.read(from: 0).map(\.position) == [0, 1])
+        }
+    }
+
     @Test("an unreachable server fails the open at once, naming the host")
     func unreachable() async throws {
         _ = try PostgresTestDatabase.configuration()

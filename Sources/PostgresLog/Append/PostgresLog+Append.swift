@@ -105,7 +105,7 @@ extension PostgresLog {
             for try await (_, first, stream, expected, actual) in rows.decode((Int32, Int64?, Int32?, Int64?, Int64?).self) {
                 outcomes.append((first, stream, expected, actual))
             }
-        } catch where PostgresFailure.isServerError(error) {
+        } catch where PostgresFailure.isStatementRefusal(error) {
             // The statement failed as a whole: its transaction rolled back.
             let failure = PostgresFailure.logError(error, while: "appending", configuration: configuration)
             for batch in round.batches { batch.completion(.failure(failure)) }
