@@ -188,7 +188,7 @@ let package = Package(
             name: "ActivitiesTests",
             dependencies: [
                 "Activities", "ActivityWorkload", "EventKernel", "EventLog", "ActivitiesTestHelper",
-                "EventKernelTestSupport",
+                "EventKernelTestSupport", "PostgresLog",
                 // To record the warnings logged for ignored snapshots.
                 .product(name: "Logging", package: "swift-log"),
             ],

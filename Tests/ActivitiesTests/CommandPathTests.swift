@@ -12,7 +12,7 @@ struct CommandPathTests {
 
     @Test("racing add and apply of one id on a durable store: exactly one wins, every trial")
     func racingAddsOfOneID() async throws {
-        let fixture = try RepositoryFixture(.durable)
+        let fixture = try await RepositoryFixture(.durable)
         let repository = fixture.repository
         for trial in 0..<Self.trials {
             let contested = model(Double(trial))
@@ -46,7 +46,7 @@ struct CommandPathTests {
 
     @Test("racing update and delete on a durable store: an update never resurrects a deleted activity")
     func racingUpdateAndDelete() async throws {
-        let fixture = try RepositoryFixture(.durable)
+        let fixture = try await RepositoryFixture(.durable)
         let repository = fixture.repository
         for trial in 0..<Self.trials {
             let original = model(Double(trial))
@@ -87,7 +87,7 @@ struct CommandPathTests {
 
     @Test("observation ends when the repository closes")
     func observationEndsOnClose() async throws {
-        let fixture = try RepositoryFixture(.durable)
+        let fixture = try await RepositoryFixture(.durable)
         let repository = fixture.repository
         var iterator = repository.observe(query: ActivityQuery()).makeAsyncIterator()
         #expect(await iterator.next() == [])
@@ -101,7 +101,7 @@ struct CommandPathTests {
 
     @Test("a read-only follower's refresh advances positions, versions and observers")
     func followerRefresh() async throws {
-        let fixture = try RepositoryFixture(.durable)
+        let fixture = try await RepositoryFixture(.durable)
         let writer = fixture.repository
         let m = model(0)
         try await writer.add(m)

@@ -4,10 +4,12 @@ import EventLog
 import Foundation
 import Testing
 import EventKernelTestSupport
+import PostgresLog
 
-/// Which repository a parameterized test runs against.
+/// Which repository a parameterized test runs against: in memory, on the local log, or on a
+/// PostgreSQL log (`postgres` is skipped with a notice when no test server is configured).
 enum RepositoryKind: String, CaseIterable, CustomTestStringConvertible {
-    case inMemory, durable
+    case inMemory, durable, postgres
     var testDescription: String { rawValue }
 }
 
@@ -16,17 +18,40 @@ final class RepositoryFixture: Sendable {
     let kind: RepositoryKind
     let directory: URL
     let repository: EventSourcedActivityRepository
+    /// The PostgreSQL log (`postgres`): snapshots go to `directory`.
+    let postgres: PostgresLog.Configuration?
 
-    init(_ kind: RepositoryKind, configuration: EventSourcedActivityRepository.Configuration = .init()) throws {
+    init(_ kind: RepositoryKind, configuration: EventSourcedActivityRepository.Configuration = .init()) async throws {
         self.kind = kind
         directory = FileManager.default.temporaryDirectory.appending(path: "activities-\(UUID().uuidString.prefix(8))")
         switch kind {
-        case .inMemory: repository = InMemoryActivityRepository().base
-        case .durable: repository = try EventSourcedActivityRepository.open(at: directory, configuration: configuration)
+        case .inMemory:
+            repository = InMemoryActivityRepository().base
+            postgres = nil
+        case .durable:
+            repository = try EventSourcedActivityRepository.open(at: directory, configuration: configuration)
+            postgres = nil
+        case .postgres:
+            let postgres = try PostgresTestDatabase.configuration()
+            self.postgres = postgres
+            repository = try EventSourcedActivityRepository(store: try await EventStore.open(
+                postgres: postgres, snapshotsIn: directory, snapshotPolicy: configuration.snapshots))
         }
     }
 
-    deinit { try? FileManager.default.removeItem(at: directory) }
+    /// Another repository on the same log (close this one first: the local log has one writer).
+    func reopen() async throws -> EventSourcedActivityRepository {
+        switch kind {
+        case .inMemory: repository
+        case .durable: try EventSourcedActivityRepository.open(at: directory)
+        case .postgres: try EventSourcedActivityRepository(store: try await EventStore.open(postgres: postgres!, snapshotsIn: directory))
+        }
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: directory)
+        if let postgres { Task { await PostgresTestDatabase.drop(postgres) } }
+    }
 }
 
 let day: TimeInterval = 86_400
@@ -41,7 +66,7 @@ func model(_ hoursFromEpoch: Double, _ type: ActivityType = .sleep, minutes: Dou
 struct RepositoryTests {
     @Test("add then fetch, and filter by afterDate", arguments: RepositoryKind.allCases)
     func addThenFetch(kind: RepositoryKind) async throws {
-        let fixture = try RepositoryFixture(kind)
+        let fixture = try await RepositoryFixture(kind)
         let repository = fixture.repository
         let a = model(0), b = model(5, .tummyTime), c = model(10)
         for activity in [b, a, c] { try await repository.add(activity) }
@@ -52,12 +77,12 @@ struct RepositoryTests {
         #expect(try await repository.fetch(startingIn: a.startDate...b.startDate) == [a, b])
         // b runs 5:00-5:30; an interval 5:10-7:00 overlaps it but not a or c.
         #expect(try await repository.fetch(overlapping: b.startDate.addingTimeInterval(600)...b.startDate.addingTimeInterval(7_200)) == [b])
-        if kind == .durable { try await repository.close() }
+        if kind != .inMemory { try await repository.close() }
     }
 
     @Test("write semantics: duplicates, unknown ids, end before start, bad queries", arguments: RepositoryKind.allCases)
     func writeSemantics(kind: RepositoryKind) async throws {
-        let fixture = try RepositoryFixture(kind)
+        let fixture = try await RepositoryFixture(kind)
         let repository = fixture.repository
         let a = model(0, minutes: nil)
         try await repository.add(a)
@@ -96,14 +121,14 @@ struct RepositoryTests {
         // A deleted id may be added again.
         try await repository.add(a)
         #expect(repository.count == 1)
-        if kind == .durable { try await repository.close() }
+        if kind != .inMemory { try await repository.close() }
     }
 
     @Test("a randomized model test against a brute-force reference", arguments: RepositoryKind.allCases)
     func randomizedModel(kind: RepositoryKind) async throws {
         let seed: UInt64 = kind == .durable ? 7 : 11
         var random = SplitMix64(seed: seed)
-        let fixture = try RepositoryFixture(kind, configuration: .init(log: .init(durability: .buffered)))
+        let fixture = try await RepositoryFixture(kind, configuration: .init(log: .init(durability: .buffered)))
         let repository = fixture.repository
         var reference = BruteForceActivityStore()
         var ids: [UUID] = []
@@ -157,9 +182,9 @@ struct RepositoryTests {
         }
         #expect(repository.count == reference.items.count)
         #expect(repository.projection.integrityIssues.isEmpty)
-        if kind == .durable {
+        if kind != .inMemory {
             try await repository.close()
-            let reopened = try EventSourcedActivityRepository.open(at: fixture.directory)
+            let reopened = try await fixture.reopen()
             #expect(try reopened.activities(matching: ActivityQuery(sortOrder: .oldestFirst)) == reference.sorted(reference.items, .oldestFirst))
             try await reopened.close()
         }
@@ -167,7 +192,7 @@ struct RepositoryTests {
 
     @Test("reopen with a snapshot, without one, and with a corrupted one gives identical results")
     func reopenWithAndWithoutSnapshots() async throws {
-        let fixture = try RepositoryFixture(.durable, configuration: .init(log: .init(durability: .buffered)))
+        let fixture = try await RepositoryFixture(.durable, configuration: .init(log: .init(durability: .buffered)))
         let repository = fixture.repository
         var expected: [ActivityModel] = []
         for i in 0..<300 {
@@ -213,7 +238,7 @@ struct RepositoryTests {
 
     @Test("observe yields the current result, then only changes that alter it", arguments: RepositoryKind.allCases)
     func observe(kind: RepositoryKind) async throws {
-        let fixture = try RepositoryFixture(kind)
+        let fixture = try await RepositoryFixture(kind)
         let repository = fixture.repository
         let first = model(0)
         try await repository.add(first)
@@ -235,7 +260,7 @@ struct RepositoryTests {
 
         try await repository.delete(id: third.id)
         #expect(await iterator.next() == [second, first])
-        if kind == .durable { try await repository.close() }
+        if kind != .inMemory { try await repository.close() }
     }
 
     @Test("an observer that stops is removed; many observers each see the change")
@@ -254,9 +279,9 @@ struct RepositoryTests {
         await consumer.value
     }
 
-    @Test("time travel and entity history match a reference")
-    func timeTravel() async throws {
-        let fixture = try RepositoryFixture(.durable, configuration: .init(log: .init(durability: .buffered)))
+    @Test("time travel and entity history match a reference", arguments: [RepositoryKind.durable, .postgres])
+    func timeTravel(kind: RepositoryKind) async throws {
+        let fixture = try await RepositoryFixture(kind, configuration: .init(log: .init(durability: .buffered)))
         let repository = fixture.repository
         var reference = BruteForceActivityStore()
         var checkpoints: [(date: Date, position: LogPosition, state: [ActivityModel])] = []
@@ -297,9 +322,9 @@ struct RepositoryTests {
         try await repository.close()
     }
 
-    @Test("concurrent adds of one id: exactly one succeeds; concurrent distinct writes all land")
-    func concurrentWrites() async throws {
-        let fixture = try RepositoryFixture(.durable)
+    @Test("concurrent adds of one id: exactly one succeeds; concurrent distinct writes all land", arguments: [RepositoryKind.durable, .postgres])
+    func concurrentWrites(kind: RepositoryKind) async throws {
+        let fixture = try await RepositoryFixture(kind)
         let repository = fixture.repository
         let contested = model(0)
         let outcomes = await withTaskGroup(of: Bool.self) { group in
@@ -320,7 +345,7 @@ struct RepositoryTests {
 
     @Test("a second durable repository on the same directory is refused while the first is open")
     func locked() async throws {
-        let fixture = try RepositoryFixture(.durable)
+        let fixture = try await RepositoryFixture(.durable)
         #expect { _ = try EventSourcedActivityRepository.open(at: fixture.directory) } throws: {
             ($0 as? LogError)?.code == .locked
         }

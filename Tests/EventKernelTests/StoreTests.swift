@@ -18,79 +18,107 @@ func event(_ id: String, _ value: UInt8, expected: UInt64? = nil) -> PendingEven
 /// The stream of counter `id`.
 func counted(_ id: String) -> StreamID { StreamID("Counted", .string(id)) }
 
+/// The store's own behaviour, one body per test for both logs (the local segmented log and
+/// the PostgreSQL log: `StoreBackend`).
 @Suite struct StoreTests {
-    @Test func conflictWritesNothing() async throws {
-        let log = InMemoryLog()
-        let store = try EventStore(log: log)
-        try await store.append([event("a", 1, expected: 0), event("a", 1, expected: 1)])
-        #expect(try store.version(of: counted("a")) == 2)
-        await #expect(throws: RepositoryError.conflict(stream: counted("a"), expected: 1, actual: 2)) {
-            try await store.append([event("b", 1, expected: 0), event("a", 1, expected: 1)])
+    @Test(arguments: StoreBackend.allCases)
+    func conflictWritesNothing(backend: StoreBackend) async throws {
+        try await backend.withStore { store, _ in
+            try await store.append([event("a", 1, expected: 0), event("a", 1, expected: 1)])
+            #expect(try store.version(of: counted("a")) == 2)
+            await #expect(throws: RepositoryError.conflict(stream: counted("a"), expected: 1, actual: 2)) {
+                try await store.append([event("b", 1, expected: 0), event("a", 1, expected: 1)])
+            }
+            #expect(store.log.bounds.nextPosition == 2)
+            #expect(try store.version(of: counted("b")) == 0)
+            // The failed batch reserved nothing: b can still be created at version 0.
+            let envelopes = try await store.append([event("b", 1, expected: 0)])
+            #expect(envelopes.map(\.entityVersion) == [1])
         }
-        #expect(log.bounds.nextPosition == 2)
-        #expect(try store.version(of: counted("b")) == 0)
-        // The failed batch reserved nothing: b can still be created at version 0.
-        let envelopes = try await store.append([event("b", 1, expected: 0)])
-        #expect(envelopes.map(\.entityVersion) == [1])
     }
 
-    @Test func concurrentAppendsAreGapFreeAndOrdered() async throws {
+    @Test(arguments: StoreBackend.allCases)
+    func concurrentAppendsAreGapFreeAndOrdered(backend: StoreBackend) async throws {
         let counter = makeCounter()
         let seen = ProjectedState<[UInt64]>(name: "positions", schemaVersion: 1, initial: []) { $0.append($1.position) }
-        let store = try EventStore(log: InMemoryLog(), projections: [counter, seen])
-        let positions = try await withThrowingTaskGroup(of: [UInt64].self) { group in
-            for task in 0..<64 {
-                group.addTask { try await store.append([event("e\(task % 8)", 1), event("e\(task % 8)", 1)]).map(\.position) }
+        try await backend.withStore(projections: [counter, seen]) { store, _ in
+            let positions = try await withThrowingTaskGroup(of: [UInt64].self) { group in
+                for task in 0..<64 {
+                    group.addTask { try await store.append([event("e\(task % 8)", 1), event("e\(task % 8)", 1)]).map(\.position) }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
             }
-            return try await group.reduce(into: []) { $0 += $1 }
+            #expect(positions.sorted() == Array(0..<128))
+            #expect(seen.state == Array(0..<128))
+            #expect(counter.state.values.reduce(0, +) == 128)
+            // Entity versions per entity are 1...16 without gaps, in position order.
+            let versions = try store.read().filter { $0.entityID == .string("e3") }.map(\.entityVersion)
+            #expect(versions == Array(1...16))
         }
-        #expect(positions.sorted() == Array(0..<128))
-        #expect(seen.state == Array(0..<128))
-        #expect(counter.state.values.reduce(0, +) == 128)
-        // Entity versions per entity are 1...16 without gaps, in position order.
-        let versions = try store.read().filter { $0.entityID == .string("e3") }.map(\.entityVersion)
-        #expect(versions == Array(1...16))
     }
 
-    @Test func subscribeCatchesUpThenFollowsLive() async throws {
-        let store = try EventStore(log: InMemoryLog())
-        for i in 0..<10 { try await store.append(event("s", UInt8(i))) }
-        let stream = store.subscribe(from: 3)
-        let writer = Task {
-            for i in 10..<30 { try await store.append(event("s", UInt8(i))) }
+    @Test(arguments: StoreBackend.allCases)
+    func subscribeCatchesUpThenFollowsLive(backend: StoreBackend) async throws {
+        try await backend.withStore { store, _ in
+            for i in 0..<10 { try await store.append(event("s", UInt8(i))) }
+            let stream = store.subscribe(from: 3)
+            let writer = Task {
+                for i in 10..<30 { try await store.append(event("s", UInt8(i))) }
+            }
+            var received: [UInt64] = []
+            for try await envelope in stream {
+                received.append(envelope.position)
+                if received.count == 27 { break }
+            }
+            try await writer.value
+            #expect(received == Array(3..<30))
         }
-        var received: [UInt64] = []
-        for try await envelope in stream {
-            received.append(envelope.position)
-            if received.count == 27 { break }
-        }
-        try await writer.value
-        #expect(received == Array(3..<30))
     }
 
-    @Test func historyAndTimeTravel() async throws {
-        let store = try EventStore(log: InMemoryLog())
-        let base = Date(timeIntervalSince1970: 1_700_000_000)
-        for i in 0..<20 {
-            var pending = event(i % 2 == 0 ? "x" : "y", UInt8(i))
-            pending.recordedAt = base.addingTimeInterval(Double(i))
-            try await store.append(pending)
+    @Test(arguments: StoreBackend.allCases)
+    func historyAndTimeTravel(backend: StoreBackend) async throws {
+        try await backend.withStore { store, _ in
+            let base = Date(timeIntervalSince1970: 1_700_000_000)
+            for i in 0..<20 {
+                var pending = event(i % 2 == 0 ? "x" : "y", UInt8(i))
+                pending.recordedAt = base.addingTimeInterval(Double(i))
+                try await store.append(pending)
+            }
+            let history = try store.history(of: counted("y"))
+            #expect(history.map(\.position) == [1, 3, 5, 7, 9, 11, 13, 15, 17, 19])
+            #expect(history.map(\.entityVersion) == Array(1...10))
+            #expect(history[0].recordedAt == base.addingTimeInterval(1))
+            let at7 = try store.state(of: { makeCounter() }, throughPosition: 7)
+            #expect(at7.state == ["x": 0 + 2 + 4 + 6, "y": 1 + 3 + 5 + 7])
+            let asOf = try #require(try store.state(of: { makeCounter() }, asOf: base.addingTimeInterval(4.5)))
+            #expect(asOf.state == ["x": 6, "y": 4])
+            #expect(try store.state(of: { makeCounter() }, asOf: base.addingTimeInterval(-1)) == nil)
         }
-        let history = try store.history(of: counted("y"))
-        #expect(history.map(\.position) == [1, 3, 5, 7, 9, 11, 13, 15, 17, 19])
-        #expect(history.map(\.entityVersion) == Array(1...10))
-        #expect(history[0].recordedAt == base.addingTimeInterval(1))
-        let at7 = try store.state(of: { makeCounter() }, throughPosition: 7)
-        #expect(at7.state == ["x": 0 + 2 + 4 + 6, "y": 1 + 3 + 5 + 7])
-        let asOf = try #require(try store.state(of: { makeCounter() }, asOf: base.addingTimeInterval(4.5)))
-        #expect(asOf.state == ["x": 6, "y": 4])
-        #expect(try store.state(of: { makeCounter() }, asOf: base.addingTimeInterval(-1)) == nil)
     }
 
-    @Test func closedStoreRejectsAppends() async throws {
-        let store = try EventStore(log: InMemoryLog())
-        try await store.close()
-        await #expect(throws: RepositoryError.closed) { try await store.append(event("a", 1)) }
+    @Test(arguments: StoreBackend.allCases)
+    func closedStoreRejectsAppends(backend: StoreBackend) async throws {
+        try await backend.withStore { store, _ in
+            try await store.close()
+            await #expect(throws: RepositoryError.closed) { try await store.append(event("a", 1)) }
+        }
+    }
+
+    @Test(arguments: StoreBackend.allCases)
+    func reopenedStoreHasTheSameStateAndVersions(backend: StoreBackend) async throws {
+        let counter = makeCounter()
+        try await backend.withStore(projections: [counter], snapshotPolicy: .default) { store, location in
+            for i in 0..<40 { try await store.append(event("k\(i % 4)", UInt8(i))) }
+            try await store.close()
+            let reopenedCounter = makeCounter()
+            let reopened = try await location.open(projections: [reopenedCounter])
+            #expect(reopenedCounter.state == counter.state)
+            #expect(try reopened.version(of: counted("k1")) == 10)
+            await #expect(throws: RepositoryError.conflict(stream: counted("k1"), expected: 9, actual: 10)) {
+                try await reopened.append(event("k1", 1, expected: 9))
+            }
+            try await reopened.close()
+        }
     }
 }
 
