@@ -204,7 +204,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EventKernelToolTests",
-            dependencies: ["EventKernelTool", "Activities", "EventKernel", "EventLog", "ActivitiesTestHelper", "EventKernelTestSupport"],
+            dependencies: ["EventKernelTool", "Activities", "EventKernel", "EventLog", "ActivitiesTestHelper", "EventKernelTestSupport", "PostgresLog"],
             swiftSettings: strictSettings
         ),
         .testTarget(

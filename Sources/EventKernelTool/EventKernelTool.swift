@@ -9,14 +9,16 @@ struct EventKernelCommand: AsyncParsableCommand {
         commandName: "eventkernel",
         abstract: "Replay, audit, query, import and export an EventKernel activity store.",
         discussion: """
-            Every command takes --dir D (default: $EVENTKERNEL_STORE, else ./eventkernel-store).
+            Every command takes --dir D (default: $EVENTKERNEL_STORE, else ./eventkernel-store); the read-only ones
+            (query, replay, history, export, tail, verify, inspect) take --postgres URL instead for a PostgreSQL log,
+            and copy moves a store between the two.
             Exit status: 0 ok, 1 usage or bad input, 2 store missing/not a store/locked, 3 damage found, 4 I/O failure.
             See Docs/CLI.md.
             """,
         subcommands: [
             DemoCommand.self, ImportCommand.self, ExportCommand.self, QueryCommand.self, ReplayCommand.self,
             HistoryCommand.self, VerifyCommand.self, InspectCommand.self, SnapshotCommand.self, RepairCommand.self,
-            TailCommand.self,
+            TailCommand.self, CopyCommand.self,
         ]
     )
 

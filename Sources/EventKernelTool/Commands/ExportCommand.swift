@@ -9,14 +9,14 @@ struct ExportCommand: AsyncParsableCommand {
 
     enum Format: String, ExpressibleByArgument, CaseIterable { case events, activities }
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup var store: ReadableStoreOptions
     @Option(help: "events: one event per line with position and recordedAt; activities: one activity per line.")
     var format: Format = .events
     @Option(help: ArgumentHelp("Write to FILE instead of stdout.", valueName: "FILE"))
     var output: String?
 
     func run() async throws {
-        let repository = try StoreLocation.openReadOnly(store.url)
+        let repository = try await StoreLocation.openReadOnly(store)
         var sink: FileHandle = .standardOutput
         if let output {
             guard FileManager.default.createFile(atPath: output, contents: nil) else {

@@ -6,15 +6,15 @@ struct HistoryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "history", abstract: "Every event of one activity, with position, time recorded and version.")
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup var store: ReadableStoreOptions
     @Argument(help: "The activity's id (a UUID).") var id: String
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
         guard let uuid = UUID(uuidString: id) else { throw ToolError(.badInput, "\"\(id)\" is not a UUID") }
-        let repository = try StoreLocation.openReadOnly(store.url)
+        let repository = try await StoreLocation.openReadOnly(store)
         let entries = try withToolErrorsSync(store: store.url) { try repository.history(of: uuid) }
-        guard !entries.isEmpty else { throw ToolError(.badInput, "no activity with id \(uuid.uuidString) has any event in \(store.url.path)") }
+        guard !entries.isEmpty else { throw ToolError(.badInput, "no activity with id \(uuid.uuidString) has any event in \(store.name)") }
         if json {
             let objects: [[String: Any]] = entries.map { e in
                 var o: [String: Any] = ["position": e.position, "recordedAt": ISODate.format(e.timestamp),

@@ -1,15 +1,17 @@
 import ArgumentParser
 import EventLog
 import Foundation
+import PostgresLog
 
 struct InspectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "inspect", abstract: "Segments, totals, compression and snapshots of a store (read-only).")
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup var store: ReadableStoreOptions
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
+        if let configuration = try store.postgres() { return try await inspectPostgres(configuration) }
         try StoreLocation.requireStore(store.url)
         let report = try withToolErrorsSync(store: store.url) { try SegmentedLog.verify(at: store.url) }
         let snapshots = StoreCheck.inspectSnapshots(store.url, decodeState: false)
@@ -62,5 +64,43 @@ struct InspectCommand: AsyncParsableCommand {
                  s.error.map { "CORRUPT: \($0)" } ?? (s.projection ?? "?")]
             }))
         }
+    }
+
+    private func inspectPostgres(_ configuration: PostgresLog.Configuration) async throws {
+        let log: PostgresLog
+        do { log = try await PostgresLog.open(configuration, logger: StoreLocation.logger) } catch { throw ToolError.from(error) }
+        let stats = try withToolErrorsSync { try log.statistics() }
+        try? await log.close()
+        let ratio = stats.storedPayloadBytes > 0 ? Double(stats.uncompressedPayloadBytes) / Double(stats.storedPayloadBytes) : 1
+        if json {
+            print(Output.json([
+                "postgres": configuration.description, "logID": log.logID, "schemaVersion": stats.schemaVersion,
+                "createdAt": stats.createdAt.map { $0 as Any } ?? NSNull(),
+                "totals": [
+                    "events": stats.events, "streams": stats.streams, "transactions": stats.transactions, "tableBytes": stats.tableBytes,
+                    "storedPayloadBytes": stats.storedPayloadBytes, "uncompressedPayloadBytes": stats.uncompressedPayloadBytes,
+                    "compressionRatio": ratio,
+                    "firstRecordedAt": stats.firstRecordedAt.map { ISODate.format($0.date) as Any } ?? NSNull(),
+                    "lastRecordedAt": stats.lastRecordedAt.map { ISODate.format($0.date) as Any } ?? NSNull(),
+                ] as [String: Any],
+                "eventTypes": Dictionary(uniqueKeysWithValues: stats.eventTypes.map { ($0.name, $0.count) }),
+            ] as [String: Any]))
+            return
+        }
+        print("PostgreSQL log \(configuration.description)\n")
+        print(Output.keyValues([
+            ("log id", log.logID),
+            ("schema version", String(stats.schemaVersion)),
+            ("created", stats.createdAt ?? "?"),
+            ("events", Output.count(stats.events)),
+            ("streams", Output.count(stats.streams)),
+            ("append transactions", Output.count(stats.transactions)),
+            ("table size", Output.bytes(stats.tableBytes)),
+            ("payload", "\(Output.bytes(stats.uncompressedPayloadBytes)) → \(Output.bytes(stats.storedPayloadBytes)) stored"),
+            ("compression ratio", String(format: "%.2f×", ratio)),
+            ("recorded", stats.firstRecordedAt.map { "\(ISODate.format($0.date)) … \(ISODate.format((stats.lastRecordedAt ?? $0).date))" } ?? "(empty)"),
+        ]))
+        print("")
+        print(Output.table(["event type", ">count"], stats.eventTypes.map { [$0.name, Output.count($0.count)] }))
     }
 }

@@ -6,11 +6,11 @@ struct QueryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "query", abstract: "Query the current activities (read-only; works alongside a running writer).")
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup var store: ReadableStoreOptions
     @OptionGroup var query: QueryOptions
 
     func run() async throws {
-        let repository = try StoreLocation.openReadOnly(store.url)
+        let repository = try await StoreLocation.openReadOnly(store)
         let results = try repository.projection.read { try query.run(on: $0) }
         query.print(results)
     }

@@ -8,7 +8,7 @@ struct ReplayCommand: AsyncParsableCommand {
         commandName: "replay",
         abstract: "The activities as they were at a date or log position: a summary, or queried with the query flags.")
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup var store: ReadableStoreOptions
     @Option(name: .customLong("as-of"), help: ArgumentHelp("After every event recorded at or before DATE.", valueName: "DATE"))
     var asOf: String?
     @Option(help: ArgumentHelp("After the event at position N (inclusive).", valueName: "N"))
@@ -20,7 +20,7 @@ struct ReplayCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let repository = try StoreLocation.openReadOnly(store.url)
+        let repository = try await StoreLocation.openReadOnly(store)
         let index: ActivityIndex
         let label: String
         do {

@@ -11,16 +11,15 @@ import Darwin
 
 struct TailCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "tail", abstract: "Print events from a position on; with --follow, keep printing what a writer appends.")
+        commandName: "tail", abstract: "Print events from a position on; with --follow, keep printing what writers append.")
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup var store: ReadableStoreOptions
     @Flag(help: "Keep polling for new events (every 200 ms) until interrupted.") var follow = false
     @Option(help: ArgumentHelp("Start at position N (default 0).", valueName: "N")) var from: UInt64 = 0
     @Flag(help: "One JSON object per line (the export schema, plus version).") var json = false
 
     func run() async throws {
-        try StoreLocation.requireStore(store.url)
-        let log = try withToolErrorsSync(store: store.url) { try SegmentedLog.openReadOnly(at: store.url) }
+        let log = try await StoreLocation.openLog(store)
         signal(SIGINT) { _ in terminate(0) }
         signal(SIGPIPE) { _ in terminate(0) }
         let codec = ActivityEventCodec()
@@ -40,6 +39,7 @@ struct TailCommand: AsyncParsableCommand {
             }
             guard follow else { return }
             try await Task.sleep(for: .milliseconds(200))
+            // A directory is read again; a PostgreSQL log also learns by notification.
             _ = try withToolErrorsSync(store: store.url) { try log.refresh() }
         }
     }

@@ -3,6 +3,7 @@ import ArgumentParser
 import EventKernel
 import EventLog
 import Foundation
+import PostgresLog
 
 /// What `verify` found, shared with `demo`.
 struct StoreCheck {
@@ -107,10 +108,11 @@ struct VerifyCommand: AsyncParsableCommand {
         abstract: "Check every batch's checksums, the segment indexes, the snapshots and the projection (read-only).",
         discussion: "Exit status 0 when intact (warnings allowed), 3 when damage is found.")
 
-    @OptionGroup var store: StoreOptions
+    @OptionGroup var store: ReadableStoreOptions
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
+        if let configuration = try store.postgres() { return try await verifyPostgres(configuration) }
         try StoreLocation.requireStore(store.url)
         let check = try StoreCheck.run(store.url)
         if json {
@@ -128,5 +130,41 @@ struct VerifyCommand: AsyncParsableCommand {
             print(check.isIntact ? "intact" : "DAMAGED: run `eventkernel repair --yes` to cut the log at the first damage (removed bytes are kept under recovered/)")
         }
         if !check.isIntact { throw ExitCode(ToolExit.damage.rawValue) }
+    }
+
+    /// A PostgreSQL log: every row read and checked (positions, decoding, the head), then the
+    /// activities projection folded from it.
+    private func verifyPostgres(_ configuration: PostgresLog.Configuration) async throws {
+        let log: PostgresLog
+        do { log = try await PostgresLog.open(configuration, logger: StoreLocation.logger) } catch { throw ToolError.from(error) }
+        let report = try withToolErrorsSync { try log.verify() }
+        var problems = report.problems.map { e in
+            StoreCheck.Problem(severity: "damage", message: "\(e.code): \(e.message)", file: e.file, offset: e.offset, position: e.position)
+        }
+        var activities: Int?
+        if report.isIntact {
+            do {
+                let repository = try EventSourcedActivityRepository(store: try EventStore(log: log, logger: StoreLocation.logger))
+                activities = repository.count
+                for issue in repository.projection.integrityIssues {
+                    problems.append(StoreCheck.Problem(severity: "warning", message: "projection: \(issue.message)", file: nil, offset: nil, position: issue.position))
+                }
+            } catch {
+                problems.append(StoreCheck.Problem(severity: "damage", message: "the store does not load: \(ToolError.from(error).message)", file: nil, offset: nil, position: nil))
+            }
+        }
+        try? await log.close()
+        let intact = !problems.contains { $0.severity == "damage" }
+        if json {
+            print(Output.json([
+                "postgres": configuration.description, "intact": intact, "events": report.records,
+                "activities": activities.map { $0 as Any } ?? NSNull(), "problems": problems.map(\.json),
+            ] as [String: Any]))
+        } else {
+            print("verified \(configuration.description): \(Output.count(report.records)) events\(activities.map { ", \(Output.count($0)) activities" } ?? "")")
+            for problem in problems { print(problem.text) }
+            print(intact ? "intact" : "DAMAGED: the rows named above do not make a gap-free log of events")
+        }
+        if !intact { throw ExitCode(ToolExit.damage.rawValue) }
     }
 }

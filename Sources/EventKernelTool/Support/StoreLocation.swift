@@ -4,6 +4,7 @@ import EventKernel
 import EventLog
 import Foundation
 import Logging
+import PostgresLog
 
 /// `--dir D`: the store directory (default `$EVENTKERNEL_STORE`, else `./eventkernel-store`).
 struct StoreOptions: ParsableArguments {
@@ -14,6 +15,34 @@ struct StoreOptions: ParsableArguments {
     var url: URL {
         guard let directory else { return EventStore.defaultDirectory }
         return URL(filePath: directory, directoryHint: .isDirectory).standardizedFileURL
+    }
+}
+
+/// The store a read-only command reads: `--dir D` (as ``StoreOptions``) or `--postgres URL`, a
+/// PostgreSQL log (Docs/ScaleOut.md).
+struct ReadableStoreOptions: ParsableArguments {
+    @OptionGroup var local: StoreOptions
+    @Option(name: .customLong("postgres"), help: ArgumentHelp(
+        "Read the PostgreSQL log at URL (postgres://user@host:port/database?schema=S) instead of a directory.", valueName: "URL"))
+    var postgresURL: String?
+
+    func validate() throws {
+        if postgresURL != nil && local.directory != nil { throw ValidationError("give --dir or --postgres, not both") }
+    }
+
+    /// The PostgreSQL log, when `--postgres` was given.
+    func postgres() throws -> PostgresLog.Configuration? {
+        guard let postgresURL else { return nil }
+        do { return try PostgresLog.Configuration(url: postgresURL) } catch { throw ToolError.from(error) }
+    }
+
+    /// The directory (meaningful only without `--postgres`).
+    var url: URL { local.url }
+
+    /// What messages call the store: its directory, or the URL without its password.
+    var name: String {
+        if let configuration = try? postgres() { return configuration.description }
+        return local.url.path
     }
 }
 
@@ -48,6 +77,25 @@ enum StoreLocation {
         try requireStore(directory)
         do { return try EventSourcedActivityRepository.openReadOnly(at: directory, logger: logger) }
         catch { throw ToolError.from(error, store: directory) }
+    }
+
+    /// Opens the store for reading: a directory beside its writer, or a PostgreSQL log beside
+    /// the instances writing to it (replayed from the server: no snapshots).
+    static func openReadOnly(_ store: ReadableStoreOptions) async throws -> EventSourcedActivityRepository {
+        guard let configuration = try store.postgres() else { return try openReadOnly(store.url) }
+        do {
+            let events = try await EventStore.open(postgres: configuration, snapshotsIn: nil, snapshotPolicy: .never, logger: logger)
+            return try EventSourcedActivityRepository(store: events)
+        } catch { throw ToolError.from(error) }
+    }
+
+    /// Opens the log alone, for reading: the segmented log read-only, or the PostgreSQL log.
+    static func openLog(_ store: ReadableStoreOptions) async throws -> any SharedRecordLog {
+        if let configuration = try store.postgres() {
+            do { return try await PostgresLog.open(configuration, logger: logger) } catch { throw ToolError.from(error) }
+        }
+        try requireStore(store.url)
+        return try withToolErrorsSync(store: store.url) { try SegmentedLog.openReadOnly(at: store.url) }
     }
 
     static func openWriter(

@@ -44,6 +44,8 @@ struct ToolError: Error, CustomStringConvertible {
                 return ToolError(.damage, "\(error.description); run `eventkernel verify` for details, `eventkernel repair --yes` to cut the log at the damage")
             case .invalidArgument, .tooLarge:
                 return ToolError(.badInput, error.description)
+            case .unavailable:
+                return ToolError(.storeUnavailable, error.description)
             default:
                 return ToolError(.io, error.description)
             }

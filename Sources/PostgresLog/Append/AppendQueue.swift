@@ -17,9 +17,11 @@ struct QueuedBatch {
     var completion: @Sendable (Result<Range<LogPosition>, LogError>) -> Void
 
     /// Decodes `entries`.
+    /// - Parameter consecutiveVersions: Whether a stream's versions in the batch must follow
+    ///   each other (an append's must; an imported history is taken as it is).
     /// - Throws: ``LogError`` with code ``LogError/Code/invalidArgument`` for an empty batch, a
     ///   record that is not an event, or a stream whose versions in the batch are not consecutive.
-    init(entries: [LogEntry], compression: CompressionCodec,
+    init(entries: [LogEntry], compression: CompressionCodec, consecutiveVersions: Bool = true,
          completion: @escaping @Sendable (Result<Range<LogPosition>, LogError>) -> Void) throws(LogError) {
         guard !entries.isEmpty else { throw LogError(.invalidArgument, "an append needs at least one record") }
         self.entries = entries
@@ -33,7 +35,7 @@ struct QueuedBatch {
             let row = try EventRow(entry: entry, index: index, compression: compression)
             let key = row.streamKey
             if let known = seen[key] {
-                guard row.streamVersion == streams[known].last + 1 else {
+                guard !consecutiveVersions || row.streamVersion == streams[known].last + 1 else {
                     throw LogError(.invalidArgument, "record \(index) of the batch has version \(row.streamVersion) of its stream after version \(streams[known].last): versions in a batch must follow each other")
                 }
                 streams[known].last = row.streamVersion

@@ -100,6 +100,11 @@ struct EventRow: Sendable {
     /// - Throws: ``LogError`` with code ``LogError/Code/corruption`` naming the position when
     ///   the row does not make an event.
     static func record(from row: PostgresRow, table: String) throws -> LogRecord {
+        try recordAndStoredSize(from: row, table: table).record
+    }
+
+    /// ``record(from:table:)``, and the payload's size as stored.
+    static func recordAndStoredSize(from row: PostgresRow, table: String) throws -> (record: LogRecord, stored: Int) {
         let (position, recordedAt, entityType, kind, entityID, version, eventType, schemaVersion, correlationID, actor, codec, length, stored) =
             try row.decode((Int64, Int64, String, Int16, String, Int64, String, Int32, String?, String?, Int16, Int32, ByteBuffer).self)
         func damaged(_ what: String) -> LogError {
@@ -138,7 +143,7 @@ struct EventRow: Sendable {
             eventType: eventType, schemaVersion: UInt16(schemaVersion), stream: StreamID(entityType, id),
             entityVersion: UInt64(version), metadata: EventMetadata(correlationID: correlationID, actor: actor),
             payload: payload)
-        return LogRecord(position: UInt64(position), timestamp: LogTimestamp(nanosecondsSince1970: recordedAt), payload: bytes)
+        return (LogRecord(position: UInt64(position), timestamp: LogTimestamp(nanosecondsSince1970: recordedAt), payload: bytes), stored.readableBytes)
     }
 }
 

@@ -1,0 +1,113 @@
+import ArgumentParser
+import EventKernel
+import EventLog
+import Foundation
+import PostgresLog
+
+struct CopyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "copy",
+        abstract: "Copy a store's log into an empty one: a directory to PostgreSQL and back, keeping positions, timestamps, streams and versions.",
+        discussion: """
+            SOURCE and DESTINATION are each a store directory or a postgres:// URL (Docs/ScaleOut.md). The source is read \
+            as it is when the copy starts (a running writer may go on); the destination must be empty (a new directory, \
+            or a schema holding no event). Snapshots are not copied: they are caches, rebuilt by the destination's first open.
+            """)
+
+    @Option(name: .customLong("from"), help: ArgumentHelp("The store to copy: a directory, or a postgres:// URL.", valueName: "SOURCE"))
+    var source: String
+    @Option(name: .customLong("to"), help: ArgumentHelp("An empty store to copy into: a directory, or a postgres:// URL.", valueName: "DESTINATION"))
+    var destination: String
+    @Option(help: ArgumentHelp("Records per write (one transaction, or one batch of the local log).", valueName: "N"))
+    var batch: Int = 4_096
+
+    func validate() throws {
+        guard batch > 0 else { throw ValidationError("--batch must be positive") }
+    }
+
+    private static func isPostgres(_ location: String) -> Bool {
+        location.hasPrefix("postgres://") || location.hasPrefix("postgresql://")
+    }
+
+    private static func name(_ location: String) -> String {
+        guard isPostgres(location), let configuration = try? PostgresLog.Configuration(url: location) else { return location }
+        return configuration.description
+    }
+
+    func run() async throws {
+        let from: any RecordLog
+        if Self.isPostgres(source) {
+            let configuration = try withToolErrorsSync { try PostgresLog.Configuration(url: source) }
+            do { from = try await PostgresLog.open(configuration, logger: StoreLocation.logger) } catch { throw ToolError.from(error) }
+        } else {
+            let directory = URL(filePath: source, directoryHint: .isDirectory).standardizedFileURL
+            try StoreLocation.requireStore(directory)
+            from = try withToolErrorsSync(store: directory) { try SegmentedLog.openReadOnly(at: directory) }
+        }
+        let sink: Sink
+        if Self.isPostgres(destination) {
+            let configuration = try withToolErrorsSync { try PostgresLog.Configuration(url: destination) }
+            let log: PostgresLog
+            do { log = try await PostgresLog.open(configuration, logger: StoreLocation.logger) } catch { throw ToolError.from(error) }
+            guard log.bounds.nextPosition == 0 else {
+                try? await log.close()
+                throw ToolError(.badInput, "\(configuration.description) already holds \(Output.count(log.bounds.nextPosition)) events: copy into an empty schema")
+            }
+            sink = .postgres(log)
+        } else {
+            let directory = URL(filePath: destination, directoryHint: .isDirectory).standardizedFileURL
+            let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+            guard entries.isEmpty else {
+                throw ToolError(.badInput, "\(directory.path) is not empty: copy into a new directory")
+            }
+            sink = .local(try withToolErrorsSync(store: directory) { try SegmentedLog.open(at: directory) })
+        }
+        let end = from.bounds.nextPosition
+        var position: LogPosition = 0
+        while position < end {
+            var chunk: [LogRecord] = []
+            chunk.reserveCapacity(batch)
+            try withToolErrorsSync {
+                try from.forEachRecord(from: position, through: min(end, position + LogPosition(batch)) - 1) { view in
+                    chunk.append(view.copy())
+                    return true
+                }
+            }
+            guard let first = chunk.first, first.position == position else {
+                throw ToolError(.damage, "the source ends at position \(position), before its end \(end)")
+            }
+            try await withToolErrors { try await sink.write(chunk) }
+            position += LogPosition(chunk.count)
+        }
+        try await withToolErrors {
+            try await sink.close()
+            try await from.close()
+        }
+        Output.note("copied \(Output.count(end)) events from \(Self.name(source)) to \(Self.name(destination)), positions 0..<\(end)")
+    }
+
+    /// Where the records go, each at the position it has.
+    private enum Sink {
+        case local(SegmentedLog)
+        case postgres(PostgresLog)
+
+        func write(_ records: [LogRecord]) async throws {
+            switch self {
+            case .local(let log):
+                let positions = try await log.append(records.map { LogEntry(timestamp: $0.timestamp, payload: $0.payload) })
+                guard positions.lowerBound == records[0].position else {
+                    throw ToolError(.io, "the destination gave position \(positions.lowerBound) to the record at \(records[0].position)")
+                }
+            case .postgres(let log):
+                try await log.importRecords(records)
+            }
+        }
+
+        func close() async throws {
+            switch self {
+            case .local(let log): try await log.close()
+            case .postgres(let log): try await log.close()
+            }
+        }
+    }
+}
