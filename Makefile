@@ -2,7 +2,12 @@
 SWIFT ?= swift
 # Every SwiftPM call goes through scripts/swiftpm.sh: it retries only when the driver itself dies
 # from a signal (an intermittent toolchain crash), never a failing build, test or threshold.
-SWIFTPM = SWIFT=$(SWIFT) bash $(CURDIR)/scripts/swiftpm.sh
+SWIFTPM = env SWIFT=$(SWIFT) bash $(CURDIR)/scripts/swiftpm.sh
+# The PostgresLog suites and the scale-out benchmarks need a PostgreSQL server: this starts a
+# private one (initdb in a temporary directory, 127.0.0.1 and a Unix socket only; Debian's
+# postgresql installed when missing), runs the command with EVENTKERNEL_POSTGRES_URL set, and
+# stops it. With EVENTKERNEL_POSTGRES_URL already set, the command runs against that server.
+WITH_POSTGRES = bash $(CURDIR)/scripts/postgres.sh run
 
 .PHONY: setup build unit test sanitizers fuzz release demo bench bench-smoke bench-thresholds-update bench-thresholds-check example-test loadtest clean
 
@@ -16,7 +21,7 @@ build: setup
 # The quick loop: build and run every unit, recovery and reliability test (debug build).
 unit: setup
 	$(SWIFTPM) build --build-tests
-	$(SWIFTPM) test --skip-build
+	$(WITH_POSTGRES) $(SWIFTPM) test --skip-build
 
 # Everything CI runs: the tests, the tests again under ThreadSanitizer and AddressSanitizer,
 # a bounded fuzzing pass, the benchmark package's smoke run (Docs/Reliability.md) and the HTTP
@@ -24,7 +29,7 @@ unit: setup
 test: unit sanitizers fuzz bench-smoke bench-thresholds-check example-test
 
 sanitizers: setup
-	bash scripts/sanitizers.sh
+	$(WITH_POSTGRES) bash scripts/sanitizers.sh
 
 # FUZZ_SECONDS per fuzz target (default 30).
 fuzz: setup
@@ -63,7 +68,7 @@ BENCH_ARGS ?=
 bench:
 	@WITH_SQLITE=1 bash scripts/setup.sh
 	rm -rf Benchmarks/$(BENCH_OUT)
-	cd Benchmarks && EVENTKERNEL_BENCH_N=$(BENCH_N) $(SWIFTPM) package --disable-sandbox benchmark \
+	cd Benchmarks && EVENTKERNEL_BENCH_N=$(BENCH_N) $(WITH_POSTGRES) $(SWIFTPM) package --disable-sandbox benchmark \
 		--format influx --path $(BENCH_OUT) $(BENCH_ARGS)
 	python3 scripts/bench_table.py Benchmarks/$(BENCH_OUT)/Current_run.influx.csv
 
@@ -71,7 +76,7 @@ bench:
 bench-smoke:
 	@WITH_SQLITE=1 bash scripts/setup.sh
 	rm -rf Benchmarks/$(BENCH_OUT)-smoke
-	cd Benchmarks && EVENTKERNEL_BENCH_N=10000 EVENTKERNEL_BENCH_SMOKE=1 $(SWIFTPM) package --disable-sandbox benchmark \
+	cd Benchmarks && EVENTKERNEL_BENCH_N=10000 EVENTKERNEL_BENCH_SMOKE=1 $(WITH_POSTGRES) $(SWIFTPM) package --disable-sandbox benchmark \
 		--format influx --path $(BENCH_OUT)-smoke $(BENCH_ARGS)
 	python3 scripts/bench_table.py Benchmarks/$(BENCH_OUT)-smoke/Current_run.influx.csv
 

@@ -23,9 +23,11 @@ extension PostgresLog {
         }
     }
 
-    /// Drops the log's schema with everything in it. Irreversible; for tests and tools.
+    /// Drops the log's schema with everything in it: every event, irreversibly. For tests,
+    /// benchmarks and tools that made a schema of their own; never call it on a log in use.
+    /// - Parameter configuration: The server and the schema to drop.
     /// - Throws: ``LogError`` when the server cannot be reached or refuses.
-    package static func dropSchema(_ configuration: Configuration) async throws {
+    public static func dropSchema(_ configuration: Configuration) async throws {
         try await withConnection(configuration) { connection in
             do {
                 try await connection.query(PostgresQuery(unsafeSQL: #"DROP SCHEMA IF EXISTS "\#(configuration.schema)" CASCADE"#), logger: Logger(label: "EventKernel.PostgresLog"))
