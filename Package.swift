@@ -37,6 +37,14 @@ let package = Package(
         .library(name: "EventKernelLifecycle", targets: ["EventKernelLifecycle"]),
         .library(name: "EventKernelMetrics", targets: ["EventKernelMetrics"]),
     ],
+    // PostgresLog and everything that uses it (the CLI's --postgres and copy, the PostgreSQL
+    // suites) build only with this trait. It is on by default; scripts/sanitizers.sh turns it
+    // off: ThreadSanitizer and AddressSanitizer builds of SwiftNIO and its two copies of
+    // BoringSSL would cost CI about 10 minutes for code the sanitizers do not test here.
+    traits: [
+        .trait(name: "PostgreSQL", description: "PostgresLog (postgres-nio, SwiftNIO): a RecordLog several service instances share."),
+        .default(enabledTraits: ["PostgreSQL"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -84,7 +92,7 @@ let package = Package(
             name: "PostgresLog",
             dependencies: [
                 "EventLog", "EventKernel",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
@@ -198,7 +206,7 @@ let package = Package(
             name: "PostgresLogTests",
             dependencies: [
                 "PostgresLog", "EventKernel", "EventLog", "Activities", "EventKernelTestSupport", "ActivitiesTestHelper",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
             ],
             swiftSettings: strictSettings
         ),

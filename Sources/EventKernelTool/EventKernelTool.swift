@@ -15,12 +15,20 @@ struct EventKernelCommand: AsyncParsableCommand {
             Exit status: 0 ok, 1 usage or bad input, 2 store missing/not a store/locked, 3 damage found, 4 I/O failure.
             See Docs/CLI.md.
             """,
-        subcommands: [
+        subcommands: subcommands
+    )
+
+    private static var subcommands: [any ParsableCommand.Type] {
+        var all: [any ParsableCommand.Type] = [
             DemoCommand.self, ImportCommand.self, ExportCommand.self, QueryCommand.self, ReplayCommand.self,
             HistoryCommand.self, VerifyCommand.self, InspectCommand.self, SnapshotCommand.self, RepairCommand.self,
-            TailCommand.self, CopyCommand.self,
+            TailCommand.self,
         ]
-    )
+        #if PostgreSQL
+        all.append(CopyCommand.self)
+        #endif
+        return all
+    }
 
     static func main() async {
         LoggingSystem.bootstrap { label in

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import EventLog
 import PostgresNIO
 
@@ -53,3 +54,4 @@ public struct PostgresDriverError: Error, @unchecked Sendable, CustomStringConve
     public var description: String { "\(error)" }
     public var debugDescription: String { String(reflecting: error) }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import EventLog
 import Logging
 package import PostgresNIO
@@ -37,3 +38,4 @@ extension PostgresLog {
         }
     }
 }
+#endif

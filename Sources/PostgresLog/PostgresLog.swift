@@ -1,3 +1,5 @@
+// Compiled with the PostgreSQL package trait (on by default; Package.swift).
+#if PostgreSQL
 public import EventLog
 public import Logging
 import NIOCore
@@ -174,3 +176,4 @@ public final class PostgresLog: SharedRecordLog {
         appendedElsewhere.withLock { $0 = handler }
     }
 }
+#endif

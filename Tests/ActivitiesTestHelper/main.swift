@@ -23,7 +23,9 @@ import EventKernel
 import EventLog
 import Foundation
 import EventKernelTestSupport
+#if PostgreSQL
 import PostgresLog
+#endif
 
 func say(_ line: String) {
     // Unbuffered: a parent that kills this process must see every acknowledgement.
@@ -71,6 +73,7 @@ case "hold":
         say("error: \(error)")
         exit(1)
     }
+#if PostgreSQL
 case "instance":
     do {
         guard arguments.count == 7, let seconds = Double(arguments[5]), let writers = Int(arguments[6]),
@@ -118,6 +121,7 @@ case "instance":
         say("error: \(error)")
         exit(1)
     }
+#endif
 default:
     FileHandle.standardError.write(Data("unknown command \(arguments[1])\n".utf8))
     exit(2)

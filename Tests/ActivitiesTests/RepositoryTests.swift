@@ -4,7 +4,9 @@ import EventLog
 import Foundation
 import Testing
 import EventKernelTestSupport
+#if PostgreSQL
 import PostgresLog
+#endif
 
 /// Which repository a parameterized test runs against: in memory, on the local log, or on a
 /// PostgreSQL log (`postgres` is skipped with a notice when no test server is configured).
@@ -18,39 +20,55 @@ final class RepositoryFixture: Sendable {
     let kind: RepositoryKind
     let directory: URL
     let repository: EventSourcedActivityRepository
+    #if PostgreSQL
     /// The PostgreSQL log (`postgres`): snapshots go to `directory`.
     let postgres: PostgresLog.Configuration?
+    #else
+    let postgres: Void? = nil
+    #endif
 
     init(_ kind: RepositoryKind, configuration: EventSourcedActivityRepository.Configuration = .init()) async throws {
         self.kind = kind
         directory = FileManager.default.temporaryDirectory.appending(path: "activities-\(UUID().uuidString.prefix(8))")
+        #if PostgreSQL
+        postgres = kind == .postgres ? try PostgresTestDatabase.configuration() : nil
+        #endif
         switch kind {
         case .inMemory:
             repository = InMemoryActivityRepository().base
-            postgres = nil
         case .durable:
             repository = try EventSourcedActivityRepository.open(at: directory, configuration: configuration)
-            postgres = nil
         case .postgres:
-            let postgres = try PostgresTestDatabase.configuration()
-            self.postgres = postgres
-            repository = try EventSourcedActivityRepository(store: try await EventStore.open(
-                postgres: postgres, snapshotsIn: directory, snapshotPolicy: configuration.snapshots))
+            repository = try await Self.onPostgres(postgres, directory, snapshots: configuration.snapshots)
         }
     }
+
+    #if PostgreSQL
+    /// A repository on the fixture's PostgreSQL log.
+    private static func onPostgres(_ postgres: PostgresLog.Configuration?, _ directory: URL, snapshots: SnapshotPolicy = .default) async throws -> EventSourcedActivityRepository {
+        try EventSourcedActivityRepository(store: try await EventStore.open(postgres: postgres!, snapshotsIn: directory, snapshotPolicy: snapshots))
+    }
+    #else
+    /// Skipped in a build without the PostgreSQL trait.
+    private static func onPostgres(_ postgres: Void?, _ directory: URL, snapshots: SnapshotPolicy = .default) async throws -> EventSourcedActivityRepository {
+        try Test.cancel(withoutPostgreSQL)
+    }
+    #endif
 
     /// Another repository on the same log (close this one first: the local log has one writer).
     func reopen() async throws -> EventSourcedActivityRepository {
         switch kind {
         case .inMemory: repository
         case .durable: try EventSourcedActivityRepository.open(at: directory)
-        case .postgres: try EventSourcedActivityRepository(store: try await EventStore.open(postgres: postgres!, snapshotsIn: directory))
+        case .postgres: try await Self.onPostgres(postgres, directory)
         }
     }
 
     deinit {
         try? FileManager.default.removeItem(at: directory)
+        #if PostgreSQL
         if let postgres { Task { await PostgresTestDatabase.drop(postgres) } }
+        #endif
     }
 }
 

@@ -1,3 +1,5 @@
+// Compiled with the PostgreSQL package trait (on by default; Package.swift).
+#if PostgreSQL
 import Foundation
 public import PostgresLog
 public import Testing
@@ -50,3 +52,4 @@ public enum PostgresTestDatabase {
         try? await PostgresLog.dropSchema(configuration)
     }
 }
+#endif

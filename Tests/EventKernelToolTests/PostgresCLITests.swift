@@ -1,3 +1,4 @@
+#if PostgreSQL
 import Activities
 import EventKernel
 import EventKernelTestSupport
@@ -104,3 +105,4 @@ private func eventually(_ condition: () throws -> Bool) async throws -> Bool {
     }
     return try condition()
 }
+#endif

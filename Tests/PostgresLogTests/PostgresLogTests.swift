@@ -1,3 +1,4 @@
+#if PostgreSQL
 import EventKernel
 import EventKernelTestSupport
 import EventLog
@@ -247,3 +248,4 @@ struct PostgresLogTests {
         #expect(throws: LogError.self) { try PostgresLog.Configuration(url: "postgres://x@y/z?schema=Bad-Name") }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import EventKernel
 import EventKernelTestSupport
 import EventLog
@@ -78,3 +79,4 @@ struct ScaleOutProcessTests {
         try await store.close()
     }
 }
+#endif

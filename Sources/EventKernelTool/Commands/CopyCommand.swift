@@ -1,3 +1,5 @@
+// Compiled with the PostgreSQL package trait (on by default; Package.swift).
+#if PostgreSQL
 import ArgumentParser
 import EventKernel
 import EventLog
@@ -111,3 +113,4 @@ struct CopyCommand: AsyncParsableCommand {
         }
     }
 }
+#endif

@@ -1,7 +1,9 @@
 import ArgumentParser
 import EventLog
 import Foundation
+#if PostgreSQL
 import PostgresLog
+#endif
 
 struct InspectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -11,7 +13,13 @@ struct InspectCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
-        if let configuration = try store.postgres() { return try await inspectPostgres(configuration) }
+        if store.postgresURL != nil {
+            #if PostgreSQL
+            return try await inspectPostgres(try store.postgres()!)
+            #else
+            throw ToolError.withoutPostgreSQL
+            #endif
+        }
         try StoreLocation.requireStore(store.url)
         let report = try withToolErrorsSync(store: store.url) { try SegmentedLog.verify(at: store.url) }
         let snapshots = StoreCheck.inspectSnapshots(store.url, decodeState: false)
@@ -66,6 +74,7 @@ struct InspectCommand: AsyncParsableCommand {
         }
     }
 
+    #if PostgreSQL
     private func inspectPostgres(_ configuration: PostgresLog.Configuration) async throws {
         let log: PostgresLog
         do { log = try await PostgresLog.open(configuration, logger: StoreLocation.logger) } catch { throw ToolError.from(error) }
@@ -103,4 +112,5 @@ struct InspectCommand: AsyncParsableCommand {
         print("")
         print(Output.table(["event type", ">count"], stats.eventTypes.map { [$0.name, Output.count($0.count)] }))
     }
+    #endif
 }

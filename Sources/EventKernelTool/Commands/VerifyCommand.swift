@@ -3,7 +3,9 @@ import ArgumentParser
 import EventKernel
 import EventLog
 import Foundation
+#if PostgreSQL
 import PostgresLog
+#endif
 
 /// What `verify` found, shared with `demo`.
 struct StoreCheck {
@@ -112,7 +114,13 @@ struct VerifyCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
-        if let configuration = try store.postgres() { return try await verifyPostgres(configuration) }
+        if store.postgresURL != nil {
+            #if PostgreSQL
+            return try await verifyPostgres(try store.postgres()!)
+            #else
+            throw ToolError.withoutPostgreSQL
+            #endif
+        }
         try StoreLocation.requireStore(store.url)
         let check = try StoreCheck.run(store.url)
         if json {
@@ -132,6 +140,7 @@ struct VerifyCommand: AsyncParsableCommand {
         if !check.isIntact { throw ExitCode(ToolExit.damage.rawValue) }
     }
 
+    #if PostgreSQL
     /// A PostgreSQL log: every row read and checked (positions, decoding, the head), then the
     /// activities projection folded from it.
     private func verifyPostgres(_ configuration: PostgresLog.Configuration) async throws {
@@ -167,4 +176,5 @@ struct VerifyCommand: AsyncParsableCommand {
         }
         if !intact { throw ExitCode(ToolExit.damage.rawValue) }
     }
+    #endif
 }

@@ -4,7 +4,9 @@ import EventKernel
 import EventLog
 import Foundation
 import Logging
+#if PostgreSQL
 import PostgresLog
+#endif
 
 /// `--dir D`: the store directory (default `$EVENTKERNEL_STORE`, else `./eventkernel-store`).
 struct StoreOptions: ParsableArguments {
@@ -30,20 +32,29 @@ struct ReadableStoreOptions: ParsableArguments {
         if postgresURL != nil && local.directory != nil { throw ValidationError("give --dir or --postgres, not both") }
     }
 
+    #if PostgreSQL
     /// The PostgreSQL log, when `--postgres` was given.
     func postgres() throws -> PostgresLog.Configuration? {
         guard let postgresURL else { return nil }
         do { return try PostgresLog.Configuration(url: postgresURL) } catch { throw ToolError.from(error) }
     }
+    #endif
 
     /// The directory (meaningful only without `--postgres`).
     var url: URL { local.url }
 
     /// What messages call the store: its directory, or the URL without its password.
     var name: String {
+        #if PostgreSQL
         if let configuration = try? postgres() { return configuration.description }
+        #endif
         return local.url.path
     }
+}
+
+extension ToolError {
+    /// `--postgres` or `copy` in a build without the PostgreSQL trait.
+    static let withoutPostgreSQL = ToolError(.badInput, "this eventkernel was built without PostgreSQL support (the PostgreSQL package trait)")
 }
 
 enum StoreLocation {
@@ -82,17 +93,25 @@ enum StoreLocation {
     /// Opens the store for reading: a directory beside its writer, or a PostgreSQL log beside
     /// the instances writing to it (replayed from the server: no snapshots).
     static func openReadOnly(_ store: ReadableStoreOptions) async throws -> EventSourcedActivityRepository {
-        guard let configuration = try store.postgres() else { return try openReadOnly(store.url) }
+        guard store.postgresURL != nil else { return try openReadOnly(store.url) }
+        #if PostgreSQL
         do {
-            let events = try await EventStore.open(postgres: configuration, snapshotsIn: nil, snapshotPolicy: .never, logger: logger)
+            let events = try await EventStore.open(postgres: try store.postgres()!, snapshotsIn: nil, snapshotPolicy: .never, logger: logger)
             return try EventSourcedActivityRepository(store: events)
         } catch { throw ToolError.from(error) }
+        #else
+        throw ToolError.withoutPostgreSQL
+        #endif
     }
 
     /// Opens the log alone, for reading: the segmented log read-only, or the PostgreSQL log.
     static func openLog(_ store: ReadableStoreOptions) async throws -> any SharedRecordLog {
-        if let configuration = try store.postgres() {
-            do { return try await PostgresLog.open(configuration, logger: logger) } catch { throw ToolError.from(error) }
+        if store.postgresURL != nil {
+            #if PostgreSQL
+            do { return try await PostgresLog.open(try store.postgres()!, logger: logger) } catch { throw ToolError.from(error) }
+            #else
+            throw ToolError.withoutPostgreSQL
+            #endif
         }
         try requireStore(store.url)
         return try withToolErrorsSync(store: store.url) { try SegmentedLog.openReadOnly(at: store.url) }

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import EventKernel
 import EventLog
 import Foundation
@@ -142,3 +143,4 @@ struct AppendRound {
         return PostgresQuery(unsafeSQL: #"SELECT out_batch, out_first, out_stream, out_expected, out_actual FROM "\#(schema)".append_round(\#(placeholders))"#, binds: binds)
     }
 }
+#endif

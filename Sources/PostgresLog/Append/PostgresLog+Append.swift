@@ -1,3 +1,4 @@
+#if PostgreSQL
 public import EventLog
 import EventKernel
 import Foundation
@@ -324,3 +325,4 @@ extension PostgresLog {
         for batch in fail { batch.completion(.failure(failure)) }
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import EventLog
 
 /// Wakes one waiting task: rings coalesce (one ring or many before the wait, one wake-up),
@@ -54,3 +55,4 @@ final class Doorbell: Sendable {
         }
     }
 }
+#endif

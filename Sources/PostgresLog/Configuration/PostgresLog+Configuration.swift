@@ -1,3 +1,4 @@
+#if PostgreSQL
 public import EventLog
 import Foundation
 import NIOCore
@@ -219,3 +220,4 @@ extension PostgresLog {
         }
     }
 }
+#endif

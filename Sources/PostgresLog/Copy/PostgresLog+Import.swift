@@ -1,3 +1,4 @@
+#if PostgreSQL
 public import EventLog
 import Foundation
 import Logging
@@ -94,3 +95,4 @@ extension PostgresLog {
         _ = inserted
     }
 }
+#endif

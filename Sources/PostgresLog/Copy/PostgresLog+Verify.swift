@@ -1,3 +1,4 @@
+#if PostgreSQL
 public import EventLog
 import Foundation
 import PostgresNIO
@@ -116,3 +117,4 @@ extension PostgresLog {
             lastRecordedAt: last.map(LogTimestamp.init(nanosecondsSince1970:)))
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if PostgreSQL
 import EventLog
 import Logging
 import PostgresNIO
@@ -66,3 +67,4 @@ extension PostgresLog {
         }
     }
 }
+#endif

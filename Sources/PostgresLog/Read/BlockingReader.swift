@@ -1,3 +1,4 @@
+#if PostgreSQL
 import EventLog
 import Logging
 import NIOCore
@@ -106,3 +107,4 @@ final class BlockingReader: Sendable {
         for connection in connections { try? await connection.close() }
     }
 }
+#endif

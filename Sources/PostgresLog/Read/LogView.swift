@@ -1,3 +1,4 @@
+#if PostgreSQL
 import EventLog
 
 /// What an instance knows of the shared log: how far it has learned it (every position below
@@ -82,3 +83,4 @@ struct LogView {
         return first
     }
 }
+#endif

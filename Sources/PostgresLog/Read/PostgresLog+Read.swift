@@ -1,3 +1,4 @@
+#if PostgreSQL
 public import EventLog
 import PostgresNIO
 
@@ -19,14 +20,7 @@ extension PostgresLog {
     public func forEachRecord(
         from start: LogPosition, through end: LogPosition?, _ body: (LogRecordView) throws -> Bool
     ) throws {
-        let last: LogPosition
-        if let end {
-            last = end
-        } else {
-            let next = view.withLock { $0.next }
-            guard next > 0 else { return }
-            last = next - 1
-        }
+        guard let last = end ?? bounds.lastPosition else { return }
         var position = start
         while position <= last {
             let (cached, cacheStart) = view.withLock { ($0.cachedRecords(from: position, through: last), $0.cacheStart(above: position)) }
@@ -103,3 +97,4 @@ extension PostgresLog {
             """, binds: binds)
     }
 }
+#endif

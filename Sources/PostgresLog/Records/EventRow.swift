@@ -1,3 +1,4 @@
+#if PostgreSQL
 import EventKernel
 import EventLog
 import Foundation
@@ -155,3 +156,4 @@ struct StreamKey: Hashable, Sendable {
     var kind: Int16
     var id: ExactString
 }
+#endif

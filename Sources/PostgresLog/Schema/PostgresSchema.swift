@@ -1,3 +1,4 @@
+#if PostgreSQL
 import EventLog
 import Logging
 import PostgresNIO
@@ -229,3 +230,4 @@ enum PostgresSchema {
         return binds
     }
 }
+#endif

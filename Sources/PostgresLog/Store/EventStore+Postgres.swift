@@ -1,3 +1,4 @@
+#if PostgreSQL
 public import EventKernel
 import EventLog
 public import Foundation
@@ -43,3 +44,4 @@ extension EventStore {
         }
     }
 }
+#endif
