@@ -84,7 +84,7 @@ struct SharedLogStoreTests {
             #expect(b.version(of: 7) == 1)
             // b's update expects version 1; the log holds 2: refused, b catches up, decides again.
             try await stores[1].execute { command in
-                guard var item = command.read(b.stream(of: 7), { b.fetch(id: 7) }) else { throw RepositoryError.notFound(.string("7")) }
+                guard var item = try command.read(b.stream(of: 7), { b.fetch(id: 7) }) else { throw RepositoryError.notFound(.string("7")) }
                 item.count += 10
                 try b.update(item, in: &command)
             }
