@@ -2,6 +2,7 @@
 #if PostgreSQL
 public import EventLog
 public import Logging
+import Foundation
 import NIOCore
 import PostgresNIO
 
@@ -44,11 +45,17 @@ public final class PostgresLog: SharedRecordLog {
     let committerBell = Doorbell()
     let followerBell = Doorbell()
     let appendedElsewhere = Locked<(@Sendable () -> Void)?>(nil)
+    /// Rounds committed (or failed) whose appenders the completer has not told yet, in order.
+    let completions = Locked<[Completion]>([])
+    let completerBell = Doorbell()
+    /// This instance's id in the notifications its appends send.
+    let origin = UUID().uuidString
     private let tasks = Locked(Tasks())
 
     private struct Tasks {
         var client: Task<Void, Never>?
         var committer: Task<Void, Never>?
+        var completer: Task<Void, Never>?
         var follower: Task<Void, Never>?
         var listener: Task<Void, Never>?
         var ticker: Task<Void, Never>?
@@ -112,6 +119,7 @@ public final class PostgresLog: SharedRecordLog {
         tasks.withLock { tasks in
             tasks.client = Task { await client.run() }
             tasks.committer = Task { await runCommitter() }
+            tasks.completer = Task { await runCompleter() }
             tasks.follower = Task { await runFollower() }
             if configuration.listensForNotifications { tasks.listener = Task { await runListener() } }
             tasks.ticker = Task { [configuration, followerBell] in
@@ -145,6 +153,7 @@ public final class PostgresLog: SharedRecordLog {
         appends.withLock { $0.closed = true }
         committerBell.close()
         await running.committer?.value
+        await running.completer?.value
         running.listener?.cancel()
         running.ticker?.cancel()
         followerBell.close()

@@ -71,6 +71,12 @@ struct AppendQueue {
     }
 }
 
+/// A round's outcome, for the completer: each batch's positions or error.
+struct Completion {
+    var batches: [QueuedBatch]
+    var results: [Result<Range<LogPosition>, LogError>]
+}
+
 /// A round's batches as the arguments of `append_round(...)`.
 struct AppendRound {
     let id: UUID
@@ -83,8 +89,9 @@ struct AppendRound {
         self.batches = batches
     }
 
-    /// The call, with its 22 array arguments.
-    mutating func query(schema: String) -> PostgresQuery {
+    /// The call: the round's id, 21 arrays, and `origin` (the instance, named in the
+    /// notification so that it can skip its own).
+    mutating func query(schema: String, origin: String) -> PostgresQuery {
         var index: [StreamKey: Int32] = [:]
         var sType: [String] = [], sKind: [Int16] = [], sID: [String] = []
         var cBatch: [Int32] = [], cStream: [Int32] = [], cFirst: [Int64] = [], cLast: [Int64] = []
@@ -130,7 +137,7 @@ struct AppendRound {
                 rPayload.append(row.payload)
             }
         }
-        var binds = PostgresBindings(capacity: 22)
+        var binds = PostgresBindings(capacity: 23)
         binds.append(id)
         binds.append(batches.map { Int32($0.rows.count) })
         binds.append(sType); binds.append(sKind); binds.append(sID)
@@ -139,7 +146,8 @@ struct AppendRound {
         binds.append(rEventType); binds.append(rSchemaVersion); binds.append(rMeta)
         binds.append(rCorrelation); binds.append(rActor); binds.append(rRecordedAt)
         binds.append(rCodec); binds.append(rLength); binds.append(rPayload)
-        let placeholders = (1...22).map { "$\($0)" }.joined(separator: ", ")
+        binds.append(origin)
+        let placeholders = (1...23).map { "$\($0)" }.joined(separator: ", ")
         return PostgresQuery(unsafeSQL: #"SELECT out_batch, out_first, out_stream, out_expected, out_actual FROM "\#(schema)".append_round(\#(placeholders))"#, binds: binds)
     }
 }

@@ -51,35 +51,35 @@ extension PostgresLog {
 
     // MARK: The committer
 
-    /// Runs until the log closes: commits what is queued, round after round, then waits.
+    /// Runs until the log closes: commits what is queued, round after round, over one leased
+    /// connection that it keeps between rounds (so that an append costs one round trip, not a
+    /// lease and a look at the session as well), and another one when that is lost.
     func runCommitter() async {
-        while true {
-            let more = await committerBell.wait()
-            await commitQueued()
-            if !more { break }
-        }
-    }
-
-    /// Commits rounds until the queue is empty, over one leased connection (another one
-    /// when it is lost).
-    private func commitQueued() async {
+        // The completer tells the last rounds' appenders after this returns.
+        defer { completerBell.close() }
         var failedLeases = 0
-        while appends.withLock({ !$0.batches.isEmpty }) {
+        var open = await committerBell.wait()
+        while open || appends.withLock({ !$0.batches.isEmpty }) {
             do {
-                try await withLease("appending") { connection in
+                open = try await withLease("appending") { connection in
                     let session = try await self.session(of: connection)
-                    while let batches = self.appends.withLock({ $0.takeRound(maximumRecords: self.configuration.maximumRoundRecords, maximumBytes: self.configuration.maximumRoundBytes) }) {
-                        // Lost: the round is settled; lease another connection for the rest.
-                        guard await self.commit(AppendRound(batches), on: connection, session: session) else { return }
+                    while true {
+                        while let batches = self.appends.withLock({ $0.takeRound(maximumRecords: self.configuration.maximumRoundRecords, maximumBytes: self.configuration.maximumRoundBytes) }) {
+                            // Lost: the round is settled; lease another connection for the rest.
+                            guard await self.commit(AppendRound(batches), on: connection, session: session) else { return true }
+                        }
+                        // The queue is empty: wait for the next append, holding the connection.
+                        guard await self.committerBell.wait() else { return false }
                     }
                 }
                 failedLeases = 0
             } catch {
                 // No connection within the timeout, or twice one that broke before use: what
                 // is queued was never sent. Fail it rather than hold the appenders until the
-                // server returns.
+                // server returns, and wait for the next append before trying again.
                 failedLeases += 1
                 if failedLeases < 2, (error as? LogError)?.code != .unavailable { continue }
+                failedLeases = 0
                 let failure = PostgresFailure.logError(error, while: "appending", configuration: configuration)
                 let failed = appends.withLock { queue -> [QueuedBatch] in
                     defer { queue.batches.removeAll() }
@@ -88,17 +88,19 @@ extension PostgresLog {
                 if !failed.isEmpty {
                     logger.error("appends failed: no connection to the server", metadata: ["error": "\(failure)", "batches": "\(failed.count)"])
                 }
-                for batch in failed { batch.completion(.failure(failure)) }
+                if !failed.isEmpty { complete(failed, with: failed.map { _ in .failure(failure) }) }
+                if open { open = await committerBell.wait() }
             }
         }
     }
 
-    /// One append transaction: `append_round(...)` in one statement.
+    /// One append transaction: `append_round(...)` in one statement. Its outcome goes to the
+    /// completer, so the next round can be sent while this one's appenders are told.
     /// - Returns: `false` when the connection was lost (after the round's outcome was settled
-    ///   and its appenders told, or the round queued again).
+    ///   or the round queued again).
     private func commit(_ round: AppendRound, on connection: PostgresConnection, session: Session) async -> Bool {
         var round = round
-        let query = round.query(schema: configuration.schema)
+        let query = round.query(schema: configuration.schema, origin: origin)
         var outcomes: [(first: Int64?, stream: Int32?, expected: Int64?, actual: Int64?)] = []
         outcomes.reserveCapacity(round.batches.count)
         do {
@@ -109,7 +111,7 @@ extension PostgresLog {
         } catch where PostgresFailure.isStatementRefusal(error) {
             // The statement failed as a whole: its transaction rolled back.
             let failure = PostgresFailure.logError(error, while: "appending", configuration: configuration)
-            for batch in round.batches { batch.completion(.failure(failure)) }
+            complete(round.batches, with: round.batches.map { _ in .failure(failure) })
             return true
         } catch {
             await settle(round, interruptedBy: error, session: session)
@@ -117,37 +119,54 @@ extension PostgresLog {
         }
         guard outcomes.count == round.batches.count else {
             let failure = LogError(.io, "append_round answered \(outcomes.count) rows for \(round.batches.count) batches: the schema in \(configuration) is not the one this code installs", file: table)
-            for batch in round.batches { batch.completion(.failure(failure)) }
+            complete(round.batches, with: round.batches.map { _ in .failure(failure) })
             return true
         }
-        let firsts = outcomes.map(\.first)
-        await learnRound(round, firsts: firsts, on: connection)
-        for (index, batch) in round.batches.enumerated() {
-            let outcome = outcomes[index]
+        let results = zip(round.batches, outcomes).map { batch, outcome -> Result<Range<LogPosition>, LogError> in
             if let first = outcome.first {
                 let start = LogPosition(first)
-                batch.completion(.success(start..<start + LogPosition(batch.rows.count)))
-            } else {
-                let stream = outcome.stream.map { round.streams[Int($0) - 1] } ?? batch.streams[0].stream
-                batch.completion(.failure(conflict(stream: stream, expected: outcome.expected ?? 0, actual: outcome.actual ?? 0)))
+                return .success(start..<start + LogPosition(batch.rows.count))
             }
+            let stream = outcome.stream.map { round.streams[Int($0) - 1] } ?? batch.streams[0].stream
+            return .failure(conflict(stream: stream, expected: outcome.expected ?? 0, actual: outcome.actual ?? 0))
         }
+        complete(round.batches, with: results)
         return true
     }
 
-    private func conflict(stream: StreamID, expected: Int64, actual: Int64) -> LogError {
+    func conflict(stream: StreamID, expected: Int64, actual: Int64) -> LogError {
         let cause = RepositoryError.conflict(stream: stream, expected: UInt64(max(0, expected)), actual: UInt64(max(0, actual)))
         return LogError(.conflict, "\(stream) is at version \(actual) in \(configuration), not \(expected): another instance appended to it", file: table, cause: cause)
     }
 
-    /// Makes a committed round's records known (and the other instances' records below it,
-    /// read now on the same connection), so that the store folds them from memory.
-    private func learnRound(_ round: AppendRound, firsts: [Int64?], on connection: PostgresConnection) async {
+    // MARK: The completer
+
+    /// Hands a round's outcome to the completer, which tells its appenders in order.
+    func complete(_ batches: [QueuedBatch], with results: [Result<Range<LogPosition>, LogError>]) {
+        completions.withLock { $0.append(Completion(batches: batches, results: results)) }
+        completerBell.ring()
+    }
+
+    /// Runs until the committer has finished: for each round in commit order, makes its
+    /// records known (and the other instances' records below them, read first, so that the
+    /// store folds them from memory), then calls its appenders' completions, in order.
+    func runCompleter() async {
+        while true {
+            let more = await completerBell.wait()
+            while let next = completions.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+                await learn(next)
+                for (batch, result) in zip(next.batches, next.results) { batch.completion(result) }
+            }
+            if !more { return }
+        }
+    }
+
+    private func learn(_ completion: Completion) async {
         var own: [LogRecord] = []
-        for (index, batch) in round.batches.enumerated() {
-            guard let first = firsts[index] else { continue }
+        for (batch, result) in zip(completion.batches, completion.results) {
+            guard case .success(let range) = result else { continue }
             for (offset, entry) in batch.entries.enumerated() {
-                own.append(LogRecord(position: LogPosition(first) + LogPosition(offset), timestamp: entry.timestamp, payload: entry.payload))
+                own.append(LogRecord(position: range.lowerBound + LogPosition(offset), timestamp: entry.timestamp, payload: entry.payload))
             }
         }
         guard let start = own.first?.position else { return }
@@ -157,14 +176,11 @@ extension PostgresLog {
                 var gap: [LogRecord] = []
                 var position = known
                 while position < start {
-                    let rows = try await connection.query(Self.rangeQuery(schema: configuration.schema, from: position, through: start - 1, limit: configuration.readPageSize), logger: logger)
-                    var page = 0
-                    for try await row in rows {
-                        gap.append(try EventRow.record(from: row, table: table))
-                        page += 1
-                    }
-                    guard page > 0 else { break }
-                    position = gap.last!.position + 1
+                    let query = Self.rangeQuery(schema: configuration.schema, from: position, through: start - 1, limit: configuration.readPageSize)
+                    let page = try await client.query(query, logger: logger).collect().map { try EventRow.record(from: $0, table: table) }
+                    guard let last = page.last else { break }
+                    gap += page
+                    position = last.position + 1
                 }
                 view.withLock { _ = $0.learn(gap) }
             } catch {
@@ -292,24 +308,20 @@ extension PostgresLog {
             let unknown = LogError(.unavailable, "\(lost.message); whether the append committed is unknown (checking failed: \(error)). If it did, it shows in the log once the server is reachable",
                                    file: table, cause: lost.cause)
             logger.error("an append's outcome is unknown", metadata: ["error": "\(unknown)"])
-            for batch in round.batches { batch.completion(.failure(unknown)) }
+            complete(round.batches, with: round.batches.map { _ in .failure(unknown) })
             return
         }
         if let (firsts, actuals) = outcome {
             logger.notice("an interrupted append had committed", metadata: ["round": "\(roundID)"])
-            view.withLock { view in
-                let end = zip(round.batches, firsts).compactMap { batch, first in first.map { LogPosition($0) + LogPosition(batch.rows.count) } }.max()
-                if let end { view.advance(to: end) }
-            }
-            for (index, batch) in round.batches.enumerated() {
+            let results = round.batches.enumerated().map { index, batch -> Result<Range<LogPosition>, LogError> in
                 if let first = firsts[index] {
                     let start = LogPosition(first)
-                    batch.completion(.success(start..<start + LogPosition(batch.rows.count)))
-                } else {
-                    let stream = batch.streams[0]
-                    batch.completion(.failure(conflict(stream: stream.stream, expected: stream.first - 1, actual: actuals[index])))
+                    return .success(start..<start + LogPosition(batch.rows.count))
                 }
+                let stream = batch.streams[0]
+                return .failure(conflict(stream: stream.stream, expected: stream.first - 1, actual: actuals[index]))
             }
+            complete(round.batches, with: results)
             return
         }
         // Not committed, and it never will be. Queue it again, ahead of later appends (their
@@ -322,7 +334,7 @@ extension PostgresLog {
         logger.notice("an interrupted append did not commit", metadata: ["round": "\(roundID)", "retrying": "\(retry.count)"])
         appends.withLock { $0.batches.insert(contentsOf: retry, at: 0) }
         let failure = LogError(.unavailable, "\(lost.message); the append did not commit (checked on a new connection)", file: table, cause: lost.cause)
-        for batch in fail { batch.completion(.failure(failure)) }
+        if !fail.isEmpty { complete(fail, with: fail.map { _ in .failure(failure) }) }
     }
 }
 #endif

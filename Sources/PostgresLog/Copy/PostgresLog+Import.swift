@@ -79,7 +79,7 @@ extension PostgresLog {
                     """, binds: round), logger: logger)
                 var notify = PostgresBindings(capacity: 2)
                 notify.append(self.configuration.channel)
-                notify.append(String(next))
+                notify.append("\(next) \(self.origin)")
                 try await connection.query(PostgresQuery(unsafeSQL: "SELECT pg_notify($1, $2)", binds: notify), logger: logger)
                 try await connection.query("COMMIT", logger: logger)
                 return next

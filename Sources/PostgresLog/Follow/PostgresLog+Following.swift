@@ -41,8 +41,8 @@ extension PostgresLog {
     }
 
     /// Runs until the log closes: listens on the log's channel and rings the follower for
-    /// each notification announcing a head beyond the view (the instance's own commits
-    /// announce themselves too, and are skipped). Reconnects after a lost connection, and
+    /// each notification announcing a head beyond the view from another instance (a
+    /// notification names the appending instance: this one's own are skipped). Reconnects after a lost connection, and
     /// rings once each time it (re)starts listening, for what was announced meanwhile.
     func runListener() async {
         var backoff = Duration.milliseconds(50)
@@ -53,7 +53,11 @@ extension PostgresLog {
                         self.followerBell.ring()
                         backoff = .milliseconds(50)
                         for try await notification in notifications {
-                            if let head = UInt64(notification.payload), head <= self.view.withLock({ $0.next }) { continue }
+                            // "<head> <origin>": this instance's own commits, and heads it
+                            // knows already, need no look.
+                            let parts = notification.payload.split(separator: " ", maxSplits: 1)
+                            if parts.count == 2, parts[1] == self.origin { continue }
+                            if let head = parts.first.flatMap({ UInt64($0) }), head <= self.view.withLock({ $0.next }) { continue }
                             self.followerBell.ring()
                         }
                     }

@@ -82,9 +82,13 @@ struct EventRow: Sendable {
         (codec, payload) = try Self.store(envelope.payload, compression: compression)
     }
 
+    /// Payloads shorter than this are stored as they are: LZ4 almost never shrinks them, and
+    /// trying costs every append.
+    static let smallestCompressed = 128
+
     /// The payload as stored: LZ4 when it shrinks (as the segmented log stores a batch).
     private static func store(_ bytes: [UInt8], compression: CompressionCodec) throws(LogError) -> (Int16, ByteBuffer) {
-        if compression == .lz4, bytes.count >= 32 {
+        if compression == .lz4, bytes.count >= smallestCompressed {
             var compressed: [UInt8] = []
             let size: Int
             do {

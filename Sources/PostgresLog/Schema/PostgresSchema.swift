@@ -11,7 +11,9 @@ import PostgresNIO
 ///   lock is what serializes position assignment: an append transaction locks it first, so
 ///   positions follow commit order and a rolled-back transaction leaves no gap.
 /// - `events`: one row per event, the envelope's fields as columns; `(entity_type,
-///   entity_id_kind, entity_id, stream_version)` is unique: the cross-instance concurrency check.
+///   entity_id_kind, entity_id, stream_version)` is unique: the cross-instance concurrency
+///   check. Text columns collate as `"C"`: byte for byte, as EventKernel compares ids and
+///   types, and without the locale's cost in the index every append probes.
 /// - `rounds`: one row per append transaction (its id, first position, count and each batch's
 ///   first position, null for a refused batch), so that an instance whose connection dropped
 ///   during an append learns whether, and how, it committed.
@@ -41,11 +43,11 @@ enum PostgresSchema {
                 CREATE TABLE "\(s)".events (
                     position bigint PRIMARY KEY,
                     recorded_at bigint NOT NULL,
-                    entity_type text NOT NULL,
+                    entity_type text COLLATE "C" NOT NULL,
                     entity_id_kind smallint NOT NULL,
-                    entity_id text NOT NULL,
+                    entity_id text COLLATE "C" NOT NULL,
                     stream_version bigint NOT NULL,
-                    event_type text NOT NULL,
+                    event_type text COLLATE "C" NOT NULL,
                     schema_version integer NOT NULL,
                     correlation_id text,
                     actor text,
@@ -76,19 +78,40 @@ enum PostgresSchema {
 
     /// The body of an append transaction.
     ///
-    /// It locks the head row (waiting for any other instance's append to commit), reads the
-    /// current version of every stream the round touches, and then, batch by batch in order,
-    /// accepts a batch when each of its streams' first event follows the stream's version
-    /// (as committed, or as an earlier batch of this round left it), and refuses it
-    /// otherwise. Accepted batches get consecutive positions from the head; their rows are
-    /// inserted in one statement, the head advanced, the round recorded, and the new head
-    /// announced with NOTIFY (delivered at commit). One row per batch comes back: its first
-    /// position, or the stream that refused it with the expected and actual versions.
+    /// It locks the head row (waiting for any other instance's append to commit), then tries
+    /// the common case: every batch accepted at consecutive positions from the head, the rows
+    /// inserted in one statement, the unique index refusing a stream version that is taken
+    /// (its insert probes the index anyway: the common case costs no extra lookup). When it
+    /// refuses one (another instance appended to a stream meanwhile; the inserts are rolled
+    /// back to a savepoint), it decides batch by batch: the current version of every stream
+    /// the round touches is read, and a batch is accepted when each of its streams' first
+    /// event follows the stream's version (as committed, or as an earlier batch of this round
+    /// left it), refused otherwise; the accepted rows are inserted. Then the head is advanced,
+    /// the round recorded, and the new head announced with NOTIFY (delivered at commit), with
+    /// the appending instance's id so that it skips its own. One row per batch comes back:
+    /// its first position, or the stream that refused it with the expected and actual versions.
     ///
     /// Records (r), distinct streams (s), batches (b) and version checks (c: one per batch
     /// and stream, with the stream's first and last version in the batch) arrive as arrays.
     static func appendFunction(schema s: String) -> String {
-        """
+        let insert = """
+            WITH inserted AS (
+                INSERT INTO "\(s)".events (position, recorded_at, entity_type, entity_id_kind, entity_id,
+                    stream_version, event_type, schema_version, correlation_id, actor,
+                    payload_codec, payload_length, payload)
+                SELECT v_first[r.b] + r.o, r.at, p_s_type[r.s], p_s_kind[r.s], p_s_id[r.s],
+                       r.v, r.et, r.sv,
+                       CASE WHEN r.m & 1 <> 0 THEN r.c END, CASE WHEN r.m & 2 <> 0 THEN r.a END,
+                       r.codec, r.len, r.p
+                  FROM unnest(p_batch, p_offset, p_stream, p_version, p_event_type, p_schema_version,
+                              p_meta, p_correlation_id, p_actor, p_recorded_at, p_codec, p_length, p_payload)
+                       AS r(b, o, s, v, et, sv, m, c, a, at, codec, len, p)
+                 WHERE v_first[r.b] IS NOT NULL
+                RETURNING recorded_at
+            )
+            SELECT min(recorded_at), max(recorded_at) INTO v_min, v_max FROM inserted;
+            """
+        return """
         CREATE OR REPLACE FUNCTION "\(s)".append_round(
             p_round uuid, p_batch_count integer[],
             p_s_type text[], p_s_kind smallint[], p_s_id text[],
@@ -96,7 +119,7 @@ enum PostgresSchema {
             p_batch integer[], p_offset integer[], p_stream integer[], p_version bigint[],
             p_event_type text[], p_schema_version integer[], p_meta smallint[],
             p_correlation_id text[], p_actor text[], p_recorded_at bigint[],
-            p_codec smallint[], p_length integer[], p_payload bytea[])
+            p_codec smallint[], p_length integer[], p_payload bytea[], p_origin text)
         RETURNS TABLE (out_batch integer, out_first bigint, out_stream integer, out_expected bigint, out_actual bigint)
         LANGUAGE plpgsql AS $fn$
         DECLARE
@@ -104,6 +127,9 @@ enum PostgresSchema {
             v_next bigint;
             v_current bigint[];
             v_first bigint[];
+            v_bad_stream integer[];
+            v_expected bigint[];
+            v_actual bigint[];
             v_check integer := 1;
             v_end integer;
             v_bad integer;
@@ -113,65 +139,61 @@ enum PostgresSchema {
             v_checks integer := coalesce(cardinality(p_c_batch), 0);
         BEGIN
             SELECT h.next_position INTO v_start FROM "\(s)".head h FOR UPDATE;
-            v_next := v_start;
-            SELECT array_agg(coalesce((SELECT max(e.stream_version) FROM "\(s)".events e
-                                       WHERE e.entity_type = t.type AND e.entity_id_kind = t.kind AND e.entity_id = t.id), 0)
-                             ORDER BY t.n)
-              INTO v_current
-              FROM unnest(p_s_type, p_s_kind, p_s_id) WITH ORDINALITY AS t(type, kind, id, n);
-            v_first := array_fill(NULL::bigint, ARRAY[v_batches]);
-            FOR b IN 1 .. v_batches LOOP
-                v_end := v_check;
-                v_bad := NULL;
-                WHILE v_end <= v_checks AND p_c_batch[v_end] = b LOOP
-                    IF v_bad IS NULL AND p_c_first[v_end] <> v_current[p_c_stream[v_end]] + 1 THEN
-                        v_bad := v_end;
-                    END IF;
-                    v_end := v_end + 1;
-                END LOOP;
-                out_batch := b;
-                IF v_bad IS NULL THEN
-                    FOR c IN v_check .. v_end - 1 LOOP
-                        v_current[p_c_stream[c]] := p_c_last[c];
+            v_bad_stream := array_fill(NULL::integer, ARRAY[v_batches]);
+            v_expected := array_fill(NULL::bigint, ARRAY[v_batches]);
+            v_actual := array_fill(NULL::bigint, ARRAY[v_batches]);
+            BEGIN
+                -- Every batch accepted, at consecutive positions.
+                SELECT array_agg(v_start + u.total - u.count ORDER BY u.n) INTO v_first
+                  FROM (SELECT c.n, c.count, sum(c.count) OVER (ORDER BY c.n) AS total
+                          FROM unnest(p_batch_count) WITH ORDINALITY AS c(count, n)) AS u;
+                v_next := v_start + coalesce(cardinality(p_version), 0);
+                \(insert)
+            EXCEPTION WHEN unique_violation THEN
+                -- A stream moved on: decide batch by batch.
+                v_next := v_start;
+                SELECT array_agg(coalesce((SELECT max(e.stream_version) FROM "\(s)".events e
+                                           WHERE e.entity_type = t.type AND e.entity_id_kind = t.kind AND e.entity_id = t.id), 0)
+                                 ORDER BY t.n)
+                  INTO v_current
+                  FROM unnest(p_s_type, p_s_kind, p_s_id) WITH ORDINALITY AS t(type, kind, id, n);
+                v_first := array_fill(NULL::bigint, ARRAY[v_batches]);
+                FOR b IN 1 .. v_batches LOOP
+                    v_end := v_check;
+                    v_bad := NULL;
+                    WHILE v_end <= v_checks AND p_c_batch[v_end] = b LOOP
+                        IF v_bad IS NULL AND p_c_first[v_end] <> v_current[p_c_stream[v_end]] + 1 THEN
+                            v_bad := v_end;
+                        END IF;
+                        v_end := v_end + 1;
                     END LOOP;
-                    v_first[b] := v_next;
-                    out_first := v_next;
-                    out_stream := NULL;
-                    out_expected := NULL;
-                    out_actual := NULL;
-                    v_next := v_next + p_batch_count[b];
-                ELSE
-                    out_first := NULL;
-                    out_stream := p_c_stream[v_bad];
-                    out_expected := p_c_first[v_bad] - 1;
-                    out_actual := v_current[p_c_stream[v_bad]];
+                    IF v_bad IS NULL THEN
+                        FOR c IN v_check .. v_end - 1 LOOP
+                            v_current[p_c_stream[c]] := p_c_last[c];
+                        END LOOP;
+                        v_first[b] := v_next;
+                        v_next := v_next + p_batch_count[b];
+                    ELSE
+                        v_bad_stream[b] := p_c_stream[v_bad];
+                        v_expected[b] := p_c_first[v_bad] - 1;
+                        v_actual[b] := v_current[p_c_stream[v_bad]];
+                    END IF;
+                    v_check := v_end;
+                END LOOP;
+                IF v_next > v_start THEN
+                    \(insert)
                 END IF;
-                RETURN NEXT;
-                v_check := v_end;
-            END LOOP;
+            END;
             IF v_next > v_start THEN
-                WITH inserted AS (
-                    INSERT INTO "\(s)".events (position, recorded_at, entity_type, entity_id_kind, entity_id,
-                        stream_version, event_type, schema_version, correlation_id, actor,
-                        payload_codec, payload_length, payload)
-                    SELECT v_first[r.b] + r.o, r.at, p_s_type[r.s], p_s_kind[r.s], p_s_id[r.s],
-                           r.v, r.et, r.sv,
-                           CASE WHEN r.m & 1 <> 0 THEN r.c END, CASE WHEN r.m & 2 <> 0 THEN r.a END,
-                           r.codec, r.len, r.p
-                      FROM unnest(p_batch, p_offset, p_stream, p_version, p_event_type, p_schema_version,
-                                  p_meta, p_correlation_id, p_actor, p_recorded_at, p_codec, p_length, p_payload)
-                           AS r(b, o, s, v, et, sv, m, c, a, at, codec, len, p)
-                     WHERE v_first[r.b] IS NOT NULL
-                    RETURNING recorded_at
-                )
-                SELECT min(recorded_at), max(recorded_at) INTO v_min, v_max FROM inserted;
                 UPDATE "\(s)".head SET next_position = v_next,
                     min_recorded_at = LEAST(min_recorded_at, v_min),
                     max_recorded_at = GREATEST(max_recorded_at, v_max);
                 INSERT INTO "\(s)".rounds (round_id, first_position, record_count, batch_firsts)
                     VALUES (p_round, v_start, (v_next - v_start)::integer, v_first);
-                PERFORM pg_notify('\(s).appended', v_next::text);
+                PERFORM pg_notify('\(s).appended', v_next || ' ' || p_origin);
             END IF;
+            RETURN QUERY SELECT b, v_first[b], v_bad_stream[b], v_expected[b], v_actual[b]
+                           FROM generate_series(1, v_batches) AS b;
         END
         $fn$
         """
