@@ -11,6 +11,8 @@
 //   FootprintBenchmarks  bytes on disk and resident memory per activity, observation fan-out
 //   ScalingBenchmarks    open, replay, snapshot write, verify, event scan at 1M...10M activities
 //   LedgerBenchmarks     the finance ledger (1M transactions): adds, synced saves, queries, reopen, bytes
+//   ScaleOutBenchmarks   the repository on a PostgreSQL log: synced appends from 1 and 64 tasks, 64
+//                        tasks over three instances, commit-to-observe latency across instances
 //   BenchFixtures        shared library: fixture builders (cached on disk), GRDB peer, naive peers
 import PackageDescription
 
@@ -100,6 +102,12 @@ let package = Package(
             name: "FootprintBenchmarks",
             dependencies: benchmarkDependencies,
             path: "Benchmarks/FootprintBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+        .executableTarget(
+            name: "ScaleOutBenchmarks",
+            dependencies: benchmarkDependencies + [.product(name: "PostgresLog", package: "EventKernel")],
+            path: "Benchmarks/ScaleOutBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
         .executableTarget(

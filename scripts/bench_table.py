@@ -23,8 +23,12 @@ def load(path):
     header = rows[0]
     ix = {name: i for i, name in enumerate(header)}
     for r in rows[1:]:
-        if float(r[ix["percentile"]]) == 50.0:
+        percentile = float(r[ix["percentile"]])
+        if percentile == 50.0:
             data[r[ix["test"]]][r[ix["metric"]]] = float(r[ix["value"]])
+        elif percentile == 99.0:
+            # Latency benchmarks report their tail too (the scale-out observe latency).
+            data[r[ix["test"]]][r[ix["metric"]] + "@p99"] = float(r[ix["value"]])
     return data
 
 
@@ -43,7 +47,7 @@ def scale(test):
     """Operations per iteration, as configured in Benchmarks/Benchmarks/*."""
     if test in LEDGER_SCALE:
         return LEDGER_SCALE[test]
-    if test.startswith("Append."):
+    if test.startswith("Append.") or (test.startswith("ScaleOut.Synced.")):
         return 1000
     if test.startswith("Log."):
         return {"Log.Append.Synced.OneTask": 1, "Log.Floor.PwriteFdatasync": 1, "Log.Read.FullScan1M": 1_000_000}.get(test, 1000)
@@ -196,6 +200,24 @@ def main():
     fa, fb = per_op_ns(data, "Observation.FanOut100.EventKernel"), per_op_ns(data, "Observation.FanOut100.GRDB")
     speed("Observation fan-out: 100 observers, 1 write", "Observation.FanOut100.EventKernel", "Observation.FanOut100.GRDB", "GRDB ValueObservation")
 
+    # Scale-out (ScaleOutBenchmarks): the repository on a PostgreSQL log, per activity; the
+    # peers are AppendBenchmarks' figures of the same run (the local log, GRDB FULL). Targets
+    # from the scale-out issue (#13).
+    so_rows = []
+    so = "ScaleOut.Synced."
+    speed("Synced add, 1 task, PostgreSQL log", so + "OneTask.Postgres", "Append.Synced.OneTask.GRDB", "GRDB (FULL, 1-row txn)", out=so_rows)
+    speed("Synced add, 1 task, PostgreSQL log", so + "OneTask.Postgres", "Append.Synced.OneTask.EventKernel", "EventKernel, local log", out=so_rows)
+    speed("Synced add, 64 tasks, one instance", so + "64Tasks.Postgres", "Append.Synced.64Tasks.GRDB", "GRDB (FULL, 1-row txn)", 5, out=so_rows)
+    speed("Synced add, 64 tasks, one instance", so + "64Tasks.Postgres", "Append.Synced.64Tasks.EventKernel", "EventKernel, local log", out=so_rows)
+    speed("Synced add, 64 tasks over three instances", so + "64Tasks.ThreeInstances.Postgres", "Append.Synced.64Tasks.GRDB", "GRDB (FULL, 1-row txn)", out=so_rows)
+    speed("Synced add, 64 tasks over three instances", so + "64Tasks.ThreeInstances.Postgres", "Append.Synced.64Tasks.EventKernel", "EventKernel, local log", out=so_rows)
+    latency = metric(data, "ScaleOut.ObserveLatency.Postgres", "time(wallclock)")
+    latency99 = metric(data, "ScaleOut.ObserveLatency.Postgres", "time(wallclock)@p99")
+    if latency is not None:
+        so_rows.append(("Add on A until observe yields it on B, p50", fmt_time(latency), "", "", "", "", ""))
+        status = "" if latency99 is None else "MET" if latency99 < 50e6 else f"MISSED ({latency99 / 50e6:.2f}x the limit)"
+        so_rows.append(("Add on A until observe yields it on B, p99", fmt_time(latency99), "", "", "", "< 50 ms", status))
+
     # Ledger (LedgerBenchmarks): the finance domain on the generic repository, per transaction,
     # query or open. Targets from the ledger issue.
     lg = "Ledger."
@@ -218,7 +240,7 @@ def main():
     # Allocations per operation
     alloc_rows = []
     for test in sorted(data):
-        if test.startswith(("Append.", "Query.", "Observation.")) or test in LEDGER_SCALE:
+        if test.startswith(("Append.", "Query.", "Observation.", "ScaleOut.Synced.")) or test in LEDGER_SCALE:
             a = allocs_per_op(data, test)
             if a is not None:
                 alloc_rows.append((test, f"{a:,.2f}"))
@@ -264,6 +286,12 @@ def main():
             print("|" + "---|" * len(header))
             for r in ledger_rows:
                 print("| " + " | ".join(r) + " |")
+        if so_rows:
+            print()
+            print("| Scale-out (PostgreSQL log) | " + " | ".join(header[1:]) + " |")
+            print("|" + "---|" * len(header))
+            for r in so_rows:
+                print("| " + " | ".join(r) + " |")
         if log_rows:
             print()
             print("| EventLog alone (context: the log under the repository) | time |")
@@ -295,6 +323,10 @@ def main():
                 print()
             print("Ledger (the finance domain on the generic repository; per transaction, query or open):")
             print_table([("Ledger",) + header[1:]] + ledger_rows)
+        if so_rows:
+            print()
+            print("Scale-out (the repository on a PostgreSQL log; peers from AppendBenchmarks, same run):")
+            print_table([("Scale-out",) + header[1:]] + so_rows)
         if log_rows:
             print()
             print("EventLog alone (context: the log under the repository):")
