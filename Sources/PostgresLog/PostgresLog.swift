@@ -26,10 +26,11 @@ import PostgresNIO
 /// - Other instances' appends are learned through LISTEN/NOTIFY, with a poll every
 ///   ``Configuration/pollInterval`` so that a lost notification never stalls a follower, and
 ///   handed to the store (``SharedRecordLog/setAppendedElsewhereHandler(_:)``).
-/// - A connection lost during an append is an error, never a silent double write: the
-///   instance asks the server, on a new connection, whether the transaction committed (after
-///   making sure the old session is gone), and answers accordingly; when it cannot ask, the
-///   error says the outcome is unknown.
+/// - A connection lost during an append never writes twice: the instance asks the server, on
+///   a new connection, whether the transaction committed (after making sure the old session is
+///   gone): committed, its appenders get their positions; not committed, it is sent once more
+///   (its round id cannot commit twice); when it cannot ask, the appenders get an error that
+///   says the outcome is unknown.
 public final class PostgresLog: SharedRecordLog {
     /// Where the log lives.
     public let configuration: Configuration
@@ -50,6 +51,7 @@ public final class PostgresLog: SharedRecordLog {
     let completerBell = Doorbell()
     /// This instance's id in the notifications its appends send.
     let origin = UUID().uuidString
+    let listening = Locked(false)
     private let tasks = Locked(Tasks())
 
     private struct Tasks {

@@ -140,8 +140,10 @@ struct PostgresLogTests {
             let c = try await PostgresLog.open(polling)
             let (calls, call) = AsyncStream<Void>.makeStream()
             b.setAppendedElsewhereHandler { call.yield() }
-            // b is listening once its listener rang the follower (an empty look): wait for that.
-            try await Task.sleep(for: .milliseconds(200))
+            // b hears notifications only once its LISTEN is in place.
+            let listening = ContinuousClock.now + .seconds(30)
+            while !b.isListening, ContinuousClock.now < listening { try await Task.sleep(for: .milliseconds(5)) }
+            try #require(b.isListening)
             _ = try await a.append([entry("f", version: 1)])
             var iterator = calls.makeAsyncIterator()
             _ = await iterator.next()

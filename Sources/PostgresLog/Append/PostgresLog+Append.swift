@@ -11,14 +11,14 @@ extension PostgresLog {
     /// committed it, or with the error that prevented it.
     ///
     /// The records are decoded into the table's columns here, on the caller's thread.
-    /// Completions run in position order, on the committer's task, after the records between
-    /// what this instance knew and the batch's first position (other instances' appends) are
-    /// readable.
+    /// Completions run in position order, one at a time, on the log's completer task, after
+    /// the records between what this instance knew and the batch's first position (other
+    /// instances' appends) are readable.
     ///
     /// Failures: ``LogError/Code/invalidArgument`` for an empty batch or a record that is not
-    /// an event; ``LogError/Code/conflict`` (cause: `RepositoryError.conflict`) when a stream's
-    /// first event in the batch does not follow the stream's version in the log (another
-    /// instance appended to it; the batch is refused alone, later ones still commit);
+    /// an event; ``LogError/Code/conflict`` (cause: `RepositoryError.conflict`) when a stream
+    /// version of the batch is taken in the log (another instance appended to the stream; the
+    /// batch is refused alone, the others of its round still commit);
     /// ``LogError/Code/unavailable`` when the server cannot be reached or the connection was
     /// lost (the message says whether the append committed); ``LogError/Code/io`` when the
     /// server refused the statement; ``LogError/Code/closed``.
@@ -87,8 +87,8 @@ extension PostgresLog {
                 }
                 if !failed.isEmpty {
                     logger.error("appends failed: no connection to the server", metadata: ["error": "\(failure)", "batches": "\(failed.count)"])
+                    complete(failed, with: failed.map { _ in .failure(failure) })
                 }
-                if !failed.isEmpty { complete(failed, with: failed.map { _ in .failure(failure) }) }
                 if open { open = await committerBell.wait() }
             }
         }

@@ -50,6 +50,8 @@ extension PostgresLog {
             do {
                 try await client.withConnection { connection in
                     try await connection.listen(on: self.configuration.channel) { notifications in
+                        self.listening.withLock { $0 = true }
+                        defer { self.listening.withLock { $0 = false } }
                         self.followerBell.ring()
                         backoff = .milliseconds(50)
                         for try await notification in notifications {
@@ -70,5 +72,9 @@ extension PostgresLog {
             backoff = min(backoff * 2, .seconds(5))
         }
     }
+
+    /// Whether the instance is listening for notifications now (tests wait for it before they
+    /// count on one).
+    package var isListening: Bool { listening.withLock { $0 } }
 }
 #endif
