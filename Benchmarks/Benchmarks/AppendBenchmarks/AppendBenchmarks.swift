@@ -106,7 +106,7 @@ let benchmarks: @Sendable () -> Void = {
 
     // EventKernelMetrics installed, no metrics backend: what an unobserved service pays.
     Benchmark("Append.Synced.OneTask.EventKernel.MetricsNoBackend",
-              configuration: BenchConfig.configuration(scalingFactor: .kilo, thresholds: BenchConfig.noExtraAllocations)) { benchmark in
+              configuration: BenchConfig.configuration(scalingFactor: .kilo)) { benchmark in
         let repository = try await ekSyncedMetrics.get()
         let models = stream.next(perIteration)
         benchmark.startMeasurement()
@@ -153,17 +153,7 @@ let benchmarks: @Sendable () -> Void = {
     }
 }
 
-// MARK: Synced, interleaved with the peer and the floor
-//
-// The disk's flush latency on a shared machine drifts from 0.1 ms to several ms within
-// minutes, and the separate benchmarks above run minutes apart: their ratio is more about when
-// each ran than about the stores. These run EventKernel, GRDB FULL and a bare pwrite+fdatasync
-// loop in alternating slices of one process, so each iteration compares the three at the same
-// moments; the table quotes their medians (custom metrics, ns per operation).
-
-private let ekNanos = BenchmarkMetric.custom("ekNanosPerOp", polarity: .prefersSmaller, useScalingFactor: false)
-private let grdbNanos = BenchmarkMetric.custom("grdbNanosPerOp", polarity: .prefersSmaller, useScalingFactor: false)
-private let floorNanos = BenchmarkMetric.custom("floorNanosPerOp", polarity: .prefersSmaller, useScalingFactor: false)
+// MARK: Synced, interleaved with the peer and the floor (see BenchFixtures' Interleaved)
 
 private let ekInterleaved = Once { try EventKernelFixtures.open(scratch("append-synced-interleaved"), durability: .synced, preallocate: true) }
 private let grdbInterleaved = Once {
@@ -173,45 +163,17 @@ private let grdbInterleaved = Once {
 }
 private let floorFile = Once { try SyncFloor(directory: scratch("append-floor-interleaved")) }
 
-/// Times `body` and adds the elapsed nanoseconds to `total`.
-private func timed(_ total: inout Double, _ body: () async throws -> Void) async rethrows {
-    let started = ContinuousClock.now
-    try await body()
-    let elapsed = ContinuousClock.now - started
-    total += Double(elapsed.components.seconds) * 1e9 + Double(elapsed.components.attoseconds) / 1e9
-}
-
-/// Runs `slice(store)` for each of EventKernel, GRDB and (if given) the floor, `rounds` times
-/// in turn, and reports each side's nanoseconds per operation.
-private func interleaved(
-    _ benchmark: Benchmark, rounds: Int, perSlice: Int,
-    eventKernel: () async throws -> Void, grdb: () async throws -> Void, floor: (() async throws -> Void)?
-) async throws {
-    var ek = 0.0, peer = 0.0, bare = 0.0
-    for _ in 0..<rounds {
-        try await timed(&ek, eventKernel)
-        try await timed(&peer, grdb)
-        if let floor { try await timed(&bare, floor) }
-    }
-    let ops = Double(rounds * perSlice)
-    if !BenchConfig.allocationsOnly {
-        benchmark.measurement(ekNanos, Int(ek / ops))
-        benchmark.measurement(grdbNanos, Int(peer / ops))
-        if floor != nil { benchmark.measurement(floorNanos, Int(bare / ops)) }
-    }
-}
-
 let interleavedBenchmarks: @Sendable () -> Void = {
-    let configuration = BenchConfig.report(["ekNanosPerOp", "grdbNanosPerOp", "floorNanosPerOp"], maxIterations: 12)
+    let configuration = Interleaved.configuration()
 
     Benchmark("Append.Synced.Interleaved.OneTask", configuration: configuration) { benchmark in
         let repository = try await ekInterleaved.get()
         let store = try await grdbInterleaved.get()
         let floor = try await floorFile.get()
         let slice = BenchConfig.smoke ? 10 : 100
-        try await interleaved(benchmark, rounds: BenchConfig.smoke ? 1 : 8, perSlice: slice,
+        try await Interleaved.run(benchmark, rounds: BenchConfig.smoke ? 1 : 8, perSlice: slice,
             eventKernel: { for model in stream.next(slice) { try await repository.add(model) } },
-            grdb: { for model in stream.next(slice) { try await store.insert(model) } },
+            peer: { for model in stream.next(slice) { try await store.insert(model) } },
             floor: { for _ in 0..<slice { try floor.append() } })
     }
 
@@ -228,9 +190,9 @@ let interleavedBenchmarks: @Sendable () -> Void = {
                 try await group.waitForAll()
             }
         }
-        try await interleaved(benchmark, rounds: BenchConfig.smoke ? 1 : 4, perSlice: slice,
+        try await Interleaved.run(benchmark, rounds: BenchConfig.smoke ? 1 : 4, perSlice: slice,
             eventKernel: { try await fanOut { try await repository.add($0) } },
-            grdb: { try await fanOut { try await store.insert($0) } },
+            peer: { try await fanOut { try await store.insert($0) } },
             floor: nil)
     }
 }

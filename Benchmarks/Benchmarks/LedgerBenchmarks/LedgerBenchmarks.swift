@@ -6,6 +6,7 @@
 // Operations per iteration (scripts/bench_table.py mirrors them to print per-operation figures):
 //   AddBatch1000     1,000 new transactions in one batch (addAll / one write transaction)
 //   SyncedSave       1,000 single saves, each durable before the next (fdatasync / FULL)
+//   SyncedSave.Interleaved  8 rounds of 100 saves on each store and 100 bare pwrite+fdatasync
 //   AccountNewest50  1,000 queries (EventKernel and GRDB): one account's 50 newest, cycling accounts
 //   Range7d          16 queries: every transaction in a 7-day window, oldest first (16 windows)
 //   PageOffset10k    EventKernel 1,000 queries, GRDB 1: 40 transactions at offset 10,000 in date order
@@ -52,6 +53,9 @@ private let grdbFull = Once {
     let copy = try LedgerFixtures.databaseCopy("ledger-grdb-synced")
     _ = track(copy.directory)
     return try GRDBLedgerStore(path: copy.path, synchronous: .full)
+}
+private let syncFloor = Once {
+    try SyncFloor(directory: track(BenchEnv.scratch("ledger-floor")))
 }
 
 // The queries, as the finance app writes them.
@@ -133,6 +137,20 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.startMeasurement()
         for transaction in transactions { try await store.insert(transaction) }
         benchmark.stopMeasurement()
+    }
+
+    // The two above run minutes apart, while the disk's flush latency drifts by 10x within
+    // minutes here: this one alternates slices of 100 saves on each and 100 bare syncs, so the
+    // ratio compares the stores at the same moments (BenchFixtures' Interleaved).
+    Benchmark("Ledger.SyncedSave.Interleaved", configuration: Interleaved.configuration()) { benchmark in
+        let ledger = try await ekSynced.get()
+        let store = try await grdbFull.get()
+        let floor = try await syncFloor.get()
+        let slice = BenchConfig.smoke ? 10 : 100
+        try await Interleaved.run(benchmark, rounds: BenchConfig.smoke ? 1 : 8, perSlice: slice,
+            eventKernel: { for transaction in stream.next(slice) { try await ledger.transactions.save(transaction) } },
+            peer: { for transaction in stream.next(slice) { try await store.insert(transaction) } },
+            floor: { for _ in 0..<slice { try floor.append() } })
     }
 
     // MARK: Queries (the query is built per call, as the app builds it)

@@ -18,17 +18,20 @@ public enum BenchConfig {
         allocationsOnly ? [.mallocCountTotal] : [.throughput, .wallClock, .mallocCountTotal] + extra
     }
 
-    /// Allocation-count thresholds: a run fails `thresholds check` when the p90 allocation count
-    /// is more than 5% (and more than 20 allocations) above the recorded one.
+    /// Allocation-count thresholds: a run fails `thresholds check` when its p90 allocation count
+    /// is more than 200 away from the recorded one, either way (package-benchmark fails an
+    /// improvement beyond the threshold too, so that the files get updated). Absolute, because
+    /// the benchmarks count per 1,000 operations: one allocation more per operation is 1,000
+    /// more, while group commit's timing moves a synced run (which of the appends lead a round
+    /// and which hand off to the writer thread): 21,013 to 21,023 in four quiet runs, more than
+    /// 50 above once under load. A relative threshold of 0 fails on that jitter; one of 5% would
+    /// miss a whole allocation per operation on the 21-allocation synced add.
+    ///
+    /// The `*.MetricsNoBackend` benchmarks use it against a copy of their plain twin's file
+    /// (`make bench-thresholds-update` copies it), so that a cost of swift-metrics' no-op
+    /// handlers (an allocation per append or query) fails the check.
     public static var allocationThresholds: [BenchmarkMetric: BenchmarkThresholds] { [
-        .mallocCountTotal: .init(relative: [.p90: 5.0], absolute: [.p90: 20]),
-    ] }
-
-    /// For the `*.MetricsNoBackend` benchmarks, whose thresholds are copies of their plain
-    /// twin's: at most 20 allocations more than the store without instrumentation, so a cost of
-    /// swift-metrics' no-op handlers (an allocation per append or query) fails the check.
-    public static var noExtraAllocations: [BenchmarkMetric: BenchmarkThresholds] { [
-        .mallocCountTotal: .init(relative: [.p90: 0], absolute: [.p90: 20]),
+        .mallocCountTotal: .init(absolute: [.p90: 200]),
     ] }
 
     public static func configuration(
