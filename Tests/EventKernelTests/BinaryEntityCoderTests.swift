@@ -73,6 +73,57 @@ import EventKernelTestSupport
         }
     }
 
+    struct Amount: Codable, Equatable { var value: Decimal }
+
+    @Test func decimalsRoundTripExactlyInTheirPartsOrAsText() throws {
+        let texts = ["0", "1", "-1", "0.01", "-123.45", "12345.6789", "1.50", "-0.000000000000000000000000000001",
+                     "18446744073709551615", "-18446744073709551615", "18446744073709551616", // 2^64: text form
+                     "79228162514264337593543950335", "3.402823669209384634633746074317682114e+38", "1e-128", "9e127"]
+        for text in texts {
+            let value = try #require(Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")))
+            let bytes = try BinaryEntityEncoder().encode(Amount(value: value))
+            let decoded = try BinaryEntityDecoder().decode(Amount.self, from: bytes)
+            #expect(decoded == Amount(value: value), "\(text)")
+            #expect(decoded.value.description == value.description, "\(text)")
+            // Significands of up to 64 bits take the parts form (0x10), larger ones the text (0x0D).
+            let fits = Decimal(NSDecimalNumber(decimal: value.significand).uint64Value) == value.significand
+            #expect(bytes.contains(fits ? 0x10 : 0x0D), "\(text)")
+        }
+        // NaN has a flag of its own (its text is not something Decimal(string:) parses, so a
+        // NaN written as text used to make its entity unreadable); that text is read as NaN.
+        let nan = try BinaryEntityDecoder().decode(Amount.self, from: BinaryEntityEncoder().encode(Amount(value: .nan)))
+        #expect(nan.value.isNaN)
+        let oldNaN: [UInt8] = [0xFF, 0x0B, 1, 5] + Array("value".utf8) + [0x0D, 3] + Array("NaN".utf8) + [0]
+        #expect(try BinaryEntityDecoder().decode(Amount.self, from: oldNaN).value.isNaN)
+    }
+
+    @Test func decimalsWrittenAsTextBeforeThePartsFormStillDecode() throws {
+        // A payload as the coder wrote it before decimal parts: {"value": 0x0D "-123.45"}.
+        let old: [UInt8] = [0xFF, 0x0B, 1, 5] + Array("value".utf8) + [0x0D, 7] + Array("-123.45".utf8) + [0]
+        #expect(try BinaryEntityDecoder().decode(Amount.self, from: old) == Amount(value: Decimal(string: "-123.45")!))
+    }
+
+    @Test func damagedDecimalPartsAreRefusedNeverScaledOrNaN() throws {
+        func payload(flags: UInt8, exponent: [UInt8], mantissa: [UInt8]) -> [UInt8] {
+            [0xFF, 0x0B, 1, 5] + Array("value".utf8) + [0x10, flags] + exponent + mantissa + [0]
+        }
+        #expect(try BinaryEntityDecoder().decode(Amount.self, from: payload(flags: 1, exponent: [3], mantissa: [5])) == Amount(value: Decimal(string: "-0.05")!))
+        for bad in [payload(flags: 2, exponent: [3], mantissa: [5]),            // unknown flag
+                    payload(flags: 1, exponent: [0], mantissa: [0]),            // negative zero (NaN)
+                    payload(flags: 2, exponent: [0], mantissa: [1]),            // NaN with a significand
+                    payload(flags: 3, exponent: [0], mantissa: [0]),            // negative NaN
+                    payload(flags: 0, exponent: [0x80, 0x02], mantissa: [5]),   // exponent 128
+                    payload(flags: 0, exponent: [0x81, 0x02], mantissa: [5])] { // exponent -129
+            #expect(throws: DecodingError.self) { try BinaryEntityDecoder().decode(Amount.self, from: bad) }
+        }
+        // A decimal where a string is expected (and the reverse) is a type mismatch.
+        struct Text: Codable { var value: String }
+        let parts = try BinaryEntityEncoder().encode(Amount(value: 5))
+        #expect(throws: DecodingError.self) { try BinaryEntityDecoder().decode(Text.self, from: parts) }
+        let text = try BinaryEntityEncoder().encode(Text(value: "5"))
+        #expect(throws: DecodingError.self) { try BinaryEntityDecoder().decode(Amount.self, from: text) }
+    }
+
     struct V1: Codable, Equatable { var id: Int; var name: String }
     struct V2: Codable, Equatable { var id: Int; var name: String; var note: String? }
     struct Renamed: Codable, Equatable { var id: Int; var name: Int }

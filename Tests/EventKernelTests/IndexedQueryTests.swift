@@ -1,4 +1,4 @@
-@testable import EventKernel
+@_spi(Indexing) @testable import EventKernel
 import EventLog
 import Foundation
 import Testing
@@ -260,6 +260,54 @@ import EventKernelTestSupport
         #expect(try repository.fetch(EntityQuery().where(\.group, equals: 3).orderBy(\.date, ascending: false)) == byGroup)
         #expect(try repository.count(EntityQuery().where(\.flag, equals: true)) == count)
         try await store.close()
+    }
+
+    /// A snapshot's stored index order is checked against the keys, never trusted: a swapped
+    /// pair or a short order is refused (the store then replays), and an index with no stored
+    /// order (declared since) is built by a sort, to the same entries. Keys long enough to tie
+    /// on their encoding's inline part compare by their components.
+    @Test func restoringAnIndexChecksItsStoredOrder() throws {
+        let long = "a rather long name that goes past the inline part: "
+        let names = (0..<300).map { i in i % 3 == 0 ? long + String(i % 7) : String(i % 11) }
+        func restoredRows() -> IndexedRows {
+            var rows = IndexedRows(fields: [[IndexedField(keyPath: \Item.name, descending: false)], [IndexedField(keyPath: \Item.group, descending: true)]])
+            for (i, name) in names.enumerated() {
+                let appended = rows.appendRestored(RowHead(id: .string("\(i)"), version: 1, sequence: UInt64(i * 2)))
+                #expect(appended)
+                rows.keys.append(IndexKey([.string(name)]))
+                rows.keys.append(IndexKey([.int(Int64(i % 5))]))
+            }
+            return rows
+        }
+        func slots(_ rows: IndexedRows, _ number: Int) -> [Int32] {
+            var slots: [Int32] = []
+            let entries = rows.indexes[number].entries
+            entries.scan(from: entries.startPosition, to: entries.endPosition, reversed: false) { slots.append($0.slot); return true }
+            return slots
+        }
+        // The order by (name bytes, insertion); by (group descending, then insertion descending:
+        // ties go in the last component's direction).
+        let byName = names.indices.sorted { a, b in
+            names[a].utf8.elementsEqual(names[b].utf8) ? a < b : names[a].utf8.lexicographicallyPrecedes(names[b].utf8)
+        }.map(Int32.init)
+        let byGroup = names.indices.sorted { ($0 % 5, $0) > ($1 % 5, $1) }.map(Int32.init)
+        var stored = restoredRows()
+        try stored.restoreIndexes(names: ["name", "group"], orders: ["name": byName, "group": byGroup])
+        #expect(slots(stored, 0) == byName)
+        #expect(slots(stored, 1) == byGroup)
+        var sorted = restoredRows()
+        try sorted.restoreIndexes(names: ["name", "group"], orders: [:])
+        #expect(slots(sorted, 0) == byName)
+        #expect(slots(sorted, 1) == byGroup)
+
+        for i in [0, 1, 150, 298] {
+            var swapped = byName
+            swapped.swapAt(i, i + 1)
+            var rows = restoredRows()
+            #expect(throws: BinaryDecodingError.self, "pair \(i) swapped") { try rows.restoreIndexes(names: ["name", "group"], orders: ["name": swapped, "group": byGroup]) }
+        }
+        var rows = restoredRows()
+        #expect(throws: BinaryDecodingError.self) { try rows.restoreIndexes(names: ["name", "group"], orders: ["name": byName, "group": Array(byGroup.dropLast())]) }
     }
 
     /// Inserts move up to a chunk of index entries: the entries' size is the cost of a write.

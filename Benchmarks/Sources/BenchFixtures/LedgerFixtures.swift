@@ -256,11 +256,14 @@ public struct LedgerRecord: FetchableRecord, Sendable {
 
 public enum LedgerFixtures {
     static let version = 4  // 2: repository snapshot layout 4; 3: layout 5 (deleted versions), version table 3; 4: envelope format 3
+    /// The EventKernel store's own: 5, decimals in their parts (binary entity tag 0x10). The
+    /// GRDB file keeps `version`, so it is not rebuilt for a change on this side.
+    static let storeVersion = 5
 
     /// The EventKernel ledger of `n` transactions (added with `addAll` in batches of 1,000,
     /// buffered, no preallocation), with snapshots written at the end. Built once, cached.
     public static func store(n: Int = BenchEnv.ledgerN) async throws -> URL {
-        let url = BenchEnv.cacheDirectory.appending(path: "ledger-ek-v\(version)-n\(n)")
+        let url = BenchEnv.cacheDirectory.appending(path: "ledger-ek-v\(storeVersion)-n\(n)")
         if FileManager.default.fileExists(atPath: url.path) { return url }
         let building = BenchEnv.cacheDirectory.appending(path: "building-\(getpid())-\(url.lastPathComponent)")
         try? FileManager.default.removeItem(at: building)

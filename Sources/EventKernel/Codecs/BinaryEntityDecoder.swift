@@ -99,6 +99,10 @@ final class BinaryDecodingState {
         case BinaryEntityFormat.double, BinaryEntityFormat.date: try advance(&offset, 8)
         case BinaryEntityFormat.float: try advance(&offset, 4)
         case BinaryEntityFormat.uuid: try advance(&offset, 16)
+        case BinaryEntityFormat.decimalParts:
+            try advance(&offset, 1)
+            _ = try varint(&offset)
+            _ = try varint(&offset)
         case BinaryEntityFormat.string, BinaryEntityFormat.data, BinaryEntityFormat.decimal, BinaryEntityFormat.url:
             offset += try length(&offset)
         case BinaryEntityFormat.keyed:
@@ -225,13 +229,40 @@ final class BinaryDecodingState {
             return unsafeBitCast(url, to: T.self)
         }
         if T.self == Decimal.self {
-            let text = try decodeString(at: offset, tag: BinaryEntityFormat.decimal, codingPath())
-            guard let decimal = Decimal(string: text, locale: decimalLocale) else {
-                throw DecodingError.dataCorrupted(.init(codingPath: codingPath(), debugDescription: "invalid decimal \(text)"))
-            }
-            return unsafeBitCast(decimal, to: T.self)
+            return unsafeBitCast(try decodeDecimal(at: offset, codingPath()), to: T.self)
         }
         return try T(from: BinaryEntityDecoderImpl(state: self, offset: offset, codingPath: codingPath()))
+    }
+}
+
+extension BinaryDecodingState {
+    /// Reads a decimal in either form the encoder writes: its parts, or its text (every decimal
+    /// before the parts form existed, and those whose significand exceeds 64 bits).
+    func decodeDecimal(at offset: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Decimal {
+        var o = offset
+        let tag = try byte(&o)
+        if tag == BinaryEntityFormat.decimal {
+            let text = try string(&o)
+            // Earlier versions wrote NaN as its text, which `Decimal(string:)` does not parse.
+            if text == "NaN" { return .nan }
+            guard let decimal = Decimal(string: text, locale: decimalLocale) else {
+                throw corrupted("invalid decimal \(text)", at: offset, codingPath())
+            }
+            return decimal
+        }
+        guard tag == BinaryEntityFormat.decimalParts else { throw mismatch(Decimal.self, tag: tag, at: offset, codingPath()) }
+        let flags = try byte(&o)
+        let zigzag = try varint(&o)
+        let exponent = Int64(bitPattern: (zigzag >> 1) ^ (0 &- (zigzag & 1)))
+        let mantissa = try varint(&o)
+        if flags == 2, exponent == 0, mantissa == 0 { return .nan }
+        // Decimal's exponent is 8 bits, and the encoder never writes a negative zero (a
+        // negative decimal with no significand is NaN): anything else, or an unknown flag, is
+        // damage, never a value silently scaled or turned into NaN.
+        guard flags & ~1 == 0, !(flags == 1 && mantissa == 0), exponent >= Int64(Int8.min), exponent <= Int64(Int8.max) else {
+            throw corrupted("invalid decimal (flags \(flags), exponent \(exponent))", at: offset, codingPath())
+        }
+        return Decimal(sign: flags == 1 ? .minus : .plus, exponent: Int(exponent), significand: Decimal(mantissa))
     }
 }
 
@@ -268,14 +299,21 @@ struct BinaryEntityDecoderImpl: Decoder {
         SingleContainer(state: state, offset: offset, codingPath: codingPath)
     }
 
-    /// Where a keyed container looks first: the entry after the last one found.
-    final class Cursor { var next = 0 }
-
-    struct KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
+    /// A class, not a struct: `KeyedDecodingContainer`'s box copies its container for every
+    /// property decoded, and a struct of four references was four retains and releases each
+    /// time (a sixth of a snapshot open's samples, perf); a class is one.
+    final class KeyedContainer<Key: CodingKey>: KeyedDecodingContainerProtocol {
         let state: BinaryDecodingState
         let entries: [(key: Int, value: Int)]
         let codingPath: [any CodingKey]
-        let cursor = Cursor()
+        /// Where ``find(_:)`` looks first: the entry after the last one found.
+        var next = 0
+
+        init(state: BinaryDecodingState, entries: [(key: Int, value: Int)], codingPath: [any CodingKey]) {
+            self.state = state
+            self.entries = entries
+            self.codingPath = codingPath
+        }
 
         var allKeys: [Key] { entries.compactMap { Key(stringValue: state.keys[$0.key]) } }
 
@@ -285,11 +323,11 @@ struct BinaryEntityDecoderImpl: Decoder {
         func find(_ key: Key) -> Int? {
             let name = key.stringValue
             let count = entries.count
-            var i = cursor.next
+            var i = next
             for _ in 0..<count {
                 if i >= count { i = 0 }
                 if state.keys[entries[i].key] == name {
-                    cursor.next = i + 1
+                    next = i + 1
                     return entries[i].value
                 }
                 i += 1

@@ -48,7 +48,7 @@ struct IndexStorage: Sendable {
     }
 
     func probe(_ key: IndexKey) -> Probe {
-        Probe(key: key, normalized: NormalizedKey(key.values, descending: descending))
+        Probe(key: key, normalized: NormalizedKey(key, descending: descending))
     }
 
     /// A key prefix (the first `values.count` components) being searched for.
@@ -110,6 +110,15 @@ struct IndexStorage: Sendable {
         if c != 0 { return c }
         if entry.key.isExact && probe.normalized.isExact { return compareSequences(entry.sequence, sequence) }
         return compare(keys.of(entry.slot), entry.sequence, probe.key, sequence)
+    }
+
+    /// Compares two entries, as ``compare(_:_:_:keys:)`` compares an entry with a probe.
+    @inline(__always)
+    func compare(_ a: KeyedSlot, _ b: KeyedSlot, keys: Keys) -> Int {
+        let c = NormalizedKey.compare(a.key, b.key, bytes: NormalizedKey.inlineBytes)
+        if c != 0 { return c }
+        if a.key.isExact && b.key.isExact { return compareSequences(a.sequence, b.sequence) }
+        return compare(keys.of(a.slot), a.sequence, keys.of(b.slot), b.sequence)
     }
 
     /// Whether two keys are equal, component by component.

@@ -49,6 +49,17 @@ struct NormalizedKey: Sendable {
         self = writer.key
     }
 
+    /// Encodes `key`'s components, each in its direction. (Not through `IndexKey.values`: that
+    /// builds an array, an allocation per index for every add and restored entry.)
+    init(_ key: IndexKey, descending: [Bool]) {
+        var writer = Writer()
+        for i in 0..<key.count {
+            writer.invert = i < descending.count && descending[i]
+            writer.put(key[i])
+        }
+        self = writer.key
+    }
+
     /// Compares the first `count` bytes (at most 32) of two encodings: -1, 0 or 1.
     @inline(__always)
     static func compare(_ a: NormalizedKey, _ b: NormalizedKey, bytes count: Int) -> Int {

@@ -222,21 +222,39 @@ where Entity.ID: EntityIDConvertible {
         for _ in 0..<partCount { partBytes.append(try reader.readBytes()) }
         guard reader.remaining == 0 else { throw BinaryDecodingError(.invalidValue("\(reader.remaining) bytes after the entities"), at: reader.offset) }
         // Upcast like events: a snapshot of an older schema version is still used. The parts
-        // decode in parallel, each with its entities' index keys (the domain's key paths).
-        let parts = partBytes
+        // decode in parallel, each with its entities' index keys (the domain's key paths), and
+        // alongside them one more task fills the id map and the insertion order from the heads,
+        // which need no entity (done after the decode, it was an eighth of an open).
+        let parts = partBytes, restoredHeads = heads
         let results = Locked([Result<([Entity], [IndexKey]), any Error>?](repeating: nil, count: partCount))
-        DispatchQueue.concurrentPerform(iterations: partCount) { part in
+        let restoredRows = Locked<Result<IndexedRows, BinaryDecodingError>?>(nil)
+        let fields = State(indexes: indexes).rows.fields
+        DispatchQueue.concurrentPerform(iterations: partCount + 1) { task in
+            guard task > 0 else {
+                var rows = IndexedRows(fields: fields)
+                rows.heads.reserveCapacity(count)
+                rows.slotsByID.reserveCapacity(count)
+                for head in restoredHeads {
+                    guard rows.appendRestored(RowHead(id: head.id, version: head.version, sequence: head.sequence)) else {
+                        restoredRows.withLock { $0 = .failure(BinaryDecodingError(.invalidValue("repeated entity id \(head.id)"), at: 0)) }
+                        return
+                    }
+                }
+                restoredRows.withLock { $0 = .success(rows) }
+                return
+            }
             let result = Result {
-                let entities = try schema.decodeAll(parts[part], schemaVersion: entitySchemaVersion)
+                let entities = try schema.decodeAll(parts[task - 1], schemaVersion: entitySchemaVersion)
                 var keys: [IndexKey] = []
                 keys.reserveCapacity(entities.count * indexes.count)
                 for entity in entities { keys.append(contentsOf: Self.keys(of: entity, indexes)) }
                 return (entities, keys)
             }
-            results.withLock { $0[part] = result }
+            results.withLock { $0[task - 1] = result }
         }
         let decoded = results.withLock { $0 }
         var table = State(indexes: indexes)
+        table.rows = try restoredRows.withLock { $0 }!.get()
         table.bySlot.reserveCapacity(count)
         table.rows.keys.reserveCapacity(count * indexes.count)
         for result in decoded {
@@ -246,13 +264,6 @@ where Entity.ID: EntityIDConvertible {
         }
         guard table.bySlot.count == count else {
             throw BinaryDecodingError(.invalidValue("\(count) ids for \(table.bySlot.count) entities"), at: 0)
-        }
-        table.rows.heads.reserveCapacity(count)
-        table.rows.slotsByID.reserveCapacity(count)
-        for head in heads {
-            guard table.rows.appendRestored(RowHead(id: head.id, version: head.version, sequence: head.sequence)) else {
-                throw BinaryDecodingError(.invalidValue("repeated entity id \(head.id)"), at: 0)
-            }
         }
         table.rows.nextSequence = max(nextSequence, (heads.last?.sequence ?? 0) + 1)
         table.rows.deletedVersions = deletedVersions
