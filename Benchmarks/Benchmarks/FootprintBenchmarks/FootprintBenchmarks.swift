@@ -157,6 +157,7 @@ let benchmarks: @Sendable () -> Void = {
         try FileManager.default.createDirectory(at: copy, withIntermediateDirectories: true)
         let path = copy.appending(path: "db.sqlite").path
         try FileManager.default.copyItem(atPath: source, toPath: path)
+        try flushToDisk(copy)  // as copyTree does for the EventKernel side
         let store = try GRDBActivityStore(path: path, synchronous: .normal)
         let query = ActivityQuery(afterDate: BenchEnv.weekStart, beforeDate: BenchEnv.historyEnd.addingTimeInterval(86_400 * 365), limit: 50)
         let countdown = Countdown()

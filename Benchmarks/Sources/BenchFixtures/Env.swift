@@ -113,12 +113,35 @@ public func diskBytes(_ url: URL) -> Int {
     return total
 }
 
-/// Copies a directory tree (optionally skipping top-level entries).
+/// Copies a directory tree (optionally skipping top-level entries) and flushes the copy to disk.
+///
+/// Why flush: a copy leaves its bytes dirty in the page cache, and the first `fdatasync` of a
+/// copied file (the log's active segment) then waits for all of them to be written back, so the
+/// first writes of a benchmark paid for the copy: `BenchProbe first-write` on a fresh copy of the
+/// 1M-activity store measured its second `add` at 12-15 ms, nearly all ext4 writeback, and
+/// `Observation.FanOut100` measured that instead of the fan-out. A store closed cleanly has no
+/// such debt.
 public func copyTree(_ from: URL, to: URL, skipping: Set<String> = []) throws {
     let fm = FileManager.default
     try? fm.removeItem(at: to)
     try fm.createDirectory(at: to, withIntermediateDirectories: true)
     for name in try fm.contentsOfDirectory(atPath: from.path) where !skipping.contains(name) {
         try fm.copyItem(at: from.appending(path: name), to: to.appending(path: name))
+    }
+    try flushToDisk(to)
+}
+
+/// Flushes every file under `url` (or `url` itself) and the directories to disk (`fsync`), so
+/// that what a benchmark measures next does not include writing back a copy made before it.
+public func flushToDisk(_ url: URL) throws {
+    var paths = [url.path]
+    if let e = FileManager.default.enumerator(atPath: url.path) {
+        for case let relative as String in e { paths.append(url.appending(path: relative).path) }
+    }
+    for path in paths {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
     }
 }

@@ -326,6 +326,7 @@ public enum LedgerFixtures {
         try FileManager.default.createDirectory(at: copy, withIntermediateDirectories: true)
         let path = copy.appending(path: "ledger.sqlite").path
         try FileManager.default.copyItem(atPath: try database(), toPath: path)
+        try flushToDisk(copy)  // as copyTree does for the EventKernel side
         return (copy, path)
     }
 }

@@ -6,6 +6,7 @@
 //   BenchProbe open <directory> [repeats]   open a store (snapshot + tail replay) and close it
 //   BenchProbe activity-fixture [count]  build (or find) the cached activity store and its snapshot-less copy
 //   BenchProbe first-write <directory>   open a copy of a store and time its first adds
+//   BenchProbe fanout <directory>       100 observers of the 7-day window, then 10 writes into it
 //   BenchProbe ledger-open <directory>   open a ledger (EventStore + transaction repository), first query
 //   BenchProbe ledger-add <directory> [count]    a copy of a ledger: addAll in batches of 1,000, buffered
 //   BenchProbe ledger-save <directory> [count]   a copy of a ledger: save() one per call, synced
@@ -123,9 +124,40 @@ func run() async throws {
         let repository = try EventKernelFixtures.open(copy)
         for model in AddStream(seed: 5).next(4) {
             let started = ContinuousClock.now
+            var t0 = timespec(), t1 = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &t0)
             try await repository.add(model)
-            print("add: \(ContinuousClock.now - started)")
+            clock_gettime(CLOCK_MONOTONIC, &t1)
+            // Monotonic timestamps, for `perf record -k CLOCK_MONOTONIC` + `perf script --time`.
+            print("add: \(ContinuousClock.now - started) (monotonic \(t0.tv_sec).\(String(format: "%09ld", t0.tv_nsec)) to \(t1.tv_sec).\(String(format: "%09ld", t1.tv_nsec)))")
         }
+        try await repository.close()
+    case "fanout":
+        // Observation.FanOut100 outside the harness: 100 observers of the window, then writes
+        // into it; prints each write's add() latency and the time until every observer had it.
+        let copy = BenchEnv.scratch("probe-fanout")
+        defer { try? FileManager.default.removeItem(at: copy) }
+        try copyTree(URL(filePath: arguments[2]), to: copy)
+        let repository = try EventKernelFixtures.open(copy)
+        let query = ActivityQuery(afterDate: BenchEnv.weekStart, beforeDate: BenchEnv.historyEnd.addingTimeInterval(86_400 * 365), limit: 50)
+        let (arrivals, arrived) = AsyncStream<Void>.makeStream()
+        var consumers: [Task<Void, Never>] = []
+        for _ in 0..<100 {
+            let stream = repository.observe(query: query)
+            consumers.append(Task { for await _ in stream { arrived.yield() } })
+        }
+        var iterator = arrivals.makeAsyncIterator()
+        for _ in 0..<100 { _ = await iterator.next() }
+        for (i, var m) in AddStream(seed: 99).next(10).enumerated() {
+            m.startDate = BenchEnv.historyEnd.addingTimeInterval(Double(i + 1) * 3_600)
+            m.endDate = m.startDate.addingTimeInterval(60)
+            let started = ContinuousClock.now
+            try await repository.add(m)
+            let added = ContinuousClock.now - started
+            for _ in 0..<100 { _ = await iterator.next() }
+            print("fanout: add \(added), all 100 observers \(ContinuousClock.now - started)")
+        }
+        for c in consumers { c.cancel() }
         try await repository.close()
     case "ledger-open":
         let started = ContinuousClock.now

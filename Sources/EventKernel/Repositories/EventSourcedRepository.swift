@@ -247,21 +247,33 @@ where Entity.ID: EntityIDConvertible {
                 let entities = try schema.decodeAll(parts[task - 1], schemaVersion: entitySchemaVersion)
                 var keys: [IndexKey] = []
                 keys.reserveCapacity(entities.count * indexes.count)
-                for entity in entities { keys.append(contentsOf: Self.keys(of: entity, indexes)) }
+                // Straight into the part's array: `keys(of:)` builds an array per entity.
+                for entity in entities { for index in indexes { keys.append(index.key(of: entity)) } }
                 return (entities, keys)
             }
             results.withLock { $0[task - 1] = result }
         }
-        let decoded = results.withLock { $0 }
+        let decoded = try results.withLock { $0 }.map { try $0!.get() }
         var table = State(indexes: indexes)
         table.rows = try restoredRows.withLock { $0 }!.get()
-        table.bySlot.reserveCapacity(count)
-        table.rows.keys.reserveCapacity(count * indexes.count)
-        for result in decoded {
-            let (entities, keys) = try result!.get()
-            table.bySlot.append(contentsOf: entities.lazy.map { Optional($0) })
-            table.rows.keys.append(contentsOf: keys)
+        // The parts' entities and keys are joined on two threads at once (one after the other,
+        // copying a million entities and three million keys was an eighth of an open).
+        let bySlot = Locked<[Entity?]>([]), keys = Locked<[IndexKey]>([])
+        DispatchQueue.concurrentPerform(iterations: 2) { task in
+            if task == 0 {
+                var joined: [Entity?] = []
+                joined.reserveCapacity(count)
+                for (entities, _) in decoded { joined.append(contentsOf: entities.lazy.map { Optional($0) }) }
+                bySlot.withLock { $0 = joined }
+            } else {
+                var joined: [IndexKey] = []
+                joined.reserveCapacity(count * indexes.count)
+                for (_, partKeys) in decoded { joined.append(contentsOf: partKeys) }
+                keys.withLock { $0 = joined }
+            }
         }
+        table.bySlot = bySlot.withLock { $0 }
+        table.rows.keys = keys.withLock { $0 }
         guard table.bySlot.count == count else {
             throw BinaryDecodingError(.invalidValue("\(count) ids for \(table.bySlot.count) entities"), at: 0)
         }
