@@ -262,6 +262,55 @@ import EventKernelTestSupport
         try await store.close()
     }
 
+    struct Inner: Sendable { var flag: Bool; var label: String }
+    enum Kind: String, Sendable, IndexValueConvertible { case a, b }
+    final class Box: @unchecked Sendable { let number: Int; init(_ number: Int) { self.number = number } }
+    struct Shapes: Sendable {
+        var small: Int8
+        var id: UUID
+        var name: String
+        var inner: Inner
+        var note: String?
+        var kind: Kind
+        var date: Date
+        var box: Box
+        var computed: Int { Int(small) * 2 }
+    }
+
+    /// Index keys are read by a stored property's offset where the key path names inline
+    /// storage, through the key path otherwise; both must give the key path's value, for every
+    /// shape of property.
+    @Test func indexKeysReadEveryKindOfPropertyAsItsKeyPathDoes() {
+        func check<Value: IndexValueConvertible & Sendable>(_ keyPath: any KeyPath<Shapes, Value> & Sendable, _ entities: [Shapes], _ line: Int = #line) {
+            for entity in entities {
+                let expected = entity[keyPath: keyPath].indexValue
+                #expect(IndexComponent.ascending(keyPath).value(entity) == expected, "line \(line)")
+                #expect(IndexComponent.descending(keyPath).value(entity) == expected, "line \(line)")
+            }
+        }
+        var entities: [Shapes] = []
+        for i in 0..<50 {
+            let name: String = i % 2 == 0 ? "short \(i)" : String(repeating: "long name ", count: i)
+            let note: String? = i % 4 == 0 ? nil : "note \(i)"
+            let kind: Kind = i % 2 == 0 ? .a : .b
+            let date = Date(timeIntervalSinceReferenceDate: Double(i) * 1_234.5)
+            entities.append(Shapes(small: Int8(truncatingIfNeeded: i * 37), id: UUID(), name: name,
+                                   inner: Inner(flag: i % 3 == 0, label: "label \(i)"), note: note, kind: kind, date: date, box: Box(i)))
+        }
+        #expect(MemoryLayout<Shapes>.offset(of: \Shapes.inner.label) != nil, "read by offset")
+        #expect(MemoryLayout<Shapes>.offset(of: \Shapes.computed) == nil, "read through the key path")
+        check(\Shapes.small, entities)
+        check(\Shapes.id, entities)
+        check(\Shapes.name, entities)
+        check(\Shapes.inner.flag, entities)
+        check(\Shapes.inner.label, entities)
+        check(\Shapes.note, entities)
+        check(\Shapes.kind, entities)
+        check(\Shapes.date, entities)
+        check(\Shapes.box.number, entities)
+        check(\Shapes.computed, entities)
+    }
+
     /// A snapshot's stored index order is checked against the keys, never trusted: a swapped
     /// pair or a short order is refused (the store then replays), and an index with no stored
     /// order (declared since) is built by a sort, to the same entries. Keys long enough to tie
