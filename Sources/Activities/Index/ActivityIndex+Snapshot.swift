@@ -209,7 +209,7 @@ extension ActivityIndex {
         for slot in slots {
             let start = rows[Int(slot)].start
             if let whole = Self.wholeSeconds(start) {
-                out.writeVarint(Self.zigzag(whole &- lastWhole) << 1)
+                out.writeVarint(ZigZag.encode(whole &- lastWhole) << 1)
                 lastWhole = whole
             } else {
                 out.writeVarint(1)
@@ -252,7 +252,6 @@ extension ActivityIndex {
         return Double(whole).bitPattern == value.bitPattern ? whole : nil
     }
 
-    private static func zigzag(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
 
     /// Loads an index from bytes written by `serialize(into:)`.
     ///
@@ -349,7 +348,7 @@ extension ActivityIndex {
             let at = reader.offset
             let value = try reader.readVarint()
             if value & 1 == 0 {
-                let delta = Int64(bitPattern: (value >> 1) >> 1) ^ -Int64(bitPattern: (value >> 1) & 1)
+                let delta = ZigZag.decode(value >> 1)
                 let (whole, overflow) = lastWhole.addingReportingOverflow(delta)
                 guard !overflow, abs(whole) <= 1 << 53 else { throw .corruptSnapshot("row \(i): start out of range at byte \(at)") }
                 rows[i].start = Double(whole)

@@ -135,8 +135,7 @@ final class BinaryDecodingState {
         let tag = try byte(&o)
         switch tag {
         case BinaryEntityFormat.int:
-            let z = try varint(&o)
-            return Int64(bitPattern: (z >> 1) ^ (0 &- (z & 1)))
+            return ZigZag.decode(try varint(&o))
         case BinaryEntityFormat.uint:
             let u = try varint(&o)
             guard u <= UInt64(Int64.max) else { throw mismatch(Int64.self, tag: tag, at: offset, codingPath()) }
@@ -252,8 +251,7 @@ extension BinaryDecodingState {
         }
         guard tag == BinaryEntityFormat.decimalParts else { throw mismatch(Decimal.self, tag: tag, at: offset, codingPath()) }
         let flags = try byte(&o)
-        let zigzag = try varint(&o)
-        let exponent = Int64(bitPattern: (zigzag >> 1) ^ (0 &- (zigzag & 1)))
+        let exponent = ZigZag.decode(try varint(&o))
         let mantissa = try varint(&o)
         if flags == 2, exponent == 0, mantissa == 0 { return .nan }
         // Decimal's exponent is 8 bits, and the encoder never writes a negative zero (a

@@ -191,7 +191,7 @@ final class BinaryEncodingState {
             bytes.append(BinaryEntityFormat.decimalParts)
             bytes.append(value.sign == .minus ? 1 : 0)
             let exponent = Int64(value.exponent)
-            writeVarint(UInt64(bitPattern: (exponent << 1) ^ (exponent >> 63)))
+            writeVarint(ZigZag.encode(exponent))
             writeVarint(mantissa)
             return
         }
@@ -205,7 +205,7 @@ final class BinaryEncodingState {
 
     func writeInt(_ v: Int64) {
         bytes.append(BinaryEntityFormat.int)
-        writeVarint(UInt64(bitPattern: (v << 1) ^ (v >> 63)))
+        writeVarint(ZigZag.encode(v))
     }
 
     func writeUInt(_ v: UInt64) {

@@ -97,8 +97,7 @@ public struct BinaryReader: Sendable {
 
     /// Reads a zigzag-encoded signed varint.
     public mutating func readZigZag() throws(BinaryDecodingError) -> Int64 {
-        let raw = try readVarint()
-        return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+        ZigZag.decode(try readVarint())
     }
 
     /// Reads one byte.

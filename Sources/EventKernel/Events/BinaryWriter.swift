@@ -1,5 +1,15 @@
 public import Foundation
 
+/// The zigzag mapping between signed and unsigned integers (0, -1, 1, -2, ... to 0, 1, 2, 3, ...),
+/// so that small negative numbers make short varints: the one definition every binary form of
+/// the package uses (``BinaryWriter``, ``BinaryReader``, the entity coder, the activity snapshot).
+package enum ZigZag {
+    /// `value` mapped to an unsigned integer.
+    @inlinable package static func encode(_ value: Int64) -> UInt64 { UInt64(bitPattern: (value << 1) ^ (value >> 63)) }
+    /// The signed integer `raw` encodes.
+    @inlinable package static func decode(_ raw: UInt64) -> Int64 { Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1) }
+}
+
 /// Appends primitive values to a growing byte buffer in EventKernel's compact binary forms.
 ///
 /// Domain codecs use it to encode event payloads; the envelope encoding and snapshot headers
@@ -28,7 +38,7 @@ public struct BinaryWriter: Sendable {
 
     /// Writes a signed integer zigzag-encoded as a varint, so small negatives stay small.
     public mutating func writeZigZag(_ value: Int64) {
-        writeVarint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+        writeVarint(ZigZag.encode(value))
     }
 
     /// Writes one byte.

@@ -147,34 +147,28 @@ extension IndexedRows {
     /// The entries of index `number`: from its stored `order` (checked, not trusted), else by one sort.
     private func restoredEntries(ofIndex number: Int, name: String, order: [Int32]?) throws(BinaryDecodingError) -> ChunkedSortedArray<KeyedSlot> {
         let storage = indexes[number], all = keysOf(index: number)
-        var built = ChunkedSortedArray<KeyedSlot>.Builder()
-        if let order {
-            guard order.count == heads.count else {
-                throw BinaryDecodingError(.invalidValue("index \(name) holds \(order.count) of \(heads.count) entities"), at: 0)
-            }
-            // Three passes, so that the random reads (the order visits rows in key order) are
-            // in a loop of their own: encoding each key and checking the order inside the same
-            // loop left one cache miss in flight at a time, and reading the rows' heads in
-            // index order was three quarters of restoring an index (perf annotate).
-            var encoded: [NormalizedKey] = []
-            encoded.reserveCapacity(heads.count)
-            for slot in heads.indices { encoded.append(NormalizedKey(key(Int32(slot), number), descending: storage.descending)) }
-            var entries: [KeyedSlot] = []
-            entries.reserveCapacity(order.count)
-            for slot in order {
-                entries.append(KeyedSlot(key: encoded[Int(slot)], slot: slot, sequence: heads[Int(slot)].sequence))
-            }
-            for i in entries.indices {
-                if i > 0, storage.compare(entries[i - 1], entries[i], keys: all) >= 0 {
-                    throw BinaryDecodingError(.invalidValue("index \(name) out of order"), at: 0)
-                }
-                built.append(entries[i])
-            }
-        } else {
-            var entries = heads.indices.map { KeyedSlot(key: NormalizedKey(key(Int32($0), number), descending: storage.descending), slot: Int32($0), sequence: heads[$0].sequence) }
-            entries.sort { storage.compare($0, $1, keys: all) < 0 }
-            for entry in entries { built.append(entry) }
+        if let order, order.count != heads.count {
+            throw BinaryDecodingError(.invalidValue("index \(name) holds \(order.count) of \(heads.count) entities"), at: 0)
         }
+        // Separate passes, so that the random reads (a stored order visits rows in key order)
+        // are in a loop of their own: encoding each key and checking the order inside the same
+        // loop left one cache miss in flight at a time, and reading the rows' heads in index
+        // order was three quarters of restoring an index (perf annotate).
+        var encoded: [NormalizedKey] = []
+        encoded.reserveCapacity(heads.count)
+        for slot in heads.indices { encoded.append(NormalizedKey(key(Int32(slot), number), descending: storage.descending)) }
+        var entries = (order ?? heads.indices.map(Int32.init)).map { slot in
+            KeyedSlot(key: encoded[Int(slot)], slot: slot, sequence: heads[Int(slot)].sequence)
+        }
+        if order == nil {
+            entries.sort { storage.compare($0, $1, keys: all) < 0 }
+        } else {
+            for i in entries.indices.dropFirst() where storage.compare(entries[i - 1], entries[i], keys: all) >= 0 {
+                throw BinaryDecodingError(.invalidValue("index \(name) out of order"), at: 0)
+            }
+        }
+        var built = ChunkedSortedArray<KeyedSlot>.Builder()
+        for entry in entries { built.append(entry) }
         return built.finish()
     }
 }

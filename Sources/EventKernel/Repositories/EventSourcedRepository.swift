@@ -90,7 +90,16 @@ where Entity.ID: EntityIDConvertible {
     }
 
     private static func keys(of entity: Entity, _ indexes: [EntityIndex<Entity>]) -> [IndexKey] {
-        indexes.map { $0.key(of: entity) }
+        var keys: [IndexKey] = []
+        keys.reserveCapacity(indexes.count)
+        appendKeys(of: entity, indexes, to: &keys)
+        return keys
+    }
+
+    /// Appends `entity`'s key in each of `indexes` to `keys` (a snapshot's parts gather a
+    /// million entities' keys into one array, rather than an array per entity).
+    private static func appendKeys(of entity: Entity, _ indexes: [EntityIndex<Entity>], to keys: inout [IndexKey]) {
+        for index in indexes { keys.append(index.key(of: entity)) }
     }
 
     private static func makeProjection(
@@ -228,7 +237,8 @@ where Entity.ID: EntityIDConvertible {
         let parts = partBytes, restoredHeads = heads
         let results = Locked([Result<([Entity], [IndexKey]), any Error>?](repeating: nil, count: partCount))
         let restoredRows = Locked<Result<IndexedRows, BinaryDecodingError>?>(nil)
-        let fields = State(indexes: indexes).rows.fields
+        var table = State(indexes: indexes)
+        let fields = table.rows.fields
         DispatchQueue.concurrentPerform(iterations: partCount + 1) { task in
             guard task > 0 else {
                 var rows = IndexedRows(fields: fields)
@@ -247,14 +257,12 @@ where Entity.ID: EntityIDConvertible {
                 let entities = try schema.decodeAll(parts[task - 1], schemaVersion: entitySchemaVersion)
                 var keys: [IndexKey] = []
                 keys.reserveCapacity(entities.count * indexes.count)
-                // Straight into the part's array: `keys(of:)` builds an array per entity.
-                for entity in entities { for index in indexes { keys.append(index.key(of: entity)) } }
+                for entity in entities { Self.appendKeys(of: entity, indexes, to: &keys) }
                 return (entities, keys)
             }
             results.withLock { $0[task - 1] = result }
         }
         let decoded = try results.withLock { $0 }.map { try $0!.get() }
-        var table = State(indexes: indexes)
         table.rows = try restoredRows.withLock { $0 }!.get()
         // The parts' entities and keys are joined on two threads at once (one after the other,
         // copying a million entities and three million keys was an eighth of an open).
