@@ -277,40 +277,24 @@ def main():
     header = ("Comparison", "EventKernel", "Peer", "Peer figure", "Ratio", "Target", "Status")
     table = [header] + rows
     if md:
+        def print_md(head, body, blank_before=True):
+            if blank_before:
+                print()
+            print("| " + " | ".join(head) + " |")
+            print("|" + "---|" * len(head))
+            for r in body:
+                print("| " + " | ".join(r) + " |")
         if rows:
-            print("| " + " | ".join(header) + " |")
-            print("|" + "---|" * len(header))
-            for r in rows:
-                print("| " + " | ".join(r) + " |")
+            print_md(header, rows, blank_before=False)
         if ledger_rows:
-            print()
-            print("| Ledger | " + " | ".join(header[1:]) + " |")
-            print("|" + "---|" * len(header))
-            for r in ledger_rows:
-                print("| " + " | ".join(r) + " |")
+            print_md(("Ledger",) + header[1:], ledger_rows)
         if so_rows:
-            print()
-            print("| Scale-out (PostgreSQL log) | " + " | ".join(header[1:]) + " |")
-            print("|" + "---|" * len(header))
-            for r in so_rows:
-                print("| " + " | ".join(r) + " |")
+            print_md(("Scale-out (PostgreSQL log)",) + header[1:], so_rows)
         if log_rows:
-            print()
-            print("| EventLog alone (context: the log under the repository) | time |")
-            print("|---|---|")
-            for w, t in log_rows:
-                print(f"| {w} | {t} |")
+            print_md(("EventLog alone (context: the log under the repository)", "time"), log_rows)
         if scaling_rows:
-            print()
-            print("| Scaling | activities | time | growth per step (target <= 1.3x linear) | status |")
-            print("|---|---|---|---|---|")
-            for r in scaling_rows:
-                print("| " + " | ".join(r) + " |")
-        print()
-        print("| Benchmark | Allocations per operation (p50) |")
-        print("|---|---|")
-        for t, a in alloc_rows:
-            print(f"| {t} | {a} |")
+            print_md(("Scaling", "activities", "time", "growth per step (target <= 1.3x linear)", "status"), scaling_rows)
+        print_md(("Benchmark", "Allocations per operation (p50)"), alloc_rows)
     else:
         def print_table(table):
             widths = [max(len(r[i]) for r in table) for i in range(len(header))]
