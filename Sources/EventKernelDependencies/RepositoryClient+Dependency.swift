@@ -32,10 +32,14 @@ extension RepositoryClient: TestDependencyKey where Entity: RepositoryEntity {
         onStore(.inMemory(), seed: entities)
     }
 
-    /// The repository opened on `eventStore` on first use, then `seed` added to it.
+    /// The repository opened on `eventStore` on first use, then `seed` added to it. Two steps,
+    /// each retried on its own: a seed that fails (a validation error) must not reopen the
+    /// repository on the next call, which the store would refuse as registered twice, hiding
+    /// the seed's error.
     static func onStore(_ eventStore: EventStoreClient, seed: [Entity]) -> RepositoryClient<Entity> {
+        let opened = OpenedOnce { try Entity.repository.open(on: try await eventStore.store()) }
         let repository = OpenedOnce {
-            let repository = try Entity.repository.open(on: try await eventStore.store())
+            let repository = try await opened.value()
             try await repository.addAll(seed)
             return repository
         }

@@ -172,13 +172,14 @@ public final class PostgresLog: SharedRecordLog {
     /// Asks the server for what other instances committed since this instance last looked,
     /// blocking the calling thread.
     /// - Returns: The new bounds.
-    /// - Throws: ``LogError`` when the server cannot be read.
+    /// - Throws: ``LogError`` when the server cannot be read, or a position is missing
+    ///   (``LogError/Code/corruption``).
     @discardableResult
     public func refresh() throws -> LogBounds {
         while true {
             let next = view.withLock { $0.next }
             let records = try readRecords(from: next, through: nil, limit: configuration.readPageSize)
-            view.withLock { _ = $0.learn(records) }
+            _ = try learn(records, readFrom: next)
             if records.count < configuration.readPageSize { return bounds }
         }
     }

@@ -28,6 +28,16 @@ struct Note: Identifiable, Codable, Sendable, Equatable, RepositoryEntity {
 /// and the shared `\.eventStore`.
 @Suite("Dependencies: RepositoryClient and the shared store")
 struct RepositoryDependencyTests {
+    /// A seed that fails validation fails every call with its own error (the repository is
+    /// opened once; the seed is tried again), never with the store refusing a second
+    /// registration of the repository.
+    @Test func aSeedThatFailsValidationReportsItsOwnErrorOnEveryCall() async throws {
+        let notes = RepositoryClient<Note>.inMemory([Note(id: 1, text: "", createdAt: .now)])
+        for _ in 0..<3 {
+            await #expect(throws: RepositoryError.validationFailed("note 1 is empty")) { _ = try await notes.fetchID(1) }
+        }
+    }
+
     @Test func liveValuesShareTheConfiguredStore() async throws {
         let directory = TemporaryDirectory("ek-deps")
         let (notes, activities, eventStore) = withDependencies {

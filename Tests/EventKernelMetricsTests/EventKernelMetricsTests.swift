@@ -52,7 +52,7 @@ struct EventKernelMetricsTests {
         #expect(try metrics.expectTimer("eventkernel_query_duration_seconds", [("repository", "activities")]).values.count == 3)
 
         feed = nil  // the consumer stops: the observation ends
-        try await waitUntil { (try? metrics.expectMeter("eventkernel_observers").lastValue) == 0 }
+        #expect(try await eventually { (try? metrics.expectMeter("eventkernel_observers").lastValue) == 0 })
 
         try await repository.close()
         for projection in ["activities", "$entity-versions"] {
@@ -96,11 +96,11 @@ struct EventKernelMetricsTests {
         // version check: it waits for the first to commit, then decides again.
         log.hold()
         let first = Task { try await counters.save(Counter(id: "a", value: 1)) }
-        try await waitUntil { log.isHolding }
+        #expect(try await eventually { log.isHolding })
         let second = Task { try await counters.save(Counter(id: "a", value: 2)) }
-        try await waitUntil {
+        #expect(try await eventually {
             ((try? metrics.expectCounter("eventkernel_command_conflicts_total", [("entity_type", "Counter"), ("outcome", "retried")]))?.totalValue ?? 0) == 1
-        }
+        })
         log.release()
         try await first.value
         try await second.value
@@ -117,18 +117,6 @@ struct EventKernelMetricsTests {
         _ = try counters.fetch(EntityQuery<Counter>())
         _ = try counters.count(EntityQuery<Counter>())
         #expect(try metrics.expectTimer("eventkernel_query_duration_seconds", [("repository", "repository:Counter")]).values.count == 2)
-    }
-
-    /// Polls `condition` for up to 10 s.
-    func waitUntil(_ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !condition() {
-            guard ContinuousClock.now < deadline else {
-                Issue.record("condition not met within 10 s")
-                return
-            }
-            try await Task.sleep(for: .milliseconds(5))
-        }
     }
 }
 

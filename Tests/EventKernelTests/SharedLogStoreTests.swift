@@ -16,16 +16,6 @@ func sharedItems(_ store: EventStore) throws -> EventSourcedRepository<SharedIte
     try EventSourcedRepository<SharedItem>(store: store, typeName: "Item", indexes: [.on(\.name)])
 }
 
-/// Waits until `condition` holds (checked every 5 ms), for at most 10 s.
-func eventually(_ condition: () throws -> Bool) async throws -> Bool {
-    let deadline = ContinuousClock.now + .seconds(10)
-    while ContinuousClock.now < deadline {
-        if try condition() { return true }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-    return try condition()
-}
-
 /// Several instances (stores) on one shared log: one suite body for a log shared in memory
 /// and for the PostgreSQL log (`SharedBackend`).
 @Suite("Stores sharing a log")

@@ -77,9 +77,9 @@ struct PostgresCLITests {
         let process = try makeProcess(["tail", "--postgres", try url(configuration), "--follow", "--json"], stdout: out, stderr: temp.file("tail.err"))
         try process.run()
         func output() -> String { (try? String(contentsOf: out, encoding: .utf8)) ?? "" }
-        #expect(try await eventually { output().contains(ids[0].uuidString) })
+        #expect(try await eventually(every: .milliseconds(50)) { output().contains(ids[0].uuidString) })
         try await writer.add(ActivityModel(id: ids[5], startDate: t0 + 86_400, type: "bath"))
-        #expect(try await eventually { output().contains(ids[5].uuidString) }, "\(output())")
+        #expect(try await eventually(every: .milliseconds(50)) { output().contains(ids[5].uuidString) }, "\(output())")
         process.terminate()
         process.waitUntilExit()
         try await writer.close()
@@ -95,14 +95,5 @@ struct PostgresCLITests {
         let both = try run("query", "--postgres", "postgres://x@y/z", "--dir", "/tmp")
         #expect(both.status == 1 && both.stderr.contains("not both"), "\(both.stderr)")
     }
-}
-
-/// Waits until `condition` holds (every 50 ms), for at most 10 s.
-private func eventually(_ condition: () throws -> Bool) async throws -> Bool {
-    for _ in 0..<200 {
-        if try condition() { return true }
-        try await Task.sleep(for: .milliseconds(50))
-    }
-    return try condition()
 }
 #endif

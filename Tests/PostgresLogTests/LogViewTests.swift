@@ -38,10 +38,9 @@ struct LogViewTests {
         #expect(view.cachedRecords(from: 3, through: 10) == nil, "positions 5..<20 are read from the server")
         #expect(view.cacheStart(above: 3) == 20)
         #expect(view.cachedRecords(from: 20, through: 30)?.map(\.position) == Array(20..<25))
-        view.advance(to: 30)
-        #expect(view.next == 30)
-        let afterAdvance = view.learn(records(30..<32))
-        #expect(afterAdvance)
+        let further = view.learn(records(30..<32))
+        #expect(further)
+        #expect(view.next == 32)
         #expect(view.cachedRecords(from: 30, through: 31) != nil)
     }
 

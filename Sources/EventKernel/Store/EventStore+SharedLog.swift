@@ -20,10 +20,20 @@ extension EventStore {
         var end: LogPosition = 0
     }
 
+    /// The log as one that others append to, or `nil`. A segmented log this store writes has no
+    /// other writer, and its bounds run ahead of what the store has folded while a batch of
+    /// its own completes: catching up from them would fold that batch before its completion
+    /// does. Only a segmented log opened read-only beside its writer, or a log instances
+    /// share, learns of appends from elsewhere. The one rule every shared-log path asks.
+    var sharedLog: (any SharedRecordLog)? {
+        if let segmented = log as? SegmentedLog { return segmented.isReadOnly ? segmented : nil }
+        return log as? any SharedRecordLog
+    }
+
     /// Starts folding what the log learns of by itself (a shared log's notifications and
     /// polls). Called once, at the end of `init`.
     func followSharedLog() {
-        guard let shared = log as? any SharedRecordLog else { return }
+        guard let shared = sharedLog else { return }
         shared.setAppendedElsewhereHandler { [weak self] in
             guard let self else { return }
             do {
@@ -37,7 +47,7 @@ extension EventStore {
 
     /// Stops following (at close).
     func stopFollowingSharedLog() {
-        (log as? any SharedRecordLog)?.setAppendedElsewhereHandler(nil)
+        sharedLog?.setAppendedElsewhereHandler(nil)
     }
 
     /// Folds the log's records from the store's position up to `end` (exclusive), in chunks,
@@ -70,11 +80,9 @@ extension EventStore {
         var records = RecordsFromElsewhere(end: start)
         guard start < end else { return records }
         records.envelopes.reserveCapacity(Int(end - start))
-        try Self.readingRecords {
-            try log.forEachRecord(from: start, through: end - 1) { view in
-                records.envelopes.append(try EventEnvelope(view))
-                return true
-            }
+        try forEachEnvelope(from: start, through: end - 1) { envelope in
+            records.envelopes.append(envelope)
+            return true
         }
         guard let last = records.envelopes.last?.position, last + 1 == end else {
             throw RepositoryError.storage(StorageFailure(LogError(.corruption,
@@ -126,10 +134,8 @@ extension EventStore {
     /// again after a conflict: the conflict means the stream moved on elsewhere, and deciding
     /// on the same state would only conflict again.
     func catchUpAfterConflict() {
-        guard let shared = log as? any SharedRecordLog else { return }
         do {
-            let bounds = try Self.readingRecords { try shared.refresh() }
-            try foldAppendedElsewhere(through: bounds.nextPosition)
+            try refresh()
         } catch {
             logger.notice("catching up after a conflict failed; deciding again on the state as it is", metadata: ["error": "\(error)"])
         }

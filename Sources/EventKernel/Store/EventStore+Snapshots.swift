@@ -31,7 +31,7 @@ extension EventStore {
             return .stale("it was written by a version that did not record which history it covers")
         }
         var next = log.bounds.nextPosition
-        if position > next, let shared = log as? any SharedRecordLog {
+        if position > next, let shared = sharedLog {
             // A follower's view is a prefix: the writer (another instance) may have appended
             // (and snapshotted) since it was taken. Look again before calling anything missing.
             next = (try? shared.refresh().nextPosition) ?? next

@@ -495,7 +495,7 @@ public final class EventStore: Sendable {
     /// - Complexity: O(new events).
     @discardableResult
     public func refresh() throws -> Int {
-        guard let shared = log as? any SharedRecordLog else { return 0 }
+        guard let shared = sharedLog else { return 0 }
         guard !commit.withLock({ $0.closed }) else { throw RepositoryError.closed }
         let bounds = try Self.readingRecords { try shared.refresh() }
         return try foldAppendedElsewhere(through: bounds.nextPosition)

@@ -27,7 +27,8 @@ extension PostgresLog {
                                     compression: configuration.compression, consecutiveVersions: false) { _ in }
         let schema = configuration.schema
         let logger = self.logger
-        let inserted = try await withLease("importing records") { connection -> LogPosition in
+        let stamps = batch.rows.map(\.recordedAt)
+        try await withLease("importing records") { connection in
             try await connection.query("BEGIN", logger: logger)
             do {
                 var head: Int64 = -1
@@ -39,7 +40,7 @@ extension PostgresLog {
                 }
                 var binds = PostgresBindings(capacity: 14)
                 binds.append(records.map { Int64($0.position) })
-                binds.append(batch.rows.map(\.recordedAt))
+                binds.append(stamps)
                 binds.append(batch.rows.map(\.entityType))
                 binds.append(batch.rows.map(\.entityIDKind))
                 binds.append(batch.rows.map(\.entityID))
@@ -64,8 +65,8 @@ extension PostgresLog {
                 let next = first.position + LogPosition(records.count)
                 var head2 = PostgresBindings(capacity: 4)
                 head2.append(Int64(next))
-                head2.append(batch.rows.map(\.recordedAt).min()!)
-                head2.append(batch.rows.map(\.recordedAt).max()!)
+                head2.append(stamps.min()!)
+                head2.append(stamps.max()!)
                 try await connection.query(PostgresQuery(unsafeSQL: """
                     UPDATE "\(schema)".head SET next_position = $1, min_recorded_at = LEAST(min_recorded_at, $2),
                         max_recorded_at = GREATEST(max_recorded_at, $3)
@@ -82,7 +83,6 @@ extension PostgresLog {
                 notify.append("\(next) \(self.origin)")
                 try await connection.query(PostgresQuery(unsafeSQL: "SELECT pg_notify($1, $2)", binds: notify), logger: logger)
                 try await connection.query("COMMIT", logger: logger)
-                return next
             } catch {
                 _ = try? await connection.query("ROLLBACK", logger: logger)
                 if PostgresFailure.sqlState(error) == "23505" {
@@ -92,7 +92,6 @@ extension PostgresLog {
             }
         }
         view.withLock { _ = $0.learn(records) }
-        _ = inserted
     }
 }
 #endif

@@ -23,6 +23,19 @@ extension PostgresLog {
         }
     }
 
+    /// Learns a page of records read from the server from position `next` on (the view's next
+    /// when the page was asked for). Positions are gap-free (assigned under the head row's
+    /// lock), so a page that does not start at `next` means a row is missing: that is damage,
+    /// reported, never a view moved over it.
+    /// - Returns: Whether the view advanced.
+    /// - Throws: ``LogError/Code/corruption`` naming the missing position.
+    func learn(_ records: [LogRecord], readFrom next: LogPosition) throws -> Bool {
+        if let first = records.first, first.position != next {
+            throw LogError(.corruption, "position \(next) is missing from \(table): the next row holds \(first.position)", file: table, position: next)
+        }
+        return view.withLock { $0.learn(records) }
+    }
+
     /// Reads the records beyond the view, a page at a time.
     /// - Returns: Whether the view advanced.
     private func fetchNew() async throws -> Bool {
@@ -32,10 +45,7 @@ extension PostgresLog {
             let query = Self.rangeQuery(schema: configuration.schema, from: next, through: nil, limit: configuration.readPageSize)
             let rows = try await client.query(query, logger: logger).collect()
             let records = try rows.map { try EventRow.record(from: $0, table: table) }
-            if let first = records.first, first.position != next {
-                throw LogError(.corruption, "position \(next) is missing from \(table): the next row holds \(first.position)", file: table, position: next)
-            }
-            if view.withLock({ $0.learn(records) }) { advanced = true }
+            if try learn(records, readFrom: next) { advanced = true }
             if records.count < configuration.readPageSize { return advanced }
         }
     }

@@ -62,12 +62,6 @@ struct LogView {
         return true
     }
 
-    /// Advances ``next`` to `position` without records (committed positions whose records
-    /// were not fetched); the cache keeps what it has.
-    mutating func advance(to position: LogPosition) {
-        next = max(next, position)
-    }
-
     /// The cached records from `start` through `last`, or `nil` when the cache does not hold
     /// `start`.
     func cachedRecords(from start: LogPosition, through last: LogPosition) -> ArraySlice<LogRecord>? {
