@@ -106,7 +106,7 @@ let benchmarks: @Sendable () -> Void = {
 
     // EventKernelMetrics installed, no metrics backend: what an unobserved service pays.
     Benchmark("Append.Synced.OneTask.EventKernel.MetricsNoBackend",
-              configuration: BenchConfig.configuration(scalingFactor: .kilo)) { benchmark in
+              configuration: config) { benchmark in
         let repository = try await ekSyncedMetrics.get()
         let models = stream.next(perIteration)
         benchmark.startMeasurement()
@@ -169,12 +169,9 @@ let interleavedBenchmarks: @Sendable () -> Void = {
     Benchmark("Append.Synced.Interleaved.OneTask", configuration: configuration) { benchmark in
         let repository = try await ekInterleaved.get()
         let store = try await grdbInterleaved.get()
-        let floor = try await floorFile.get()
-        let slice = BenchConfig.smoke ? 10 : 100
-        try await Interleaved.run(benchmark, rounds: BenchConfig.smoke ? 1 : 8, perSlice: slice,
-            eventKernel: { for model in stream.next(slice) { try await repository.add(model) } },
-            peer: { for model in stream.next(slice) { try await store.insert(model) } },
-            floor: { for _ in 0..<slice { try floor.append() } })
+        try await Interleaved.runOneTask(benchmark, floor: try await floorFile.get(),
+            eventKernel: { slice in for model in stream.next(slice) { try await repository.add(model) } },
+            peer: { slice in for model in stream.next(slice) { try await store.insert(model) } })
     }
 
     Benchmark("Append.Synced.Interleaved.64Tasks", configuration: configuration) { benchmark in

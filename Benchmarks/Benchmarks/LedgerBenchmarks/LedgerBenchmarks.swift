@@ -145,12 +145,9 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("Ledger.SyncedSave.Interleaved", configuration: Interleaved.configuration()) { benchmark in
         let ledger = try await ekSynced.get()
         let store = try await grdbFull.get()
-        let floor = try await syncFloor.get()
-        let slice = BenchConfig.smoke ? 10 : 100
-        try await Interleaved.run(benchmark, rounds: BenchConfig.smoke ? 1 : 8, perSlice: slice,
-            eventKernel: { for transaction in stream.next(slice) { try await ledger.transactions.save(transaction) } },
-            peer: { for transaction in stream.next(slice) { try await store.insert(transaction) } },
-            floor: { for _ in 0..<slice { try floor.append() } })
+        try await Interleaved.runOneTask(benchmark, floor: try await syncFloor.get(),
+            eventKernel: { slice in for transaction in stream.next(slice) { try await ledger.transactions.save(transaction) } },
+            peer: { slice in for transaction in stream.next(slice) { try await store.insert(transaction) } })
     }
 
     // MARK: Queries (the query is built per call, as the app builds it)

@@ -59,7 +59,7 @@ let benchmarks: @Sendable () -> Void = {
             // EventKernelMetrics installed, no metrics backend: every query is timed into a
             // no-op timer (two clock reads), which must not allocate.
             Benchmark("Query.\(label).EventKernel.MetricsNoBackend",
-                      configuration: BenchConfig.configuration(scalingFactor: .kilo)) { benchmark in
+                      configuration: fast) { benchmark in
                 let repository = try await eventKernelMetrics.get()
                 benchmark.startMeasurement()
                 for _ in benchmark.scaledIterations { blackHole(try repository.activities(matching: query)) }

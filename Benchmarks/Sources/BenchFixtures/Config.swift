@@ -36,8 +36,7 @@ public enum BenchConfig {
 
     public static func configuration(
         scalingFactor: BenchmarkScalingFactor = .one, maxDuration: Duration = .seconds(3),
-        maxIterations: Int = 1_000, warmupIterations: Int = 1, metrics extra: [BenchmarkMetric] = [],
-        thresholds: [BenchmarkMetric: BenchmarkThresholds]? = nil
+        maxIterations: Int = 1_000, warmupIterations: Int = 1, metrics extra: [BenchmarkMetric] = []
     ) -> Benchmark.Configuration {
         .init(
             metrics: metrics(extra),
@@ -46,7 +45,7 @@ public enum BenchConfig {
             scalingFactor: scalingFactor,
             maxDuration: smoke ? .milliseconds(200) : maxDuration,
             maxIterations: smoke ? 1 : maxIterations,
-            thresholds: thresholds ?? allocationThresholds
+            thresholds: allocationThresholds
         )
     }
 

@@ -42,6 +42,19 @@ public enum Interleaved {
         if floor != nil { benchmark.measurement(floorNanos, Int(bare / operations)) }
     }
 
+    /// The single-writer comparison: `rounds` of slices of 100 synced operations (one round of
+    /// 10 in the smoke run) on EventKernel, the peer and `floor`'s bare syncs. Each side is
+    /// given the slice's size.
+    public static func runOneTask(
+        _ benchmark: Benchmark, floor: SyncFloor, rounds: Int = 8,
+        eventKernel: (Int) async throws -> Void, peer: (Int) async throws -> Void
+    ) async throws {
+        let slice = BenchConfig.smoke ? 10 : 100
+        try await run(benchmark, rounds: BenchConfig.smoke ? 1 : rounds, perSlice: slice,
+            eventKernel: { try await eventKernel(slice) }, peer: { try await peer(slice) },
+            floor: { for _ in 0..<slice { try floor.append() } })
+    }
+
     /// Times `body` and adds the elapsed nanoseconds to `total`.
     private static func timed(_ total: inout Double, _ body: () async throws -> Void) async rethrows {
         let started = ContinuousClock.now
