@@ -9,7 +9,8 @@ SWIFTPM = env SWIFT=$(SWIFT) bash $(CURDIR)/scripts/swiftpm.sh
 # stops it. With EVENTKERNEL_POSTGRES_URL already set, the command runs against that server.
 WITH_POSTGRES = bash $(CURDIR)/scripts/postgres.sh run
 
-.PHONY: setup build unit test sanitizers fuzz release demo bench bench-smoke bench-thresholds-update bench-thresholds-check example-test loadtest clean
+.PHONY: setup build unit test sanitizers fuzz release demo bench bench-smoke bench-thresholds-update bench-thresholds-check example-test loadtest clean \
+	check-manifest quickstart docs docs-check man
 
 # Installs the C libraries the package links against when they are missing (Debian/Ubuntu).
 setup:
@@ -23,10 +24,42 @@ unit: setup
 	$(SWIFTPM) build --build-tests
 	$(WITH_POSTGRES) $(SWIFTPM) test --skip-build
 
-# Everything CI runs: the tests, the tests again under ThreadSanitizer and AddressSanitizer,
-# a bounded fuzzing pass, the benchmark package's smoke run (Docs/Reliability.md) and the HTTP
-# example's tests (Docs/Services.md).
-test: unit sanitizers fuzz bench-smoke bench-thresholds-check example-test
+# Everything CI runs: the manifest's ranges resolved to the newest versions allowed, the tests,
+# the README's programs (Examples/QuickStart), the documentation with warnings as errors, the man
+# page, the tests again under ThreadSanitizer and AddressSanitizer, a bounded fuzzing pass, the
+# benchmark package's smoke run (Docs/Reliability.md) and the HTTP example's tests (Docs/Services.md).
+test: check-manifest unit quickstart docs-check man sanitizers fuzz bench-smoke bench-thresholds-check example-test
+
+# The library names every dependency by a `from:` range; this refuses a pin and resolves the
+# newest versions the ranges allow, which `make unit` then builds and tests (scripts/check_manifest.sh).
+check-manifest: setup
+	bash scripts/check_manifest.sh
+
+# Builds every Swift block of README.md (each a program in Examples/QuickStart), runs the quick
+# start twice on one store and the runnable blocks once, and checks the README quotes each verbatim.
+quickstart: setup
+	bash scripts/quickstart.sh
+
+# The DocC catalogues of EventLog, EventKernel and Activities: `make docs` writes the static site to
+# DOCS_OUT; `make docs-check` (part of `make test`) only builds them, failing on any warning.
+DOCS_OUT ?= .build-docs/site
+docs: setup
+	bash scripts/docs.sh site $(DOCS_OUT)
+
+docs-check: setup
+	bash scripts/docs.sh check
+
+# eventkernel(1), generated from the same help text as `eventkernel --help` (swift-argument-parser's
+# generate-manual plugin, on the debug build `make unit` made) and copied to $(MAN_OUT);
+# `man -l $(MAN_OUT)/eventkernel.1` reads it. Fails when a subcommand or the examples are missing.
+MAN_OUT ?= .build/man
+man: setup
+	$(SWIFTPM) package generate-manual --configuration debug --date 2026-01-01
+	mkdir -p $(MAN_OUT)
+	cp .build/plugins/GenerateManual/outputs/EventKernelTool/eventkernel.1 $(MAN_OUT)/eventkernel.1
+	@for command in demo import export query replay history verify inspect snapshot repair tail; do \
+		grep -q "^\.It Em $$command\$$" $(MAN_OUT)/eventkernel.1 || { echo "man: no $$command in eventkernel.1"; exit 1; }; done
+	@echo "man: $(MAN_OUT)/eventkernel.1"
 
 # Built without the PostgreSQL trait: no server needed (scripts/sanitizers.sh says why).
 sanitizers: setup
@@ -44,7 +77,7 @@ demo: setup
 	$(SWIFTPM) run -c release eventkernel demo --reset
 
 clean:
-	rm -rf .build Benchmarks/.build Examples/ActivityService/.build
+	rm -rf .build .build-docs Benchmarks/.build Examples/ActivityService/.build Examples/QuickStart/.build
 
 # The HTTP example (Examples/ActivityService: its own package, Hummingbird, GRDB, Prometheus;
 # GRDB needs libsqlite3-dev): build it and run its tests (Docs/Services.md).

@@ -50,9 +50,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         // Only its `Dependencies` product (no macros, so swift-syntax is resolved but never
         // built) and only its Foundation trait (no swift-clocks, no combine-schedulers).
-        .package(url: "https://github.com/pointfreeco/swift-dependencies.git", exact: "1.17.1", traits: ["Foundation"]),
-        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", exact: "2.13.0"),
-        .package(url: "https://github.com/apple/swift-metrics.git", exact: "2.13.0"),
+        .package(url: "https://github.com/pointfreeco/swift-dependencies.git", from: "1.17.1", traits: ["Foundation"]),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         // PostgresLog only (SwiftNIO comes with it): the core products never import it.
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
@@ -258,3 +258,10 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The documentation build (`make docs`, scripts/docs.sh) uses swift-docc-plugin. It is added only
+// when that script asks for it, so that an app depending on EventKernel never resolves a package
+// it does not build.
+if Context.environment["EVENTKERNEL_DOCC"] != nil {
+    package.dependencies.append(.package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"))
+}

@@ -66,7 +66,7 @@ public struct ActivityEventCodec: Sendable {
     /// Creates the codec.
     public init() {}
 
-    /// Encodes an event for ``EventStore/append(_:)``.
+    /// Encodes an event for `EventStore.append(_:)`.
     public func encode(_ event: ActivityEvent) -> EncodedEvent {
         var writer = BinaryWriter(capacity: 32)
         let type: String
@@ -104,7 +104,7 @@ public struct ActivityEventCodec: Sendable {
     }
 
     /// Decodes an event from its envelope.
-    /// - Throws: ``BinaryDecodingError`` for a malformed payload, ``ActivityDecodingError`` for an
+    /// - Throws: `BinaryDecodingError` for a malformed payload, ``ActivityDecodingError`` for an
     ///   event type or schema version this build does not know, or an entity id that is not a UUID.
     public func decode(_ envelope: EventEnvelope) throws -> ActivityEvent {
         var strings = StringInterner()

@@ -263,7 +263,7 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     // MARK: Read-only followers
 
     /// For a repository opened with ``openReadOnly(at:logger:)``: reads what a writer appended
-    /// since, through ``EventStore/refresh()`` (the store's position and versions advance,
+    /// since, through `EventStore.refresh()` (the store's position and versions advance,
     /// observers and subscribers are told).
     /// - Returns: The number of events read.
     /// - Throws: `RepositoryError.storage` when the log cannot be read.

@@ -1,4 +1,4 @@
-/// Queries over an ``EntityTable``: turns an ``EntityQuery`` into ``IndexedRows``' filters and
+/// Queries over an ``EntityTable``: turns an ``EntityQuery`` into `IndexedRows`' filters and
 /// plan, and the slots it finds into entities. It runs on a copy of the table, outside every
 /// lock, because it calls the query's predicate.
 extension EntityTable {

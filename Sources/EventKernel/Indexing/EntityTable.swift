@@ -5,7 +5,7 @@ import Synchronization
 private let touchSink = Atomic<UInt8>(0)
 
 /// The in-memory table behind ``EventSourcedRepository``: the entities by slot, and their
-/// ids, versions, insertion order and declared indexes (``IndexedRows``), all maintained by the
+/// ids, versions, insertion order and declared indexes (`IndexedRows`), all maintained by the
 /// projection's fold. A value with copy-on-write storage: queries run on a copy, outside every
 /// lock.
 public struct EntityTable<Entity: Sendable>: Sendable {

@@ -1,4 +1,4 @@
-/// Query planning and scanning over ``IndexedRows``: the one place that decides which index
+/// Query planning and scanning over `IndexedRows`: the one place that decides which index
 /// serves a query and in what order results come. Concrete code: the entity-typed parts (the
 /// residual predicate, values of unindexed properties) reach it as closures over slots.
 extension IndexedRows {

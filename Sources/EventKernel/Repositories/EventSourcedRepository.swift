@@ -470,8 +470,11 @@ where Entity.ID: EntityIDConvertible {
     }
 
     /// Replaces `entity` as part of `command`.
-    /// - Parameter expectedVersion: When given, the entity's version must be this (see
-    ///   ``version(of:)``), or the command fails with a conflict instead of retrying.
+    /// - Parameters:
+    ///   - entity: The new value; an entity with its id must exist.
+    ///   - expectedVersion: When given, the entity's version must be this (see
+    ///     ``version(of:)``), or the command fails with a conflict instead of retrying.
+    ///   - command: The command the change joins (``EventStore/execute(maxAttempts:_:)``).
     /// - Throws: ``RepositoryError/notFound(_:)``, the validator's error.
     public func update(_ entity: Entity, expectedVersion: UInt64? = nil, in command: inout CommandContext) throws {
         try checkUsable()

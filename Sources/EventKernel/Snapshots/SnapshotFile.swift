@@ -73,7 +73,7 @@ public struct SnapshotFile: Hashable, Sendable {
     }
 
     /// Encodes the file, LZ4-compressing the body when that makes it smaller.
-    /// - Throws: ``LogError`` when compression fails.
+    /// - Throws: `LogError` when compression fails.
     public func encoded() throws -> [UInt8] {
         var compressed: [UInt8] = []
         try body.withUnsafeBytes { raw in _ = try LZ4Block.compress(raw, appendingTo: &compressed) }

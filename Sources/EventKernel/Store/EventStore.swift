@@ -2,7 +2,7 @@ public import Foundation
 public import EventLog
 public import Logging
 
-/// The event store: typed events over any ``RecordLog``, with optimistic concurrency,
+/// The event store: typed events over any `RecordLog`, with optimistic concurrency,
 /// projections folded in the commit path, live subscriptions and snapshots.
 ///
 /// Concurrency design:

@@ -58,7 +58,7 @@ public protocol RecordLog: AnyObject, Sendable {
 
     /// Queues records as one atomic batch and returns at once; `completion` reports the outcome.
     ///
-    /// This is the primitive under ``append(_:)``. Layers above use it when the order of
+    /// This is the primitive under ``RecordLog/append(_:)``. Layers above use it when the order of
     /// positions must match the order of their own decisions (an event store checks an
     /// expected entity version and enqueues under one lock), without holding that lock across
     /// the sync.
