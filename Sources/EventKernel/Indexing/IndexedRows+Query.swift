@@ -6,15 +6,23 @@ extension IndexedRows {
     struct RangeBound: Sendable {
         var value: IndexValue
         var inclusive: Bool
-        /// The bound as the caller wrote it, for messages (`2025-06-30 00:00:00 +0000`, not
-        /// the index value's seconds).
-        var text: String
+        /// The bound as the caller passed it, described only for a message (`text`): a date
+        /// reads `2025-06-30 00:00:00 +0000`, not the index value's seconds. Kept as the value,
+        /// not its text, so that building a query formats nothing.
+        var original: (any Sendable)?
+
+        /// The bound as the caller wrote it (an optional's wrapped value).
+        var text: String {
+            guard let original else { return "nil" }
+            if let optional = original as? any OptionalDescribing { return optional.wrappedDescription }
+            return String(describing: original)
+        }
 
         /// The lower bound every comparison carries: above `nil`. In SQL (`NULL < x` is
         /// unknown) and `NSPredicate`, `nil` never passes a comparison; here it sorts before
         /// every value, so without this bound a `lessThan` would match every `nil` (and the
         /// forum's retention one-liner would delete every thread never refreshed).
-        static let aboveNil = RangeBound(value: .null, inclusive: false, text: "nil")
+        static let aboveNil = RangeBound(value: .null, inclusive: false, original: nil)
     }
 
     /// The conditions on one property, merged (AND).
@@ -50,11 +58,13 @@ extension IndexedRows {
         /// comparison never matches `nil` (``RangeBound/aboveNil``), for the index's key
         /// ranges and the scan's checks alike.
         mutating func merge(lower new: RangeBound?, upper newUpper: RangeBound?) {
-            for bound in [RangeBound.aboveNil, new].compactMap({ $0 }) {
+            func tighten(_ bound: RangeBound) {
                 if lower.map({ IndexValue.compare(bound.value, $0.value) > 0 || (IndexValue.compare(bound.value, $0.value) == 0 && !bound.inclusive) }) ?? true {
                     lower = bound
                 }
             }
+            tighten(.aboveNil)
+            if let new { tighten(new) }
             if let newUpper, upper.map({ IndexValue.compare(newUpper.value, $0.value) < 0 || (IndexValue.compare(newUpper.value, $0.value) == 0 && !newUpper.inclusive) }) ?? true {
                 upper = newUpper
             }
@@ -284,5 +294,16 @@ extension IndexedRows {
             let (lo, hi) = bounds(of: number, prefix: prefix, range: plan.range.map { filters[$0] })
             return total + indexes[number].entries.distance(from: lo, to: hi)
         }
+    }
+}
+
+/// An optional's description without `Optional(...)`, for ``IndexedRows/RangeBound/text``.
+protocol OptionalDescribing { var wrappedDescription: String { get } }
+
+extension Optional: OptionalDescribing {
+    var wrappedDescription: String {
+        guard let wrapped = self else { return "nil" }
+        if let optional = wrapped as? any OptionalDescribing { return optional.wrappedDescription }
+        return String(describing: wrapped)
     }
 }

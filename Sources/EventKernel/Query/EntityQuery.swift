@@ -132,7 +132,7 @@ public struct EntityQuery<Entity>: Sendable {
     }
 
     private static func bound<Value: IndexValueConvertible>(_ value: Value, inclusive: Bool) -> IndexedRows.RangeBound {
-        IndexedRows.RangeBound(value: value.indexValue, inclusive: inclusive, text: describe(value))
+        IndexedRows.RangeBound(value: value.indexValue, inclusive: inclusive, original: value)
     }
 
     /// Keeps entities for which `predicate` holds (checked after the indexed conditions,
@@ -206,16 +206,4 @@ public struct QueryPage<Entity: Sendable>: Sendable {
     public var entities: [Entity]
     /// Where the next page starts (``EntityQuery/after(_:)``), or `nil` when this page was the last.
     public var nextCursor: QueryCursor?
-}
-
-/// A bound as the caller wrote it, for messages: an optional's wrapped value, not `Optional(...)`.
-private func describe(_ value: Any) -> String {
-    if let optional = value as? any OptionalDescribing { return optional.wrappedDescription }
-    return String(describing: value)
-}
-
-private protocol OptionalDescribing { var wrappedDescription: String { get } }
-
-extension Optional: OptionalDescribing {
-    fileprivate var wrappedDescription: String { map { describe($0) } ?? "nil" }
 }
