@@ -122,6 +122,45 @@ struct RecoveryRuleTests {
         try await log.close()
     }
 
+    @Test("a record outside the log (a snapshot) of this history binds the torn-tail rule; one of an earlier history does not")
+    func acknowledgedElsewhere() async throws {
+        func damaged(_ label: String) async throws -> (TemporaryDirectory, String, BatchLocation) {
+            let dir = TemporaryDirectory(label)
+            let (segment, batches) = try await Self.closedStore(dir)
+            try FileManager.default.removeItem(at: dir.file(SegmentName.checkpoint(0)))
+            try flipBit(in: segment, at: batches.last!.offset + Int64(BatchHeader.size) + 5)
+            return (dir, segment, batches.last!)
+        }
+        func configuration(_ claims: [AcknowledgedPosition]) -> SegmentedLog.Configuration {
+            var configuration = SegmentedLog.Configuration()
+            configuration.acknowledgedElsewhere = claims
+            return configuration
+        }
+        // Covering the bad batch, in this epoch: damage, at the batch, and nothing changes.
+        do {
+            let (dir, segment, last) = try await damaged("rule-ack")
+            let size = try fileSize(segment)
+            let claim = AcknowledgedPosition(nextPosition: 18, historyEpoch: 0, file: "/S.snap")
+            #expect(performing: { _ = try SegmentedLog.open(at: dir.url, configuration: configuration([claim])) }, throws: {
+                Self.isCorruption($0, file: segment, offset: last.offset, position: last.firstPosition)
+                    && ($0 as? LogError)?.message.contains("/S.snap records positions up to 18") == true
+            })
+            #expect(try fileSize(segment) == size)
+            #expect(!FileManager.default.fileExists(atPath: dir.file("recovered").path))
+            #expect(try StoreManifest.read(in: dir.path)?.historyEpoch == 0, "the epoch did not advance")
+        }
+        // Of an earlier history (the log was cut since), or ending where the bad batch starts:
+        // it binds nothing, and the tail is cut as torn, as before.
+        for claim in [AcknowledgedPosition(nextPosition: 18, historyEpoch: 7, file: "old"),
+                      AcknowledgedPosition(nextPosition: 15, historyEpoch: 0, file: "short")] {
+            let (dir, _, last) = try await damaged("rule-ack-\(claim.file)")
+            let log = try SegmentedLog.open(at: dir.url, configuration: configuration([claim]))
+            #expect(log.recoveryReport.truncatedTail?.offset == last.offset, "\(claim)")
+            #expect(try Self.holdsExactly(log, 15))
+            try await log.close()
+        }
+    }
+
     @Test("a damaged checkpoint is a warning: ignored, the segment scanned whole")
     func damagedCheckpoint() async throws {
         let dir = TemporaryDirectory("rule-ckpt")

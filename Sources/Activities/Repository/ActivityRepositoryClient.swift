@@ -18,8 +18,8 @@ public struct ActivityRepositoryClient: Sendable {
     public var add: @Sendable (ActivityModel) async throws -> Void
     /// See ``ActivityRepositoryProtocol/update(_:)``.
     public var update: @Sendable (ActivityModel) async throws -> Void
-    /// See ``ActivityRepositoryProtocol/delete(id:)``.
-    /// (Returns nothing, as the apps' clients do; an unknown id is not an error.)
+    /// See the plan's `delete(id:)` of ``ActivityRepositoryProtocol``, which returns nothing, as
+    /// the apps' clients do; an unknown id is not an error.
     public var delete: @Sendable (UUID) async throws -> Void
     /// See ``ActivityRepositoryProtocol/end(id:at:)``.
     public var end: @Sendable (UUID, Date) async throws -> Void
@@ -60,8 +60,10 @@ public struct ActivityRepositoryClient: Sendable {
             end: { _, _ in throw RepositoryUnimplemented(name: "end") }, observe: observe)
     }
 
-    /// A client forwarding to `repository`.
-    public init(repository: some ActivityRepositoryProtocol) {
+    /// A client forwarding to `repository`. (Taking `any`, as the apps' plan's own
+    /// `init(repository:)` does: an app that keeps the plan's initializer declares the same
+    /// signature, which then shadows this one instead of making every call ambiguous.)
+    public init(repository: any ActivityRepositoryProtocol) {
         self.init(
             fetch: { try await repository.fetch(query: $0) },
             fetchRange: { try await repository.fetch(range: $0) },

@@ -72,9 +72,7 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
         at directory: URL, configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "EventKernel.Activities")
     ) throws -> EventSourcedActivityRepository {
-        var logConfiguration = configuration.log
-        if let instrumentation = configuration.instrumentation { logConfiguration.instrumentation = instrumentation }
-        let log = try SegmentedLog.open(at: directory, configuration: logConfiguration)
+        let log = try EventStore.openLog(at: directory, configuration: configuration.log, instrumentation: configuration.instrumentation)
         let projection = ActivityProjection()
         let store = try EventStore(log: log, directory: directory, projections: [projection],
                                    snapshotPolicy: configuration.snapshots, logger: logger,

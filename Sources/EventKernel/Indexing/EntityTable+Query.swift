@@ -15,8 +15,9 @@ extension EntityTable {
     /// The checks every query passes before it runs, and its plan: the one place for ``run``
     /// and for observation, which checks once up front. Validity depends only on the query and
     /// the declared indexes, never on the rows, so a query valid once is valid after every commit.
-    /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, or a cursor
-    ///   from another query.
+    /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, a range
+    ///   whose end precedes its start (after merging every condition on its property), or a
+    ///   cursor from another query.
     func compile(_ query: EntityQuery<Entity>, defaultOrder: [EntityQuery<Entity>.Ordering]) throws -> CompiledQuery {
         guard query.offset >= 0 else { throw RepositoryError.invalidQuery("offset \(query.offset) must not be negative") }
         if let limit = query.limit, limit < 0 { throw RepositoryError.invalidQuery("limit \(limit) must not be negative") }
@@ -37,7 +38,10 @@ extension EntityTable {
             case .range(let lower, let upper): filters[number].merge(lower: lower, upper: upper)
             }
         }
-        for i in filters.indices { filters[i].settle() }
+        for i in filters.indices {
+            if let reversed = filters[i].reversedRange { throw reversed }
+            filters[i].settle()
+        }
         // A single-value equality fixes its property: an ordering term on it orders nothing and
         // is dropped, whether an index serves the order or the matches are sorted (ties then
         // follow the terms left, else insertion order).

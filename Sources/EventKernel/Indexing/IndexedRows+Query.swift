@@ -2,13 +2,36 @@
 /// serves a query and in what order results come. Concrete code: the entity-typed parts (the
 /// residual predicate, values of unindexed properties) reach it as closures over slots.
 extension IndexedRows {
+    /// One end of a range condition.
+    struct RangeBound: Sendable {
+        var value: IndexValue
+        var inclusive: Bool
+        /// The bound as the caller passed it, described only for a message (`text`): a date
+        /// reads `2025-06-30 00:00:00 +0000`, not the index value's seconds. Kept as the value,
+        /// not its text, so that building a query formats nothing.
+        var original: (any Sendable)?
+
+        /// The bound as the caller wrote it (an optional's wrapped value).
+        var text: String {
+            guard let original else { return "nil" }
+            if let optional = original as? any OptionalDescribing { return optional.wrappedDescription }
+            return String(describing: original)
+        }
+
+        /// The lower bound every comparison carries: above `nil`. In SQL (`NULL < x` is
+        /// unknown) and `NSPredicate`, `nil` never passes a comparison; here it sorts before
+        /// every value, so without this bound a `lessThan` would match every `nil` (and the
+        /// forum's retention one-liner would delete every thread never refreshed).
+        static let aboveNil = RangeBound(value: .null, inclusive: false, original: nil)
+    }
+
     /// The conditions on one property, merged (AND).
     struct FieldFilter: Sendable {
         var keyPath: any AnyKeyPath & Sendable
         /// Accepted values (equality and `IN`), sorted and unique; `nil`: any.
         var values: [IndexValue]?
-        var lower: (value: IndexValue, inclusive: Bool)?
-        var upper: (value: IndexValue, inclusive: Bool)?
+        var lower: RangeBound?
+        var upper: RangeBound?
 
         var hasRange: Bool { lower != nil || upper != nil }
 
@@ -31,13 +54,30 @@ extension IndexedRows {
             values = values.map { old in sorted.filter(old.contains) } ?? sorted
         }
 
-        mutating func merge(lower new: (IndexValue, inclusive: Bool)?, upper newUpper: (IndexValue, inclusive: Bool)?) {
-            if let new, lower.map({ IndexValue.compare(new.0, $0.value) > 0 || (IndexValue.compare(new.0, $0.value) == 0 && !new.inclusive) }) ?? true {
-                lower = (new.0, new.inclusive)
+        /// Narrows this filter by one more comparison or range: the one place that says a
+        /// comparison never matches `nil` (``RangeBound/aboveNil``), for the index's key
+        /// ranges and the scan's checks alike.
+        mutating func merge(lower new: RangeBound?, upper newUpper: RangeBound?) {
+            func tighten(_ bound: RangeBound) {
+                if lower.map({ IndexValue.compare(bound.value, $0.value) > 0 || (IndexValue.compare(bound.value, $0.value) == 0 && !bound.inclusive) }) ?? true {
+                    lower = bound
+                }
             }
-            if let newUpper, upper.map({ IndexValue.compare(newUpper.0, $0.value) < 0 || (IndexValue.compare(newUpper.0, $0.value) == 0 && !newUpper.inclusive) }) ?? true {
-                upper = (newUpper.0, newUpper.inclusive)
+            tighten(.aboveNil)
+            if let new { tighten(new) }
+            if let newUpper, upper.map({ IndexValue.compare(newUpper.value, $0.value) < 0 || (IndexValue.compare(newUpper.value, $0.value) == 0 && !newUpper.inclusive) }) ?? true {
+                upper = newUpper
             }
+        }
+
+        /// The error for bounds that cross (the end precedes the start): a caller's mistake,
+        /// most often swapped arguments, reported rather than answered with `[]`. Equal bounds
+        /// with an exclusive end (`from: a, upTo: a`, or `greaterThan: a` with `lessThan: a`)
+        /// are an empty range, as Swift's `a..<a` is, and answer `[]`.
+        var reversedRange: RepositoryError? {
+            guard let lower, let upper, IndexValue.compare(lower.value, upper.value) > 0 else { return nil }
+            return RepositoryError.invalidQuery(
+                "the range on \(String(describing: keyPath)) is reversed: its end \(upper.text) precedes its start \(lower.text)")
         }
 
         /// A range beside a value list narrows the list: then the property is an equality.
@@ -135,8 +175,8 @@ extension IndexedRows {
     func bounds(of number: Int, prefix: [IndexValue], range: FieldFilter?) -> (ChunkedPosition, ChunkedPosition) {
         let index = indexes[number]
         let entries = index.entries
-        var start: (value: IndexValue, inclusive: Bool)?
-        var end: (value: IndexValue, inclusive: Bool)?
+        var start: RangeBound?
+        var end: RangeBound?
         if let range {
             // In a descending component the upper bound comes first.
             let descending = fields[number][prefix.count].descending
@@ -254,5 +294,16 @@ extension IndexedRows {
             let (lo, hi) = bounds(of: number, prefix: prefix, range: plan.range.map { filters[$0] })
             return total + indexes[number].entries.distance(from: lo, to: hi)
         }
+    }
+}
+
+/// An optional's description without `Optional(...)`, for ``IndexedRows/RangeBound/text``.
+protocol OptionalDescribing { var wrappedDescription: String { get } }
+
+extension Optional: OptionalDescribing {
+    var wrappedDescription: String {
+        guard let wrapped = self else { return "nil" }
+        if let optional = wrapped as? any OptionalDescribing { return optional.wrappedDescription }
+        return String(describing: wrapped)
     }
 }

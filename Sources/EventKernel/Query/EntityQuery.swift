@@ -32,7 +32,7 @@ public struct EntityQuery<Entity>: Sendable {
     struct Condition: Sendable {
         enum Test: Sendable {
             case values([IndexValue])
-            case range(lower: (IndexValue, inclusive: Bool)?, upper: (IndexValue, inclusive: Bool)?)
+            case range(lower: IndexedRows.RangeBound?, upper: IndexedRows.RangeBound?)
         }
         var keyPath: any PartialKeyPath<Entity> & Sendable
         var value: @Sendable (Entity) -> IndexValue
@@ -75,23 +75,64 @@ public struct EntityQuery<Entity>: Sendable {
     }
 
     /// Keeps entities whose `keyPath` lies in `range`, both ends inclusive.
+    ///
+    /// Swift traps on a `ClosedRange` whose end precedes its start before the query sees it:
+    /// for bounds that come from input, use ``where(_:from:through:)``, which reports them.
     public func `where`<Value: IndexValueConvertible & Comparable>(_ keyPath: any KeyPath<Entity, Value> & Sendable, in range: ClosedRange<Value>) -> Self {
-        adding(keyPath, .range(lower: (range.lowerBound.indexValue, true), upper: (range.upperBound.indexValue, true)))
+        `where`(keyPath, from: range.lowerBound, through: range.upperBound)
     }
 
     /// Keeps entities whose `keyPath` lies in `range` (upper end exclusive).
+    ///
+    /// Swift traps on a `Range` whose end precedes its start before the query sees it: for
+    /// bounds that come from input, use ``where(_:from:upTo:)``, which reports them.
     public func `where`<Value: IndexValueConvertible & Comparable>(_ keyPath: any KeyPath<Entity, Value> & Sendable, in range: Range<Value>) -> Self {
-        adding(keyPath, .range(lower: (range.lowerBound.indexValue, true), upper: (range.upperBound.indexValue, false)))
+        `where`(keyPath, from: range.lowerBound, upTo: range.upperBound)
     }
 
-    /// Keeps entities whose `keyPath` is above `value` (or equal, when `orEqual`).
+    /// Keeps entities whose `keyPath` is at least `lower` and at most `upper` (SQL's
+    /// `BETWEEN`), never `nil`. Unlike `lower...upper` it does not trap when `upper` precedes
+    /// `lower`: the query is then refused when it runs.
+    /// - Parameters:
+    ///   - keyPath: The property.
+    ///   - lower: The inclusive start.
+    ///   - upper: The inclusive end.
+    /// - Throws: Nothing here; fetching, counting, observing or deleting with the query throws
+    ///   ``RepositoryError/invalidQuery(_:)`` (naming the property and both bounds) when
+    ///   `upper` precedes `lower`.
+    public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, from lower: Value, through upper: Value) -> Self {
+        adding(keyPath, .range(lower: Self.bound(lower, inclusive: true), upper: Self.bound(upper, inclusive: true)))
+    }
+
+    /// Keeps entities whose `keyPath` is at least `lower` and below `upper`, never `nil`.
+    /// Unlike `lower..<upper` it does not trap when `upper` precedes `lower`: the query is then
+    /// refused when it runs. `from: a, upTo: a` is empty, as `a..<a` is: it matches nothing
+    /// and is not an error.
+    /// - Parameters:
+    ///   - keyPath: The property.
+    ///   - lower: The inclusive start.
+    ///   - upper: The exclusive end.
+    /// - Throws: Nothing here; running the query throws ``RepositoryError/invalidQuery(_:)``
+    ///   (naming the property and both bounds) when `upper` precedes `lower`.
+    public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, from lower: Value, upTo upper: Value) -> Self {
+        adding(keyPath, .range(lower: Self.bound(lower, inclusive: true), upper: Self.bound(upper, inclusive: false)))
+    }
+
+    /// Keeps entities whose `keyPath` is above `value` (or equal, when `orEqual`). Never
+    /// matches `nil`, as in SQL and `NSPredicate`.
     public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, greaterThan value: Value, orEqual: Bool = false) -> Self {
-        adding(keyPath, .range(lower: (value.indexValue, orEqual), upper: nil))
+        adding(keyPath, .range(lower: Self.bound(value, inclusive: orEqual), upper: nil))
     }
 
-    /// Keeps entities whose `keyPath` is below `value` (or equal, when `orEqual`).
+    /// Keeps entities whose `keyPath` is below `value` (or equal, when `orEqual`). Never
+    /// matches `nil`, although `nil` sorts first, as in SQL (`NULL < x` is unknown) and
+    /// `NSPredicate`; `where(keyPath, equals: nil)` finds those.
     public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, lessThan value: Value, orEqual: Bool = false) -> Self {
-        adding(keyPath, .range(lower: nil, upper: (value.indexValue, orEqual)))
+        adding(keyPath, .range(lower: nil, upper: Self.bound(value, inclusive: orEqual)))
+    }
+
+    private static func bound<Value: IndexValueConvertible>(_ value: Value, inclusive: Bool) -> IndexedRows.RangeBound {
+        IndexedRows.RangeBound(value: value.indexValue, inclusive: inclusive, original: value)
     }
 
     /// Keeps entities for which `predicate` holds (checked after the indexed conditions,
@@ -165,23 +206,4 @@ public struct QueryPage<Entity: Sendable>: Sendable {
     public var entities: [Entity]
     /// Where the next page starts (``EntityQuery/after(_:)``), or `nil` when this page was the last.
     public var nextCursor: QueryCursor?
-}
-
-extension EntityQuery.Condition {
-    /// Whether `value` passes this test.
-    func accepts(_ value: IndexValue) -> Bool {
-        switch test {
-        case .values(let values): return values.contains(value)
-        case .range(let lower, let upper):
-            if let lower {
-                let c = IndexValue.compare(value, lower.0)
-                if c < 0 || (c == 0 && !lower.inclusive) { return false }
-            }
-            if let upper {
-                let c = IndexValue.compare(value, upper.0)
-                if c > 0 || (c == 0 && !upper.inclusive) { return false }
-            }
-            return true
-        }
-    }
 }

@@ -613,7 +613,9 @@ where Entity.ID: EntityIDConvertible {
 
     /// Retention in one line: deletes, atomically, every entity whose `keyPath` is before
     /// `cutoff` (the forum's 30-day cleanup: `deleteAll(where: \.lastPostDate, before: monthAgo)`).
-    /// With an index on `keyPath` it finds them in O(log n + k).
+    /// An entity whose optional `keyPath` is `nil` is not before anything and is kept, as SQL's
+    /// `DELETE ... WHERE last_refresh < ?` keeps it (Docs/Queries.md). With an index on
+    /// `keyPath` it finds them in O(log n + k).
     /// - Returns: How many were deleted.
     @discardableResult
     public func deleteAll<Value: IndexValueConvertible>(
@@ -666,7 +668,7 @@ where Entity.ID: EntityIDConvertible {
     /// runs outside every lock. The stream ends when the consumer stops iterating or the store
     /// closes.
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a query that could never run (a
-    ///   negative offset or limit, a cursor from another query): checked once, here, because
+    ///   negative offset or limit, a reversed range, a cursor from another query): checked once, here, because
     ///   validity does not change with the rows; an observation never answers with a silent `[]`.
     public func observe(_ query: EntityQuery<Entity>) throws -> AsyncStream<[Entity]> {
         _ = try publishedTable.compile(query, defaultOrder: defaultOrder)

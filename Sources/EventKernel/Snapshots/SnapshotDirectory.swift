@@ -100,6 +100,24 @@ public struct SnapshotDirectory: Sendable {
         for old in all.dropLast(max(1, keep)) { try? FileManager.default.removeItem(at: old) }
     }
 
+    /// What the snapshots here say the log acknowledged, for
+    /// `SegmentedLog.Configuration.acknowledgedElsewhere`: each snapshot's covered positions
+    /// and history epoch, read from its header alone (checked against the header's own
+    /// checksum). A file whose header fails its checks, and a format 1 file (no epoch), say
+    /// nothing: a damaged snapshot is never used, and must not stop the log from opening.
+    public func acknowledgedPositions() -> [AcknowledgedPosition] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+        return names.filter { $0.hasSuffix(".snap") && !$0.hasPrefix(".") }.sorted().compactMap { name in
+            let file = url.appendingPathComponent(name)
+            guard let handle = try? FileHandle(forReadingFrom: file) else { return nil }
+            defer { try? handle.close() }
+            guard let prefix = try? handle.read(upToCount: SnapshotFile.maximumHeaderSize),
+                  let header = try? SnapshotFile.decodeHeader(Array(prefix)),
+                  let epoch = header.historyEpoch, header.nextPosition > 0 else { return nil }
+            return AcknowledgedPosition(nextPosition: header.nextPosition, historyEpoch: epoch, file: file.path)
+        }
+    }
+
     /// Deletes the temporary files (`.<name>.<uuid>.tmp`) that a writer killed in the middle of
     /// ``write(_:keep:)`` left behind. Only the store's writer (holding its lock) may call this:
     /// it alone writes snapshots, so at its open every temporary file is stale.

@@ -100,10 +100,30 @@ public struct SnapshotFile: Hashable, Sendable {
         return writer.bytes
     }
 
-    /// Decodes and verifies a file.
+    /// What a snapshot file's header holds: enough to know what the snapshot covers without
+    /// reading its body.
+    struct Header {
+        var codec: UInt8
+        var projectionName: String
+        var schemaVersion: UInt16
+        var nextPosition: LogPosition
+        var historyEpoch: UInt64?
+        var anchor: SnapshotAnchor?
+        var uncompressedLength: UInt64
+        var storedLength: UInt64
+        var bodyCRC: UInt32
+        /// Where the body starts.
+        var bodyOffset: Int
+    }
+
+    /// The most bytes a header can take (a name of `UInt16.max` bytes and every fixed field).
+    static let maximumHeaderSize = 64 + Int(UInt16.max)
+
+    /// Decodes and checks (against its own checksum) the header at the start of `bytes`,
+    /// which may hold the whole file or only its first ``maximumHeaderSize`` bytes.
     /// - Throws: ``BinaryDecodingError`` (with the byte offset) for bad magic, an unknown
-    ///   version or codec, a checksum mismatch, truncation or a failed decompression.
-    public init(decoding bytes: [UInt8]) throws(BinaryDecodingError) {
+    ///   version or codec, truncation or a header checksum mismatch.
+    static func decodeHeader(_ bytes: [UInt8]) throws(BinaryDecodingError) -> Header {
         var reader = BinaryReader(bytes)
         guard try reader.readRaw(count: 4) == Self.magic else {
             throw BinaryDecodingError(.invalidValue("not a snapshot file (bad magic)"), at: 0)
@@ -140,6 +160,21 @@ public struct SnapshotFile: Hashable, Sendable {
         guard CRC32C.checksum(bytes[0..<headerEnd]) == headerCRC else {
             throw BinaryDecodingError(.invalidValue("snapshot header checksum mismatch"), at: headerEnd)
         }
+        return Header(codec: codec, projectionName: name, schemaVersion: schemaVersion, nextPosition: nextPosition,
+                      historyEpoch: historyEpoch, anchor: anchor, uncompressedLength: uncompressedLength,
+                      storedLength: storedLength, bodyCRC: bodyCRC, bodyOffset: reader.offset)
+    }
+
+    /// Decodes and verifies a file.
+    /// - Throws: ``BinaryDecodingError`` (with the byte offset) for bad magic, an unknown
+    ///   version or codec, a checksum mismatch, truncation or a failed decompression.
+    public init(decoding bytes: [UInt8]) throws(BinaryDecodingError) {
+        let header = try Self.decodeHeader(bytes)
+        let (codec, name, schemaVersion, nextPosition, historyEpoch, anchor) =
+            (header.codec, header.projectionName, header.schemaVersion, header.nextPosition, header.historyEpoch, header.anchor)
+        let (uncompressedLength, storedLength, bodyCRC) = (header.uncompressedLength, header.storedLength, header.bodyCRC)
+        var reader = BinaryReader(bytes)
+        _ = try reader.readRaw(count: header.bodyOffset)
         let bodyOffset = reader.offset
         guard storedLength == UInt64(reader.remaining) else {
             throw BinaryDecodingError(.invalidValue("stored length \(storedLength) but \(reader.remaining) byte(s) follow the header"), at: bodyOffset)

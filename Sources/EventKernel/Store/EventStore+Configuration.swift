@@ -48,15 +48,33 @@ extension EventStore {
     /// - Throws: ``RepositoryError/storage(_:)`` when the directory cannot be opened or is
     ///   locked by another process, and what ``init(log:directory:projections:snapshotPolicy:logger:instrumentation:)`` throws.
     public static func open(at directory: URL, configuration: Configuration) throws -> EventStore {
-        var log = configuration.log
-        if let instrumentation = configuration.instrumentation { log.instrumentation = instrumentation }
         let segmented: SegmentedLog
         do {
-            segmented = try SegmentedLog.open(at: directory, configuration: log)
+            segmented = try openLog(at: directory, configuration: configuration.log, instrumentation: configuration.instrumentation)
         } catch let error as LogError {
             throw RepositoryError.storage(StorageFailure(error))
         }
         return try EventStore(log: segmented, directory: directory, snapshotPolicy: configuration.snapshots,
                               logger: configuration.logger, instrumentation: configuration.instrumentation)
+    }
+}
+
+extension EventStore {
+    /// Opens a store's log for writing, the one way every durable store opens it: with what
+    /// the store's snapshots say was acknowledged (``SnapshotDirectory/acknowledgedPositions()``),
+    /// so that recovery never truncates, as a torn write, a batch a snapshot proves durable
+    /// (Docs/Durability.md, "What counts as torn").
+    /// - Parameters:
+    ///   - directory: The store directory.
+    ///   - configuration: The log's options.
+    ///   - instrumentation: Replaces `configuration.instrumentation` when given.
+    /// - Throws: What `SegmentedLog.open(at:configuration:)` throws.
+    package static func openLog(
+        at directory: URL, configuration: SegmentedLog.Configuration, instrumentation: (any StoreInstrumentation)?
+    ) throws -> SegmentedLog {
+        var log = configuration
+        if let instrumentation { log.instrumentation = instrumentation }
+        log.acknowledgedElsewhere += SnapshotDirectory(storeDirectory: directory).acknowledgedPositions()
+        return try SegmentedLog.open(at: directory, configuration: log)
     }
 }

@@ -12,6 +12,9 @@ struct LogLoader {
     let directory: String
     let writable: Bool
     let configuration: SegmentedLog.Configuration
+    /// The store's history epoch before this open (a writer's): which of
+    /// `configuration.acknowledgedElsewhere` bind the log. `nil`: none do.
+    var historyEpoch: UInt64? = nil
     var io: any LogFileIO { configuration.fileIO }
 
     struct Loaded {
@@ -136,6 +139,11 @@ struct LogLoader {
         case .damage(let error):
             throw error
         case .tornTail(let error):
+            if let claim = acknowledged(beyond: scan.nextPosition) {
+                throw LogError(.corruption,
+                    "the batch at this offset is invalid (\(error.message)) and would be cut as a torn write, but \(claim.file) records positions up to \(claim.nextPosition) as acknowledged: an acknowledged batch is damaged (`eventkernel verify` shows the damage; `eventkernel repair --yes` accepts the loss)",
+                    file: file.path, offset: scan.dataEnd, position: scan.nextPosition)
+            }
             if writable {
                 report.truncatedTail = try truncateTornTail(file: file, base: base, at: scan.dataEnd, fileSize: scan.fileSize, reason: error.message)
             } else {
@@ -143,6 +151,17 @@ struct LogLoader {
             }
         }
         return Segment(file: file, scan: scan, sealed: false)
+    }
+
+    /// The torn-tail rule's third source (Docs/Durability.md, "What counts as torn"), beside a
+    /// sealed segment's index and the active segment's checkpoint: the furthest record of the
+    /// current history that says positions at or after `position` were acknowledged, if any.
+    /// A tail that starts below it is damage, never torn.
+    private func acknowledged(beyond position: LogPosition) -> AcknowledgedPosition? {
+        guard let historyEpoch else { return nil }
+        return configuration.acknowledgedElsewhere
+            .filter { $0.historyEpoch == historyEpoch && $0.nextPosition > position }
+            .max { $0.nextPosition < $1.nextPosition }
     }
 
     /// Keeps the torn bytes in `recovered/`, advances the history epoch, then cuts the segment

@@ -42,6 +42,12 @@ public final class SegmentedLog: RecordLog {
         /// Receives what each write round did (records, bytes, sync latency), for metrics.
         /// Default `nil`: nothing is measured.
         public var instrumentation: (any LogInstrumentation)?
+        /// What records outside the log (snapshots) say was acknowledged: a writer's open
+        /// refuses, rather than truncates as torn, a tail they cover (``AcknowledgedPosition``).
+        /// `EventStore.open` and the repositories' `open` fill it from the store's snapshots
+        /// (`SnapshotDirectory.acknowledgedPositions()`); set it when opening the log of a
+        /// store yourself. Default empty.
+        public var acknowledgedElsewhere: [AcknowledgedPosition] = []
 
         /// The defaults: synced, LZ4, 64 MiB segments, preallocated.
         public init() {}
@@ -100,7 +106,9 @@ public final class SegmentedLog: RecordLog {
     /// - Throws: ``LogError``: ``LogError/Code/locked`` if another writer has the store,
     ///   ``LogError/Code/notAStore`` if `directory` is a file or holds other files but no store
     ///   (a new store is created only in an empty directory), ``LogError/Code/corruption``
-    ///   (with file, offset, position) for damage that is not a torn tail, ``LogError/Code/io``.
+    ///   (with file, offset, position) for damage that is not a torn tail (among it, a tail that
+    ///   looks torn but that ``Configuration/acknowledgedElsewhere`` says was acknowledged; the
+    ///   store is then left untouched), ``LogError/Code/io``.
     public static func open(at directory: URL, configuration: Configuration = Configuration()) throws -> SegmentedLog {
         guard configuration.segmentSize >= 4096 else {
             throw LogError(.invalidArgument, "segment size \(configuration.segmentSize) is below the minimum of 4096 bytes")
@@ -112,9 +120,10 @@ public final class SegmentedLog: RecordLog {
         try StoreDirectory.create(path)
         if !StoreDirectory.exists(path + "/" + StoreManifest.fileName) { try StoreManifest.requireStoreContents(in: path) }
         let lock = try DirectoryLock(directory: path)
-        _ = try StoreManifest.prepareForWriting(in: path, io: configuration.fileIO)
+        let before = try StoreManifest.prepareForWriting(in: path, io: configuration.fileIO)
         var report = RecoveryReport()
-        let loaded = try LogLoader(directory: path, writable: true, configuration: configuration).load(report: &report)
+        let loaded = try LogLoader(directory: path, writable: true, configuration: configuration, historyEpoch: before.historyEpoch)
+            .load(report: &report)
         // Read again: recovery advances the epoch when it cuts a torn tail.
         let manifest = try StoreManifest.requireForReading(in: path)
         let core = LogCore(directory: path, configuration: configuration, segments: loaded.segments)
