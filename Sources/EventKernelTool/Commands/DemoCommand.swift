@@ -31,7 +31,8 @@ struct DemoCommand: AsyncParsableCommand {
             guard isDirectory.boolValue else {
                 throw ToolError(.storeUnavailable, "\(directory.path) is a file, not a directory: the demo needs a fresh directory (pass another --dir)")
             }
-            let contents = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+            // Hidden files (.DS_Store, .keep) are no store's and in no store's way.
+            let contents = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { !$0.hasPrefix(".") }
             if !contents.isEmpty {
                 guard reset else {
                     throw ToolError(.badInput, "\(directory.path) is not empty; the demo needs a fresh directory (pass --reset to delete the store there first, or another --dir)")

@@ -35,6 +35,11 @@ struct ImportCommand: AsyncParsableCommand {
             let (line, column, offset) = Self.firstInvalidUTF8(in: input.data)
             throw ToolError(.badInput, "\(name):\(line): invalid UTF-8 at byte \(column) of the line (byte offset \(offset) in the file)\nnothing was imported")
         }
+        // From here on (the input read: Ctrl-C while a terminal is typing it still ends the
+        // process at once) a signal stops the import at a clean boundary, and it says where.
+        let interruption = Interruption()
+        defer { interruption.stop() }
+        let again = Self.continueHint(input)
         let directory = store.url
         let storeExists = FileManager.default.fileExists(atPath: directory.path)
         // Open first when the store exists: a locked store fails before any work.
@@ -42,15 +47,17 @@ struct ImportCommand: AsyncParsableCommand {
         let identity = input.identity
         var importedEarlier = 0
         if let existing = repository {
-            do { importedEarlier = try ImportMarker.lastLine(of: identity, in: existing) } catch {
+            do {
+                importedEarlier = try ImportMarker.lastLine(of: identity, in: existing) { interruption.caught != nil }
+            } catch {
                 try? await existing.close()
                 throw ToolError.from(error, store: directory)
             }
+            if let report = interruption.report {
+                try? await existing.close()
+                throw ToolError(report.exit, "interrupted (\(report.name)) while reading the store for earlier imports of \(name)\nnothing was imported; \(again) to start again")
+            }
         }
-        // From here on a signal stops the import at a clean boundary, and it says where.
-        let interruption = Interruption()
-        defer { interruption.stop() }
-        let again = Self.continueHint(input)
 
         // 1. Parse and check every line against the store's state plus the lines before it
         // (the lines an earlier run imported are in that state already: skipped).
@@ -174,9 +181,13 @@ enum ImportMarker {
     }
 
     /// The last line of input `identity` the store records as imported (0: none).
+    /// - Parameters:
+    ///   - identity: The input's ``ImportInput/identity``.
+    ///   - repository: The store, open for writing (nothing appends meanwhile).
+    ///   - stop: Polled between events: true ends the scan early (its answer is then partial).
     /// - Complexity: Reads every event of the log (the marker may be anywhere in it).
     /// - Throws: What reading the log throws (damage: the import must not guess).
-    static func lastLine(of identity: String, in repository: EventSourcedActivityRepository) throws -> Int {
+    static func lastLine(of identity: String, in repository: EventSourcedActivityRepository, stop: () -> Bool) throws -> Int {
         guard repository.store.log.bounds.nextPosition > 0 else { return 0 }
         let lead = "\(prefix)\(identity) through line "
         var last = 0
@@ -184,7 +195,7 @@ enum ImportMarker {
             if let id = envelope.metadata.correlationID, id.hasPrefix(lead), let line = Int(id.dropFirst(lead.count)) {
                 last = max(last, line)
             }
-            return true
+            return !stop()
         }
         return last
     }

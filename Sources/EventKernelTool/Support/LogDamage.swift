@@ -30,8 +30,9 @@ enum LogDamage {
     static func warnIfDamaged(_ directory: URL) {
         let report: VerificationReport
         do { report = try SegmentedLog.verify(at: directory) } catch {
-            Output.warning("the log of \(directory.path) could not be checked: \(ToolError.from(error, store: directory).message)")
-            DeferredExit.record(.damage)
+            let failure = ToolError.from(error, store: directory)
+            Output.warning("the log of \(directory.path) could not be checked: \(failure.message)")
+            DeferredExit.record(failure.exit == .damage ? .damage : .io)
             return
         }
         let damage = report.problems.filter { $0.severity == .damage }
