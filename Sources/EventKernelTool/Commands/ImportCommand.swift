@@ -116,7 +116,9 @@ struct ImportCommand: AsyncParsableCommand {
                     try await repository.close()
                     let stored = written == 0 ? "nothing was imported in this run" :
                         "\(Output.count(written)) events from lines \(firstLine)–\(lastLine) were imported in this run and are durable"
-                    throw ToolError(report.exit, "interrupted (\(report.name)) after line \(lastLine) of \(name): \(stored)\(earlier); lines \(events[written].line)–\(lineNumber) were not imported\n\(again) to continue after line \(lastLine)")
+                    let point = lastLine == 0 ? "before the first batch of \(name)" : "after line \(lastLine) of \(name)"
+                    let next = lastLine == 0 ? "to start again" : "to continue after line \(lastLine)"
+                    throw ToolError(report.exit, "interrupted (\(report.name)) \(point): \(stored)\(earlier); lines \(events[written].line)–\(lineNumber) were not imported\n\(again) \(next)")
                 }
                 let chunk = events[written..<min(events.count, written + batchSize)]
                 let marker = ImportMarker.metadata(identity: identity, throughLine: chunk.last!.line)
@@ -136,10 +138,10 @@ struct ImportCommand: AsyncParsableCommand {
             let acknowledged = written == 0 ? "nothing was imported in this run" :
                 "\(Output.count(written)) events from lines \(firstLine)–\(lastLine) were imported and are durable; the last line acknowledged is \(lastLine)"
             throw ToolError(underlying.exit == .badInput ? .io : underlying.exit,
-                            "write failed at line \(events[written].line): \(underlying.message)\n\(acknowledged)\(earlier); lines \(events[written].line)–\(lineNumber) were not imported\n\(again) to continue after line \(lastLine)")
+                            "write failed at line \(events[written].line): \(underlying.message)\n\(acknowledged)\(earlier); lines \(events[written].line)–\(lineNumber) were not imported\n\(again) \(lastLine == 0 ? "to start again" : "to continue after line \(lastLine)")")
         }
         let range = importedEarlier > 0 ? "lines \(firstLine)–\(lastLine); lines 1–\(importedEarlier) were imported earlier" : "lines 1–\(lastLine)"
-        print("imported \(Output.count(written)) events from \(name) (\(range), \(blank) blank line\(blank == 1 ? "" : "s") skipped) into \(directory.path); last line imported: \(lastLine)")
+        print("imported \(Output.count(written)) event\(written == 1 ? "" : "s") from \(name) (\(range), \(blank) blank line\(blank == 1 ? "" : "s") skipped) into \(directory.path); last line imported: \(lastLine)")
     }
 
     /// How to continue: the same command, or for standard input (read once, never again) the
