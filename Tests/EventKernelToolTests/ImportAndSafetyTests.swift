@@ -183,6 +183,16 @@ struct ImportAndSafetyTests {
         #expect(rows.count > 0 && !rows.contains { ($0["id"] as? String) == ids[0].uuidString })
     }
 
+    @Test func demoResetDeletesAStoreWrittenBeforeStoreFilesExisted() throws {
+        // A segment, its checkpoint and snapshots of four projections; no eventkernel.store, no LOCK.
+        let fixture = try copyOfFixture("format1-store")
+        let result = try run(["demo", "--reset", "--dir", fixture.path, "--activities", "20", "--repetitions", "1"])
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        #expect(result.stderr.contains("deleted the store at \(fixture.url.standardizedFileURL.path) (6 files)"), "\(result.stderr)")
+        #expect(!names(in: fixture.url.appending(path: "snapshots")).contains { $0.contains("7265706f7369746f7279") },
+                "the old repositories' snapshots are gone")
+    }
+
     // MARK: import: interrupted and resumed
 
     /// SIGINT (and SIGTERM, and SIGKILL) at several moments of an import; the same command run

@@ -40,7 +40,8 @@ struct DemoCommand: AsyncParsableCommand {
                 // Only a store's own files are deleted, and only when nothing else is there:
                 // a directory of other files is refused whole (exit 2), as import refuses it.
                 let removal = try withToolErrorsSync(store: directory) { try SegmentedLog.removeStore(at: directory) }
-                Output.note("--reset: deleted the store at \(directory.path) (\(removal.removed.count) files)" +
+                let files = removal.removed.filter { !$0.hasSuffix("/") }.count
+                Output.note("--reset: deleted the store at \(directory.path) (\(files) file\(files == 1 ? "" : "s"))" +
                             (removal.kept.isEmpty ? "" : "; kept \(removal.kept.joined(separator: ", "))"))
             }
         }

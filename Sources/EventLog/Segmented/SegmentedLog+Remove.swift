@@ -8,7 +8,8 @@ import Darwin
 extension SegmentedLog {
     /// What ``removeStore(at:)`` deleted.
     public struct Removal: Sendable {
-        /// The deleted files and directories, relative to the store directory.
+        /// The deleted files and directories (with a trailing `/`), relative to the store
+        /// directory.
         public var removed: [String] = []
         /// Hidden files left in place (not the store's, and not in its way).
         public var kept: [String] = []
@@ -72,8 +73,9 @@ extension SegmentedLog {
             throw LogError(.notAStore, "\(path) holds files that are not the store's (\(shown)): nothing was deleted; move them away, or use another directory", file: path)
         }
         let lock = try DirectoryLock(directory: path)
-        // Taking the lock creates the lock file when there was none: it goes too.
-        if !files.contains(DirectoryLock.fileName) { files.append(DirectoryLock.fileName) }
+        // Taking the lock creates the lock file when there was none: it goes too, unreported.
+        let lockCreated = !files.contains(DirectoryLock.fileName)
+        if lockCreated { files.append(DirectoryLock.fileName) }
         defer { lock.unlock() }
         // Snapshots first (a cache), then the log, the store file and the lock last: a removal
         // stopped midway leaves a store (possibly missing segments, which verify reports) that
@@ -91,7 +93,7 @@ extension SegmentedLog {
         }
         for name in files.sorted(by: { (order($0), $0) < (order($1), $1) }) {
             try remove(path + "/" + name, directory: false)
-            removal.removed.append(name)
+            if !(lockCreated && name == DirectoryLock.fileName) { removal.removed.append(name) }
         }
         return removal
     }
