@@ -18,7 +18,8 @@ extension SegmentedLog {
     /// Deletes a store's own files from `directory`, and nothing else, or refuses before
     /// deleting anything.
     ///
-    /// The store's own files are those it names itself (Docs/FileFormat.md, "Files"): the
+    /// The store's own files are those it names itself (Docs/FileFormat.md, "The store
+    /// directory"; EventKernel's snapshot names, `SnapshotDirectory`): the
     /// store file, the lock, segments with their index and checkpoint files and those files'
     /// temporaries, `snapshots/` holding only snapshot files (`<20 digits>-<hex>.snap`) and their
     /// hidden temporaries, and an empty `recovered/`. The bytes recovery and repair keep in
@@ -29,9 +30,10 @@ extension SegmentedLog {
     /// directory itself stays; the writer's lock is held while deleting.
     /// - Parameter directory: The store directory.
     /// - Returns: What was deleted and what was kept.
-    /// - Throws: ``LogError`` ``LogError/Code/notAStore`` (no such directory, not a store, or
-    ///   other files in it, or kept bytes in `recovered/`: nothing deleted), ``LogError/Code/locked`` (a writer holds it:
-    ///   nothing deleted), or an I/O error from a deletion.
+    /// - Throws: ``LogError`` ``LogError/Code/notAStore`` (no such directory, not a store,
+    ///   other files in it, or kept bytes in `recovered/`: nothing deleted),
+    ///   ``LogError/Code/locked`` (a writer holds it: nothing deleted), or an I/O error from a
+    ///   deletion.
     public static func removeStore(at directory: URL) throws(LogError) -> Removal {
         let path = directory.standardizedFileURL.path
         try StoreDirectory.requireExisting(path)
@@ -40,7 +42,7 @@ extension SegmentedLog {
         }
         var removal = Removal()
         var files: [String] = []          // top-level files and links to unlink, in order
-        var directories: [String] = []    // owned subdirectories to empty, then remove
+        var directories: [(name: String, entries: [String])] = []    // owned subdirectories to empty, then remove
         var foreign: [String] = []
         for name in try StoreDirectory.list(path).sorted() {
             let kind = entryKind(path + "/" + name)
@@ -59,7 +61,7 @@ extension SegmentedLog {
                         entryKind(path + "/" + name + "/" + entry) == .directory || !isSnapshotFile(entry)
                     }
                     foreign += strangers.sorted().map { name + "/" + $0 }
-                    directories.append(name)
+                    directories.append((name, inner.sorted()))
                 case .other: foreign.append(name)
                 }
             } else if isOwnedFileName(name), kind != .directory {
@@ -79,9 +81,10 @@ extension SegmentedLog {
         defer { lock.unlock() }
         // Snapshots first (a cache), then the log, the store file and the lock last: a removal
         // stopped midway leaves a store (possibly missing segments, which verify reports) that
-        // a second removal finishes.
-        for name in directories {
-            for entry in try StoreDirectory.list(path + "/" + name).sorted() {
+        // a second removal finishes. Only the entries checked above go: a file that appeared
+        // since makes rmdir fail rather than go unchecked.
+        for (name, entries) in directories {
+            for entry in entries {
                 try remove(path + "/" + name + "/" + entry, directory: false)
                 removal.removed.append(name + "/" + entry)
             }
