@@ -144,12 +144,13 @@ struct ImportCommand: AsyncParsableCommand {
         print("imported \(Output.count(written)) event\(written == 1 ? "" : "s") from \(name) (\(range), \(blank) blank line\(blank == 1 ? "" : "s") skipped) into \(directory.path); last line imported: \(lastLine)")
     }
 
-    /// How to continue: the same command, or for standard input (read once, never again) the
-    /// same input piped in again.
+    /// How to continue: the same command, or for an input read once and never again (standard
+    /// input, a pipe) the same bytes fed in again.
     static func continueHint(_ input: ImportInput) -> String {
-        input.isStandardInput
+        if input.canBeReadAgain { return "run the same command again" }
+        return input.isStandardInput
             ? "standard input cannot be read again: pipe the same input into the same command (the store recognises it by its content)"
-            : "run the same command again"
+            : "\(input.name) cannot be read again: feed the same input to the same command (the store recognises it by its content)"
     }
 
     /// Where the first invalid UTF-8 sequence starts: line (from 1), byte within the line (from

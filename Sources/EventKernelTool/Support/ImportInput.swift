@@ -11,8 +11,12 @@ import Darwin
 struct ImportInput {
     /// What messages call the input: the path as given, or `<stdin>`.
     var name: String
-    /// Whether the input was standard input (it cannot be read a second time).
+    /// Whether the input was standard input.
     var isStandardInput: Bool
+    /// Whether the same command can read the same bytes again (a regular file: not standard
+    /// input, a pipe, a process substitution or a device).
+    var canBeReadAgain: Bool
+    /// Everything the input held.
     var data: Data
 
     /// Reads all of `argument`: `-` and `/dev/stdin` read standard input; anything else is a
@@ -22,7 +26,7 @@ struct ImportInput {
     static func read(_ argument: String) throws -> ImportInput {
         if argument == "-" || argument == "/dev/stdin" {
             let data = try readAll(STDIN_FILENO, name: argument == "-" ? "<stdin>" : argument)
-            return ImportInput(name: argument == "-" ? "<stdin>" : argument, isStandardInput: true, data: data)
+            return ImportInput(name: argument == "-" ? "<stdin>" : argument, isStandardInput: true, canBeReadAgain: false, data: data)
         }
         let descriptor = open(argument, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw failure(argument, errno) }
@@ -30,7 +34,8 @@ struct ImportInput {
         var status = stat()
         guard fstat(descriptor, &status) == 0 else { throw failure(argument, errno) }
         if (status.st_mode & S_IFMT) == S_IFDIR { throw failure(argument, EISDIR) }
-        return ImportInput(name: argument, isStandardInput: false, data: try readAll(descriptor, name: argument))
+        return ImportInput(name: argument, isStandardInput: false, canBeReadAgain: (status.st_mode & S_IFMT) == S_IFREG,
+                           data: try readAll(descriptor, name: argument))
     }
 
     private static func readAll(_ descriptor: Int32, name: String) throws -> Data {
