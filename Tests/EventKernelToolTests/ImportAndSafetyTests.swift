@@ -12,9 +12,9 @@ import Darwin
 
 // MARK: - Support
 
-/// Runs `eventkernel` with `arguments`, its standard input read from `stdin` (a file), in
+/// Runs `eventkernel` as ``run(_:)`` does, its standard input read from `stdin` (a file), in
 /// `directory` when given.
-private func run(_ arguments: [String], stdin: URL? = nil, in directory: URL? = nil) throws -> RunResult {
+private func runCLI(_ arguments: [String], stdin: URL? = nil, in directory: URL? = nil) throws -> RunResult {
     let temp = TemporaryDirectory("ekcli-out")
     let out = temp.file("stdout"), err = temp.file("stderr")
     let process = try makeProcess(arguments, stdout: out, stderr: err)
@@ -52,7 +52,7 @@ private func historyLines(activities: Int) -> [String] {
 /// The store's events as export writes them, without what the log assigns (position, time
 /// recorded): two stores holding the same events in the same order export the same lines.
 private func eventsWithoutPositions(_ store: String) throws -> [String] {
-    let result = try run(["export", "--dir", store], stdin: nil)
+    let result = try run(["export", "--dir", store])
     #expect(result.status == 0, "\(result.stderr)")
     let prefix = try Regex("^\\{\"position\":[0-9]+,\"recordedAt\":\"[^\"]*\",")
     return result.stdout.split(separator: "\n").map { String($0).replacing(prefix, with: "{") }
@@ -108,7 +108,7 @@ struct ImportAndSafetyTests {
         #expect(names(in: victim.appending(path: "sub")) == ["notes.txt"])
 
         // The current directory, as `--dir .`.
-        let dot = try run(["demo", "--reset", "--dir", ".", "--activities", "10", "--repetitions", "1"], in: victim)
+        let dot = try runCLI(["demo", "--reset", "--dir", ".", "--activities", "10", "--repetitions", "1"], in: victim)
         #expect(dot.status == 2, "\(dot.stderr)")
         #expect(names(in: victim) == ["sub", "thesis.txt"])
 
@@ -277,7 +277,7 @@ struct ImportAndSafetyTests {
         #expect(stderr.contains("interrupted (SIGINT) after line \(stored) of <stdin>"), "\(stderr)")
         #expect(stderr.contains("standard input cannot be read again: pipe the same input into the same command"), "\(stderr)")
         // The same input piped again continues after the line it names.
-        let again = try run(arguments, stdin: file)
+        let again = try runCLI(arguments, stdin: file)
         #expect(again.status == 0, "\(again.stderr)")
         #expect(again.stdout.contains("lines 1–\(stored) were imported earlier"), "\(again.stdout)")
         let clean = temp.file("clean").path
@@ -311,7 +311,7 @@ struct ImportAndSafetyTests {
         let exported = temp.file("events.jsonl")
         try run(["export", "--dir", source]).stdout.write(to: exported, atomically: true, encoding: .utf8)
         let third = temp.file("third").path
-        let viaDevice = try run(["import", "--dir", third, "/dev/stdin"], stdin: exported)
+        let viaDevice = try runCLI(["import", "--dir", third, "/dev/stdin"], stdin: exported)
         #expect(viaDevice.status == 0, "\(viaDevice.stderr)")
         #expect(try run(["export", "--dir", third, "--format", "activities"]).stdout
                 == run(["export", "--dir", source, "--format", "activities"]).stdout)
