@@ -1,5 +1,3 @@
-import Dispatch
-import Foundation
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -11,35 +9,24 @@ import Darwin
 /// that it stops at a clean boundary and says where (an import: after its last batch).
 ///
 /// A second signal stops the process at once, as it would without the watch: a command that
-/// writes only atomic batches leaves nothing torn either way.
-final class Interruption: @unchecked Sendable {
-    // @unchecked: `sources` is written only in init and `stop()`, by the one task that owns
-    // the watch; the signal handlers touch `received` alone, an atomic.
-    private let received = Atomic<Int32>(0)
-    private var sources: [any DispatchSourceSignal] = []
+/// writes only atomic batches leaves nothing torn either way. One watch at a time (the signal
+/// handler reaches its state through a global).
+struct Interruption: Sendable {
     private let signals: [Int32]
 
-    /// Starts watching `signals` (their default action is suspended until ``stop()``).
+    /// Starts watching `signals` (their default action is replaced until ``stop()``).
     init(_ signals: [Int32] = [SIGINT, SIGTERM]) {
         self.signals = signals
-        for number in signals {
-            setAction(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [weak self] in
-                guard let self else { return }
-                if !self.received.compareExchange(expected: 0, desired: number, ordering: .sequentiallyConsistent).exchanged {
-                    setAction(number, SIG_DFL)
-                    raise(number)
-                }
-            }
-            source.resume()
-            sources.append(source)
-        }
+        // Touched here first, so that the handler never runs a global's lazy initialisation.
+        caughtSignal.store(0, ordering: .sequentiallyConsistent)
+        // signal(3) installs with SA_RESTART (BSD semantics, glibc and Darwin alike): a write
+        // or fsync under way is resumed, not failed with EINTR.
+        for number in signals { _ = signal(number, onSignal) }
     }
 
     /// The signal received, if any.
     var caught: Int32? {
-        let number = received.load(ordering: .sequentiallyConsistent)
+        let number = caughtSignal.load(ordering: .sequentiallyConsistent)
         return number == 0 ? nil : number
     }
 
@@ -55,15 +42,18 @@ final class Interruption: @unchecked Sendable {
 
     /// Gives the signals their default action back.
     func stop() {
-        for source in sources { source.cancel() }
-        sources.removeAll()
-        for number in signals { setAction(number, SIG_DFL) }
+        for number in signals { _ = signal(number, SIG_DFL) }
     }
 }
 
-/// `signal(2)`, under a name no member shadows.
-#if canImport(Glibc)
-private func setAction(_ number: Int32, _ action: sighandler_t?) { _ = signal(number, action) }
-#else
-private func setAction(_ number: Int32, _ action: sig_t?) { _ = signal(number, action) }
-#endif
+/// The first signal an ``Interruption`` caught (0: none).
+private let caughtSignal = Atomic<Int32>(0)
+
+/// The handler: records the first signal; a second one gets the default action (the process
+/// ends). Only async-signal-safe work: a lock-free atomic, signal(2) and raise(3).
+private func onSignal(_ number: Int32) {
+    if !caughtSignal.compareExchange(expected: 0, desired: number, ordering: .sequentiallyConsistent).exchanged {
+        _ = signal(number, SIG_DFL)
+        _ = raise(number)
+    }
+}
