@@ -182,7 +182,8 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     ///   - events: The events, in order.
     ///   - metadata: Recorded with every event of the batch: an importer tags its batches with
     ///     where they came from (`eventkernel import` resumes after the last batch so tagged).
-    /// - Throws: `RepositoryError` when an event does not apply (nothing is appended then).
+    /// - Throws: `RepositoryError`: an event that does not apply (then nothing is appended), or
+    ///   a storage failure.
     public func apply(_ events: [ActivityEvent], metadata: EventMetadata = .none) async throws {
         guard !events.isEmpty else { return }
         try await store.execute { command in
