@@ -43,7 +43,7 @@ struct EventKernelCommand: AsyncParsableCommand {
             } else {
                 try command.run()
             }
-            terminate(ToolExit.ok.rawValue)
+            terminate(DeferredExit.value.rawValue)
         } catch let error as ToolError {
             Output.flush()
             Output.error(error.message)

@@ -176,7 +176,13 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
 
     /// Appends several events atomically (one batch): all happen or none.
     /// Each is checked as the single-event writes check it, in order.
-    public func apply(_ events: [ActivityEvent]) async throws {
+    /// - Parameters:
+    ///   - events: The events, in order.
+    ///   - metadata: Recorded with every event of the batch: an importer tags its batches with
+    ///     where they came from (`eventkernel import` resumes after the last batch so tagged).
+    /// - Throws: `RepositoryError`: an event that does not apply (then nothing is appended), or
+    ///   a storage failure.
+    public func apply(_ events: [ActivityEvent], metadata: EventMetadata = .none) async throws {
         guard !events.isEmpty else { return }
         try await store.execute { command in
             command.reserveCapacity(events.count)
@@ -215,7 +221,7 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
                     next = nil
                 }
                 simulated[id] = .some(next)
-                command.append(codec.encode(event))
+                command.append(codec.encode(event), metadata: metadata)
             }
         }
     }

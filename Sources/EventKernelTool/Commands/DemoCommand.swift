@@ -15,7 +15,7 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: "Activities to generate.") var activities = 1_000_000
     @Option(help: "The generator's seed.") var seed: UInt64 = 42
     @Flag(help: "Buffered durability (acknowledge after write(2); sync every 100 ms) instead of fdatasync per batch.") var buffered = false
-    @Flag(help: "Delete an existing store at --dir first.") var reset = false
+    @Flag(help: "Delete the store at --dir first (only its own files; a directory holding anything else is refused).") var reset = false
     @Option(help: "Events per atomic batch.") var batchSize = 1_000
     @Option(help: "Repetitions of each sample query.") var repetitions = 2_000
 
@@ -26,19 +26,23 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         let directory = store.url
-        let fm = FileManager.default
-        if fm.fileExists(atPath: directory.path) {
-            let contents = (try? fm.contentsOfDirectory(atPath: directory.path)) ?? []
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else {
+                throw ToolError(.storeUnavailable, "\(directory.path) is a file, not a directory: the demo needs a fresh directory (pass another --dir)")
+            }
+            // Hidden files (.DS_Store, .keep) are no store's and in no store's way.
+            let contents = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { !$0.hasPrefix(".") }
             if !contents.isEmpty {
                 guard reset else {
-                    throw ToolError(.badInput, "\(directory.path) is not empty; the demo needs a fresh directory (pass --reset to delete it first, or another --dir)")
+                    throw ToolError(.badInput, "\(directory.path) is not empty; the demo needs a fresh directory (pass --reset to delete the store there first, or another --dir)")
                 }
-                if StoreLocation.lockHolder(of: directory) != nil {
-                    // Refuse to delete a store a writer holds.
-                    let probe = try StoreLocation.openWriter(directory, create: true)
-                    try await probe.close()
-                }
-                do { try fm.removeItem(at: directory) } catch { throw ToolError(.io, "cannot delete \(directory.path): \(error.localizedDescription)") }
+                // Only a store's own files are deleted, and only when nothing else is there:
+                // a directory of other files is refused whole (exit 2), as import refuses it.
+                let removal = try withToolErrorsSync(store: directory) { try SegmentedLog.removeStore(at: directory) }
+                let files = removal.removed.filter { !$0.hasSuffix("/") }.count
+                Output.note("--reset: deleted the store at \(directory.path) (\(files) file\(files == 1 ? "" : "s"))" +
+                            (removal.kept.isEmpty ? "" : "; kept \(removal.kept.joined(separator: ", "))"))
             }
         }
 

@@ -1,40 +1,66 @@
 import Activities
 import ArgumentParser
+import EventKernel
 import Foundation
 
 /// Imports JSON Lines. All or nothing for bad input: the whole file is parsed and checked
 /// against the store first; only then is it appended, in atomic batches of `batchSize` events.
+///
+/// Resumable: every event of a batch carries an import marker (its metadata's correlation id)
+/// naming the input's content and the batch's last line. The marker is in the batch, so it is
+/// durable exactly when the batch is; a run that stopped (a signal, a failed write, a crash)
+/// is continued by the same command, which skips the lines the store already records.
 struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
         abstract: "Append events or activities from a JSON Lines file (validated in full before anything is written).")
 
     @OptionGroup var store: StoreOptions
-    @Argument(help: ArgumentHelp("The JSON Lines file (event lines or activity lines, see Docs/CLI.md).", valueName: "FILE.jsonl"))
+    @Argument(help: ArgumentHelp("The JSON Lines file (event lines or activity lines, see Docs/CLI.md); - for standard input.", valueName: "FILE.jsonl"))
     var file: String
     @Option(help: "Events per atomic batch.") var batchSize = 1_000
+    @Flag(help: "Ignore fields the schema does not know (by default an unknown field, such as a misspelt \"enddate\", is refused).")
+    var lenient = false
 
     func validate() throws {
         guard batchSize > 0 else { throw ValidationError("--batch-size must be positive") }
     }
 
     func run() async throws {
-        let data: Data
-        do { data = try Data(contentsOf: URL(filePath: file)) } catch {
-            throw ToolError(.badInput, "cannot read \(file): \((error as NSError).localizedDescription)")
-        }
+        let input = try ImportInput.read(file)
+        let name = input.name
         // Invalid UTF-8 is refused, never replaced by U+FFFD: an import stores exactly what the
         // file says, or nothing.
-        guard let text = String(validating: data, as: UTF8.self) else {
-            let (line, column, offset) = Self.firstInvalidUTF8(in: data)
-            throw ToolError(.badInput, "\(file):\(line): invalid UTF-8 at byte \(column) of the line (byte offset \(offset) in the file)\nnothing was imported")
+        guard let text = String(validating: input.data, as: UTF8.self) else {
+            let (line, column, offset) = Self.firstInvalidUTF8(in: input.data)
+            throw ToolError(.badInput, "\(name):\(line): invalid UTF-8 at byte \(column) of the line (byte offset \(offset) in the file)\nnothing was imported")
         }
+        // From here on (the input read: Ctrl-C while a terminal is typing it still ends the
+        // process at once) a signal stops the import at a clean boundary, and it says where.
+        let interruption = Interruption()
+        defer { interruption.stop() }
+        let again = Self.continueHint(input)
         let directory = store.url
         let storeExists = FileManager.default.fileExists(atPath: directory.path)
         // Open first when the store exists: a locked store fails before any work.
         var repository = storeExists ? try StoreLocation.openWriter(directory, create: true) : nil
+        let identity = input.identity
+        var importedEarlier = 0
+        if let existing = repository {
+            do {
+                importedEarlier = try ImportMarker.lastLine(of: identity, in: existing) { interruption.caught != nil }
+            } catch {
+                try? await existing.close()
+                throw ToolError.from(error, store: directory)
+            }
+            if let report = interruption.report {
+                try? await existing.close()
+                throw ToolError(report.exit, "interrupted (\(report.name)) while reading the store for earlier imports of \(name)\nnothing was imported; \(again) to start again")
+            }
+        }
 
-        // 1. Parse and check every line against the store's state plus the lines before it.
+        // 1. Parse and check every line against the store's state plus the lines before it
+        // (the lines an earlier run imported are in that state already: skipped).
         var events: [(line: Int, event: ActivityEvent)] = []
         var validator = ActivityJSON.ImportValidator { [repository] id in repository?.activity(id: id) }
         var lineNumber = 0
@@ -44,53 +70,87 @@ struct ImportCommand: AsyncParsableCommand {
             if text.hasSuffix("\n") { lines.removeLast() }  // the final newline ends the last line
             for line in lines {
                 lineNumber += 1
+                if let report = interruption.report {
+                    throw ToolError(report.exit, "interrupted (\(report.name)) while checking \(name), before anything was written")
+                }
                 let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
                 if trimmed.isEmpty { blank += 1; continue }
+                if lineNumber <= importedEarlier { continue }
                 let event: ActivityEvent
-                do { event = try ActivityJSON.parseLine(Substring(trimmed)) } catch {
-                    throw ToolError(.badInput, "\(file):\(lineNumber): \(error.message)")
+                do { event = try ActivityJSON.parseLine(Substring(trimmed), lenient: lenient) } catch {
+                    throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
                 }
                 do { try validator.check(event) } catch {
-                    throw ToolError(.badInput, "\(file):\(lineNumber): \(error.message)")
+                    throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
                 }
                 events.append((lineNumber, event))
             }
         } catch let error as ToolError {
             try? await repository?.close()
-            throw ToolError(error.exit, error.message + "\nnothing was imported (the file is checked in full before anything is written)")
+            let earlier = importedEarlier > 0 ? " in this run (lines 1–\(importedEarlier) were imported earlier)" : ""
+            let why = error.exit == .badInput ? " (the file is checked in full before anything is written)" : "; \(again) to start again"
+            throw ToolError(error.exit, error.message + "\nnothing was imported\(earlier)\(why)")
         }
         guard !events.isEmpty else {
             try? await repository?.close()
-            print("nothing to import: \(file) has no events (\(lineNumber) lines, \(blank) blank)")
+            if importedEarlier > 0 {
+                print("nothing to import: every event of \(name) (lines 1–\(importedEarlier)) was imported into \(directory.path) earlier (the store recognises the input by its content)")
+            } else {
+                print("nothing to import: \(name) has no events (\(lineNumber) lines, \(blank) blank)")
+            }
             return
         }
 
-        // 2. Append in atomic batches.
+        // 2. Append in atomic batches, each tagged with the input and its last line.
         if repository == nil { repository = try StoreLocation.openWriter(directory, create: true) }
         guard let repository else { return }
         var progress = ProgressBar("importing", total: events.count)
+        let firstLine = events[0].line
+        let earlier = importedEarlier > 0 ? "; lines 1–\(importedEarlier) were imported earlier" : ""
         var written = 0
-        var lastLine = 0
+        var lastLine = importedEarlier
         do {
             while written < events.count {
+                if let report = interruption.report {
+                    progress.finish()
+                    try await repository.close()
+                    let stored = written == 0 ? "nothing was imported in this run" :
+                        "\(Output.count(written)) events from lines \(firstLine)–\(lastLine) were imported in this run and are durable"
+                    let point = lastLine == 0 ? "before the first batch of \(name)" : "after line \(lastLine) of \(name)"
+                    let next = lastLine == 0 ? "to start again" : "to continue after line \(lastLine)"
+                    throw ToolError(report.exit, "interrupted (\(report.name)) \(point): \(stored)\(earlier); lines \(events[written].line)–\(lineNumber) were not imported\n\(again) \(next)")
+                }
                 let chunk = events[written..<min(events.count, written + batchSize)]
-                try await repository.apply(chunk.map(\.event))
+                let marker = ImportMarker.metadata(identity: identity, throughLine: chunk.last!.line)
+                try await repository.apply(chunk.map(\.event), metadata: marker)
                 written += chunk.count
                 lastLine = chunk.last!.line
                 progress.update(written)
             }
             progress.finish()
             try await repository.close()
+        } catch let error as ToolError {
+            throw error
         } catch {
             progress.finish()
             try? await repository.close()
             let underlying = ToolError.from(error, store: directory)
-            let acknowledged = written == 0 ? "nothing was imported" :
-                "\(Output.count(written)) events from lines 1–\(lastLine) were imported and are durable; the last line acknowledged is \(lastLine)"
+            let acknowledged = written == 0 ? "nothing was imported in this run" :
+                "\(Output.count(written)) events from lines \(firstLine)–\(lastLine) were imported and are durable; the last line acknowledged is \(lastLine)"
             throw ToolError(underlying.exit == .badInput ? .io : underlying.exit,
-                            "write failed at line \(events[written].line): \(underlying.message)\n\(acknowledged); lines \(events[written].line)–\(lineNumber) were not imported")
+                            "write failed at line \(events[written].line): \(underlying.message)\n\(acknowledged)\(earlier); lines \(events[written].line)–\(lineNumber) were not imported\n\(again) \(lastLine == 0 ? "to start again" : "to continue after line \(lastLine)")")
         }
-        print("imported \(Output.count(written)) events from \(file) (lines 1–\(lastLine), \(blank) blank line\(blank == 1 ? "" : "s") skipped) into \(directory.path); last line imported: \(lastLine)")
+        let range = importedEarlier > 0 ? "lines \(firstLine)–\(lastLine); lines 1–\(importedEarlier) were imported earlier" : "lines 1–\(lastLine)"
+        print("imported \(Output.count(written)) event\(written == 1 ? "" : "s") from \(name) (\(range), \(blank) blank line\(blank == 1 ? "" : "s") skipped) into \(directory.path); last line imported: \(lastLine)")
+    }
+
+    /// How to continue: the same command, or for an input read once and never again (standard
+    /// input, a pipe) the same bytes fed in again.
+    static func continueHint(_ input: ImportInput) -> String {
+        if input.canBeReadAgain { return "run the same command again" }
+        return input.isStandardInput
+            ? "standard input cannot be read again: pipe the same input into the same command (the store recognises it by its content)"
+            : "\(input.name) cannot be read again: feed the same input to the same command (the store recognises it by its content)"
     }
 
     /// Where the first invalid UTF-8 sequence starts: line (from 1), byte within the line (from
@@ -109,5 +169,37 @@ struct ImportCommand: AsyncParsableCommand {
             index += length
         }
         return (line, index - lineStart + 1, index)
+    }
+}
+
+/// The marker `import` records with every event of a batch (its metadata's correlation id):
+/// `eventkernel-import <input identity> through line <N>`. The input identity is its length
+/// and checksums (``ImportInput/identity``), so a marker names the content, not a path.
+enum ImportMarker {
+    private static let prefix = "eventkernel-import "
+
+    /// The metadata of a batch ending at line `line` of the input `identity`.
+    static func metadata(identity: String, throughLine line: Int) -> EventMetadata {
+        EventMetadata(correlationID: "\(prefix)\(identity) through line \(line)")
+    }
+
+    /// The last line of input `identity` the store records as imported (0: none).
+    /// - Parameters:
+    ///   - identity: The input's ``ImportInput/identity``.
+    ///   - repository: The store, open for writing (nothing appends meanwhile).
+    ///   - stop: Polled between events: true ends the scan early (its answer is then partial).
+    /// - Complexity: Reads every event of the log (the marker may be anywhere in it).
+    /// - Throws: What reading the log throws (damage: the import must not guess).
+    static func lastLine(of identity: String, in repository: EventSourcedActivityRepository, stop: () -> Bool) throws -> Int {
+        guard repository.store.log.bounds.nextPosition > 0 else { return 0 }
+        let lead = "\(prefix)\(identity) through line "
+        var last = 0
+        try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
+            if let id = envelope.metadata.correlationID, id.hasPrefix(lead), let line = Int(id.dropFirst(lead.count)) {
+                last = max(last, line)
+            }
+            return !stop()
+        }
+        return last
     }
 }

@@ -70,19 +70,41 @@ enum ActivityJSON {
 
     struct LineError: Error { var message: String }
 
+    /// The fields an activity object may hold.
+    static let activityFields = ["id", "startDate", "endDate", "type"]
+    /// The fields export writes beside an event and import ignores (the log assigns them).
+    static let exportOnlyFields = ["position", "recordedAt", "version"]
+    /// The fields of each event kind, besides ``exportOnlyFields``.
+    static let eventFields: [String: [String]] = [
+        "added": ["event", "activity"], "updated": ["event", "activity"],
+        "ended": ["event", "id", "at"], "deleted": ["event", "id"],
+    ]
+
     /// Parses one import line: an event object (with `"event"`) or a bare activity (an add).
-    static func parseLine(_ line: Substring) throws(LineError) -> ActivityEvent {
+    /// - Parameters:
+    ///   - line: One line of JSON, without its newline.
+    ///   - lenient: Ignore fields the schema does not know. Off by default: a misspelt
+    ///     `"enddate"` would otherwise store a finished activity as running, without a word.
+    /// - Throws: ``LineError`` saying what is wrong with the line.
+    static func parseLine(_ line: Substring, lenient: Bool = false) throws(LineError) -> ActivityEvent {
         let object: Any
         do { object = try JSONSerialization.jsonObject(with: Data(line.utf8)) } catch {
             throw LineError(message: "bad JSON: \((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "not valid JSON")")
         }
         guard let dict = object as? [String: Any] else { throw LineError(message: "bad JSON: expected an object") }
-        guard let kind = dict["event"] else { return .added(try model(dict, context: "activity")) }
+        guard let kind = dict["event"] else {
+            if !lenient { try requireKnownFields(dict, known: activityFields + exportOnlyFields, in: "the activity line") }
+            return .added(try model(dict, context: "activity"))
+        }
         guard let kind = kind as? String else { throw LineError(message: "field \"event\" must be a string") }
+        if !lenient, let known = eventFields[kind] {
+            try requireKnownFields(dict, known: known + exportOnlyFields, in: "the \(kind) event")
+        }
         switch kind {
         case "added", "updated":
             guard let inner = dict["activity"] else { throw LineError(message: "missing field \"activity\" for a \(kind) event") }
             guard let innerDict = inner as? [String: Any] else { throw LineError(message: "field \"activity\" must be an object") }
+            if !lenient { try requireKnownFields(innerDict, known: activityFields, in: "\"activity\"") }
             let m = try model(innerDict, context: "activity")
             return kind == "added" ? .added(m) : .updated(m)
         case "ended":
@@ -92,6 +114,14 @@ enum ActivityJSON {
         default:
             throw LineError(message: "unknown event \"\(kind)\" (expected added, updated, ended or deleted)")
         }
+    }
+
+    /// Refuses the first field (in sorted order, so that the message is stable) not in `known`,
+    /// naming the field meant when only its case differs.
+    private static func requireKnownFields(_ dict: [String: Any], known: [String], in place: String) throws(LineError) {
+        guard let unknown = dict.keys.filter({ !known.contains($0) }).sorted().first else { return }
+        let meant = known.first { $0.lowercased() == unknown.lowercased() }.map { " (did you mean \"\($0)\"?)" } ?? ""
+        throw LineError(message: "unknown field \"\(unknown)\" in \(place)\(meant); known fields: \(known.joined(separator: ", ")) (pass --lenient to ignore unknown fields)")
     }
 
     private static func string(_ dict: [String: Any], _ key: String) throws(LineError) -> String {

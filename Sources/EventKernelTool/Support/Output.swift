@@ -13,6 +13,10 @@ enum Output {
         FileHandle.standardError.write(Data("eventkernel: error: \(message)\n".utf8))
     }
 
+    static func warning(_ message: String) {
+        FileHandle.standardError.write(Data("eventkernel: warning: \(message)\n".utf8))
+    }
+
     static func note(_ message: String) {
         FileHandle.standardError.write(Data("eventkernel: \(message)\n".utf8))
     }

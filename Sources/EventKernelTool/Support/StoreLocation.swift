@@ -93,7 +93,11 @@ enum StoreLocation {
     /// Opens the store for reading: a directory beside its writer, or a PostgreSQL log beside
     /// the instances writing to it (replayed from the server: no snapshots).
     static func openReadOnly(_ store: ReadableStoreOptions) async throws -> EventSourcedActivityRepository {
-        guard store.postgresURL != nil else { return try openReadOnly(store.url) }
+        guard store.postgresURL != nil else {
+            let repository = try openReadOnly(store.url)
+            LogDamage.warnIfDamaged(store.url)
+            return repository
+        }
         #if PostgreSQL
         do {
             let events = try await EventStore.open(postgres: try store.postgres()!, snapshotsIn: nil, snapshotPolicy: .never, logger: logger)

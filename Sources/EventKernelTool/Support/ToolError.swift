@@ -15,6 +15,10 @@ enum ToolExit: Int32 {
     case damage = 3
     /// An I/O or other storage failure.
     case io = 4
+    /// Stopped by SIGINT at a clean boundary (128 + 2, the shell's convention).
+    case interrupted = 130
+    /// Stopped by SIGTERM at a clean boundary (128 + 15).
+    case terminated = 143
 }
 
 /// An error the tool reports as `eventkernel: error: <message>` with an exit status.
