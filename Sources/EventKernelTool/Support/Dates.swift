@@ -179,14 +179,33 @@ enum ISODate {
     }
 }
 
-/// `A...B`: two ISO dates.
+extension ISODate {
+    /// Whether `text` is a bare date (`2025-03-01`): a whole day, with no time of day.
+    static func isBareDate(_ text: String) -> Bool {
+        text.utf8.count == 10 && tryParse(text) != nil
+    }
+
+    /// Parses an inclusive upper bound (the end of `A...B`, `replay --as-of`). The one rule for
+    /// every such option: a bare date covers its whole day, so it stands for the last instant
+    /// before the next midnight (UTC); a date-time stands for itself.
+    /// - Throws: ``ParseError`` when `text` is not an ISO 8601 date or date-time.
+    static func parseInclusiveUpperBound(_ text: String) throws(ParseError) -> Date {
+        let date = try parse(text)
+        guard isBareDate(text) else { return date }
+        // The largest Date before the next midnight: every instant of the day is at or below it.
+        return Date(timeIntervalSinceReferenceDate: (date.timeIntervalSinceReferenceDate + 86_400).nextDown)
+    }
+}
+
+/// `A...B`: two ISO dates, both ends inclusive; a bare date as `B` covers that whole day
+/// (``ISODate/parseInclusiveUpperBound(_:)``), so `2025-03-01...2025-03-01` is March 1.
 func parseDateRange(_ text: String, flag: String) throws -> ClosedRange<Date> {
     let parts = text.components(separatedBy: "...")
     guard parts.count == 2 else {
         throw ToolError(.badInput, "\(flag) expects A...B (two ISO 8601 dates), got \"\(text)\"")
     }
     do {
-        let a = try ISODate.parse(parts[0]), b = try ISODate.parse(parts[1])
+        let a = try ISODate.parse(parts[0]), b = try ISODate.parseInclusiveUpperBound(parts[1])
         guard a <= b else { throw ToolError(.badInput, "\(flag): \(parts[1]) is before \(parts[0])") }
         return a...b
     } catch let error as ISODate.ParseError {
