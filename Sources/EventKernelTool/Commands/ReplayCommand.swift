@@ -17,7 +17,7 @@ struct ReplayCommand: AsyncParsableCommand {
             (the query's rows; every activity without query flags). jsonl and csv print the rows alone.
 
             Examples:
-              eventkernel replay demo --position 999
+              eventkernel replay demo --position 3
               eventkernel replay demo --as-of 2026-01-15T12:00Z --type sleep --limit 10
               eventkernel replay demo --as-of 2026-01-15 --starting-in 2025-06-01...2025-06-30 --format csv
             """)
@@ -116,9 +116,11 @@ struct ReplayCommand: AsyncParsableCommand {
             Output.warning("--as-of \(text): the log is empty, so the state is empty")
             return
         }
-        let firstDate = first.date, lastDate = last.date
-        guard date < firstDate || date > lastDate else { return }
-        let side = date < firstDate ? "before the first event was recorded, so the state is empty" : "after the last event was recorded, so the state is the current one"
+        // A bare date is its whole day: the day that saw the last recording is inside the span.
+        // Compared as the log compares: in its nanoseconds.
+        let end = LogTimestamp(clamping: date), start = LogTimestamp(clamping: (try? ISODate.parse(text)) ?? date)
+        guard end < first || start > last else { return }
+        let side = end < first ? "before the first event was recorded, so the state is empty" : "after the last event was recorded, so the state is the current one"
         Output.warning("--as-of \(text) is recording time, and it is \(side): the log was recorded from \(ISODate.format(first)) to \(ISODate.format(last)). For the activities' own dates use --before, --starting-in or --overlapping")
     }
 }
