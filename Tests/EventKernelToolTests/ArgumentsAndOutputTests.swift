@@ -154,10 +154,23 @@ struct ArgumentsAndOutputTests {
         #expect((object["summary"] as? [String: Any])?["activities"] as? Int == 3)
         #expect((object["recorded"] as? [String: Any])?["first"] as? String == recorded.first)
         // Inside the span: no warning; after it, the warning says the state is the current one.
-        let inside = try run("replay", store, "--as-of", recorded.last!)
+        let inside = try run("replay", store, "--as-of", recorded.last!, "--json")
         #expect(inside.status == 0 && inside.stderr.isEmpty, "\(inside.stderr)")
+        // An event's own recordedAt includes it: compared in the log's nanoseconds, not a Date's.
+        let insideObject = try #require(try jsonObject(inside.stdout) as? [String: Any])
+        #expect((insideObject["summary"] as? [String: Any])?["activities"] as? Int == 3)
+        #expect(insideObject["asOf"] as? String == recorded.last)
         let after = try run("replay", store, "--as-of", "2999-01-01")
         #expect(after.status == 0 && after.stderr.contains("after the last event was recorded"), "\(after.stderr)")
+    }
+
+    @Test func recordingTimeBoundsAreExactNanoseconds() throws {
+        #expect(try ISODate.parseRecordingTimeUpperBound("2025-01-02T08:00:00.123456789999Z").nanosecondsSince1970
+                == 1_735_804_800_123_456_789)
+        #expect(try ISODate.parseRecordingTimeUpperBound("2025-01-02T08:00:00.5+01:00").nanosecondsSince1970 == 1_735_801_200_500_000_000)
+        #expect(try ISODate.parseRecordingTimeUpperBound("2025-01-02").nanosecondsSince1970 == 1_735_862_400_000_000_000 - 1)
+        #expect(try ISODate.parseRecordingTimeUpperBound("9999-01-01") == .max)
+        #expect(throws: ISODate.ParseError.self) { try ISODate.parseRecordingTimeUpperBound("yesterday") }
     }
 
     @Test func replayJSONHasOneShapeWithAndWithoutQueryFlags() throws {

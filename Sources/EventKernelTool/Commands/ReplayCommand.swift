@@ -40,16 +40,19 @@ struct ReplayCommand: AsyncParsableCommand {
         let bounds = repository.store.log.bounds
         let index: ActivityIndex
         let label: String
-        var asOfDate: Date?
+        var asOfTimestamp: LogTimestamp?
         do {
             if let asOf {
-                let date: Date
-                do { date = try ISODate.parseInclusiveUpperBound(asOf) } catch { throw ToolError(.badInput, "--as-of: \(error)") }
-                asOfDate = date
-                Self.warnOutsideRecordedSpan(date, text: asOf, bounds: bounds)
-                // Log timestamps hold years 1678...2262: clamp, so that any date answers.
-                let clamped = min(max(date, Date(timeIntervalSince1970: -9.2e9)), Date(timeIntervalSince1970: 9.2e9))
-                index = try repository.activities(asOf: clamped)
+                let limit: LogTimestamp
+                do { limit = try ISODate.parseRecordingTimeUpperBound(asOf) } catch { throw ToolError(.badInput, "--as-of: \(error)") }
+                asOfTimestamp = limit
+                Self.warnOutsideRecordedSpan(limit, text: asOf, bounds: bounds)
+                // Compared in the log's nanoseconds: `--as-of` an event's own recordedAt includes it.
+                if let last = try repository.store.lastPosition(recordedAtOrBefore: limit) {
+                    index = try repository.activities(throughPosition: last)
+                } else {
+                    index = ActivityIndex()
+                }
                 label = "as recorded at or before \(asOf)\(ISODate.isBareDate(asOf) ? " (the whole day, UTC)" : "")"
             } else {
                 let next = bounds.nextPosition
@@ -76,7 +79,7 @@ struct ReplayCommand: AsyncParsableCommand {
         if format == .json {
             let listing = QueryOptions.listing(answer.rows)
             let object: JSONValue = .object([
-                ("asOf", .optional(asOfDate.map { ISODate.format(LogTimestamp(clamping: $0)) })),
+                ("asOf", .optional(asOfTimestamp.map { ISODate.format($0) })),
                 ("position", position.map { .int($0) } ?? .null),
                 ("recorded", Self.recordedSpan(bounds)),
                 ("summary", .object([
@@ -111,14 +114,14 @@ struct ReplayCommand: AsyncParsableCommand {
 
     /// `--as-of` before the first recording or after the last is almost always a domain date
     /// asked of recording time: say what the log's recorded span is.
-    static func warnOutsideRecordedSpan(_ date: Date, text: String, bounds: LogBounds) {
+    static func warnOutsideRecordedSpan(_ end: LogTimestamp, text: String, bounds: LogBounds) {
         guard let first = bounds.minTimestamp, let last = bounds.maxTimestamp else {
             Output.warning("--as-of \(text): the log is empty, so the state is empty")
             return
         }
         // A bare date is its whole day: the day that saw the last recording is inside the span.
-        // Compared as the log compares: in its nanoseconds.
-        let end = LogTimestamp(clamping: date), start = LogTimestamp(clamping: (try? ISODate.parse(text)) ?? date)
+        let start = ISODate.isBareDate(text) && end > .min
+            ? LogTimestamp(nanosecondsSince1970: end.nanosecondsSince1970 - (86_400 * 1_000_000_000 - 1)) : end
         guard end < first || start > last else { return }
         let side = end < first ? "before the first event was recorded, so the state is empty" : "after the last event was recorded, so the state is the current one"
         Output.warning("--as-of \(text) is recording time, and it is \(side): the log was recorded from \(ISODate.format(first)) to \(ISODate.format(last)). For the activities' own dates use --before, --starting-in or --overlapping")
