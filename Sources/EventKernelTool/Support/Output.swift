@@ -111,10 +111,9 @@ struct OutputOptions: ParsableArguments {
 }
 
 /// A JSON value whose objects keep their keys in the order given (rows read as their columns do).
-indirect enum JSONValue: Sendable, Equatable {
+indirect enum JSONValue: Sendable {
     case string(String)
     case int(Int64)
-    case double(Double)
     case bool(Bool)
     case null
     case array([JSONValue])
@@ -122,20 +121,22 @@ indirect enum JSONValue: Sendable, Equatable {
     /// JSON text written elsewhere (the export schema's lines), inserted as it is.
     case raw(String)
 
-    static func == (a: JSONValue, b: JSONValue) -> Bool { a.text == b.text }
-
     /// Compact JSON text.
     var text: String {
         switch self {
         case .string(let s): ActivityJSON.escape(s)
         case .int(let n): String(n)
-        case .double(let d): d.isFinite ? "\(d)" : "null"
         case .bool(let b): b ? "true" : "false"
         case .null: "null"
         case .array(let values): "[" + values.map(\.text).joined(separator: ",") + "]"
         case .object(let pairs): "{" + pairs.map { ActivityJSON.escape($0.0) + ":" + $0.1.text }.joined(separator: ",") + "}"
         case .raw(let text): text
         }
+    }
+
+    var isNull: Bool {
+        if case .null = self { return true }
+        return false
     }
 
     /// The text of a CSV or table cell: strings bare, `null` empty.
@@ -223,7 +224,7 @@ extension Output {
             let shown = listing.columns.indices.filter { listing.columns[$0].inTable }
             let header = shown.map { (listing.columns[$0].rightAligned ? ">" : "") + listing.columns[$0].header }
             let rows = listing.rows.map { row in
-                shown.map { i in row.cells[i] == .null ? listing.columns[i].tableNull : row.cells[i].cellText }
+                shown.map { i in row.cells[i].isNull ? listing.columns[i].tableNull : row.cells[i].cellText }
             }
             return table(header, rows) + "\n"
         case .json:
@@ -241,7 +242,7 @@ extension Output {
     static func lines(_ listing: Listing) -> String {
         let shown = listing.columns.indices.filter { listing.columns[$0].inTable }
         return listing.rows.map { row in
-            shown.map { i in row.cells[i] == .null ? listing.columns[i].tableNull : row.cells[i].cellText }
+            shown.map { i in row.cells[i].isNull ? listing.columns[i].tableNull : row.cells[i].cellText }
                 .filter { !$0.isEmpty }.joined(separator: "  ") + "\n"
         }.joined()
     }
