@@ -97,6 +97,16 @@ struct ArgumentsAndOutputTests {
         #expect(extra.status == 1 && extra.stderr.contains("surplus"), "\(extra.stderr)")
     }
 
+    #if PostgreSQL
+    @Test func aPostgresURLCanStandInTheStoresPlace() throws {
+        // Nothing listens on port 1: the URL was taken as a PostgreSQL log, not a directory.
+        let result = try run("query", "postgres://nobody@127.0.0.1:1/nothing?sslmode=disable")
+        #expect(result.status == 2 && result.stderr.contains("127.0.0.1:1"), "\(result.stderr)")
+        let both = try run("query", "postgres://nobody@127.0.0.1:1/nothing", "--dir", "/tmp")
+        #expect(both.status == 1, "\(both.stderr)")
+    }
+    #endif
+
     @Test func importAndHistoryTakeTheStoreBeforeTheirOperand() throws {
         let temp = TemporaryDirectory()
         let file = temp.file("good.jsonl")
