@@ -9,12 +9,19 @@ struct EventKernelCommand: AsyncParsableCommand {
         commandName: "eventkernel",
         abstract: "Replay, audit, query, import and export an EventKernel activity store.",
         discussion: """
-            Every command takes --dir D (default: $EVENTKERNEL_STORE, else ./eventkernel-store); the read-only ones
-            (query, replay, history, export, tail, verify, inspect) take --postgres URL instead for a PostgreSQL log,
-            and copy moves a store between the two.
-            Exit status: 0 ok, 1 usage or bad input, 2 store missing/not a store/locked, 3 damage found, 4 I/O failure.
+            The store is the first argument, or --dir D (default: $EVENTKERNEL_STORE, else ./eventkernel-store); the \
+            read-only commands (query, replay, history, export, tail, verify, inspect) also take a postgres:// URL \
+            (or --postgres URL) for a PostgreSQL log, and copy moves a store between the two. Commands that list \
+            rows take --format table|json|jsonl|csv. --version prints the version and the build's package traits.
+            Exit status: 0 ok, 1 usage or bad input, 2 store missing/not a store/locked, 3 damage found, 4 I/O failure, 130/143 import interrupted by SIGINT/SIGTERM (run it again to continue).
             See Docs/CLI.md.
+
+            Examples:
+              eventkernel demo demo --activities 50000
+              eventkernel verify demo
+              eventkernel query demo --type sleep --limit 5
             """,
+        version: ToolVersion.text,
         subcommands: subcommands
     )
 

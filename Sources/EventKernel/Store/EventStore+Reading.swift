@@ -110,6 +110,15 @@ extension EventStore {
     public func lastPosition(recordedAtOrBefore date: Date) throws -> LogPosition? {
         let limit: LogTimestamp
         do { limit = try LogTimestamp(date) } catch { throw RepositoryError.invalidQuery("\(error)") }
+        return try lastPosition(recordedAtOrBefore: limit)
+    }
+
+    /// The position of the last event recorded at or before `limit`, to the nanosecond (a `Date`
+    /// holds only about a tenth of a microsecond today: an event's own stored timestamp, passed
+    /// as a `Date`, can fall just before it), scanning timestamps.
+    /// - Parameter limit: The latest recording time to include.
+    /// - Throws: ``RepositoryError/storage(_:)``.
+    public func lastPosition(recordedAtOrBefore limit: LogTimestamp) throws -> LogPosition? {
         var found: LogPosition?
         try Self.readingRecords {
             try log.forEachRecord(from: 0, through: nil) { view in

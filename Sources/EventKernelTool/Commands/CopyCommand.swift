@@ -14,6 +14,10 @@ struct CopyCommand: AsyncParsableCommand {
             SOURCE and DESTINATION are each a store directory or a postgres:// URL (Docs/ScaleOut.md). The source is read \
             as it is when the copy starts (a running writer may go on); the destination must be empty (a new directory, \
             or a schema holding no event). Snapshots are not copied: they are caches, rebuilt by the destination's first open.
+
+            Examples:
+              eventkernel copy --from demo --to 'postgres://app@db/app?schema=activities'
+              eventkernel copy --from 'postgres://app@db/app?schema=activities' --to /tmp/activities-back
             """)
 
     @Option(name: .customLong("from"), help: ArgumentHelp("The store to copy: a directory, or a postgres:// URL.", valueName: "SOURCE"))

@@ -9,7 +9,15 @@ import Foundation
 /// runs sample queries, verifies, and prints a summary.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "demo", abstract: "Generate, store, reopen, replay, query and verify a realistic activity history.")
+        commandName: "demo", abstract: "Generate, store, reopen, replay, query and verify a realistic activity history.",
+        discussion: """
+            Every event is recorded when the demo runs: the activities' own dates span two years before that, so \
+            replay --as-of (recording time) sees them all or none; query by their dates.
+
+            Examples:
+              eventkernel demo demo --activities 50000
+              eventkernel demo --dir /tmp/ek-demo --activities 100000 --buffered --reset
+            """)
 
     @OptionGroup var store: StoreOptions
     @Option(help: "Activities to generate.") var activities = 1_000_000

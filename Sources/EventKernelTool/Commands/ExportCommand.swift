@@ -5,7 +5,14 @@ import Foundation
 
 struct ExportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "export", abstract: "Write the store as JSON Lines: every event, or the current activities.")
+        commandName: "export", abstract: "Write the store as JSON Lines: every event, or the current activities.",
+        discussion: """
+            Always JSON Lines (the import schema): --format chooses which rows, events or activities.
+
+            Examples:
+              eventkernel export demo --output events.jsonl
+              eventkernel export demo --format activities --output activities.jsonl
+            """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable { case events, activities }
 

@@ -13,11 +13,25 @@ import Foundation
 struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "import",
-        abstract: "Append events or activities from a JSON Lines file (validated in full before anything is written).")
+        abstract: "Append events or activities from a JSON Lines file (validated in full before anything is written).",
+        usage: "eventkernel import [STORE] FILE.jsonl [--dir D] [--batch-size B] [--lenient]",
+        discussion: """
+            The store may come first (import STORE FILE) or as --dir; a single argument is the file.
 
-    @OptionGroup var store: StoreOptions
-    @Argument(help: ArgumentHelp("The JSON Lines file (event lines or activity lines, see Docs/CLI.md); - for standard input.", valueName: "FILE.jsonl"))
-    var file: String
+            Examples:
+              eventkernel import demo history.jsonl
+              eventkernel import history.jsonl --dir demo --batch-size 5000
+              eventkernel export old-store | eventkernel import new-store -
+            """)
+
+    /// `import [STORE] FILE.jsonl`: the file is the command's operand (StoreLocation.swift).
+    enum Operand: StoreOperandLayout {
+        static var operandName: String? { "FILE.jsonl" }
+        static var operandHelp: String { "The JSON Lines file (event lines or activity lines, see Docs/CLI.md); - for standard input." }
+    }
+
+    @OptionGroup var store: StoreArguments<Operand>
+    var file: String { store.operand ?? "" }
     @Option(help: "Events per atomic batch.") var batchSize = 1_000
     @Flag(help: "Ignore fields the schema does not know (by default an unknown field, such as a misspelt \"enddate\", is refused).")
     var lenient = false

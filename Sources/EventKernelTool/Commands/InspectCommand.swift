@@ -7,10 +7,19 @@ import PostgresLog
 
 struct InspectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "inspect", abstract: "Segments, totals, compression and snapshots of a store (read-only).")
+        commandName: "inspect", abstract: "Segments, totals, compression and snapshots of a store (read-only).",
+        discussion: """
+            --format json prints the whole report as one object; jsonl and csv list the segments (one row each).
+
+            Examples:
+              eventkernel inspect demo
+              eventkernel inspect demo --json
+              eventkernel inspect demo --format csv
+            """)
 
     @OptionGroup var store: ReadableStoreOptions
-    @Flag(help: "Print JSON.") var json = false
+    @OptionGroup var output: OutputOptions
+    private var json: Bool { output.resolved == .json }
 
     func run() async throws {
         if store.postgresURL != nil {
@@ -27,6 +36,17 @@ struct InspectCommand: AsyncParsableCommand {
         let ratio = report.storedPayloadBytes > 0 ? Double(report.uncompressedPayloadBytes) / Double(report.storedPayloadBytes) : 1
         let first = report.segments.compactMap(\.minTimestamp).min()
         let last = report.segments.compactMap(\.maxTimestamp).max()
+        let format = output.resolved
+        if format == .jsonl || format == .csv {
+            Output.print(Listing(columns: [
+                Column("file"), Column("basePosition", right: true), Column("nextPosition", right: true), Column("batches", right: true),
+                Column("events", right: true), Column("bytes", right: true), Column("sealed"),
+            ], rows: report.segments.map { s in
+                Listing.Row([.string((s.file as NSString).lastPathComponent), .uint(s.basePosition), .uint(s.nextPosition),
+                             .int(Int64(s.batches)), .uint(s.records), .int(Int64(s.fileBytes)), .bool(s.sealed)])
+            }), as: format)
+            return
+        }
         if json {
             print(Output.json([
                 "directory": store.url.path,
@@ -38,8 +58,8 @@ struct InspectCommand: AsyncParsableCommand {
                     "segments": report.segments.count, "batches": report.batches, "events": report.records,
                     "bytesOnDisk": disk, "storedPayloadBytes": report.storedPayloadBytes,
                     "uncompressedPayloadBytes": report.uncompressedPayloadBytes, "compressionRatio": ratio,
-                    "firstRecordedAt": first.map { ISODate.format($0.date) as Any } ?? NSNull(),
-                    "lastRecordedAt": last.map { ISODate.format($0.date) as Any } ?? NSNull(),
+                    "firstRecordedAt": first.map { ISODate.format($0) as Any } ?? NSNull(),
+                    "lastRecordedAt": last.map { ISODate.format($0) as Any } ?? NSNull(),
                 ] as [String: Any],
                 "snapshots": snapshots.map { s -> [String: Any] in
                     ["file": (s.file as NSString).lastPathComponent, "bytes": s.bytes, "ok": s.error == nil,
@@ -62,7 +82,7 @@ struct InspectCommand: AsyncParsableCommand {
             ("bytes on disk", Output.bytes(disk)),
             ("payload", "\(Output.bytes(report.uncompressedPayloadBytes)) → \(Output.bytes(report.storedPayloadBytes)) stored"),
             ("compression ratio", String(format: "%.2f×", ratio)),
-            ("recorded", first.map { "\(ISODate.format($0.date)) … \(ISODate.format((last ?? $0).date))" } ?? "(empty)"),
+            ("recorded", first.map { "\(ISODate.format($0)) … \(ISODate.format(last ?? $0))" } ?? "(empty)"),
             ("integrity", report.isIntact ? "no damage found" : "DAMAGED (run `eventkernel verify`)"),
         ]))
         print("")
@@ -81,6 +101,14 @@ struct InspectCommand: AsyncParsableCommand {
         let stats = try withToolErrorsSync { try log.statistics() }
         try? await log.close()
         let ratio = stats.storedPayloadBytes > 0 ? Double(stats.uncompressedPayloadBytes) / Double(stats.storedPayloadBytes) : 1
+        let format = output.resolved
+        if format == .jsonl || format == .csv {
+            // A PostgreSQL log has no segments: its rows are the event types.
+            Output.print(Listing(columns: [Column("eventType"), Column("count", right: true)], rows: stats.eventTypes.map {
+                Listing.Row([.string($0.name), .int(Int64($0.count))])
+            }), as: format)
+            return
+        }
         if json {
             print(Output.json([
                 "postgres": configuration.description, "logID": log.logID, "schemaVersion": stats.schemaVersion,
@@ -89,8 +117,8 @@ struct InspectCommand: AsyncParsableCommand {
                     "events": stats.events, "streams": stats.streams, "transactions": stats.transactions, "tableBytes": stats.tableBytes,
                     "storedPayloadBytes": stats.storedPayloadBytes, "uncompressedPayloadBytes": stats.uncompressedPayloadBytes,
                     "compressionRatio": ratio,
-                    "firstRecordedAt": stats.firstRecordedAt.map { ISODate.format($0.date) as Any } ?? NSNull(),
-                    "lastRecordedAt": stats.lastRecordedAt.map { ISODate.format($0.date) as Any } ?? NSNull(),
+                    "firstRecordedAt": stats.firstRecordedAt.map { ISODate.format($0) as Any } ?? NSNull(),
+                    "lastRecordedAt": stats.lastRecordedAt.map { ISODate.format($0) as Any } ?? NSNull(),
                 ] as [String: Any],
                 "eventTypes": Dictionary(uniqueKeysWithValues: stats.eventTypes.map { ($0.name, $0.count) }),
             ] as [String: Any]))
@@ -107,7 +135,7 @@ struct InspectCommand: AsyncParsableCommand {
             ("table size", Output.bytes(stats.tableBytes)),
             ("payload", "\(Output.bytes(stats.uncompressedPayloadBytes)) → \(Output.bytes(stats.storedPayloadBytes)) stored"),
             ("compression ratio", String(format: "%.2f×", ratio)),
-            ("recorded", stats.firstRecordedAt.map { "\(ISODate.format($0.date)) … \(ISODate.format((stats.lastRecordedAt ?? $0).date))" } ?? "(empty)"),
+            ("recorded", stats.firstRecordedAt.map { "\(ISODate.format($0)) … \(ISODate.format(stats.lastRecordedAt ?? $0))" } ?? "(empty)"),
         ]))
         print("")
         print(Output.table(["event type", ">count"], stats.eventTypes.map { [$0.name, Output.count($0.count)] }))

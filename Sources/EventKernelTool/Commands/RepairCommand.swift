@@ -8,7 +8,13 @@ struct RepairCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "repair",
         abstract: "Cut the log at its first damage so that it opens again (needs --yes).",
-        discussion: "Everything from the first damaged batch on is removed (kept under recovered/). Run verify first.")
+        discussion: """
+            Everything from the first damaged batch on is removed (kept under recovered/). Run verify first.
+
+            Examples:
+              eventkernel verify demo
+              eventkernel repair demo --yes
+            """)
 
     @OptionGroup var store: StoreOptions
     @Flag(help: "Confirm: drop every event from the first damaged batch on.") var yes = false

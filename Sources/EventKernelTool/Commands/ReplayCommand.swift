@@ -6,42 +6,68 @@ import Foundation
 struct ReplayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "replay",
-        abstract: "The activities as they were at a date or log position: a summary, or queried with the query flags.")
+        abstract: "The activities as the log stood at a recording time or position: a summary, or queried with the query flags.",
+        discussion: """
+            Time travel here is by recording time: --as-of DATE is when events were written to the log, not the \
+            activities' own dates (an import or demo records everything at the moment it runs). For the activities' \
+            own dates, use the query flags (--before, --starting-in, --overlapping), here or with query. A DATE \
+            outside the log's recorded span is warned about on stderr, with the span.
+            --format json prints one object, always of the same shape: asOf, position, recorded (the log's first and \
+            last recording time), summary (activities, active, byType, firstStart, lastDate), matched and activities \
+            (the query's rows; every activity without query flags). jsonl and csv print the rows alone.
+
+            Examples:
+              eventkernel replay demo --position 3
+              eventkernel replay demo --as-of 2026-01-15T12:00Z --type sleep --limit 10
+              eventkernel replay demo --as-of 2026-01-15 --starting-in 2025-06-01...2025-06-30 --format csv
+            """)
 
     @OptionGroup var store: ReadableStoreOptions
-    @Option(name: .customLong("as-of"), help: ArgumentHelp("After every event recorded at or before DATE.", valueName: "DATE"))
+    @Option(name: .customLong("as-of"), help: ArgumentHelp(
+        "Recording time: the state after every event recorded at or before DATE (a bare date covers its whole day).", valueName: "DATE"))
     var asOf: String?
-    @Option(help: ArgumentHelp("After the event at position N (inclusive).", valueName: "N"))
-    var position: UInt64?
+    @Option(parsing: .unconditional, help: ArgumentHelp("After the event at position N (inclusive; N ≥ 0).", valueName: "N"))
+    var position: Int64?
     @OptionGroup var query: QueryOptions
 
     func validate() throws {
         guard (asOf == nil) != (position == nil) else { throw ValidationError("give exactly one of --as-of DATE or --position N") }
+        if let position, position < 0 { throw ValidationError("--position must be ≥ 0 (got \(position))") }
     }
 
     func run() async throws {
         let repository = try await StoreLocation.openReadOnly(store)
+        let bounds = repository.store.log.bounds
         let index: ActivityIndex
         let label: String
+        var asOfTimestamp: LogTimestamp?
         do {
             if let asOf {
-                let date: Date
-                do { date = try ISODate.parse(asOf) } catch { throw ToolError(.badInput, "--as-of: \(error)") }
-                // Log timestamps hold years 1678...2262: clamp, so that any date answers.
-                let clamped = min(max(date, Date(timeIntervalSince1970: -9.2e9)), Date(timeIntervalSince1970: 9.2e9))
-                index = try repository.activities(asOf: clamped)
-                label = "as of \(ISODate.format(date))"
+                let limit: LogTimestamp
+                do { limit = try ISODate.parseRecordingTimeUpperBound(asOf) } catch { throw ToolError(.badInput, "--as-of: \(error)") }
+                asOfTimestamp = limit
+                Self.warnOutsideRecordedSpan(limit, text: asOf, bounds: bounds)
+                // Compared in the log's nanoseconds: `--as-of` an event's own recordedAt includes it.
+                if let last = try repository.store.lastPosition(recordedAtOrBefore: limit) {
+                    index = try repository.activities(throughPosition: last)
+                } else {
+                    index = ActivityIndex()
+                }
+                label = "as recorded at or before \(asOf)\(ISODate.isBareDate(asOf) ? " (the whole day, UTC)" : "")"
             } else {
-                let next = repository.store.log.bounds.nextPosition
-                guard let position, position < next else {
+                let next = bounds.nextPosition
+                guard let position, UInt64(position) < next else {
                     throw ToolError(.badInput, "--position \(position ?? 0) is past the end of the log (last position: \(next == 0 ? "none, the log is empty" : String(next - 1)))")
                 }
-                index = try repository.activities(throughPosition: position)
+                index = try repository.activities(throughPosition: UInt64(position))
                 label = "through position \(position)"
             }
         } catch let error as ToolError { throw error } catch { throw ToolError.from(error, store: store.url) }
-        if query.hasFilters {
-            query.print(try query.run(on: index))
+
+        let format = query.output.resolved
+        let answer = try query.run(on: index)
+        if format == .jsonl || format == .csv {
+            Output.print(QueryOptions.listing(answer.rows), as: format)
             return
         }
         let all = index.all(sortedBy: .oldestFirst)
@@ -50,12 +76,21 @@ struct ReplayCommand: AsyncParsableCommand {
         let active = all.filter(\.isActive).count
         let first = all.first?.startDate
         let last = all.map { $0.endDate ?? $0.startDate }.max()
-        if query.json {
-            print(Output.json([
-                "state": label, "activities": all.count, "active": active, "byType": byType,
-                "firstStart": first.map { ISODate.format($0) as Any } ?? NSNull(),
-                "lastDate": last.map { ISODate.format($0) as Any } ?? NSNull(),
-            ] as [String: Any]))
+        if format == .json {
+            let listing = QueryOptions.listing(answer.rows)
+            let object: JSONValue = .object([
+                ("asOf", .optional(asOfTimestamp.map { ISODate.format($0) })),
+                ("position", position.map { .int($0) } ?? .null),
+                ("recorded", Self.recordedSpan(bounds)),
+                ("summary", .object([
+                    ("activities", .int(Int64(all.count))), ("active", .int(Int64(active))),
+                    ("byType", .object(byType.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) })),
+                    ("firstStart", .optional(first.map(ISODate.format))), ("lastDate", .optional(last.map(ISODate.format))),
+                ])),
+                ("matched", .int(Int64(answer.matched))),
+                ("activities", .array(listing.rows.map(listing.object))),
+            ])
+            print(object.text)
             return
         }
         print("State \(label)")
@@ -64,6 +99,31 @@ struct ReplayCommand: AsyncParsableCommand {
             ("time span", first.map { "\(ISODate.format($0)) … \(ISODate.format(last ?? $0))" } ?? "(empty)"),
         ]))
         print("")
-        print(Output.table(["type", ">count"], byType.sorted { $0.value > $1.value }.map { [$0.key, Output.count($0.value)] }))
+        if query.hasFilters {
+            query.print(answer)
+        } else {
+            print(Output.table(["type", ">count"], byType.sorted { $0.value > $1.value }.map { [$0.key, Output.count($0.value)] }))
+        }
+    }
+
+    /// The log's first and last recording time (`null` for an empty log).
+    static func recordedSpan(_ bounds: LogBounds) -> JSONValue {
+        guard let first = bounds.minTimestamp, let last = bounds.maxTimestamp else { return .null }
+        return .object([("first", .string(ISODate.format(first))), ("last", .string(ISODate.format(last)))])
+    }
+
+    /// `--as-of` before the first recording or after the last is almost always a domain date
+    /// asked of recording time: say what the log's recorded span is.
+    static func warnOutsideRecordedSpan(_ end: LogTimestamp, text: String, bounds: LogBounds) {
+        guard let first = bounds.minTimestamp, let last = bounds.maxTimestamp else {
+            Output.warning("--as-of \(text): the log is empty, so the state is empty")
+            return
+        }
+        // A bare date is its whole day: the day that saw the last recording is inside the span.
+        let start = ISODate.isBareDate(text) && end > .min
+            ? LogTimestamp(nanosecondsSince1970: end.nanosecondsSince1970 - (86_400 * 1_000_000_000 - 1)) : end
+        guard end < first || start > last else { return }
+        let side = end < first ? "before the first event was recorded, so the state is empty" : "after the last event was recorded, so the state is the current one"
+        Output.warning("--as-of \(text) is recording time, and it is \(side): the log was recorded from \(ISODate.format(first)) to \(ISODate.format(last)). For the activities' own dates use --before, --starting-in or --overlapping")
     }
 }

@@ -3,7 +3,12 @@ import Foundation
 
 struct SnapshotCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "snapshot", abstract: "Write a snapshot of the projections now (takes the writer lock briefly).")
+        commandName: "snapshot", abstract: "Write a snapshot of the projections now (takes the writer lock briefly).",
+        discussion: """
+            Examples:
+              eventkernel snapshot demo
+              eventkernel snapshot --dir demo
+            """)
 
     @OptionGroup var store: StoreOptions
 

@@ -108,10 +108,28 @@ struct VerifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
         abstract: "Check every batch's checksums, the segment indexes, the snapshots and the projection (read-only).",
-        discussion: "Exit status 0 when intact (warnings allowed), 3 when damage is found.")
+        discussion: """
+            Exit status 0 when intact (warnings allowed), 3 when damage is found. --format json prints the report as \
+            one object; jsonl and csv list the findings (severity, message, file, offset, position), one row each.
+
+            Examples:
+              eventkernel verify demo
+              eventkernel verify --dir demo --json
+              eventkernel verify demo --format csv
+            """)
 
     @OptionGroup var store: ReadableStoreOptions
-    @Flag(help: "Print JSON.") var json = false
+    @OptionGroup var output: OutputOptions
+    private var json: Bool { output.resolved == .json }
+
+    /// The findings as rows, for --format jsonl and csv.
+    static func findings(_ problems: [StoreCheck.Problem]) -> Listing {
+        Listing(columns: [Column("severity"), Column("message"), Column("file"), Column("offset", right: true), Column("position", right: true)],
+                rows: problems.map { p in
+                    Listing.Row([.string(p.severity), .string(p.message), .optional(p.file), p.offset.map { .int($0) } ?? .null,
+                                 p.position.map { .uint($0) } ?? .null])
+                })
+    }
 
     func run() async throws {
         if store.postgresURL != nil {
@@ -123,7 +141,10 @@ struct VerifyCommand: AsyncParsableCommand {
         }
         try StoreLocation.requireStore(store.url)
         let check = try StoreCheck.run(store.url)
-        if json {
+        let format = output.resolved
+        if format == .jsonl || format == .csv {
+            Output.print(Self.findings(check.problems), as: format)
+        } else if json {
             print(Output.json([
                 "directory": store.url.path, "intact": check.isIntact, "segments": check.log.segments.count,
                 "batches": check.log.batches, "events": check.log.records,
@@ -164,7 +185,10 @@ struct VerifyCommand: AsyncParsableCommand {
         }
         try? await log.close()
         let intact = !problems.contains { $0.severity == "damage" }
-        if json {
+        let format = output.resolved
+        if format == .jsonl || format == .csv {
+            Output.print(Self.findings(problems), as: format)
+        } else if json {
             print(Output.json([
                 "postgres": configuration.description, "intact": intact, "events": report.records,
                 "activities": activities.map { $0 as Any } ?? NSNull(), "problems": problems.map(\.json),

@@ -23,6 +23,19 @@ enum ISODate {
     }
 
     static func tryParse(_ text: String) -> Date? {
+        guard let (whole, fraction) = components(text) else { return nil }
+        // Built on the reference date (2001), which is what a Date stores: the whole seconds
+        // are an exact integer shift from 1970, and adding the fraction back rounds once, so
+        // parse(format(d)) == d exactly.
+        let wholeSinceReference = Double(whole - referenceEpochSince1970)
+        if fraction.isEmpty { return Date(timeIntervalSinceReferenceDate: wholeSinceReference) }
+        let fractionValue = Double("0." + String(fraction.map { Character(Unicode.Scalar(48 + $0)) })) ?? 0
+        return Date(timeIntervalSinceReferenceDate: wholeSinceReference + fractionValue)
+    }
+
+    /// Whole seconds since 1970 (UTC) and the fraction's decimal digits, or `nil` when `text` is
+    /// not ISO 8601.
+    private static func components(_ text: String) -> (whole: Int, fraction: [UInt8])? {
         let b = Array(text.utf8)
         var i = 0
         func number(_ digits: Int) -> Int? {
@@ -71,14 +84,7 @@ enum ISODate {
             }
             guard i == b.count else { return nil }
         }
-        let whole = daysFromCivil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset
-        // Built on the reference date (2001), which is what a Date stores: the whole seconds
-        // are an exact integer shift from 1970, and adding the fraction back rounds once, so
-        // parse(format(d)) == d exactly.
-        let wholeSinceReference = Double(whole - referenceEpochSince1970)
-        if fraction.isEmpty { return Date(timeIntervalSinceReferenceDate: wholeSinceReference) }
-        let fractionValue = Double("0." + String(decoding: fraction, as: UTF8.self)) ?? 0
-        return Date(timeIntervalSinceReferenceDate: wholeSinceReference + fractionValue)
+        return (daysFromCivil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset, fraction.map { $0 - 48 })
     }
 
     /// 2001-01-01T00:00:00Z in seconds since 1970.
@@ -179,14 +185,54 @@ enum ISODate {
     }
 }
 
-/// `A...B`: two ISO dates.
+extension ISODate {
+    /// Whether `text` is a bare date (`2025-03-01`): a whole day, with no time of day.
+    static func isBareDate(_ text: String) -> Bool {
+        text.utf8.count == 10 && tryParse(text) != nil
+    }
+
+    /// Parses an inclusive upper bound (the end of `A...B`, `replay --as-of`). The one rule for
+    /// every such option: a bare date covers its whole day, so it stands for the last instant
+    /// before the next midnight (UTC); a date-time stands for itself.
+    /// - Throws: ``ParseError`` when `text` is not an ISO 8601 date or date-time.
+    static func parseInclusiveUpperBound(_ text: String) throws(ParseError) -> Date {
+        let date = try parse(text)
+        guard isBareDate(text) else { return date }
+        // The largest Date before the next midnight: every instant of the day is at or below it.
+        return Date(timeIntervalSinceReferenceDate: (date.timeIntervalSinceReferenceDate + 86_400).nextDown)
+    }
+}
+
+extension ISODate {
+    /// Parses an inclusive upper bound on recording time (`replay --as-of`) to the log's exact
+    /// nanoseconds, without passing through `Date` (whose `Double` holds only about a tenth of a
+    /// microsecond today, so that `--as-of` an event's own `recordedAt` could miss it). Digits
+    /// beyond the nanosecond are dropped, which keeps every instant at or before the text; a bare
+    /// date covers its whole day, to the last nanosecond before the next midnight (the rule of
+    /// ``parseInclusiveUpperBound(_:)``). Years beyond a log timestamp's range clamp to it.
+    /// - Throws: ``ParseError`` when `text` is not an ISO 8601 date or date-time.
+    static func parseRecordingTimeUpperBound(_ text: String) throws(ParseError) -> LogTimestamp {
+        guard let (whole, fraction) = components(text) else { throw ParseError(text: text) }
+        var nanos = 0
+        for k in 0..<9 { nanos = nanos * 10 + (k < fraction.count ? Int(fraction[k]) : 0) }
+        if isBareDate(text) { nanos = 86_400 * 1_000_000_000 - 1 }
+        // Int64 nanoseconds hold the years 1678...2262.
+        let limit = Int64.max / 1_000_000_000 - 86_400
+        guard whole > -limit else { return .min }
+        guard whole < limit else { return .max }
+        return LogTimestamp(nanosecondsSince1970: Int64(whole) * 1_000_000_000 + Int64(nanos))
+    }
+}
+
+/// `A...B`: two ISO dates, both ends inclusive; a bare date as `B` covers that whole day
+/// (``ISODate/parseInclusiveUpperBound(_:)``), so `2025-03-01...2025-03-01` is March 1.
 func parseDateRange(_ text: String, flag: String) throws -> ClosedRange<Date> {
     let parts = text.components(separatedBy: "...")
     guard parts.count == 2 else {
         throw ToolError(.badInput, "\(flag) expects A...B (two ISO 8601 dates), got \"\(text)\"")
     }
     do {
-        let a = try ISODate.parse(parts[0]), b = try ISODate.parse(parts[1])
+        let a = try ISODate.parse(parts[0]), b = try ISODate.parseInclusiveUpperBound(parts[1])
         guard a <= b else { throw ToolError(.badInput, "\(flag): \(parts[1]) is before \(parts[0])") }
         return a...b
     } catch let error as ISODate.ParseError {

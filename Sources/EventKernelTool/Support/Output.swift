@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -81,6 +82,196 @@ enum Output {
 
     static func seconds(_ s: Double) -> String {
         s < 1 ? String(format: "%.1f ms", s * 1000) : String(format: "%.2f s", s)
+    }
+}
+
+/// How a command that lists rows prints them (`--format`).
+enum OutputFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
+    /// Aligned columns for people (the default).
+    case table
+    /// One JSON document (an array of row objects, or the command's report object).
+    case json
+    /// One JSON object per line.
+    case jsonl
+    /// RFC 4180 CSV: a header line, then one line per row, CRLF line ends.
+    case csv
+}
+
+/// `--format table|json|jsonl|csv`, and `--json` (kept as an alias where it existed).
+struct OutputOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("table (default), json, jsonl or csv.", valueName: "F"))
+    var format: OutputFormat?
+    @Flag(help: "Short for --format json.")
+    var json = false
+
+    func validate() throws {
+        if json, let format, format != .json {
+            throw ValidationError("--json means --format json: it cannot be combined with --format \(format.rawValue)")
+        }
+    }
+
+    /// The format asked for: `--format`, else `.json` for `--json`, else a table.
+    var resolved: OutputFormat { format ?? (json ? .json : .table) }
+}
+
+/// A JSON value whose objects keep their keys in the order given (rows read as their columns do).
+indirect enum JSONValue: Sendable {
+    case string(String)
+    case int(Int64)
+    case bool(Bool)
+    case null
+    case array([JSONValue])
+    case object([(String, JSONValue)])
+    /// JSON text written elsewhere (the export schema's lines), inserted as it is.
+    case raw(String)
+
+    /// Compact JSON text.
+    var text: String {
+        switch self {
+        case .string(let s): ActivityJSON.escape(s)
+        case .int(let n): String(n)
+        case .bool(let b): b ? "true" : "false"
+        case .null: "null"
+        case .array(let values): "[" + values.map(\.text).joined(separator: ",") + "]"
+        case .object(let pairs): "{" + pairs.map { ActivityJSON.escape($0.0) + ":" + $0.1.text }.joined(separator: ",") + "}"
+        case .raw(let text): text
+        }
+    }
+
+    var isNull: Bool {
+        if case .null = self { return true }
+        return false
+    }
+
+    /// The text of a CSV or table cell: strings bare, `null` empty.
+    var cellText: String {
+        switch self {
+        case .string(let s): s
+        case .null: ""
+        default: text
+        }
+    }
+
+    static func uint(_ n: UInt64) -> JSONValue { n <= UInt64(Int64.max) ? .int(Int64(n)) : .string(String(n)) }
+    static func optional(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
+}
+
+/// A column of a ``Listing``.
+struct Column: Sendable {
+    /// The key in JSON objects and the CSV header.
+    var key: String
+    /// The table's header (default: the key).
+    var header: String
+    /// Right-aligned in the table (numbers).
+    var rightAligned = false
+    /// Which formats show it: a table-only column (a derived duration, a readable summary) is
+    /// not part of the machine formats, a machine-only one not part of the table.
+    var inTable = true
+    var inMachineFormats = true
+    /// What the table shows for `null`.
+    var tableNull = "-"
+
+    init(_ key: String, header: String? = nil, right: Bool = false, inTable: Bool = true, inMachineFormats: Bool = true, tableNull: String = "-") {
+        self.key = key
+        self.header = header ?? key
+        self.rightAligned = right
+        self.inTable = inTable
+        self.inMachineFormats = inMachineFormats
+        self.tableNull = tableNull
+    }
+}
+
+/// Rows under named columns, printed in any ``OutputFormat`` by one path (``Output/print(_:as:)``).
+struct Listing: Sendable {
+    /// One row: a value per column and, optionally, its own JSON object (a nested schema, such as
+    /// the export schema of an event) used instead of the columns' flat object.
+    struct Row: Sendable {
+        var cells: [JSONValue]
+        var object: JSONValue?
+        init(_ cells: [JSONValue], object: JSONValue? = nil) {
+            self.cells = cells
+            self.object = object
+        }
+    }
+
+    var columns: [Column]
+    var rows: [Row] = []
+
+    /// The row's JSON object: its own, else the machine columns' keys and values in order.
+    func object(_ row: Row) -> JSONValue {
+        if let object = row.object { return object }
+        return .object(zip(columns, row.cells).filter { $0.0.inMachineFormats }.map { ($0.0.key, $0.1) })
+    }
+}
+
+extension Output {
+    /// RFC 4180: a field is quoted when it holds a comma, a double quote, CR or LF (or starts or
+    /// ends with a space, which some readers trim); a quote inside is doubled.
+    static func csvField(_ text: String) -> String {
+        let needsQuotes = text.contains { $0 == "," || $0 == "\"" || $0 == "\r" || $0 == "\n" || $0 == "\r\n" }
+            || text.first == " " || text.last == " "
+        guard needsQuotes else { return text }
+        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    /// One CSV record, CRLF-terminated as RFC 4180 writes it.
+    static func csvRecord(_ fields: [String]) -> String {
+        fields.map(csvField).joined(separator: ",") + "\r\n"
+    }
+
+    /// The listing in `format`: the one way every command prints rows. `table` is aligned, with
+    /// a header; `json` an array of row objects; `jsonl` one object per line; `csv` RFC 4180
+    /// with a header record. The text ends with a newline unless it is empty.
+    static func render(_ listing: Listing, as format: OutputFormat) -> String {
+        switch format {
+        case .table:
+            let shown = listing.columns.indices.filter { listing.columns[$0].inTable }
+            let header = shown.map { (listing.columns[$0].rightAligned ? ">" : "") + listing.columns[$0].header }
+            let rows = listing.rows.map { row in
+                shown.map { i in row.cells[i].isNull ? listing.columns[i].tableNull : row.cells[i].cellText }
+            }
+            return table(header, rows) + "\n"
+        case .json:
+            guard !listing.rows.isEmpty else { return "[]\n" }
+            return "[\n" + listing.rows.map { "  " + listing.object($0).text }.joined(separator: ",\n") + "\n]\n"
+        case .jsonl:
+            return listing.rows.map { listing.object($0).text + "\n" }.joined()
+        case .csv:
+            return csvHeader(listing) + csvRows(listing)
+        }
+    }
+
+    /// The table's rows without a header or alignment, two spaces between cells: for output
+    /// that streams (`tail`), where later rows cannot widen earlier columns.
+    static func lines(_ listing: Listing) -> String {
+        let shown = listing.columns.indices.filter { listing.columns[$0].inTable }
+        return listing.rows.map { row in
+            shown.map { i in row.cells[i].isNull ? listing.columns[i].tableNull : row.cells[i].cellText }
+                .filter { !$0.isEmpty }.joined(separator: "  ") + "\n"
+        }.joined()
+    }
+
+    /// The CSV header record of a listing's machine columns.
+    static func csvHeader(_ listing: Listing) -> String {
+        csvRecord(listing.columns.filter(\.inMachineFormats).map(\.key))
+    }
+
+    /// The CSV records of a listing's rows (no header), for output that streams.
+    static func csvRows(_ listing: Listing) -> String {
+        listing.rows.map { row in
+            csvRecord(zip(listing.columns, row.cells).filter { $0.0.inMachineFormats }.map { $0.1.cellText })
+        }.joined()
+    }
+
+    /// Prints a listing to stdout in `format` (see ``render(_:as:)``).
+    static func print(_ listing: Listing, as format: OutputFormat) {
+        Swift.print(render(listing, as: format), terminator: "")
+    }
+
+    /// A warning on stderr (`eventkernel: warning: …`): the answer on stdout stands, but it may
+    /// not be the one meant.
+    static func warning(_ message: String) {
+        FileHandle.standardError.write(Data("eventkernel: warning: \(message)\n".utf8))
     }
 }
 

@@ -8,39 +8,107 @@ import Logging
 import PostgresLog
 #endif
 
-/// `--dir D`: the store directory (default `$EVENTKERNEL_STORE`, else `./eventkernel-store`).
-struct StoreOptions: ParsableArguments {
+/// What a command takes besides its store: nothing (`verify [STORE]`), or one operand after it
+/// (`import [STORE] FILE`, `history [STORE] ID`).
+protocol StoreOperandLayout {
+    /// The operand's name in help and messages (`FILE.jsonl`), or `nil` when the command takes none.
+    static var operandName: String? { get }
+    /// The operand's help.
+    static var operandHelp: String { get }
+}
+
+/// A command whose only positional argument is the store.
+enum NoOperand: StoreOperandLayout {
+    static var operandName: String? { nil }
+    static var operandHelp: String { "" }
+}
+
+/// The store, as the first positional argument (`eventkernel verify demo`, as sqlite3 takes its
+/// database) or as `--dir D`, and the command's own operand, if it has one.
+///
+/// One rule for every command: with an operand, a single positional argument is the operand
+/// (`import FILE` keeps working) and two are the store then the operand (`import STORE FILE`).
+/// The store given both ways, differently, is a usage error. Neither given: `$EVENTKERNEL_STORE`,
+/// else `./eventkernel-store`.
+struct StoreArguments<Layout: StoreOperandLayout>: ParsableArguments {
+    @Argument(help: ArgumentHelp("The store directory (the same as --dir).", valueName: "STORE"))
+    var first: String?
+    @Argument(help: ArgumentHelp(Layout.operandHelp, valueName: Layout.operandName ?? "OPERAND",
+                                 visibility: Layout.operandName == nil ? .private : .default))
+    var second: String?
     @Option(name: .customLong("dir"), help: ArgumentHelp(
         "The store directory (default: $EVENTKERNEL_STORE, else ./eventkernel-store).", valueName: "D"))
-    var directory: String?
+    var dirOption: String?
+
+    /// The store given as a positional argument, if any.
+    var positionalStore: String? {
+        Layout.operandName == nil || second != nil ? first : nil
+    }
+
+    /// The command's operand (`nil` only for a command that takes none).
+    var operand: String? { Layout.operandName == nil ? nil : second ?? first }
+
+    /// The store directory given, either way (`nil`: the default).
+    var directory: String? { positionalStore ?? dirOption }
+
+    func validate() throws {
+        if let name = Layout.operandName {
+            guard operand != nil else { throw ValidationError("Missing expected argument '\(name)'") }
+        } else if let second {
+            throw ValidationError("Unexpected argument '\(second)': the store is the only positional argument")
+        }
+        if let positional = positionalStore, let dirOption, Self.standardized(positional) != Self.standardized(dirOption) {
+            throw ValidationError("the store is given twice, differently: '\(positional)' and --dir '\(dirOption)'; give one")
+        }
+    }
+
+    private static func standardized(_ path: String) -> URL {
+        URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL
+    }
 
     var url: URL {
         guard let directory else { return EventStore.defaultDirectory }
-        return URL(filePath: directory, directoryHint: .isDirectory).standardizedFileURL
+        return Self.standardized(directory)
     }
 }
 
-/// The store a read-only command reads: `--dir D` (as ``StoreOptions``) or `--postgres URL`, a
-/// PostgreSQL log (Docs/ScaleOut.md).
-struct ReadableStoreOptions: ParsableArguments {
-    @OptionGroup var local: StoreOptions
+/// The store of a command that takes nothing else.
+typealias StoreOptions = StoreArguments<NoOperand>
+
+/// The store a read-only command reads: a directory (as ``StoreArguments``) or a PostgreSQL log,
+/// `--postgres URL` or a `postgres://` URL as the store argument (Docs/ScaleOut.md).
+struct ReadableStoreArguments<Layout: StoreOperandLayout>: ParsableArguments {
+    @OptionGroup var local: StoreArguments<Layout>
     @Option(name: .customLong("postgres"), help: ArgumentHelp(
         "Read the PostgreSQL log at URL (postgres://user@host:port/database?schema=S) instead of a directory.", valueName: "URL"))
-    var postgresURL: String?
+    var postgresOption: String?
 
-    func validate() throws {
-        if postgresURL != nil && local.directory != nil { throw ValidationError("give --dir or --postgres, not both") }
+    /// The PostgreSQL URL, given as `--postgres` or as the store argument.
+    var postgresURL: String? {
+        if let postgresOption { return postgresOption }
+        if let positional = local.positionalStore, positional.hasPrefix("postgres://") || positional.hasPrefix("postgresql://") {
+            return positional
+        }
+        return nil
     }
 
+    func validate() throws {
+        if postgresOption != nil && local.directory != nil { throw ValidationError("give a store directory or --postgres, not both") }
+        if postgresURL != nil && local.dirOption != nil { throw ValidationError("give --dir or a postgres:// URL, not both") }
+    }
+
+    /// The command's operand (see ``StoreArguments/operand``).
+    var operand: String? { local.operand }
+
     #if PostgreSQL
-    /// The PostgreSQL log, when `--postgres` was given.
+    /// The PostgreSQL log, when one was given.
     func postgres() throws -> PostgresLog.Configuration? {
         guard let postgresURL else { return nil }
         do { return try PostgresLog.Configuration(url: postgresURL) } catch { throw ToolError.from(error) }
     }
     #endif
 
-    /// The directory (meaningful only without `--postgres`).
+    /// The directory (meaningful only without a PostgreSQL log).
     var url: URL { local.url }
 
     /// What messages call the store: its directory, or the URL without its password.
@@ -51,6 +119,9 @@ struct ReadableStoreOptions: ParsableArguments {
         return local.url.path
     }
 }
+
+/// The store of a read-only command that takes nothing else.
+typealias ReadableStoreOptions = ReadableStoreArguments<NoOperand>
 
 extension ToolError {
     /// `--postgres` or `copy` in a build without the PostgreSQL trait.
@@ -92,7 +163,7 @@ enum StoreLocation {
 
     /// Opens the store for reading: a directory beside its writer, or a PostgreSQL log beside
     /// the instances writing to it (replayed from the server: no snapshots).
-    static func openReadOnly(_ store: ReadableStoreOptions) async throws -> EventSourcedActivityRepository {
+    static func openReadOnly<Layout>(_ store: ReadableStoreArguments<Layout>) async throws -> EventSourcedActivityRepository {
         guard store.postgresURL != nil else {
             let repository = try openReadOnly(store.url)
             LogDamage.warnIfDamaged(store.url)
@@ -109,7 +180,7 @@ enum StoreLocation {
     }
 
     /// Opens the log alone, for reading: the segmented log read-only, or the PostgreSQL log.
-    static func openLog(_ store: ReadableStoreOptions) async throws -> any SharedRecordLog {
+    static func openLog<Layout>(_ store: ReadableStoreArguments<Layout>) async throws -> any SharedRecordLog {
         if store.postgresURL != nil {
             #if PostgreSQL
             do { return try await PostgresLog.open(try store.postgres()!, logger: logger) } catch { throw ToolError.from(error) }
