@@ -14,6 +14,8 @@ enum Output {
         FileHandle.standardError.write(Data("eventkernel: error: \(message)\n".utf8))
     }
 
+    /// A warning on stderr (`eventkernel: warning: …`): the answer on stdout stands, but it may
+    /// not be the one meant (or the store it came from is damaged: the command then exits 3).
     static func warning(_ message: String) {
         FileHandle.standardError.write(Data("eventkernel: warning: \(message)\n".utf8))
     }
@@ -266,12 +268,6 @@ extension Output {
     /// Prints a listing to stdout in `format` (see ``render(_:as:)``).
     static func print(_ listing: Listing, as format: OutputFormat) {
         Swift.print(render(listing, as: format), terminator: "")
-    }
-
-    /// A warning on stderr (`eventkernel: warning: …`): the answer on stdout stands, but it may
-    /// not be the one meant.
-    static func warning(_ message: String) {
-        FileHandle.standardError.write(Data("eventkernel: warning: \(message)\n".utf8))
     }
 }
 
