@@ -66,7 +66,12 @@ private func shellWords(_ line: String) -> [String] {
 
 /// The example lines (`eventkernel …`) of a command's discussion.
 private func examples(_ command: any ParsableCommand.Type) -> [[String]] {
+    // A pipeline or a list (`export a | import b -`, `verify && inspect`) is one example of each
+    // command in it.
     command.configuration.discussion.split(separator: "\n")
+        .map { $0.trimmingCharacters(in: .whitespaces) }
+        .filter { $0.hasPrefix("eventkernel ") }
+        .flatMap { $0.replacingOccurrences(of: " && ", with: " | ").components(separatedBy: " | ") }
         .map { $0.trimmingCharacters(in: .whitespaces) }
         .filter { $0.hasPrefix("eventkernel ") }
         .map { Array(shellWords($0).dropFirst()) }
