@@ -1,5 +1,30 @@
 private import CLZ4
 
+/// Why LZ4 could not compress or decompress: the layers above turn it into their own error
+/// (the log's `LogError` with code `tooLarge` or `compression`).
+package struct CompressionError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of failure.
+    package enum Kind: Hashable, Sendable {
+        /// The input exceeds ``LZ4Block/maxInputSize``.
+        case tooLarge
+        /// liblz4 refused: a compression failure, or malformed compressed input.
+        case failed
+    }
+
+    /// What kind of failure.
+    package var kind: Kind
+    /// What happened, in words.
+    package var message: String
+
+    /// Creates an error.
+    package init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    package var description: String { message }
+}
+
 /// LZ4 block compression over liblz4, used for batch payloads and snapshots.
 ///
 /// Block format (not frame format): the container (batch header, snapshot header) already
@@ -9,13 +34,16 @@ package enum LZ4Block {
     package static let maxInputSize = Int(LZ4_MAX_INPUT_SIZE)
 
     /// Compresses `source`, appending the compressed bytes to `destination`.
+    /// - Parameters:
+    ///   - source: The bytes to compress.
+    ///   - destination: The buffer the compressed bytes are appended to.
     /// - Returns: The number of bytes appended.
-    /// - Throws: ``LogError`` with code ``LogError/Code/tooLarge`` beyond ``maxInputSize``,
-    ///   ``LogError/Code/compression`` if liblz4 fails.
+    /// - Throws: ``CompressionError`` of kind ``CompressionError/Kind/tooLarge`` beyond
+    ///   ``maxInputSize``, ``CompressionError/Kind/failed`` if liblz4 fails.
     @discardableResult
-    package static func compress(_ source: UnsafeRawBufferPointer, appendingTo destination: inout [UInt8]) throws(LogError) -> Int {
+    package static func compress(_ source: UnsafeRawBufferPointer, appendingTo destination: inout [UInt8]) throws(CompressionError) -> Int {
         guard source.count <= maxInputSize else {
-            throw LogError(.tooLarge, "\(source.count) bytes exceed LZ4's input limit of \(maxInputSize)")
+            throw CompressionError(.tooLarge, "\(source.count) bytes exceed LZ4's input limit of \(maxInputSize)")
         }
         if source.isEmpty { return 0 }
         let bound = Int(LZ4_compressBound(Int32(source.count)))
@@ -29,27 +57,30 @@ package enum LZ4Block {
         }
         guard written > 0 else {
             destination.removeLast(bound)
-            throw LogError(.compression, "LZ4 compression of \(source.count) bytes failed")
+            throw CompressionError(.failed, "LZ4 compression of \(source.count) bytes failed")
         }
         destination.removeLast(bound - Int(written))
         return Int(written)
     }
 
     /// Decompresses `source` into `destination`, which must be exactly the original length.
-    /// - Throws: ``LogError`` with code ``LogError/Code/compression`` when the input is
+    /// - Parameters:
+    ///   - source: The compressed bytes.
+    ///   - destination: Where the original bytes go; its size is the original length.
+    /// - Throws: ``CompressionError`` of kind ``CompressionError/Kind/failed`` when the input is
     ///   malformed or does not decompress to exactly `destination.count` bytes.
-    package static func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) throws(LogError) {
+    package static func decompress(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) throws(CompressionError) {
         if destination.isEmpty && source.isEmpty { return }
         guard let src = source.baseAddress, let dst = destination.baseAddress,
               source.count <= Int(Int32.max), destination.count <= Int(Int32.max) else {
-            throw LogError(.compression, "LZ4 input of \(source.count) bytes cannot decompress to \(destination.count) bytes")
+            throw CompressionError(.failed, "LZ4 input of \(source.count) bytes cannot decompress to \(destination.count) bytes")
         }
         // LZ4_decompress_safe never reads or writes out of bounds, whatever the input.
         let produced = LZ4_decompress_safe(
             src.assumingMemoryBound(to: CChar.self), dst.assumingMemoryBound(to: CChar.self),
             Int32(source.count), Int32(destination.count))
         guard produced == Int32(destination.count) else {
-            throw LogError(.compression, "LZ4 data decompressed to \(produced) bytes, expected \(destination.count)")
+            throw CompressionError(.failed, "LZ4 data decompressed to \(produced) bytes, expected \(destination.count)")
         }
     }
 }

@@ -1,37 +1,31 @@
-// Little-endian fixed-width and LEB128 varint encoding, the only integer encodings the
-// file format uses (Docs/FileFormat.md).
+// Little-endian fixed-width integers, the only fixed-width encoding the file formats use
+// (Docs/FileFormat.md): one way to write them and one way to read them, for every layer.
 
 extension Array where Element == UInt8 {
-    @inline(__always)
-    mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
+    /// Appends `value`'s bytes, least significant first.
+    @inlinable @inline(__always)
+    package mutating func appendLittleEndian<T: FixedWidthInteger>(_ value: T) {
         Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
     }
 
-    @inline(__always)
-    mutating func appendVarint(_ value: UInt64) {
-        var v = value
-        while v >= 0x80 {
-            append(UInt8(truncatingIfNeeded: v) | 0x80)
-            v >>= 7
-        }
-        append(UInt8(v))
-    }
-
-    mutating func storeLittleEndian<T: FixedWidthInteger>(_ value: T, at offset: Int) {
-        Swift.withUnsafeBytes(of: value.littleEndian) { bytes in
-            for i in 0..<bytes.count { self[offset + i] = bytes[i] }
-        }
+    /// `withUnsafeBytes` for closures with typed throws (the standard one is untyped).
+    @inlinable @inline(__always)
+    package func withBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        let result: Result<R, E> = withUnsafeBytes { raw in Result { () throws(E) -> R in try body(raw) } }
+        return try result.get()
     }
 }
 
 extension UnsafeRawBufferPointer {
-    @inline(__always)
-    func loadLittleEndian<T: FixedWidthInteger>(at offset: Int, as type: T.Type) -> T {
+    /// The `T` stored little-endian at `offset`, which need not be aligned. The caller checks
+    /// that `offset + MemoryLayout<T>.size` is within bounds.
+    @inlinable @inline(__always)
+    package func loadLittleEndian<T: FixedWidthInteger>(at offset: Int, as type: T.Type) -> T {
         T(littleEndian: loadUnaligned(fromByteOffset: offset, as: T.self))
     }
 
     /// Whether every byte is zero: preallocated space that was never written.
-    func isAllZero() -> Bool {
+    package func isAllZero() -> Bool {
         var index = 0
         let n = count
         guard let base = baseAddress else { return true }
@@ -44,50 +38,5 @@ extension UnsafeRawBufferPointer {
             index += 1
         }
         return true
-    }
-}
-
-/// A bounds-checked cursor over bytes, for decoding record framing.
-struct ByteCursor {
-    let bytes: UnsafeRawBufferPointer
-    var offset = 0
-
-    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
-
-    var isAtEnd: Bool { offset >= bytes.count }
-
-    /// Reads an unsigned LEB128 varint of at most 10 bytes; nil when truncated or overlong.
-    @inline(__always)
-    mutating func readVarint() -> UInt64? {
-        var result: UInt64 = 0
-        var shift: UInt64 = 0
-        while offset < bytes.count {
-            let byte = bytes[offset]
-            offset += 1
-            if shift == 63 && byte > 1 { return nil }
-            result |= UInt64(byte & 0x7F) << shift
-            if byte < 0x80 { return result }
-            shift += 7
-            if shift > 63 { return nil }
-        }
-        return nil
-    }
-
-    /// Takes the next `count` bytes; nil when fewer remain.
-    @inline(__always)
-    mutating func readBytes(_ count: Int) -> UnsafeRawBufferPointer? {
-        guard count >= 0, bytes.count - offset >= count else { return nil }
-        let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)])
-        offset += count
-        return slice
-    }
-}
-
-extension Array where Element == UInt8 {
-    /// `withUnsafeBytes` for closures with typed throws (the standard one is untyped).
-    @inline(__always)
-    func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws(LogError) -> R) throws(LogError) -> R {
-        let result: Result<R, LogError> = withUnsafeBytes { raw in Result { () throws(LogError) -> R in try body(raw) } }
-        return try result.get()
     }
 }
