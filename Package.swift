@@ -10,6 +10,9 @@
 //   Activities, ActivityWorkload (the reference domain and its seeded generator)
 //   EventKernel (typed events, projections, snapshots, repositories)
 //   EventLog (the segmented, compressed, checksummed log)
+//   KernelPrimitives (what every layer shares, all `package` access: locks, CRC32C, the LZ4
+//     block wrapper, varints and little-endian integers, BinaryReader/BinaryWriter, the one
+//     system-call wrapper)
 //   CLZ4 (system library over liblz4)
 // Beside them, never depended on by the core: PostgresLog (a RecordLog on PostgreSQL through
 // postgres-nio, for several instances sharing one log; Docs/ScaleOut.md).
@@ -62,22 +65,29 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"]), .brew(["lz4"])]
         ),
+        // Not a product: everything in it is `package` access (as NIOConcurrencyHelpers keeps
+        // NIO's locks apart), so apps see only what EventLog and EventKernel make public.
+        .target(
+            name: "KernelPrimitives",
+            dependencies: ["CLZ4"],
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "EventLog",
-            dependencies: ["CLZ4"],
+            dependencies: ["KernelPrimitives"],
             swiftSettings: strictSettings
         ),
         .target(
             name: "EventKernel",
             dependencies: [
-                "EventLog",
+                "KernelPrimitives", "EventLog",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings
         ),
         .target(
             name: "Activities",
-            dependencies: ["EventKernel", "EventLog"],
+            dependencies: ["KernelPrimitives", "EventKernel", "EventLog"],
             swiftSettings: strictSettings
         ),
         .target(
@@ -91,7 +101,7 @@ let package = Package(
         .target(
             name: "PostgresLog",
             dependencies: [
-                "EventLog", "EventKernel",
+                "KernelPrimitives", "EventLog", "EventKernel",
                 .product(name: "PostgresNIO", package: "postgres-nio", condition: .when(traits: ["PostgreSQL"])),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -148,7 +158,7 @@ let package = Package(
         .target(
             name: "EventKernelTestSupport",
             dependencies: [
-                "Activities", "ActivityWorkload", "EventLog", "EventKernel", "PostgresLog",
+                "Activities", "ActivityWorkload", "KernelPrimitives", "EventLog", "EventKernel", "PostgresLog",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/EventKernelTestSupport",
@@ -182,20 +192,27 @@ let package = Package(
             path: "Tests/LifecycleTestHelper",
             swiftSettings: strictSettings
         ),
+        // Direct tests of the primitives: varints at every length, zigzag extremes, CRC32C
+        // vectors, LZ4, the EINTR retry.
+        .testTarget(
+            name: "KernelPrimitivesTests",
+            dependencies: ["KernelPrimitives"],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "EventLogTests",
-            dependencies: ["EventLog", "EventLogTestHelper", "EventKernelTestSupport"],
+            dependencies: ["KernelPrimitives", "EventLog", "EventLogTestHelper", "EventKernelTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "EventKernelTests",
-            dependencies: ["EventKernel", "EventLog", "EventKernelTestSupport"],
+            dependencies: ["KernelPrimitives", "EventKernel", "EventLog", "EventKernelTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ActivitiesTests",
             dependencies: [
-                "Activities", "ActivityWorkload", "EventKernel", "EventLog", "ActivitiesTestHelper",
+                "Activities", "ActivityWorkload", "KernelPrimitives", "EventKernel", "EventLog", "ActivitiesTestHelper",
                 "EventKernelTestSupport", "PostgresLog",
                 // To record the warnings logged for ignored snapshots.
                 .product(name: "Logging", package: "swift-log"),

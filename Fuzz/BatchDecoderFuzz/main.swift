@@ -1,5 +1,6 @@
 // libFuzzer target over the EventLog decoders. Built by scripts/fuzz.sh together with the
-// EventLog sources into one module, so internal APIs are reachable.
+// EventLog sources into one module, so internal APIs are reachable (the primitives they share
+// with the other layers, KernelPrimitives, are built first as their own module).
 //
 // The first input byte picks what the rest is fed to; every decoder must return a result or
 // throw a LogError for any bytes: never crash, never read out of bounds, never allocate
@@ -7,6 +8,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import KernelPrimitives
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {

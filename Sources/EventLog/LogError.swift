@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+package import KernelPrimitives
 
 /// The one error type thrown by the `EventLog` module.
 ///
@@ -104,7 +105,15 @@ public struct LogError: Error, Sendable, CustomStringConvertible {
         return "\(code): \(message)\(suffix)"
     }
 
-    static func system(_ call: String, errno number: Int32, file: String?, offset: Int64? = nil) -> LogError {
-        LogError(.io, "\(call) failed", file: file, offset: offset, systemErrorNumber: number)
+    /// A failed system call as an ``Code/io`` error at `file` (and `offset`).
+    static func system(_ error: SystemCallError, file: String?, offset: Int64? = nil) -> LogError {
+        LogError(.io, "\(error.call) failed", file: file, offset: offset, systemErrorNumber: error.errorNumber)
+    }
+
+    /// A compression failure as a log error: ``Code/tooLarge`` beyond LZ4's input limit,
+    /// ``Code/compression`` otherwise.
+    /// - Parameter error: The failure.
+    package init(_ error: CompressionError) {
+        self.init(error.kind == .tooLarge ? .tooLarge : .compression, error.message)
     }
 }

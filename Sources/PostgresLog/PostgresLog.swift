@@ -5,6 +5,7 @@ public import Logging
 import Foundation
 import NIOCore
 import PostgresNIO
+import KernelPrimitives
 
 /// A ``RecordLog`` on PostgreSQL: the one log several service instances share
 /// (Docs/ScaleOut.md).

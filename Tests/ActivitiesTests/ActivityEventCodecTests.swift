@@ -2,6 +2,7 @@
 import EventKernel
 import Foundation
 import Testing
+import KernelPrimitives
 
 /// Schema version 3 writes whole-second dates as integers and an end as its duration; every
 /// date must read back bit for bit, whatever its value, and versions 1 and 2 must still decode.

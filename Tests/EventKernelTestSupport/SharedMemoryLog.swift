@@ -2,6 +2,7 @@ import Dispatch
 import EventKernel
 public import EventLog
 import Foundation
+import KernelPrimitives
 
 /// A log in memory that several stores share, each through its own ``SharedMemoryLog``: the
 /// semantics of a shared log (`PostgresLog`) without a server, so that the store's shared-log

@@ -3,6 +3,7 @@ import Testing
 import EventLog
 import EventKernel
 import EventKernelTestSupport
+import KernelPrimitives
 
 @Suite struct EncodingTests {
     /// The interner hands back the string it kept for the same bytes (the same storage, for a

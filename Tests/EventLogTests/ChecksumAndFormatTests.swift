@@ -3,29 +3,8 @@ import Foundation
 import Testing
 import EventKernelTestSupport
 
-@Suite("CRC32C and the batch format")
+@Suite("The batch format")
 struct ChecksumAndFormatTests {
-    @Test("CRC32C matches the standard check value")
-    func checkValue() {
-        #expect(CRC32C.checksum("123456789") == 0xE306_9283)
-        #expect(CRC32C.checksum([UInt8]()) == 0)
-        // 32 bytes of zeros and of 0xFF: test vectors from RFC 3720 (iSCSI), B.4.
-        #expect(CRC32C.checksum([UInt8](repeating: 0, count: 32)) == 0x8A91_36AA)
-        #expect(CRC32C.checksum([UInt8](repeating: 0xFF, count: 32)) == 0x62A8_AB43)
-        #expect(CRC32C.checksum(Array(0..<32 as Range<UInt8>)) == 0x46DD_794E)
-    }
-
-    @Test("CRC32C continues across pieces")
-    func incremental() {
-        let bytes = (0..<1000).map { UInt8(truncatingIfNeeded: $0 * 7) }
-        let whole = CRC32C.checksum(bytes)
-        for split in [0, 1, 7, 8, 9, 500, 999, 1000] {
-            let first = bytes[..<split].withUnsafeBytes { CRC32C.checksum($0) }
-            let both = bytes[split...].withUnsafeBytes { CRC32C.checksum($0, continuing: first) }
-            #expect(both == whole, "split at \(split)")
-        }
-    }
-
     @Test("a batch round-trips through encode and decode, compressed and not", arguments: CompressionCodec.allCases)
     func batchRoundTrip(codec: CompressionCodec) throws {
         let entries = (0..<100).map { entry($0, size: $0 % 3 == 0 ? 300 : 10, at: 1_000_000 - Int64($0)) }
@@ -75,17 +54,6 @@ struct ChecksumAndFormatTests {
                                                   firstPosition: 0, codec: .lz4, into: &output, scratch: &scratch)
         #expect(header.codec == .none)
         #expect(header.storedLength == header.uncompressedLength)
-    }
-
-    @Test("LZ4 rejects malformed input with a typed error")
-    func lz4Malformed() {
-        var out = [UInt8](repeating: 0, count: 100)
-        let garbage: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF, 1, 2, 3]
-        #expect(throws: LogError.self) {
-            try garbage.withUnsafeBytes { src in
-                try out.withUnsafeMutableBytes { dst in try LZ4Block.decompress(src, into: dst) }
-            }
-        }
     }
 
     @Test("segment names sort by position and parse back")

@@ -1,6 +1,7 @@
 public import EventKernel
 public import EventLog
 public import Foundation
+package import KernelPrimitives
 
 /// The compact binary encoding of ``ActivityEvent``s in the log.
 ///

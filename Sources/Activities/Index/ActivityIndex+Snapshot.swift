@@ -1,6 +1,7 @@
 import Foundation
 @_spi(Indexing) import EventKernel
 import EventLog
+import KernelPrimitives
 
 extension ActivityIndex {
     /// An index over `rows`, which must come in strictly increasing `(start, id)` order (a
@@ -94,24 +95,20 @@ private struct ByteReader {
         guard bytes.count - offset >= MemoryLayout<T>.size else {
             throw .corruptSnapshot("truncated at byte \(offset)")
         }
-        let value = T(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: T.self))
+        let value = bytes.loadLittleEndian(at: offset, as: T.self)
         offset += MemoryLayout<T>.size
         return value
     }
 
-    /// An unsigned LEB128 varint of at most 64 bits.
+    /// A varint (KernelPrimitives' `Varint`).
     mutating func readVarint() throws(ActivityIndexError) -> UInt64 {
         let start = offset
-        var result: UInt64 = 0
-        var shift: UInt64 = 0
-        while true {
-            guard offset < bytes.count else { throw .corruptSnapshot("truncated at byte \(offset)") }
-            let byte = bytes[offset]
-            offset += 1
-            guard shift < 63 || byte <= 1 else { throw .corruptSnapshot("malformed varint at byte \(start)") }
-            result |= UInt64(byte & 0x7F) << shift
-            if byte & 0x80 == 0 { return result }
-            shift += 7
+        do throws(Varint.Failure) {
+            return try Varint.decode(bytes, at: &offset)
+        } catch .truncated {
+            throw .corruptSnapshot("truncated at byte \(offset)")
+        } catch {
+            throw .corruptSnapshot("malformed varint at byte \(start)")
         }
     }
 
@@ -141,7 +138,7 @@ extension ActivityIndex {
         var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(bytes.count)
         var i = 0
         while i + 8 <= bytes.count {
-            let w = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            let w = bytes.loadLittleEndian(at: i, as: UInt64.self)
             h = (h ^ w) &* p
             h = (h << 29) | (h >> 35)
             i += 8
@@ -241,7 +238,7 @@ extension ActivityIndex {
         }
         bytes.append(contentsOf: out.bytes)
         let sum = bytes.withUnsafeBytes { Self.checksum(UnsafeRawBufferPointer(rebasing: $0[base...])) }
-        withUnsafeBytes(of: sum.littleEndian) { bytes.append(contentsOf: $0) }
+        bytes.appendLittleEndian(sum)
     }
 
     /// `value` as a whole number of seconds, when the `Double` is exactly that integer (bit
@@ -273,7 +270,7 @@ extension ActivityIndex {
             throw .corruptSnapshot("unsupported version \(format)")
         }
         let bodyCount = bytes.count - 8
-        let stored = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: bodyCount, as: UInt64.self))
+        let stored = bytes.loadLittleEndian(at: bodyCount, as: UInt64.self)
         guard Self.checksum(UnsafeRawBufferPointer(rebasing: bytes[..<bodyCount])) == stored else {
             throw .corruptSnapshot("checksum mismatch")
         }

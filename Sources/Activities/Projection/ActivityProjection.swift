@@ -1,6 +1,7 @@
 public import EventKernel
 package import Foundation
 public import EventLog
+public import KernelPrimitives
 
 /// The read model of the Activities domain: folds ``ActivityEvent``s into an ``ActivityIndex``.
 ///

@@ -1,4 +1,5 @@
 import Foundation
+import KernelPrimitives
 
 /// Decodes what ``BinaryEntityEncoder`` wrote. Keys are matched by name, so properties may be
 /// reordered and optional ones added or removed without a schema bump, as with JSON; a value
@@ -42,14 +43,12 @@ final class BinaryDecodingState {
     }
 
     func varint(_ offset: inout Int) throws -> UInt64 {
-        var result: UInt64 = 0
-        var shift: UInt64 = 0
-        while true {
-            let b = try byte(&offset)
-            if shift == 63 && b > 1 { throw corrupted("varint overflow", at: offset - 1) }
-            result |= UInt64(b & 0x7F) << shift
-            if b < 0x80 { return result }
-            shift += 7
+        do throws(Varint.Failure) {
+            return try Varint.decode(bytes, at: &offset)
+        } catch .truncated {
+            throw corrupted("truncated value", at: offset)
+        } catch {
+            throw corrupted("varint overflow", at: offset - 1)
         }
     }
 
@@ -127,7 +126,7 @@ final class BinaryDecodingState {
     }
 
     func fixed64(_ offset: Int) -> UInt64 {
-        bytes.withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) }
+        bytes.withUnsafeBytes { $0.loadLittleEndian(at: offset, as: UInt64.self) }
     }
 
     func decodeInt(at offset: Int, _ codingPath: @autoclosure () -> [any CodingKey]) throws -> Int64 {
@@ -175,7 +174,7 @@ final class BinaryDecodingState {
         case BinaryEntityFormat.double, BinaryEntityFormat.date: try advance(&o, 8); return Double(bitPattern: fixed64(offset + 1))
         case BinaryEntityFormat.float:
             try advance(&o, 4)
-            return Double(bytes.withUnsafeBytes { Float(bitPattern: UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: offset + 1, as: UInt32.self))) })
+            return Double(bytes.withUnsafeBytes { Float(bitPattern: $0.loadLittleEndian(at: offset + 1, as: UInt32.self)) })
         case BinaryEntityFormat.int, BinaryEntityFormat.uint: return Double(try decodeInt(at: offset, codingPath()))
         default: throw mismatch(Double.self, tag: tag, at: offset, codingPath())
         }

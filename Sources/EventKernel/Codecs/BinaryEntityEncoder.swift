@@ -1,4 +1,5 @@
 import Foundation
+import KernelPrimitives
 
 /// The compact binary form of any `Codable` value, used for generic repositories' event
 /// payloads and snapshots (``EntitySchema``'s default codec).
@@ -77,12 +78,7 @@ final class BinaryEncodingState {
     init() { bytes.reserveCapacity(128) }
 
     func writeVarint(_ value: UInt64) {
-        var v = value
-        while v >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
-            v >>= 7
-        }
-        bytes.append(UInt8(v))
+        Varint.encode(value, into: &bytes)
     }
 
     func writeString(_ s: String) {
@@ -200,7 +196,7 @@ final class BinaryEncodingState {
     }
 
     func writeDouble(_ d: Double) {
-        withUnsafeBytes(of: d.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+        bytes.appendLittleEndian(d.bitPattern)
     }
 
     func writeInt(_ v: Int64) {
@@ -249,7 +245,7 @@ struct BinaryEntityEncoderImpl: Encoder {
         mutating func encode(_ value: Bool, forKey key: Key) throws { try begin(key); state.bytes.append(value ? BinaryEntityFormat.true : BinaryEntityFormat.false) }
         mutating func encode(_ value: String, forKey key: Key) throws { try begin(key); state.bytes.append(BinaryEntityFormat.string); state.writeString(value) }
         mutating func encode(_ value: Double, forKey key: Key) throws { try begin(key); state.bytes.append(BinaryEntityFormat.double); state.writeDouble(value) }
-        mutating func encode(_ value: Float, forKey key: Key) throws { try begin(key); state.bytes.append(BinaryEntityFormat.float); withUnsafeBytes(of: value.bitPattern.littleEndian) { state.bytes.append(contentsOf: $0) } }
+        mutating func encode(_ value: Float, forKey key: Key) throws { try begin(key); state.bytes.append(BinaryEntityFormat.float); state.bytes.appendLittleEndian(value.bitPattern) }
         mutating func encode(_ value: Int, forKey key: Key) throws { try begin(key); state.writeInt(Int64(value)) }
         mutating func encode(_ value: Int8, forKey key: Key) throws { try begin(key); state.writeInt(Int64(value)) }
         mutating func encode(_ value: Int16, forKey key: Key) throws { try begin(key); state.writeInt(Int64(value)) }
@@ -349,7 +345,7 @@ struct BinaryEntityEncoderImpl: Encoder {
         mutating func encode(_ value: Bool) throws { state.bytes.append(value ? BinaryEntityFormat.true : BinaryEntityFormat.false) }
         mutating func encode(_ value: String) throws { state.bytes.append(BinaryEntityFormat.string); state.writeString(value) }
         mutating func encode(_ value: Double) throws { state.bytes.append(BinaryEntityFormat.double); state.writeDouble(value) }
-        mutating func encode(_ value: Float) throws { state.bytes.append(BinaryEntityFormat.float); withUnsafeBytes(of: value.bitPattern.littleEndian) { state.bytes.append(contentsOf: $0) } }
+        mutating func encode(_ value: Float) throws { state.bytes.append(BinaryEntityFormat.float); state.bytes.appendLittleEndian(value.bitPattern) }
         mutating func encode(_ value: Int) throws { state.writeInt(Int64(value)) }
         mutating func encode(_ value: Int8) throws { state.writeInt(Int64(value)) }
         mutating func encode(_ value: Int16) throws { state.writeInt(Int64(value)) }

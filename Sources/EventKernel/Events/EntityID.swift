@@ -1,4 +1,5 @@
 public import Foundation
+package import KernelPrimitives
 
 /// The identity of an entity within its type: a UUID or a string.
 ///
@@ -101,7 +102,7 @@ extension Int: EntityIDConvertible {
 
 extension BinaryWriter {
     /// Writes an entity id: tag 0 and 16 bytes for a UUID, tag 1 and a string otherwise.
-    public mutating func writeEntityID(_ id: EntityID) {
+    package mutating func writeEntityID(_ id: EntityID) {
         switch id {
         case .uuid(let uuid): writeUInt8(0); writeUUID(uuid)
         case .string(let string): writeUInt8(1); writeString(string)
@@ -110,9 +111,9 @@ extension BinaryWriter {
 }
 
 extension BinaryReader {
-    /// Reads an entity id written by ``BinaryWriter/writeEntityID(_:)``.
+    /// Reads an entity id written by `BinaryWriter.writeEntityID(_:)`.
     /// - Throws: ``BinaryDecodingError`` on truncation or an unknown tag.
-    public mutating func readEntityID() throws(BinaryDecodingError) -> EntityID {
+    package mutating func readEntityID() throws(BinaryDecodingError) -> EntityID {
         let start = offset
         switch try readUInt8() {
         case 0: return .uuid(try readUUID())

@@ -1,5 +1,6 @@
 public import EventLog
 import Foundation
+public import KernelPrimitives
 
 extension EventEnvelope {
     /// The version of the record payload layout written by ``encodeRecordPayload(eventType:schemaVersion:stream:entityVersion:metadata:payload:)``.
@@ -148,7 +149,7 @@ extension EventEnvelope {
                 throw BinaryDecodingError(.truncated(needed: 4 - (tagOffset - headerLength)), at: headerLength)
             }
             let lengthOffset = tagOffset - 4
-            let length = bytes.withUnsafeBytes { Int(UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: lengthOffset, as: UInt32.self))) }
+            let length = bytes.withUnsafeBytes { Int($0.loadLittleEndian(at: lengthOffset, as: UInt32.self)) }
             guard lengthOffset - headerLength >= length else {
                 throw BinaryDecodingError(.truncated(needed: length - (lengthOffset - headerLength)), at: headerLength)
             }

@@ -1,4 +1,5 @@
 import Foundation
+import KernelPrimitives
 /// The identity of an entity in a store: its type and its id. The unit of concurrency, history
 /// and time travel, as a stream is in every event store.
 ///

@@ -1,5 +1,6 @@
 import Dispatch
 import EventLog
+import KernelPrimitives
 
 /// One component of a declared index, as the planner sees it: a property and a direction.
 struct IndexedField: Sendable {

@@ -1,5 +1,6 @@
 import Foundation
 public import EventLog
+import KernelPrimitives
 
 /// A ``Projection`` over a value-type `State` and a reducer: the helper a domain uses.
 ///

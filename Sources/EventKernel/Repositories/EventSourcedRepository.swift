@@ -1,5 +1,6 @@
 public import Foundation
 public import EventLog
+import KernelPrimitives
 
 /// A generic event-sourced repository: a domain declares its entity type and gets durable
 /// add, update, save (upsert) and delete (as events), id lookups, predicate and date-range

@@ -1,4 +1,5 @@
 public import EventLog
+public import KernelPrimitives
 
 /// The last event a snapshot covers, as the log held it when the snapshot was written: the
 /// snapshot is used only while the log still holds exactly that event there.
@@ -76,7 +77,13 @@ public struct SnapshotFile: Hashable, Sendable {
     /// - Throws: `LogError` when compression fails.
     public func encoded() throws -> [UInt8] {
         var compressed: [UInt8] = []
-        try body.withUnsafeBytes { raw in _ = try LZ4Block.compress(raw, appendingTo: &compressed) }
+        try body.withBytes { (raw) throws(LogError) in
+            do throws(CompressionError) {
+                _ = try LZ4Block.compress(raw, appendingTo: &compressed)
+            } catch {
+                throw LogError(error)
+            }
+        }
         let useLZ4 = !body.isEmpty && compressed.count < body.count
         let stored = useLZ4 ? compressed : body
         var writer = BinaryWriter(capacity: 64 + stored.count)
@@ -206,14 +213,14 @@ public struct SnapshotFile: Hashable, Sendable {
         self.anchor = anchor
     }
 
-    private static func decompress(_ stored: [UInt8], into body: inout [UInt8]) -> LogError? {
+    private static func decompress(_ stored: [UInt8], into body: inout [UInt8]) -> CompressionError? {
         do {
             try stored.withUnsafeBytes { source in
                 try body.withUnsafeMutableBytes { destination in try LZ4Block.decompress(source, into: destination) }
             }
             return nil
         } catch {
-            return error as? LogError ?? LogError(.compression, "\(error)")
+            return error as? CompressionError ?? CompressionError(.failed, "\(error)")
         }
     }
 }

@@ -1,5 +1,6 @@
 public import Foundation
 public import EventLog
+import KernelPrimitives
 
 extension EventStore {
     /// Reads committed events from `start` forward.

@@ -1,5 +1,6 @@
 import Foundation
 import EventLog
+import KernelPrimitives
 
 extension EventStore {
     /// Records per chunk of a replay: projections fold (and prepare) a chunk at a time.

@@ -1,6 +1,7 @@
 public import Foundation
 public import EventLog
 public import Logging
+import KernelPrimitives
 
 /// The event store: typed events over any `RecordLog`, with optimistic concurrency,
 /// projections folded in the commit path, live subscriptions and snapshots.

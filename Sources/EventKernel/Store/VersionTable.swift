@@ -1,5 +1,6 @@
 import EventLog
 import Synchronization
+import KernelPrimitives
 
 /// The store's stream versions: the one place that decides whether an expected version holds.
 ///

@@ -1,3 +1,4 @@
+import KernelPrimitives
 /// The fixed 64-byte header in front of every batch (Docs/FileFormat.md, "Batch header").
 ///
 /// ```

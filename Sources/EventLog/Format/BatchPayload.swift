@@ -1,3 +1,4 @@
+import KernelPrimitives
 /// Encoding and decoding of a batch's records (Docs/FileFormat.md, "Batch payload").
 ///
 /// Uncompressed, a payload is the records back to back, each as
@@ -23,8 +24,8 @@ enum BatchPayload {
         for entry in entries {
             // Subtraction cannot overflow when done in UInt64 bit patterns: the difference fits.
             let delta = UInt64(bitPattern: entry.timestamp.nanosecondsSince1970) &- UInt64(bitPattern: minTimestamp)
-            scratch.appendVarint(delta)
-            scratch.appendVarint(UInt64(entry.payload.count))
+            Varint.encode(delta, into: &scratch)
+            Varint.encode(UInt64(entry.payload.count), into: &scratch)
             scratch.append(contentsOf: entry.payload)
         }
         guard scratch.count <= BatchHeader.maxPayloadLength else {
@@ -36,7 +37,11 @@ enum BatchPayload {
         var storedLength = scratch.count
         if codec == .lz4 {
             storedLength = try scratch.withBytes { (raw) throws(LogError) -> Int in
-                try LZ4Block.compress(raw, appendingTo: &output)
+                do throws(CompressionError) {
+                    return try LZ4Block.compress(raw, appendingTo: &output)
+                } catch {
+                    throw LogError(error)
+                }
             }
             // Incompressible data is stored as is: never pay more bytes for compression.
             if storedLength >= scratch.count {
@@ -75,7 +80,11 @@ enum BatchPayload {
             let length = Int(header.uncompressedLength)
             if scratch.count < length { scratch = [UInt8](repeating: 0, count: length) }
             try scratch.withUnsafeMutableBytes { out in
-                try LZ4Block.decompress(stored, into: UnsafeMutableRawBufferPointer(rebasing: out[0..<length]))
+                do throws(CompressionError) {
+                    try LZ4Block.decompress(stored, into: UnsafeMutableRawBufferPointer(rebasing: out[0..<length]))
+                } catch {
+                    throw LogError(error)
+                }
             }
             return try scratch.withUnsafeBytes { raw in
                 try walk(UnsafeRawBufferPointer(rebasing: raw[0..<length]), header: header, from: start, through: end, body)

@@ -1,3 +1,4 @@
+import KernelPrimitives
 /// The 32-byte header at the start of every segment file (Docs/FileFormat.md, "Segment file"):
 /// the format's definition. Writing and checking a segment's header is ``Segment``'s
 /// (`Segment+Header.swift`).

@@ -1,3 +1,4 @@
+import KernelPrimitives
 /// Where one batch lives, as recorded in a sealed segment's index and kept in memory for reads.
 struct BatchLocation: Hashable, Sendable {
     var firstPosition: LogPosition

@@ -1,3 +1,4 @@
+import KernelPrimitives
 
 /// A ``RecordLog`` held in memory: same semantics as ``SegmentedLog`` (gap-free positions,
 /// atomic batches, time-range reads), no files. For tests and previews.

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import KernelPrimitives
 
 /// What a walk over one segment file found.
 struct SegmentScan: Sendable {

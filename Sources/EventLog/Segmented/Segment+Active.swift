@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import KernelPrimitives
 
 extension Segment {
     /// The writer's handle on the active segment: where the next batch goes, and how far the

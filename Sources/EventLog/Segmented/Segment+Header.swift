@@ -1,3 +1,4 @@
+import KernelPrimitives
 extension Segment {
     /// Writes the header of the segment starting at `base` (``SegmentHeader``) at offset 0.
     static func writeHeader(base: LogPosition, to file: OpenFile, io: any LogFileIO) throws(LogError) {

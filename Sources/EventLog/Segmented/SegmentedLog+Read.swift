@@ -1,3 +1,4 @@
+import KernelPrimitives
 /// Where a read walk stands: a segment and a batch within it. Stable while the log is open,
 /// because segments and batches are only ever appended.
 struct BatchCursor {

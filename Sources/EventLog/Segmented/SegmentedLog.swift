@@ -1,5 +1,6 @@
 public import Foundation
 import Synchronization
+import KernelPrimitives
 
 /// The durable ``RecordLog``: a directory of LZ4-compressed, checksummed, segmented files.
 ///

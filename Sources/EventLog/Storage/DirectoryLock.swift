@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import KernelPrimitives
 
 /// The exclusive writer lock of a store: `flock(2)` on `<store>/LOCK`.
 ///
@@ -18,12 +19,12 @@ final class DirectoryLock: Sendable {
     init(directory: String) throws(LogError) {
         let path = directory + "/" + Self.fileName
         let file = try OpenFile.open(path, flags: O_RDWR | O_CREAT)
-        while flock(file.descriptor, LOCK_EX | LOCK_NB) != 0 {
-            if errno == EINTR { continue }
-            if errno == EWOULDBLOCK {
-                throw LogError(.locked, "the store is locked by another writer (in this or another process); open it read-only, or stop the other writer", file: path, systemErrorNumber: errno)
-            }
-            throw .system("flock", errno: errno, file: path)
+        do throws(SystemCallError) {
+            try SystemCall.run("flock") { flock(file.descriptor, LOCK_EX | LOCK_NB) }
+        } catch where error.errorNumber == EWOULDBLOCK {
+            throw LogError(.locked, "the store is locked by another writer (in this or another process); open it read-only, or stop the other writer", file: path, systemErrorNumber: error.errorNumber)
+        } catch {
+            throw .system(error, file: path)
         }
         // Informational only: who holds the lock, for people inspecting a stuck store.
         let pid = Array("\(getpid())\n".utf8)

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import KernelPrimitives
 
 /// The system calls through which ``SegmentedLog`` changes files: writes, syncs, sizing.
 ///
@@ -32,11 +33,10 @@ public struct PosixFileIO: LogFileIO {
     public init() {}
 
     public func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, descriptor: Int32, path: String) throws(LogError) -> Int {
-        while true {
-            let n = pwrite(descriptor, bytes.baseAddress, bytes.count, off_t(offset))
-            if n >= 0 { return n }
-            if errno == EINTR { continue }
-            throw .system("pwrite", errno: errno, file: path, offset: offset)
+        do throws(SystemCallError) {
+            return try SystemCall.run("pwrite") { pwrite(descriptor, bytes.baseAddress, bytes.count, off_t(offset)) }
+        } catch {
+            throw .system(error, file: path, offset: offset)
         }
     }
 
@@ -45,25 +45,24 @@ public struct PosixFileIO: LogFileIO {
         // On Darwin fsync does not reach the platter; F_FULLFSYNC does.
         if fcntl(descriptor, F_FULLFSYNC) == 0 { return }
         #endif
-        while true {
+        do throws(SystemCallError) {
             #if canImport(Glibc)
-            let rc = fdatasync(descriptor)
+            try SystemCall.run("fdatasync") { fdatasync(descriptor) }
             #else
-            let rc = fsync(descriptor)
+            try SystemCall.run("fdatasync") { fsync(descriptor) }
             #endif
-            if rc == 0 { return }
-            if errno == EINTR { continue }
-            throw .system("fdatasync", errno: errno, file: path)
+        } catch {
+            throw .system(error, file: path)
         }
     }
 
     public func synchronize(descriptor: Int32, path: String) throws(LogError) {
-        while true {
-            if fsync(descriptor) == 0 { return }
-            if errno == EINTR { continue }
+        do throws(SystemCallError) {
+            try SystemCall.run("fsync") { fsync(descriptor) }
+        } catch where error.errorNumber == EINVAL || error.errorNumber == EBADF {
             // Some file systems refuse fsync on directories; durability there is the FS's own.
-            if errno == EINVAL || errno == EBADF { return }
-            throw .system("fsync", errno: errno, file: path)
+        } catch {
+            throw .system(error, file: path)
         }
     }
 
@@ -72,12 +71,12 @@ public struct PosixFileIO: LogFileIO {
         // Mode 0 extends the file size so that later writes inside it change no size metadata:
         // fdatasync then flushes data alone, which roughly halves its latency on ext4.
         // posix_fallocate is fallocate(2) with mode 0 on file systems that support it.
-        while true {
-            let rc = posix_fallocate(descriptor, 0, off_t(length))
-            if rc == 0 { return }
-            if rc == EINTR { continue }
-            if rc == EOPNOTSUPP || rc == ENOSYS || rc == EINVAL { return }  // preallocation is an optimisation
-            throw .system("fallocate", errno: rc, file: path)
+        do throws(SystemCallError) {
+            try SystemCall.run(returningErrorNumber: "fallocate") { posix_fallocate(descriptor, 0, off_t(length)) }
+        } catch where [EOPNOTSUPP, ENOSYS, EINVAL].contains(error.errorNumber) {
+            // Preallocation is an optimisation: a file system without it is no failure.
+        } catch {
+            throw .system(error, file: path)
         }
         #else
         _ = (descriptor, path, length)
@@ -85,10 +84,10 @@ public struct PosixFileIO: LogFileIO {
     }
 
     public func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) {
-        while true {
-            if ftruncate(descriptor, off_t(length)) == 0 { return }
-            if errno == EINTR { continue }
-            throw .system("ftruncate", errno: errno, file: path)
+        do throws(SystemCallError) {
+            try SystemCall.run("ftruncate") { ftruncate(descriptor, off_t(length)) }
+        } catch {
+            throw .system(error, file: path)
         }
     }
 }
@@ -121,12 +120,11 @@ final class OpenFile: Sendable {
 
     /// Opens `path`; `flags` as for `open(2)`.
     static func open(_ path: String, flags: Int32, mode: mode_t = 0o644) throws(LogError) -> OpenFile {
-        while true {
-            let fd = systemOpen(path, flags | O_CLOEXEC, mode)
-            if fd >= 0 { return OpenFile(descriptor: fd, path: path) }
-            if errno == EINTR { continue }
-            let code: LogError.Code = (errno == ENOENT || errno == ENOTDIR) ? .notAStore : .io
-            throw LogError(code, "cannot open \(path)", file: path, systemErrorNumber: errno)
+        do throws(SystemCallError) {
+            return OpenFile(descriptor: try SystemCall.run("open") { systemOpen(path, flags | O_CLOEXEC, mode) }, path: path)
+        } catch {
+            let code: LogError.Code = (error.errorNumber == ENOENT || error.errorNumber == ENOTDIR) ? .notAStore : .io
+            throw LogError(code, "cannot open \(path)", file: path, systemErrorNumber: error.errorNumber)
         }
     }
 
@@ -135,7 +133,11 @@ final class OpenFile: Sendable {
     /// The file's current size.
     func size() throws(LogError) -> Int64 {
         var st = stat()
-        guard fstat(descriptor, &st) == 0 else { throw .system("fstat", errno: errno, file: path) }
+        do throws(SystemCallError) {
+            try SystemCall.run("fstat") { fstat(descriptor, &st) }
+        } catch {
+            throw .system(error, file: path)
+        }
         return Int64(st.st_size)
     }
 
@@ -144,12 +146,13 @@ final class OpenFile: Sendable {
     func read(fromAbsoluteOffset offset: Int64, into buffer: UnsafeMutableRawBufferPointer) throws(LogError) -> Int {
         var done = 0
         while done < buffer.count {
-            let n = pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done)))
-            if n == 0 { break }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw .system("pread", errno: errno, file: path, offset: offset + Int64(done))
+            let n: Int
+            do throws(SystemCallError) {
+                n = try SystemCall.run("pread") { pread(descriptor, buffer.baseAddress! + done, buffer.count - done, off_t(offset + Int64(done))) }
+            } catch {
+                throw .system(error, file: path, offset: offset + Int64(done))
             }
+            if n == 0 { break }
             done += n
         }
         return done

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import KernelPrimitives
 
 /// Directory-level operations: creation, listing, atomic replacement of small files.
 package enum StoreDirectory {
@@ -18,9 +19,13 @@ package enum StoreDirectory {
         var prefix = path.hasPrefix("/") ? "" : "."
         for component in path.split(separator: "/") {
             prefix += "/" + component
-            if mkdir(prefix, 0o755) != 0 && errno != EEXIST {
-                throw LogError(errno == EACCES || errno == EROFS ? .io : .notAStore,
-                               "cannot create store directory \(prefix)", file: prefix, systemErrorNumber: errno)
+            do throws(SystemCallError) {
+                try SystemCall.run("mkdir") { mkdir(prefix, 0o755) }
+            } catch where error.errorNumber == EEXIST {
+                // A parent that exists already (or a racing creator): checked below.
+            } catch {
+                throw LogError(error.errorNumber == EACCES || error.errorNumber == EROFS ? .io : .notAStore,
+                               "cannot create store directory \(prefix)", file: prefix, systemErrorNumber: error.errorNumber)
             }
         }
         guard stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else {
@@ -91,8 +96,10 @@ package enum StoreDirectory {
                 try io.writeAll(raw, toAbsoluteOffset: 0, descriptor: file.descriptor, path: temporary)
             }
             try io.synchronize(descriptor: file.descriptor, path: temporary)
-            guard rename(temporary, final) == 0 else {
-                throw LogError.system("rename to \(final)", errno: errno, file: temporary)
+            do throws(SystemCallError) {
+                try SystemCall.run("rename to \(final)") { rename(temporary, final) }
+            } catch {
+                throw LogError.system(error, file: temporary)
             }
         } catch {
             unlink(temporary)
@@ -103,8 +110,12 @@ package enum StoreDirectory {
 
     /// Removes a file; a missing file is not an error.
     static func remove(_ path: String) throws(LogError) {
-        if unlink(path) != 0 && errno != ENOENT {
-            throw LogError.system("unlink", errno: errno, file: path)
+        do throws(SystemCallError) {
+            try SystemCall.run("unlink") { unlink(path) }
+        } catch where error.errorNumber == ENOENT {
+            // Already gone: what was asked.
+        } catch {
+            throw LogError.system(error, file: path)
         }
     }
 }

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import KernelPrimitives
 
 /// The file that makes a directory a store (`<store>/eventkernel.store`), and the history epoch.
 ///

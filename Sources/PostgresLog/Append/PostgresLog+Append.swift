@@ -4,6 +4,7 @@ import EventKernel
 import Foundation
 import Logging
 import PostgresNIO
+import KernelPrimitives
 
 extension PostgresLog {
     /// Queues records as one atomic batch; the log's committer puts every batch queued

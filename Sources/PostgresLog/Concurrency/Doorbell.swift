@@ -1,5 +1,6 @@
 #if PostgreSQL
 import EventLog
+import KernelPrimitives
 
 /// Wakes one waiting task: rings coalesce (one ring or many before the wait, one wake-up),
 /// and a ring with no one waiting is kept for the next wait. The log's committer and follower

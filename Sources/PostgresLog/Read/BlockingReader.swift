@@ -3,6 +3,7 @@ import EventLog
 import Logging
 import NIOCore
 import PostgresNIO
+import KernelPrimitives
 
 /// Runs queries for callers that cannot `await`: `RecordLog`'s reads are synchronous (a store
 /// replays, folds and time-travels inside locks and plain functions).

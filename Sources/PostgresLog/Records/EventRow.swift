@@ -4,6 +4,7 @@ import EventLog
 import Foundation
 import NIOCore
 import PostgresNIO
+import KernelPrimitives
 
 /// One event as the `events` table holds it: the envelope's fields as columns, the payload
 /// compressed as the local log compresses.
@@ -91,10 +92,10 @@ struct EventRow: Sendable {
         if compression == .lz4, bytes.count >= smallestCompressed {
             var compressed: [UInt8] = []
             let size: Int
-            do {
-                size = try bytes.withUnsafeBytes { source in try LZ4Block.compress(source, appendingTo: &compressed) }
+            do throws(CompressionError) {
+                size = try bytes.withBytes { (source) throws(CompressionError) in try LZ4Block.compress(source, appendingTo: &compressed) }
             } catch {
-                throw error as? LogError ?? LogError(.compression, "compressing a payload failed: \(error)")
+                throw LogError(error)
             }
             if size < bytes.count { return (Int16(CompressionCodec.lz4.rawValue), ByteBuffer(bytes: compressed)) }
         }

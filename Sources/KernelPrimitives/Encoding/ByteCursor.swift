@@ -1,0 +1,32 @@
+/// A bounds-checked cursor over borrowed bytes that answers `nil` instead of throwing: for
+/// decoding the log's record framing, where the caller turns any failure into one corruption
+/// error with its own location.
+package struct ByteCursor {
+    /// The bytes read.
+    package let bytes: UnsafeRawBufferPointer
+    /// The offset of the next byte to read.
+    package var offset = 0
+
+    /// Creates a cursor at the start of `bytes`.
+    @inlinable
+    package init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    /// Whether every byte has been read.
+    @inlinable
+    package var isAtEnd: Bool { offset >= bytes.count }
+
+    /// Reads a varint (``Varint``); nil when truncated or overflowing.
+    @inlinable @inline(__always)
+    package mutating func readVarint() -> UInt64? {
+        try? Varint.decode(bytes, at: &offset)
+    }
+
+    /// Takes the next `count` bytes; nil when fewer remain.
+    @inlinable @inline(__always)
+    package mutating func readBytes(_ count: Int) -> UnsafeRawBufferPointer? {
+        guard count >= 0, bytes.count - offset >= count else { return nil }
+        let slice = UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + count)])
+        offset += count
+        return slice
+    }
+}
