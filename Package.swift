@@ -10,7 +10,7 @@
 //   Activities, ActivityWorkload (the reference domain and its seeded generator)
 //   EventKernel (typed events, projections, snapshots, repositories)
 //   EventLog (the segmented, compressed, checksummed log)
-//   KernelPrimitives (what every layer shares, all `package` access: locks, CRC32C, the LZ4
+//   KernelPrimitives (what every layer shares, `package` access but for BinaryDecodingError: locks, CRC32C, the LZ4
 //     block wrapper, varints and little-endian integers, BinaryReader/BinaryWriter, the one
 //     system-call wrapper)
 //   CLZ4 (system library over liblz4)
@@ -110,7 +110,7 @@ let package = Package(
         .executableTarget(
             name: "EventKernelTool",
             dependencies: [
-                "EventLog", "EventKernel", "Activities", "ActivityWorkload", "PostgresLog",
+                "EventLog", "EventKernel", "Activities", "ActivityWorkload", "PostgresLog", "KernelPrimitives",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // To send library log messages to stderr, keeping stdout clean for --json.
                 .product(name: "Logging", package: "swift-log"),

@@ -20,8 +20,9 @@ let package = Package(
             name: "QuickStart",
             dependencies: [.product(name: "EventKernel", package: "EventKernel")]
         ),
-        // Every other Swift block of README.md, each a whole program: built (not run) by
-        // scripts/quickstart.sh, compared with the README by scripts/check_readme.py.
+        // Every other Swift block of README.md, each a whole program: built by
+        // scripts/quickstart.sh, which runs all but ReadmeService (it serves until a signal);
+        // compared with the README by scripts/check_readme.py.
         .executableTarget(name: "ReadmeLog", dependencies: [.product(name: "EventLog", package: "EventKernel")]),
         .executableTarget(name: "ReadmeActivities", dependencies: [.product(name: "Activities", package: "EventKernel")]),
         .executableTarget(name: "ReadmeForum", dependencies: [.product(name: "EventKernel", package: "EventKernel")]),

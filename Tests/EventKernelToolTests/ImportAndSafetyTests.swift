@@ -183,6 +183,46 @@ struct ImportAndSafetyTests {
         #expect(rows.count > 0 && !rows.contains { ($0["id"] as? String) == ids[0].uuidString })
     }
 
+    /// A store's LOCK replaced by a link to someone's file: taking the writer lock truncated the
+    /// link's target and wrote a pid into it. Every writer (demo --reset, import) now refuses.
+    @Test func aLockFileThatIsALinkIsNeverFollowed() throws {
+        let temp = TemporaryDirectory()
+        let store = URL(filePath: try importedStore(temp))
+        let thesis = temp.file("thesis.txt")
+        try Data("chapter one".utf8).write(to: thesis)
+        try? FileManager.default.removeItem(at: store.appending(path: "LOCK"))
+        try FileManager.default.createSymbolicLink(at: store.appending(path: "LOCK"), withDestinationURL: thesis)
+        let reset = try run(["demo", "--reset", "--dir", store.path, "--activities", "20", "--repetitions", "1"])
+        #expect(reset.status != 0, "\(reset.stdout)\(reset.stderr)")
+        let file = temp.file("more.jsonl")
+        try write([activityLine(5, start: "2025-02-01T10:00:00Z", end: nil, type: "sleep")], to: file)
+        let importing = try run(["import", store.path, file.path])
+        #expect(importing.status != 0, "\(importing.stdout)\(importing.stderr)")
+        #expect(try String(contentsOf: thesis, encoding: .utf8) == "chapter one")
+        #expect(FileManager.default.fileExists(atPath: store.appending(path: "00000000000000000000.log").path))
+    }
+
+    /// The damage sweep's case seen from the tool: no checkpoint, one bit flipped in the last
+    /// batch, which the snapshot written at close covers. A writer's open refuses it; `verify`
+    /// called it an unfinished write (a warning, exit 0) until it applied the same rule.
+    @Test func verifyCallsATornLookingBatchASnapshotCoversDamage() throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)
+        let log = try SegmentedLog.openReadOnly(at: URL(filePath: store))
+        let segment = log.core.state.withLock { $0.segments.last! }
+        let last = try #require(segment.batches.last)
+        for name in try FileManager.default.contentsOfDirectory(atPath: store) where name.hasSuffix(".ckpt") {
+            try FileManager.default.removeItem(atPath: store + "/" + name)
+        }
+        try flipBit(in: segment.file.path, at: last.offset + Int64(BatchHeader.size) + 3)
+        let verify = try run("verify", store)
+        #expect(verify.status == 3, "\(verify.stdout)\(verify.stderr)")
+        #expect((verify.stdout + verify.stderr).contains("as acknowledged"), "\(verify.stdout)\(verify.stderr)")
+        #expect(try run("query", store).status == 3)
+        let writer = try run("snapshot", store)
+        #expect(writer.status == 3, "\(writer.stdout)\(writer.stderr)")
+    }
+
     @Test func demoResetDeletesAStoreWrittenBeforeStoreFilesExisted() throws {
         // A segment, its checkpoint and snapshots of four projections; no eventkernel.store, no LOCK.
         let fixture = try copyOfFixture("format1-store")

@@ -30,7 +30,7 @@ struct InspectCommand: AsyncParsableCommand {
             #endif
         }
         try StoreLocation.requireStore(store.url)
-        let report = try withToolErrorsSync(store: store.url) { try SegmentedLog.verify(at: store.url) }
+        let report = try withToolErrorsSync(store: store.url) { try SegmentedLog.verify(at: store.url, acknowledgedElsewhere: StoreLocation.acknowledgedPositions(store.url)) }
         let snapshots = StoreCheck.inspectSnapshots(store.url, decodeState: false)
         let disk = StoreLocation.diskUsage(store.url)
         let ratio = report.storedPayloadBytes > 0 ? Double(report.uncompressedPayloadBytes) / Double(report.storedPayloadBytes) : 1

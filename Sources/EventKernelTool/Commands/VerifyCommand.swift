@@ -47,7 +47,7 @@ struct StoreCheck {
     var isIntact: Bool { !problems.contains { $0.severity == "damage" } }
 
     static func run(_ directory: URL, checkProjection: Bool = true) throws -> StoreCheck {
-        let report = try withToolErrorsSync(store: directory) { try SegmentedLog.verify(at: directory) }
+        let report = try withToolErrorsSync(store: directory) { try SegmentedLog.verify(at: directory, acknowledgedElsewhere: StoreLocation.acknowledgedPositions(directory)) }
         var check = StoreCheck(log: report)
         for problem in report.problems {
             let e = problem.error

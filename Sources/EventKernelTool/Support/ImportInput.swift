@@ -1,5 +1,6 @@
 import EventLog
 import Foundation
+import KernelPrimitives
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -42,12 +43,17 @@ struct ImportInput {
         var data = Data()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         while true {
-            let count = buffer.withUnsafeMutableBytes { systemRead(descriptor, $0.baseAddress, $0.count) }
-            if count == 0 { return data }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw failure(name, errno)
+            let count: Int
+            do {
+                count = try buffer.withUnsafeMutableBytes { bytes throws(SystemCallError) in
+                    try SystemCall.run("read") { systemRead(descriptor, bytes.baseAddress, bytes.count) }
+                }
+            } catch let error as SystemCallError {
+                throw failure(name, error.errorNumber)
+            } catch {
+                throw failure(name, EIO)  // withUnsafeMutableBytes rethrows only what the call threw
             }
+            if count == 0 { return data }
             data.append(contentsOf: buffer[0..<count])
         }
     }

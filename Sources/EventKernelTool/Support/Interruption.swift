@@ -11,17 +11,22 @@ import Darwin
 /// A second signal stops the process at once, as it would without the watch: a command that
 /// writes only atomic batches leaves nothing torn either way. One watch at a time (the signal
 /// handler reaches its state through a global).
-struct Interruption: Sendable {
-    private let signals: [Int32]
+struct Interruption: @unchecked Sendable {  // the handlers it keeps are C function pointers
+    /// Each watched signal and the disposition it had before (given back by ``stop()``).
+    private let previous: [(signal: Int32, handler: SignalHandler?)]
 
-    /// Starts watching `signals` (their default action is replaced until ``stop()``).
+    /// Starts watching `signals` (their action is replaced until ``stop()``). A signal the
+    /// process ignores (`nohup`, a shell's background job) stays ignored.
     init(_ signals: [Int32] = [SIGINT, SIGTERM]) {
-        self.signals = signals
         // Touched here first, so that the handler never runs a global's lazy initialisation.
         caughtSignal.store(0, ordering: .sequentiallyConsistent)
         // signal(3) installs with SA_RESTART (BSD semantics, glibc and Darwin alike): a write
         // or fsync under way is resumed, not failed with EINTR.
-        for number in signals { _ = signal(number, onSignal) }
+        previous = signals.map { number in
+            let before: SignalHandler? = signal(number, onSignal)
+            if isIgnore(before) { _ = signal(number, SIG_IGN) }
+            return (number, before)
+        }
     }
 
     /// The signal received, if any.
@@ -40,10 +45,18 @@ struct Interruption: Sendable {
         }
     }
 
-    /// Gives the signals their default action back.
+    /// Gives the signals the actions they had before.
     func stop() {
-        for number in signals { _ = signal(number, SIG_DFL) }
+        for (number, handler) in previous { _ = signal(number, handler ?? SIG_DFL) }
     }
+}
+
+/// A signal's disposition as signal(3) takes and returns it (spelt alike on Glibc and Darwin).
+private typealias SignalHandler = @convention(c) (Int32) -> Void
+
+/// Whether `handler` is `SIG_IGN` (C function pointers are not Equatable: compared by address).
+private func isIgnore(_ handler: SignalHandler?) -> Bool {
+    unsafeBitCast(handler, to: Int.self) == unsafeBitCast(SIG_IGN, to: Int.self)
 }
 
 /// The first signal an ``Interruption`` caught (0: none).

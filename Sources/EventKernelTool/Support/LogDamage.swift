@@ -23,13 +23,18 @@ enum DeferredExit {
 /// snapshot and reads only the log after it, so a damaged batch before it would go unseen and
 /// the answer would come with exit 0.
 enum LogDamage {
-    /// Reads every batch of the log (checksums, decompression, framing; as `verify`) and, when
-    /// one is damaged, warns on stderr with the first damage's file, offset and position and
-    /// records exit status 3 (Docs/CLI.md, "Exit status").
+    /// Reads every batch of the log (headers, payload checksums, structure: every flipped bit,
+    /// without decompressing; `verify` also decompresses) with the rule a writer's open applies
+    /// to what the snapshots cover, and, when a batch is damaged, warns on stderr with the
+    /// first damage's file, offset and position and records exit status 3 (Docs/CLI.md,
+    /// "Exit status").
     /// - Parameter directory: A store directory that has been opened for reading.
     static func warnIfDamaged(_ directory: URL) {
         let report: VerificationReport
-        do { report = try SegmentedLog.verify(at: directory) } catch {
+        do {
+            report = try SegmentedLog.verify(at: directory, acknowledgedElsewhere: StoreLocation.acknowledgedPositions(directory),
+                                             decodingRecords: false)
+        } catch {
             let failure = ToolError.from(error, store: directory)
             Output.warning("the log of \(directory.path) could not be checked: \(failure.message)")
             DeferredExit.record(failure.exit == .damage ? .damage : .io)

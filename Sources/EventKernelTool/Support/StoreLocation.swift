@@ -129,6 +129,12 @@ extension ToolError {
 }
 
 enum StoreLocation {
+    /// What the store's snapshots say the log acknowledged: `verify` and the read commands' damage
+    /// check hold the log's tail to it, as a writer's open does (Docs/Durability.md).
+    static func acknowledgedPositions(_ directory: URL) -> [AcknowledgedPosition] {
+        SnapshotDirectory(storeDirectory: directory).acknowledgedPositions()
+    }
+
     static let logger: Logger = {
         var logger = Logger(label: "eventkernel")
         logger.logLevel = .warning

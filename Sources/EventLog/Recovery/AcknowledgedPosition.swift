@@ -26,3 +26,23 @@ public struct AcknowledgedPosition: Hashable, Sendable {
         self.file = file
     }
 }
+
+extension AcknowledgedPosition {
+    /// The torn-tail rule's third source, in one place for recovery (``SegmentedLog/open(at:configuration:)``)
+    /// and verification (``SegmentedLog/verify(at:acknowledgedElsewhere:decodingRecords:)``): of
+    /// `records`, the one of history epoch `epoch` that reaches furthest past `position`, if any.
+    /// A tail that starts at `position` is damage, never torn, when this is not `nil`.
+    /// - Parameters:
+    ///   - records: What is known acknowledged outside the log (snapshot headers).
+    ///   - epoch: The log's current history epoch; `nil` (no store file yet): nothing binds.
+    ///   - position: The first position of the tail in question.
+    /// - Complexity: O(*n*) for *n* records.
+    package static func furthest(
+        in records: [AcknowledgedPosition], epoch: UInt64?, beyond position: LogPosition
+    ) -> AcknowledgedPosition? {
+        guard let epoch else { return nil }
+        return records
+            .filter { $0.historyEpoch == epoch && $0.nextPosition > position }
+            .max { $0.nextPosition < $1.nextPosition }
+    }
+}

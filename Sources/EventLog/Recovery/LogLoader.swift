@@ -158,10 +158,7 @@ struct LogLoader {
     /// current history that says positions at or after `position` were acknowledged, if any.
     /// A tail that starts below it is damage, never torn.
     private func acknowledged(beyond position: LogPosition) -> AcknowledgedPosition? {
-        guard let historyEpoch else { return nil }
-        return configuration.acknowledgedElsewhere
-            .filter { $0.historyEpoch == historyEpoch && $0.nextPosition > position }
-            .max { $0.nextPosition < $1.nextPosition }
+        AcknowledgedPosition.furthest(in: configuration.acknowledgedElsewhere, epoch: historyEpoch, beyond: position)
     }
 
     /// Keeps the torn bytes in `recovered/`, advances the history epoch, then cuts the segment

@@ -115,8 +115,7 @@ extension SegmentedLog {
     }
 
     private static func remove(_ path: String, directory: Bool) throws(LogError) {
-        let result = directory ? rmdir(path) : unlink(path)
-        if result != 0 && errno != ENOENT { throw LogError.system(directory ? "rmdir" : "unlink", errno: errno, file: path) }
+        if directory { try StoreDirectory.removeDirectory(path) } else { try StoreDirectory.remove(path) }
     }
 
     /// A top-level name the store writes: its file, its lock, a segment or one of its side

@@ -18,7 +18,9 @@ final class DirectoryLock: Sendable {
     /// - Throws: ``LogError`` with code ``LogError/Code/locked`` when another writer holds it.
     init(directory: String) throws(LogError) {
         let path = directory + "/" + Self.fileName
-        let file = try OpenFile.open(path, flags: O_RDWR | O_CREAT)
+        // O_NOFOLLOW: a LOCK that is a symbolic link (planted, or copied by a careless tool) must not
+        // have its target truncated and overwritten with our pid below.
+        let file = try OpenFile.open(path, flags: O_RDWR | O_CREAT | O_NOFOLLOW)
         do throws(SystemCallError) {
             try SystemCall.run("flock") { flock(file.descriptor, LOCK_EX | LOCK_NB) }
         } catch where error.errorNumber == EWOULDBLOCK {

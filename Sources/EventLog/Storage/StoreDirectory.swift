@@ -108,10 +108,21 @@ package enum StoreDirectory {
         try synchronize(directory, io: io)
     }
 
-    /// Removes a file; a missing file is not an error.
+    /// Removes a file (or a symbolic link, never what it points to); a missing one is not an error.
     static func remove(_ path: String) throws(LogError) {
         do throws(SystemCallError) {
             try SystemCall.run("unlink") { unlink(path) }
+        } catch where error.errorNumber == ENOENT {
+            // Already gone: what was asked.
+        } catch {
+            throw LogError.system(error, file: path)
+        }
+    }
+
+    /// Removes an empty directory; a missing one is not an error.
+    static func removeDirectory(_ path: String) throws(LogError) {
+        do throws(SystemCallError) {
+            try SystemCall.run("rmdir") { rmdir(path) }
         } catch where error.errorNumber == ENOENT {
             // Already gone: what was asked.
         } catch {
