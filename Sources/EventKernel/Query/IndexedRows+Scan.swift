@@ -1,0 +1,130 @@
+/// The scans that answer a planned query over `IndexedRows` (`IndexedRows+Plan.swift` chose
+/// the index): key-range bounds, ordered pages after a cursor, candidates for a sort, and
+/// counts.
+extension IndexedRows {
+    /// The positions `[lo, hi)` of the entries of index `number` whose key starts with
+    /// `prefix` and whose next component passes `range`.
+    func bounds(of number: Int, prefix: [IndexValue], range: FieldFilter?) -> (ChunkedPosition, ChunkedPosition) {
+        let index = indexes[number]
+        let entries = index.entries
+        var start: RangeBound?
+        var end: RangeBound?
+        if let range {
+            // In a descending component the upper bound comes first.
+            let descending = fields[number][prefix.count].descending
+            start = descending ? range.upper : range.lower
+            end = descending ? range.lower : range.upper
+        }
+        let keys = keysOf(index: number)
+        let lo: ChunkedPosition
+        if let start {
+            let bound = index.prefixProbe(prefix + [start.value])
+            lo = entries.partitionPoint { e in
+                let c = index.compare(e, prefix: bound, keys: keys)
+                return start.inclusive ? c < 0 : c <= 0
+            }
+        } else {
+            let bound = index.prefixProbe(prefix)
+            lo = entries.partitionPoint { index.compare($0, prefix: bound, keys: keys) < 0 }
+        }
+        let hi: ChunkedPosition
+        if let end {
+            let bound = index.prefixProbe(prefix + [end.value])
+            hi = entries.partitionPoint { e in
+                let c = index.compare(e, prefix: bound, keys: keys)
+                return end.inclusive ? c <= 0 : c < 0
+            }
+        } else {
+            let bound = index.prefixProbe(prefix)
+            hi = entries.partitionPoint { index.compare($0, prefix: bound, keys: keys) <= 0 }
+        }
+        return (lo, max(lo, hi))
+    }
+
+    /// The slots of a plan that serves the query's order, in that order, after `cursor`,
+    /// skipping `offset` accepted rows, at most `limit`; and the cursor after the last one.
+    /// - Parameter accept: Checks a candidate's residual conditions; `nil` when there are none.
+    /// - Complexity: O(log n + offset / c + k) without `accept`, for chunks of c entries.
+    func orderedSlots(
+        _ plan: Plan, filters: [FieldFilter], offset: Int, limit: Int, cursor: QueryCursor?,
+        accept: ((Int32) -> Bool)?
+    ) -> (slots: [Int32], next: QueryCursor?) {
+        let tag = Self.planTag(plan)
+        var skip = offset
+        var out: [Int32] = []
+        if limit != Int.max { out.reserveCapacity(limit) }
+        guard let number = plan.index else {
+            // Insertion order, no index applies a condition: a scan in sequence order.
+            var lo = bySequence.startPosition
+            if let cursor { lo = bySequence.partitionPoint { $0.sequence <= cursor.sequence } }
+            if accept == nil && skip > 0 {
+                lo = bySequence.position(skip, from: lo, to: bySequence.endPosition, reversed: false)
+                skip = 0
+            }
+            bySequence.scan(from: lo, to: bySequence.endPosition, reversed: false) { entry in
+                if let accept, !accept(entry.slot) { return true }
+                if skip > 0 { skip -= 1; return true }
+                out.append(entry.slot)
+                return out.count < limit
+            }
+            return (out, out.last.map { QueryCursor(key: [], sequence: heads[Int($0)].sequence, plan: tag) })
+        }
+        // One key range, scanned in order, stopping at the limit.
+        let index = indexes[number]
+        var (lo, hi) = bounds(of: number, prefix: plan.prefixes[0], range: plan.range.map { filters[$0] })
+        if let cursor {
+            let probe = index.probe(IndexKey(cursor.key)), keys = keysOf(index: number)
+            if plan.reversed {
+                hi = min(hi, index.entries.partitionPoint { index.compare($0, probe, cursor.sequence, keys: keys) < 0 })
+            } else {
+                lo = max(lo, index.entries.partitionPoint { index.compare($0, probe, cursor.sequence, keys: keys) <= 0 })
+            }
+        }
+        if accept == nil && skip > 0 {
+            let p = index.entries.position(skip, from: lo, to: hi, reversed: plan.reversed)
+            if plan.reversed { hi = p } else { lo = p }
+            skip = 0
+        }
+        index.entries.scan(from: lo, to: hi, reversed: plan.reversed) { entry in
+            if let accept, !accept(entry.slot) { return true }
+            if skip > 0 { skip -= 1; return true }
+            out.append(entry.slot)
+            return out.count < limit
+        }
+        let next = out.last.map { QueryCursor(key: key($0, number).values, sequence: heads[Int($0)].sequence, plan: tag) }
+        return (out, next)
+    }
+
+    /// The accepted slots of a plan that does not serve the order, in no particular order:
+    /// the candidates the index (if any) narrows to, for a sort.
+    func candidateSlots(_ plan: Plan, filters: [FieldFilter], accept: ((Int32) -> Bool)?) -> [Int32] {
+        var out: [Int32] = []
+        if let number = plan.index {
+            let entries = indexes[number].entries
+            for prefix in plan.prefixes {
+                let (lo, hi) = bounds(of: number, prefix: prefix, range: plan.range.map { filters[$0] })
+                entries.scan(from: lo, to: hi, reversed: false) { entry in
+                    if accept?(entry.slot) ?? true { out.append(entry.slot) }
+                    return true
+                }
+            }
+        } else {
+            bySequence.scan(from: bySequence.startPosition, to: bySequence.endPosition, reversed: false) { entry in
+                if accept?(entry.slot) ?? true { out.append(entry.slot) }
+                return true
+            }
+        }
+        return out
+    }
+
+    /// How many rows the plan's key ranges hold: the count of a query whose every condition
+    /// the index applies.
+    /// - Complexity: O(log n + k / c), for chunks of c entries.
+    func count(_ plan: Plan, filters: [FieldFilter]) -> Int? {
+        guard let number = plan.index, !plan.consumed.contains(false) else { return nil }
+        return plan.prefixes.reduce(0) { total, prefix in
+            let (lo, hi) = bounds(of: number, prefix: prefix, range: plan.range.map { filters[$0] })
+            return total + indexes[number].entries.distance(from: lo, to: hi)
+        }
+    }
+}
