@@ -129,4 +129,15 @@ extension EventStore {
         }
         return found
     }
+
+    /// Runs a read of log records, turning the log's and the envelope decoder's errors into
+    /// ``RepositoryError/storage(_:)`` that keeps them as the cause: the one place that maps
+    /// read failures, so every reader reports damage the same way.
+    static func readingRecords<R>(_ body: () throws -> R) throws -> R {
+        do { return try body() } catch let error as BinaryDecodingError {
+            throw RepositoryError.storage(StorageFailure("a log record is not a valid event", cause: error))
+        } catch let error as LogError {
+            throw RepositoryError.storage(StorageFailure(error))
+        }
+    }
 }

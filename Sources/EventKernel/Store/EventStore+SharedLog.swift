@@ -147,4 +147,23 @@ extension EventStore {
         if error.code == .conflict, let conflict = error.cause as? RepositoryError { return conflict }
         return RepositoryError.storage(StorageFailure(error))
     }
+
+    /// Catches up with what other writers appended: for a store over a read-only log opened
+    /// beside a running writer, or over a log several instances share (`PostgresLog`, which
+    /// also does this by itself on notifications and polls). Reads what they committed since,
+    /// folds it into every projection and the version table, and sends it to subscribers,
+    /// exactly as the store's own commits are (so ``nextPosition``, versions and observations
+    /// advance).
+    /// - Returns: The number of events read.
+    /// - Throws: ``RepositoryError/storage(_:)`` when the log cannot be read;
+    ///   ``RepositoryError/undecodableEvent(_:)`` when a projection cannot fold a new event;
+    ///   ``RepositoryError/closed``.
+    /// - Complexity: O(new events).
+    @discardableResult
+    public func refresh() throws -> Int {
+        guard let shared = sharedLog else { return 0 }
+        guard !commit.withLock({ $0.closed }) else { throw RepositoryError.closed }
+        let bounds = try Self.readingRecords { try shared.refresh() }
+        return try foldAppendedElsewhere(through: bounds.nextPosition)
+    }
 }

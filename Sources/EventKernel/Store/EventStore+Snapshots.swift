@@ -80,4 +80,48 @@ extension EventStore {
         }
         return found
     }
+
+    /// Writes a snapshot of every projection and of the stream-version table now.
+    ///
+    /// Each snapshot records the history it describes (the log's history epoch and the last
+    /// event it covers), and the log is synced before any is written, so a snapshot never
+    /// covers an event a crash could take away (Docs/Durability.md, "Derived state").
+    /// - Throws: ``RepositoryError/validationFailed(_:)`` when the store has no directory,
+    ///   ``RepositoryError/storage(_:)`` when the sync or a write fails.
+    public func writeSnapshots() async throws {
+        guard let snapshots else { throw RepositoryError.validationFailed("the store has no directory for snapshots") }
+        let projections: [any Projection] = [versions] + commit.withLock { $0.projections }
+        var captured: [(projection: any Projection, state: ProjectionSnapshot, encoding: Duration)] = []
+        for projection in projections {
+            // A projection that failed to fold an event holds a partial state: snapshotting it
+            // would turn an error into lost data.
+            if let failure = projection.failure {
+                logger.error("snapshot skipped for a failed projection", metadata: ["projection": "\(projection.name)", "error": "\(failure)"])
+                continue
+            }
+            let started = ContinuousClock.now
+            captured.append((projection, try projection.snapshotState(), ContinuousClock.now - started))
+        }
+        // Under buffered durability the captured states may include events not yet on disk.
+        do { try await log.synchronize() } catch {
+            throw RepositoryError.storage(StorageFailure("the log sync before writing snapshots failed", cause: error))
+        }
+        let epoch = log.historyEpoch
+        // Projections usually stand at the same position: read each anchor record once.
+        var anchors: [LogPosition: SnapshotAnchor?] = [:]
+        for (projection, state, encoding) in captured {
+            let started = ContinuousClock.now
+            let anchor: SnapshotAnchor?
+            if let known = anchors[state.nextPosition] { anchor = known } else {
+                anchor = try self.anchor(coveringUpTo: state.nextPosition)
+                anchors[state.nextPosition] = .some(anchor)
+            }
+            try snapshots.write(
+                SnapshotFile(projectionName: projection.name, schemaVersion: projection.schemaVersion,
+                             nextPosition: state.nextPosition, historyEpoch: epoch, anchor: anchor, body: state.bytes),
+                keep: snapshotPolicy.keep)
+            instrumentation?.snapshotWritten(projection: projection.name, bytes: state.bytes.count,
+                                             duration: encoding + (ContinuousClock.now - started))
+        }
+    }
 }

@@ -1,0 +1,79 @@
+import Foundation
+import EventLog
+import KernelPrimitives
+
+/// Bringing projections up to the log: restoring each from its newest usable snapshot and
+/// replaying the tail, at open and when a projection registers later, and the order commits
+/// are folded in.
+extension EventStore {
+    /// Restores `projection` from its newest usable snapshot, then folds the log up to `next`.
+    /// Called with the commit lock held, so no commit interleaves.
+    func catchUp(_ projections: [any Projection], through next: LogPosition) throws {
+        // Snapshots are read, checked and decoded in parallel: each is independent, and at
+        // startup this is most of the work.
+        if snapshots != nil {
+            let logger = self.logger, instrumentation = self.instrumentation
+            let isWriter = (log as? SegmentedLog).map { !$0.isReadOnly } ?? false
+            let contradictions = Locked<[any Error]>([])
+            DispatchQueue.concurrentPerform(iterations: projections.count) { index in
+                let projection = projections[index]
+                guard projection.nextPosition == 0 else { return }
+                let file: SnapshotFile
+                do {
+                    guard let usable = try usableSnapshot(for: projection, maxNextPosition: next, removingStale: isWriter) else { return }
+                    file = usable
+                } catch {
+                    contradictions.withLock { $0.append(error) }
+                    return
+                }
+                do {
+                    let started = ContinuousClock.now
+                    try projection.restore(from: ProjectionSnapshot(bytes: file.body, nextPosition: file.nextPosition))
+                    instrumentation?.snapshotRestored(projection: projection.name, duration: ContinuousClock.now - started)
+                } catch {
+                    logger.warning("snapshot state did not decode, replaying from the start",
+                                   metadata: ["projection": "\(projection.name)", "error": "\(error)"])
+                }
+            }
+            // A snapshot that contradicts the log is damage: never open past it.
+            if let first = contradictions.withLock({ $0.first }) { throw first }
+        }
+        guard let start = projections.map(\.nextPosition).min() else { return }
+        try Self.replay(log, into: projections, from: start, until: next)
+        for projection in projections {
+            if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
+        }
+    }
+
+    private func catchUp(_ projection: any Projection, through next: LogPosition) throws {
+        try catchUp([projection], through: next)
+    }
+
+    /// Adds a projection: restores it from a snapshot if one fits, catches it up with the log
+    /// and from then on folds every commit into it.
+    /// - Throws: ``RepositoryError/validationFailed(_:)`` when the name is taken,
+    ///   ``RepositoryError/storage(_:)`` when the log cannot be read.
+    /// - Complexity: O(records after its snapshot); commits wait meanwhile.
+    public func register(_ projection: any Projection) throws {
+        try commit.withLock { (state) throws in
+            guard !state.closed else { throw RepositoryError.closed }
+            guard projection.name != versions.name, !state.projections.contains(where: { $0.name == projection.name }) else {
+                throw RepositoryError.validationFailed("a projection named \"\(projection.name)\" is already registered")
+            }
+            // The commit lock makes nextPosition exact: every record below it is committed and
+            // no completion can run until the projection is in the list, so nothing is missed
+            // or folded twice.
+            try catchUp(projection, through: state.nextPosition)
+            if let source = projection as? any StreamVersionSource { try versions.adopt(source) }
+            state.projections = Self.inFoldOrder(state.projections + [projection])
+        }
+    }
+
+    /// The order commits are folded in: sources of stream versions after every other
+    /// projection, so that a version read from a source is never newer than any projection's
+    /// state (the rule of ``execute(maxAttempts:_:)``: a version read before the state).
+    static func inFoldOrder(_ projections: [any Projection]) -> [any Projection] {
+        func isSource(_ projection: any Projection) -> Bool { (projection as? any StreamVersionSource)?.versionedEntityType != nil }
+        return projections.filter { !isSource($0) } + projections.filter(isSource)
+    }
+}
