@@ -1,0 +1,82 @@
+/// Changes as part of a command (the `in:` forms): what each change checks and the event it
+/// appends, so that several repositories' changes can share one atomic command.
+extension EventSourcedRepository {
+    func event(_ kind: String, _ id: EntityID, _ entity: Entity?) throws -> EncodedEvent {
+        EncodedEvent(eventType: "\(typeName).\(kind)", schemaVersion: schema.version, stream: StreamID(typeName, id),
+                     payload: try entity.map(schema.encode) ?? [])
+    }
+
+    /// Refuses writes once the projection failed: its state is not the log's.
+    private func checkUsable() throws {
+        if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
+    }
+
+    /// The entity of `stream` as the command reads it: state and version at once, from the
+    /// projection that keeps both.
+    private func current(_ stream: StreamID, in command: inout CommandContext) -> Entity? {
+        let key = stream.entityID
+        return command.read(stream, versioned: { projection.withLockedState({ $0[key] }, versionOf: stream) })
+    }
+
+    private func checkOnce(_ stream: StreamID, in command: CommandContext) throws {
+        guard !command.isAppending(to: stream) else {
+            throw RepositoryError.validationFailed("\(stream) is changed twice in one command; merge the changes into one")
+        }
+    }
+
+    /// Adds `entity` as part of `command`.
+    /// - Throws: ``RepositoryError/alreadyExists(_:)`` (also when the command adds it already),
+    ///   the validator's error.
+    public func add(_ entity: Entity, in command: inout CommandContext) throws {
+        try checkUsable()
+        try validate?(entity)
+        let stream = stream(of: entity.id)
+        guard !command.isAppending(to: stream), current(stream, in: &command) == nil else {
+            throw RepositoryError.alreadyExists(stream.entityID)
+        }
+        command.append(try event("added", stream.entityID, entity))
+    }
+
+    /// Replaces `entity` as part of `command`.
+    /// - Parameters:
+    ///   - entity: The new value; an entity with its id must exist.
+    ///   - expectedVersion: When given, the entity's version must be this (see
+    ///     ``version(of:)``), or the command fails with a conflict instead of retrying.
+    ///   - command: The command the change joins (``EventStore/execute(maxAttempts:_:)``).
+    /// - Throws: ``RepositoryError/notFound(_:)``, the validator's error.
+    public func update(_ entity: Entity, expectedVersion: UInt64? = nil, in command: inout CommandContext) throws {
+        try checkUsable()
+        try validate?(entity)
+        let stream = stream(of: entity.id)
+        try checkOnce(stream, in: command)
+        guard current(stream, in: &command) != nil else { throw RepositoryError.notFound(stream.entityID) }
+        if let expectedVersion {
+            command.append(try event("updated", stream.entityID, entity), expectedVersion: expectedVersion)
+        } else {
+            command.append(try event("updated", stream.entityID, entity))
+        }
+    }
+
+    /// Inserts or replaces `entity` as part of `command`.
+    /// - Throws: The validator's error.
+    public func save(_ entity: Entity, in command: inout CommandContext) throws {
+        try checkUsable()
+        try validate?(entity)
+        let stream = stream(of: entity.id)
+        try checkOnce(stream, in: command)
+        let exists = current(stream, in: &command) != nil
+        command.append(try event(exists ? "updated" : "added", stream.entityID, entity))
+    }
+
+    /// Deletes the entity with `id` as part of `command`.
+    /// - Returns: Whether it existed (an unknown id appends nothing).
+    @discardableResult
+    public func delete(id: Entity.ID, in command: inout CommandContext) throws -> Bool {
+        try checkUsable()
+        let stream = stream(of: id)
+        try checkOnce(stream, in: command)
+        guard current(stream, in: &command) != nil else { return false }
+        command.append(try event("deleted", stream.entityID, nil))
+        return true
+    }
+}

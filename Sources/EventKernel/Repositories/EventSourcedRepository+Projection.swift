@@ -1,0 +1,59 @@
+/// The repository's projection: what `prepare` computes for an event outside every lock (the
+/// decoded, upcast entity and its index keys) and the fold that moves it into the
+/// ``EntityTable``, which is also its entity type's stream-version source.
+extension EventSourcedRepository {
+    /// What `prepare` computes for one event outside every lock: the decoded (upcast) entity
+    /// and its index keys, or `nil` for a deletion.
+    struct Prepared: Sendable {
+        var entity: Entity
+        var keys: [IndexKey]
+    }
+
+    static func keys(of entity: Entity, _ indexes: [EntityIndex<Entity>]) -> [IndexKey] {
+        var keys: [IndexKey] = []
+        keys.reserveCapacity(indexes.count)
+        appendKeys(of: entity, indexes, to: &keys)
+        return keys
+    }
+
+    /// Appends `entity`'s key in each of `indexes` to `keys` (a snapshot's parts gather a
+    /// million entities' keys into one array, rather than an array per entity).
+    static func appendKeys(of entity: Entity, _ indexes: [EntityIndex<Entity>], to keys: inout [IndexKey]) {
+        for index in indexes { keys.append(index.key(of: entity)) }
+    }
+
+    static func makeProjection(
+        typeName: String, schema: EntitySchema<Entity>, indexes: [EntityIndex<Entity>]
+    ) -> ProjectedState<State> {
+        let added = typeName + ".added", updated = typeName + ".updated", deleted = typeName + ".deleted"
+        return ProjectedState<State>(
+            name: "repository:\(typeName)", schemaVersion: snapshotLayoutVersion, initial: State(indexes: indexes),
+            encode: { table in try encodeSnapshot(table, schema: schema, indexes: indexes) },
+            decode: { bytes in try decodeSnapshot(bytes, schema: schema, indexes: indexes) },
+            // Decoding, upcasting and the index keys (the domain's code) run here, outside every
+            // lock; the fold below only moves values.
+            prepare: { envelope -> Prepared? in
+                guard envelope.stream.entityType == typeName else { return nil }
+                switch envelope.eventType {
+                case added, updated:
+                    let entity = try schema.decode(envelope.payload, schemaVersion: envelope.schemaVersion)
+                    return Prepared(entity: entity, keys: keys(of: entity, indexes))
+                case deleted:
+                    return nil
+                default:
+                    throw RepositoryError.validationFailed("unknown event type \"\(envelope.eventType)\" for entity type \(typeName)")
+                }
+            },
+            fold: { table, envelope, prepared in
+                guard envelope.stream.entityType == typeName else { return }
+                if let prepared {
+                    table.upsert(prepared.entity, id: envelope.entityID, version: envelope.entityVersion, keys: prepared.keys)
+                } else {
+                    table.remove(envelope.entityID, version: envelope.entityVersion)
+                }
+            },
+            // The table keeps each entity's version (and a deleted one's): the store reads
+            // this type's stream versions from it.
+            versioning: .init(entityType: typeName, version: { table, stream in table.version(of: stream.entityID) }))
+    }
+}
