@@ -38,7 +38,7 @@ struct SegmentScan: Sendable {
 /// Walks a segment file batch by batch, validating every header and payload checksum.
 ///
 /// Used by recovery on open (the active segment, and sealed segments whose index is missing),
-/// by ``SegmentedLog/verify(at:)`` and by ``SegmentedLog/repair(at:)``. Reads in large
+/// by ``SegmentedLog/verify(at:acknowledgedElsewhere:decodingRecords:)`` and by ``SegmentedLog/repair(at:)``. Reads in large
 /// windows, so a segment of single-record batches costs a few `pread`s, not one per batch.
 struct SegmentScanner {
     let file: OpenFile

@@ -18,7 +18,7 @@ extension SegmentedLog {
     ///     snapshot headers: `SnapshotDirectory.acknowledgedPositions()` in EventKernel). An
     ///     unfinished tail of the active segment that starts below one of the current history
     ///     epoch is damage, not a torn write, by the rule a writer's open applies
-    ///     (``AcknowledgedPosition/furthest(in:epoch:beyond:)``).
+    ///     (`AcknowledgedPosition.furthest(in:epoch:beyond:)`).
     ///   - decodingRecords: Also decompress every batch and check its records' framing (the
     ///     default); `false` checks headers, payload checksums and the structure only, which
     ///     finds every flipped bit at a fraction of the cost.

@@ -1,4 +1,4 @@
-/// The result of ``SegmentedLog/verify(at:)``: every segment, batch and index checked.
+/// The result of ``SegmentedLog/verify(at:acknowledgedElsewhere:decodingRecords:)``: every segment, batch and index checked.
 public struct VerificationReport: Sendable, CustomStringConvertible {
     /// One segment file as verification found it.
     public struct Segment: Hashable, Sendable {
