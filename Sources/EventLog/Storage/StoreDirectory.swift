@@ -110,19 +110,17 @@ package enum StoreDirectory {
 
     /// Removes a file (or a symbolic link, never what it points to); a missing one is not an error.
     static func remove(_ path: String) throws(LogError) {
-        do throws(SystemCallError) {
-            try SystemCall.run("unlink") { unlink(path) }
-        } catch where error.errorNumber == ENOENT {
-            // Already gone: what was asked.
-        } catch {
-            throw LogError.system(error, file: path)
-        }
+        try removeEntry(path, call: "unlink") { unlink(path) }
     }
 
     /// Removes an empty directory; a missing one is not an error.
     static func removeDirectory(_ path: String) throws(LogError) {
+        try removeEntry(path, call: "rmdir") { rmdir(path) }
+    }
+
+    private static func removeEntry(_ path: String, call: String, _ body: () -> Int32) throws(LogError) {
         do throws(SystemCallError) {
-            try SystemCall.run("rmdir") { rmdir(path) }
+            _ = try SystemCall.run(call, body)
         } catch where error.errorNumber == ENOENT {
             // Already gone: what was asked.
         } catch {
