@@ -112,6 +112,24 @@ import Testing
         #expect(keys == model)
     }
 
+    /// An underfull chunk merges into its successor only when the two fit in one chunk.
+    @Test func underfullChunksMergeOnlyWhenTheResultFits() {
+        var builder = ChunkedSortedArray<Wide>.Builder()
+        for key in 0..<(3 * 64) { builder.append(Wide(key: key)) }
+        var array = builder.finish()
+        #expect(array.chunkSizes == [64, 64, 64])
+        func remove(_ key: Int) { array.remove(at: array.partitionPoint { $0.key < key }) }
+        for key in 0..<60 { remove(key) }
+        array.checkInvariants(areInIncreasingOrder: { $0.key < $1.key })
+        #expect(array.chunkSizes == [4, 64, 64], "4 + 64 entries do not fit in one chunk")
+        for key in 64..<68 { remove(key) }
+        #expect(array.chunkSizes == [4, 60, 64])
+        remove(60)
+        array.checkInvariants(areInIncreasingOrder: { $0.key < $1.key })
+        #expect(array.chunkSizes == [63, 64], "3 + 60 entries do")
+        #expect(array[array.startPosition].key == 61)
+    }
+
     #if EVENTKERNEL_INTERNAL_CHECKS
     /// The checks themselves see a broken array: elements out of order across a chunk
     /// boundary, a stale summary entry, an empty chunk, a wrong count.
