@@ -43,6 +43,27 @@ extension ChunkedSortedArray {
         return violations
     }
 
+    /// Stops the process unless the elements before, at and after `position` are in order:
+    /// what an insert or a removal there changed, across a chunk boundary too. The array does
+    /// not know its order, so its owner calls this after a mutation, passing the order; O(1).
+    /// Only in builds with `EVENTKERNEL_INTERNAL_CHECKS`.
+    /// - Parameters:
+    ///   - position: A position from ``partitionPoint(_:)`` (or the end).
+    ///   - areInIncreasingOrder: The order the owner keeps.
+    public func checkOrder(around position: ChunkedPosition, _ areInIncreasingOrder: (Element, Element) -> Bool) {
+        guard !isEmpty else { return }
+        var window: [(ChunkedPosition, Element)] = []
+        var p = position > startPosition ? predecessor(of: position) : position
+        while window.count < 3 && p < endPosition {
+            window.append((p, self[p]))
+            p = successor(of: p)
+        }
+        for i in window.indices.dropFirst() where areInIncreasingOrder(window[i].1, window[i - 1].1) {
+            let (at, before) = (window[i].0, window[i - 1].0)
+            preconditionFailure("ChunkedSortedArray: the element at chunk \(at.chunk), offset \(at.offset) sorts before the one at chunk \(before.chunk), offset \(before.offset)")
+        }
+    }
+
     /// Layout checks near chunk `c` only (the one a mutation touched, and its neighbours), so
     /// that the check after every mutation stays O(1) in a large array.
     @usableFromInline
