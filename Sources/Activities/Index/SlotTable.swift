@@ -65,6 +65,7 @@ struct SlotTable: Sendable {
                 new[i] = bucket
             }
         }
+        _invariantCheck(around: nil, rows: nil)
     }
 
     /// The slot holding `id`, if any.
@@ -102,6 +103,7 @@ struct SlotTable: Sendable {
         }
         buckets[i] = UInt64(tag) << 32 | UInt64(UInt32(bitPattern: slot) + 1)
         count += 1
+        _invariantCheck(around: i, rows: rows)
         return true
     }
 
@@ -140,6 +142,7 @@ struct SlotTable: Sendable {
     mutating func insert(_ slot: Int32, atBucket bucket: Int, tag: UInt32) {
         buckets[bucket] = UInt64(tag) << 32 | UInt64(UInt32(bitPattern: slot) + 1)
         count += 1
+        _invariantCheck(around: bucket, rows: nil)
     }
 
     @usableFromInline
@@ -178,6 +181,7 @@ struct SlotTable: Sendable {
             }
         }
         buckets[i] = 0
+        _invariantCheck(around: i, rows: rows)
         return found
     }
 
@@ -245,6 +249,8 @@ struct SlotTable: Sendable {
             }
         }
         count = n
+        // A table with a repeated id is refused by the caller; any other must be whole.
+        if duplicate == nil { _invariantCheck(around: nil, rows: rows) }
         return duplicate
     }
 }

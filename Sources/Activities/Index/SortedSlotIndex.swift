@@ -76,6 +76,9 @@ extension ChunkedSortedArray where Element == IndexEntry {
     /// - Complexity: O(log n + maxChunk)
         mutating func insert(_ entry: IndexEntry, id: UUID, rows: [ActivityRow]) {
         insert(entry, at: position(ofKey: entry.start, id: id, strict: false, rows: rows))
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        checkKeyOrder(around: entry.start, id: id, rows: rows)
+        #endif
     }
 
     /// Removes the entry for `slot` with key `(start, id)`, if present.
@@ -84,5 +87,18 @@ extension ChunkedSortedArray where Element == IndexEntry {
         let p = position(ofKey: start, id: id, strict: false, rows: rows)
         guard p < endPosition, self[p].slot == slot else { return }
         remove(at: p)
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        checkKeyOrder(around: start, id: id, rows: rows)
+        #endif
     }
+
+    #if EVENTKERNEL_INTERNAL_CHECKS
+    /// The entries around where `(start, id)` sorts are in key order: what an insert or a
+    /// removal there changed (see `ChunkedSortedArray.checkOrder(around:_:)`).
+    func checkKeyOrder(around start: Double, id: UUID, rows: [ActivityRow]) {
+        checkOrder(around: position(ofKey: start, id: id, strict: false, rows: rows)) { a, b in
+            a.start < b.start || (a.start == b.start && ActivityCursor.idLess(rows[Int(a.slot)].id, rows[Int(b.slot)].id))
+        }
+    }
+    #endif
 }

@@ -104,6 +104,7 @@
         storedCount += 1
         if chunks.isEmpty {
             appendChunk(element)
+            _invariantCheck(near: 0)
             return
         }
         var c = position.chunk
@@ -121,6 +122,7 @@
                 // Appending at the very end is the chronological common case: the full chunk
                 // stays full and the element starts the next one.
                 appendChunk(element)
+                _invariantCheck(near: chunks.count - 1)
                 return
             }
             let split = chunks[c].count / 2
@@ -139,6 +141,7 @@
         }
         chunks[c].insert(element, at: offset)
         lastEntries[c] = chunks[c][chunks[c].count - 1]
+        _invariantCheck(near: c)
     }
 
     /// Builds an array from elements given in order, a chunk at a time: what a restore from a
@@ -173,6 +176,7 @@
         @inlinable
         public mutating func finish() -> ChunkedSortedArray {
             flush()
+            result._invariantCheck(near: result.chunks.count - 1)
             return result
         }
     }
@@ -198,6 +202,7 @@
         if n == 0 {
             chunks.remove(at: c)
             lastEntries.remove(at: c)
+            _invariantCheck(near: c)
             return
         }
         lastEntries[c] = chunks[c][n - 1]
@@ -209,6 +214,7 @@
             chunks.remove(at: c)
             lastEntries.remove(at: c)
         }
+        _invariantCheck(near: c)
     }
 
     /// Appends an element known to sort after every existing one: the O(n) bulk build.
@@ -221,6 +227,7 @@
         } else {
             appendChunk(element)
         }
+        _invariantCheck(near: chunks.count - 1)
     }
 
     /// The element at a valid, non-end position.

@@ -131,6 +131,9 @@ struct IndexStorage: Sendable {
         let probe = probe(key)
         let p = entries.partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
         entries.insert(KeyedSlot(key: probe.normalized, slot: slot, sequence: sequence), at: p)
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        checkOrder(around: probe, sequence, keys: keys)
+        #endif
     }
 
     /// Removes the entry of the row whose key is `key` and sequence `sequence`.
@@ -139,7 +142,25 @@ struct IndexStorage: Sendable {
         let p = entries.partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
         guard p < entries.endPosition, entries[p].sequence == sequence else { return }
         entries.remove(at: p)
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        checkOrder(around: probe, sequence, keys: keys)
+        #endif
     }
+
+    #if EVENTKERNEL_INTERNAL_CHECKS
+    /// The entries around where `probe` and `sequence` sort are in the index's order: what an
+    /// insert or a removal there changed (see `ChunkedSortedArray.checkOrder(around:_:)`).
+    /// The entry of `sequence` is compared through `probe`: an upsert inserts the new entry
+    /// before it stores the row's new key, so `keys` still has the old one for its slot.
+    private func checkOrder(around probe: Probe, _ sequence: UInt64, keys: Keys) {
+        let p = entries.partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
+        entries.checkOrder(around: p) { a, b in
+            if a.sequence == sequence { return compare(b, probe, sequence, keys: keys) > 0 }
+            if b.sequence == sequence { return compare(a, probe, sequence, keys: keys) < 0 }
+            return compare(a, b, keys: keys) < 0
+        }
+    }
+    #endif
 }
 
 extension ChunkedSortedArray where Element == SequencedSlot {
@@ -150,5 +171,8 @@ extension ChunkedSortedArray where Element == SequencedSlot {
         } else {
             insert(entry, at: endPosition)
         }
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        checkOrder(around: partitionPoint { $0.sequence < entry.sequence }) { $0.sequence < $1.sequence }
+        #endif
     }
 }

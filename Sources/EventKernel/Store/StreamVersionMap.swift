@@ -16,8 +16,10 @@ import Foundation
 /// the snapshot's count first, and because fastrange is monotonic in the hash, entries written
 /// in one table's slot order arrive in ascending home-slot order for a table of any capacity,
 /// which linear probing places with no more displacement than a random order would.
+///
+/// The stored properties are internal rather than private for `StreamVersionMap+Invariants.swift`.
 struct StreamVersionMap: Sendable {
-    private struct Slot {
+    struct Slot {
         var high: UInt64
         var low: UInt64
         var tagged: UInt64
@@ -28,14 +30,14 @@ struct StreamVersionMap: Sendable {
     /// The most entity types one store can hold.
     static let maxEntityTypes = 1 << 16
 
-    private var slots: [Slot] = []
-    private var uuidCount = 0
-    private var strings: [StreamID: UInt64] = [:]
-    private var typeCodes: [ExactString: UInt64] = [:]
+    private(set) var slots: [Slot] = []
+    private(set) var uuidCount = 0
+    private(set) var strings: [StreamID: UInt64] = [:]
+    private(set) var typeCodes: [ExactString: UInt64] = [:]
     private(set) var typeNames: [String] = []
     /// The last entity type looked up: a batch or a replay mostly repeats one type.
-    private var lastType: (name: String, code: UInt64)?
-    private static let maxLoad = 0.85
+    private(set) var lastType: (name: String, code: UInt64)?
+    static let maxLoad = 0.85
 
     var count: Int { uuidCount + strings.count }
 
@@ -47,7 +49,7 @@ struct StreamVersionMap: Sendable {
     }
 
     /// The interned code of an entity type, or `nil` if no stream of that type has an entry.
-    private func code(of entityType: String) -> UInt64? {
+    func code(of entityType: String) -> UInt64? {
         if let lastType, lastType.name.hasSameUTF8(as: entityType) { return lastType.code }
         return typeCodes[ExactString(entityType)]
     }
@@ -98,6 +100,7 @@ struct StreamVersionMap: Sendable {
                 let (high, low) = Self.words(uuid)
                 if insert(high, low, code << 48 | version) { uuidCount += 1 }
             }
+            _invariantCheck(after: stream)
         }
     }
 
@@ -116,6 +119,7 @@ struct StreamVersionMap: Sendable {
             _ = insert(slot.high, slot.low, slot.tagged)
             uuidCount += 1
         }
+        _invariantCheck(after: nil)
     }
 
     /// Calls `body` with every entry as (entity type code, id, version): UUID streams in slot
@@ -154,10 +158,11 @@ struct StreamVersionMap: Sendable {
         let old = slots
         slots = [Slot](repeating: Slot(high: 0, low: 0, tagged: 0), count: capacity)
         for slot in old where slot.tagged != 0 { _ = insert(slot.high, slot.low, slot.tagged) }
+        _invariantCheck(after: nil)
     }
 
     @inline(__always)
-    private static func home(_ high: UInt64, _ low: UInt64, _ code: UInt64, _ capacity: Int) -> Int {
+    static func home(_ high: UInt64, _ low: UInt64, _ code: UInt64, _ capacity: Int) -> Int {
         // Mixing both words keeps time-ordered ids (UUIDv7, whose high word is a clock) spread;
         // the type code separates `Thread/x` from `Post/x`.
         let hash = (high ^ (low &* 0x9E37_79B9_7F4A_7C15) ^ (code &* 0xD6E8_FEB8_6659_FD93)) &* 0xBF58_476D_1CE4_E5B9
@@ -165,7 +170,7 @@ struct StreamVersionMap: Sendable {
     }
 
     @inline(__always)
-    private static func words(_ uuid: UUID) -> (UInt64, UInt64) {
+    static func words(_ uuid: UUID) -> (UInt64, UInt64) {
         withUnsafeBytes(of: uuid.uuid) { ($0.loadUnaligned(fromByteOffset: 0, as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
     }
 

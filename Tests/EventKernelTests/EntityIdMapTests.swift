@@ -1,0 +1,107 @@
+@_spi(Indexing) @testable import EventKernel
+import EventKernelTestSupport
+import Foundation
+import Testing
+
+/// The third hash table: the id map of ``EntityTable`` (`IndexedRows.slotsByID`, with the
+/// deleted entities' versions beside it), a `Dictionary` keyed by ``EntityID``'s own byte-wise
+/// hash. Tested directly against a model: random upserts and removals through the table's
+/// growth, slot reuse, insertion order, the versions of deleted entities, ids that are equal
+/// only byte for byte, and the empty and one-entry edges.
+@Suite struct EntityIdMapTests {
+    /// The table's id map, slots, free list and insertion-order index agree with each other.
+    static func checkConsistency(_ table: EntityTable<String>, _ comment: Comment? = nil) {
+        let rows = table.rows
+        var used = Set<Int32>()
+        for (id, slot) in rows.slotsByID {
+            #expect(rows.heads[Int(slot)].id == id, comment)
+            #expect(used.insert(slot).inserted, comment)
+            #expect(table.bySlot[Int(slot)] != nil, comment)
+        }
+        #expect(used.isDisjoint(with: rows.freeSlots), comment)
+        #expect(used.count + rows.freeSlots.count == rows.heads.count, comment)
+        #expect(rows.bySequence.count == table.count, comment)
+        rows.bySequence.checkInvariants(areInIncreasingOrder: { $0.sequence < $1.sequence })
+    }
+
+    @Test func emptyAndSingleEntry() {
+        var table = EntityTable<String>(indexes: [])
+        let id = EntityID.uuid(UUID())
+        #expect(table[id] == nil && table.count == 0 && table.entities.isEmpty && table.version(of: id) == 0)
+        table.remove(id, version: 3)
+        #expect(table[id] == nil && table.count == 0)
+        #expect(table.version(of: id) == 3, "a deletion's version is kept for a stream never added")
+        table.upsert("one", id: id, version: 4, keys: [])
+        #expect(table[id] == "one" && table.count == 1 && table.entities == ["one"] && table.version(of: id) == 4)
+        Self.checkConsistency(table)
+        table.remove(id, version: 5)
+        #expect(table[id] == nil && table.count == 0 && table.version(of: id) == 5)
+        Self.checkConsistency(table)
+        table.upsert("again", id: id, version: 6, keys: [])
+        #expect(table[id] == "again" && table.version(of: id) == 6 && table.rows.heads.count == 1, "the freed slot is reused")
+        Self.checkConsistency(table)
+    }
+
+    /// String ids are equal only byte for byte: a precomposed and a decomposed "é" (equal as
+    /// Swift strings) are two entities, and a string spelling a UUID is not that UUID.
+    @Test func idsEqualOnlyByteForByte() {
+        let uuid = UUID()
+        let ids: [EntityID] = [.string("caf\u{E9}"), .string("cafe\u{301}"), .string(uuid.uuidString), .uuid(uuid), .string("")]
+        #expect("caf\u{E9}" == "cafe\u{301}", "the premise: Swift's String equality folds them")
+        var table = EntityTable<String>(indexes: [])
+        for (n, id) in ids.enumerated() { table.upsert("e\(n)", id: id, version: UInt64(n + 1), keys: []) }
+        #expect(table.count == ids.count)
+        for (n, id) in ids.enumerated() {
+            #expect(table[id] == "e\(n)")
+            #expect(table.version(of: id) == UInt64(n + 1))
+        }
+        // An equal id from other storage (a substring's copy) hashes alike and finds the row.
+        let long = "an entity id long enough not to be a small string, 0123456789"
+        table.upsert("long", id: .string(long), version: 1, keys: [])
+        let copy = String(("x" + long).dropFirst())
+        #expect(EntityID.string(copy).hashValue == EntityID.string(long).hashValue)
+        #expect(table[.string(copy)] == "long")
+        Self.checkConsistency(table)
+    }
+
+    /// Seeded random upserts (new and existing ids, both kinds of id) and removals against a
+    /// model, through the table's growth and the reuse of freed slots.
+    @Test(arguments: [1, 2] as [UInt64])
+    func randomOperationsMatchAModel(seed: UInt64) {
+        var rng = SplitMix64(seed: seed)
+        let ids: [EntityID] = (0..<1_500).map { n in
+            n % 4 == 0 ? .string("key-\(n)") : .uuid(UUID(uuid: withUnsafeBytes(of: (rng.next(), rng.next())) { $0.load(as: uuid_t.self) }))
+        }
+        var table = EntityTable<String>(indexes: [])
+        var live: [EntityID: (entity: String, version: UInt64)] = [:]
+        var order: [EntityID] = []
+        var versions: [EntityID: UInt64] = [:]
+        for step in 0..<10_000 {
+            let id = ids[Int(rng.next() % UInt64(ids.count))]
+            let version = (versions[id] ?? 0) + 1
+            versions[id] = version
+            // More upserts than removals early, the reverse later: the table grows, then
+            // frees slots that new rows reuse.
+            if rng.next() % 10 < (step < 6_000 ? 7 : 4) {
+                table.upsert("\(id)@\(version)", id: id, version: version, keys: [])
+                if live[id] == nil { order.append(id) }
+                live[id] = ("\(id)@\(version)", version)
+            } else {
+                table.remove(id, version: version)
+                if live.removeValue(forKey: id) != nil { order.removeAll { $0 == id } }
+            }
+            if step % 1_000 == 0 {
+                #expect(table.count == live.count, "seed \(seed) step \(step)")
+                Self.checkConsistency(table, "seed \(seed) step \(step)")
+            }
+        }
+        #expect(table.count == live.count)
+        for id in ids {
+            #expect(table[id] == live[id]?.entity, "seed \(seed): \(id)")
+            #expect(table.version(of: id) == (versions[id] ?? 0), "seed \(seed): version of \(id)")
+        }
+        #expect(table.entities == order.map { live[$0]!.entity }, "insertion order")
+        #expect(table.rows.heads.count <= 1_500, "freed slots are reused")
+        Self.checkConsistency(table, "seed \(seed) at the end")
+    }
+}
