@@ -20,9 +20,12 @@ build: setup
 	$(SWIFTPM) build
 
 # The quick loop: build and run every unit, recovery and reliability test (debug build).
+# With the InternalChecks trait: every ordered index and hash table checks its invariants after
+# each mutation (Docs/Reliability.md); apps never build with it.
+TEST_TRAITS ?= PostgreSQL,InternalChecks
 unit: setup
-	$(SWIFTPM) build --build-tests
-	$(WITH_POSTGRES) $(SWIFTPM) test --skip-build
+	$(SWIFTPM) build --build-tests --traits $(TEST_TRAITS)
+	$(WITH_POSTGRES) $(SWIFTPM) test --skip-build --traits $(TEST_TRAITS)
 
 # Everything CI runs: the manifest's ranges resolved to the newest versions allowed, the tests,
 # the README's programs (Examples/QuickStart), the documentation with warnings as errors, the man
@@ -54,7 +57,7 @@ docs-check: setup
 # `man -l $(MAN_OUT)/eventkernel.1` reads it. Fails when a subcommand or the examples are missing.
 MAN_OUT ?= .build/man
 man: setup
-	$(SWIFTPM) package generate-manual --configuration debug --date 2026-01-01
+	$(SWIFTPM) package --traits $(TEST_TRAITS) generate-manual --configuration debug --date 2026-01-01
 	mkdir -p $(MAN_OUT)
 	cp .build/plugins/GenerateManual/outputs/EventKernelTool/eventkernel.1 $(MAN_OUT)/eventkernel.1
 	@for command in demo import export query replay history verify inspect snapshot repair tail; do \

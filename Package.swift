@@ -21,6 +21,10 @@ import PackageDescription
 let strictSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
+    // The in-memory structures' invariant checks (Type+Invariants.swift), run after every
+    // mutation, as swift-collections' COLLECTIONS_INTERNAL_CHECKS: `make unit` turns the trait on;
+    // an app's build, debug or release, never pays for them (Docs/Reliability.md).
+    .define("EVENTKERNEL_INTERNAL_CHECKS", .when(traits: ["InternalChecks"])),
 ]
 
 let package = Package(
@@ -46,6 +50,7 @@ let package = Package(
     // BoringSSL would cost CI about 10 minutes for code the sanitizers do not test here.
     traits: [
         .trait(name: "PostgreSQL", description: "PostgresLog (postgres-nio, SwiftNIO): a RecordLog several service instances share."),
+        .trait(name: "InternalChecks", description: "Checks the invariants of the ordered indexes and hash tables after every mutation (tests only)."),
         .default(enabledTraits: ["PostgreSQL"]),
     ],
     dependencies: [
