@@ -53,8 +53,10 @@ for target in $targets; do
     fi
     while IFS= read -r -d '' f; do sources+=("$f"); done < <(find "$entry" -name '*.swift' -print0)
   done
+  # Static libraries, so each goes before the ones it depends on (the linker resolves references
+  # only to libraries after the one that makes them): the reverse of the build order above.
   links=()
-  for name in "${modules[@]}"; do links+=(-L "$moddir" "-l$name"); done
+  for (( m = ${#modules[@]} - 1; m >= 0; m-- )); do links+=(-L "$moddir" "-l${modules[m]}"); done
   echo "== $target: building ($(( ${#sources[@]} + 1 )) files)"
   swiftc "${swiftc_flags[@]}" ${modules[@]:+-I "$moddir"} -module-name "${target}Module" "${sources[@]}" "Fuzz/$target/main.swift" \
     "${links[@]}" -o "$out/$target"
