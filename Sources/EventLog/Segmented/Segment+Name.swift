@@ -29,6 +29,11 @@ extension Segment {
             basePosition(of: name, suffix: ".\(checkpointExtension)")
         }
 
+        /// Whether `name` is a segment file or one of its side files (index, checkpoint).
+        static func isSegmentOrSideFile(_ name: String) -> Bool {
+            [segmentExtension, indexExtension, checkpointExtension].contains { basePosition(of: name, suffix: ".\($0)") != nil }
+        }
+
         /// Whether a directory listing holds a segment file.
         static func containsSegment(_ names: [String]) -> Bool {
             names.contains { basePosition(ofSegmentNamed: $0) != nil }

@@ -122,13 +122,7 @@ extension SegmentedLog {
     /// files, or the temporary of an atomically replaced one.
     private static func isOwnedFileName(_ name: String) -> Bool {
         let stem = name.hasSuffix(".tmp") ? String(name.dropLast(4)) : name
-        if stem == StoreManifest.fileName { return true }
-        if name == DirectoryLock.fileName { return true }
-        for ext in [Segment.Name.segmentExtension, Segment.Name.indexExtension, Segment.Name.checkpointExtension] {
-            let suffix = "." + ext
-            if stem.hasSuffix(suffix), stem.count == 20 + suffix.count, stem.prefix(20).allSatisfy({ $0 >= "0" && $0 <= "9" }) { return true }
-        }
-        return false
+        return stem == StoreManifest.fileName || name == DirectoryLock.fileName || Segment.Name.isSegmentOrSideFile(stem)
     }
 
     /// `<20 digits>-<hex>.snap` (EventKernel's SnapshotDirectory names), or the hidden

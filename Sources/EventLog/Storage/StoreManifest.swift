@@ -87,7 +87,7 @@ struct StoreManifest: Hashable, Sendable {
     /// Names a store directory may hold besides segments and their side files, without being
     /// something else: the lock, kept bytes, snapshots, hidden files.
     static func isStoreOwnedOrIgnorable(_ name: String) -> Bool {
-        name == fileName || name == fileName + ".tmp" || name == "LOCK" || name == RecoveredFiles.directoryName
+        name == fileName || name == fileName + ".tmp" || name == DirectoryLock.fileName || name == RecoveredFiles.directoryName
             || name == "snapshots" || name.hasPrefix(".")
     }
 
