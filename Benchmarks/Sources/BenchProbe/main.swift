@@ -13,6 +13,8 @@
 //   BenchProbe ledger-query <directory> newest|range|page|count [repeats]   one benchmark query, repeated
 //   BenchProbe log-tasks [tasks] [perTask]   the bare log: tasks appending synced single records
 //   BenchProbe ledger-fixture [count]    build (or find) the cached ledger fixture of count transactions, print its path
+//   BenchProbe generic-activities [count]   activities declared on EventSourcedRepository beside the specialised
+//                                        repository, same live activities: appends, open, queries, resident bytes
 import Activities
 import BenchFixtures
 import EventKernel
@@ -214,6 +216,10 @@ func run() async throws {
         let elapsed = ContinuousClock.now - started
         print("ledger-query \(kind): \(repeats) queries, \(results) results, \(elapsed / repeats) per query")
         try await ledger.close()
+    case "generic-activities":
+        try await GenericActivitiesProbe.run(count: count)
+    case "generic-activities-open":
+        try await GenericActivitiesProbe.open(URL(filePath: arguments[2]), generic: arguments.count > 3 && arguments[3] == "generic")
     default:
         print("unknown mode \(mode)")
     }

@@ -1,0 +1,125 @@
+// Activities declared on the generic engine (`EventSourcedRepository<ActivityModel>`) beside the
+// specialised `EventSourcedActivityRepository`, on the same live activities: what moving the
+// reference domain onto the kernel (issue 26) costs today, row by row. Not a benchmark (one
+// process, a few repeats); the benchmark package's rows stay the figures of record.
+import Activities
+import BenchFixtures
+import EventKernel
+import EventLog
+import Foundation
+
+extension ActivityType: @retroactive IndexValueConvertible {}
+
+enum GenericActivitiesProbe {
+    static let typeName = "ProbeActivity"
+
+    static func genericRepository(_ store: EventStore) throws -> EventSourcedRepository<ActivityModel> {
+        try EventSourcedRepository<ActivityModel>(store: store, typeName: typeName, indexes: [
+            .on(\.startDate), .on(\.type, \.startDate),
+        ])
+    }
+
+    /// Builds both stores from the live activities of the seeded history (fresh each run), then
+    /// opens each in a child process (`generic-activities-open`) so resident memory is its own.
+    static func run(count: Int) async throws {
+        let live = Workload.liveActivities(count)
+        let root = BenchEnv.scratch("generic-activities")
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: root) }
+        let genericURL = root.appending(path: "generic"), specialisedURL = root.appending(path: "specialised")
+        let log = SegmentedLog.Configuration(durability: .buffered, preallocate: false)
+
+        let store = try EventStore.open(at: genericURL, log: log, snapshotPolicy: .never)
+        let generic = try genericRepository(store)
+        var started = ContinuousClock.now
+        for start in stride(from: 0, to: live.count, by: 1_000) {
+            try await generic.addAll(Array(live[start..<min(start + 1_000, live.count)]))
+        }
+        let genericAppend = (ContinuousClock.now - started) / live.count
+        try await store.writeSnapshots()
+        try await store.close()
+
+        let specialised = try EventKernelFixtures.open(specialisedURL, durability: .buffered)
+        started = ContinuousClock.now
+        for start in stride(from: 0, to: live.count, by: 1_000) {
+            try await specialised.apply(live[start..<min(start + 1_000, live.count)].map(ActivityEvent.added))
+        }
+        let specialisedAppend = (ContinuousClock.now - started) / live.count
+        try await specialised.store.writeSnapshots()
+        try await specialised.close()
+
+        print("activities: \(live.count) live of a history of \(count)")
+        print(row("append, batches of 1,000 (per activity)", specialisedAppend, genericAppend))
+        print("bytes on disk per activity: specialised \(diskBytes(specialisedURL) / live.count) B, generic \(diskBytes(genericURL) / live.count) B")
+        let me = URL(filePath: CommandLine.arguments[0])
+        for (label, url, flag) in [("specialised", specialisedURL, "specialised"), ("generic", genericURL, "generic")] {
+            let process = Process()
+            process.executableURL = me
+            process.arguments = ["generic-activities-open", url.path, flag]
+            try process.run()
+            process.waitUntilExit()
+            if process.terminationStatus != 0 { print("\(label): open failed (\(process.terminationStatus))") }
+        }
+    }
+
+    static func row(_ label: String, _ specialised: Duration, _ generic: Duration) -> String {
+        let ratio = Double(generic.components.attoseconds / 1_000 + generic.components.seconds * 1_000_000_000_000_000)
+            / Double(max(1, specialised.components.attoseconds / 1_000 + specialised.components.seconds * 1_000_000_000_000_000))
+        return "\(label): specialised \(specialised), generic \(generic), generic/specialised \(String(format: "%.2f", ratio))x"
+    }
+
+    /// Opens one store (three times; the median), then times each query of QueryBenchmarks.
+    static func open(_ url: URL, generic: Bool) async throws {
+        Memory.trim()
+        let before = Memory.residentBytes()
+        var opens: [Duration] = []
+        var resident = 0
+        let twoTypes: Set<ActivityType> = [.sleep, .tummyTime]
+        typealias Query = EntityQuery<ActivityModel>
+        let repeats = 2_000
+        func time(_ body: () throws -> Int) rethrows -> (Duration, Int) {
+            var results = 0
+            let started = ContinuousClock.now
+            for _ in 0..<repeats { results += try body() }
+            return ((ContinuousClock.now - started) / repeats, results / repeats)
+        }
+        if generic {
+            var store: EventStore?, repository: EventSourcedRepository<ActivityModel>?
+            for _ in 0..<3 {
+                if let store { try await store.close() }
+                let started = ContinuousClock.now
+                store = try EventStore.open(at: url, snapshotPolicy: .never)
+                repository = try genericRepository(store!)
+                opens.append(ContinuousClock.now - started)
+                if opens.count == 1 { resident = Memory.residentBytes() - before }
+            }
+            let r = repository!
+            let window = try time { try r.fetch(Query().where(\.startDate, greaterThan: BenchEnv.weekStart).where(\.startDate, lessThan: BenchEnv.historyEnd).orderBy(\.startDate, ascending: false).limit(50)).count }
+            let types = try time { try r.fetch(Query().where(\.type, isIn: twoTypes).where(\.startDate, greaterThan: BenchEnv.weekStart).where(\.startDate, lessThan: BenchEnv.historyEnd).orderBy(\.startDate, ascending: false).limit(50)).count }
+            let range = try time { try r.fetch(Query().where(\.startDate, from: BenchEnv.midDayStart, through: BenchEnv.midDayEnd).orderBy(\.startDate)).count }
+            report("generic", r.count, opens, resident, window, types, range)
+            try await store!.close()
+        } else {
+            var repository: EventSourcedActivityRepository?
+            for _ in 0..<3 {
+                if let repository { try await repository.close() }
+                let started = ContinuousClock.now
+                repository = try EventKernelFixtures.open(url)
+                opens.append(ContinuousClock.now - started)
+                if opens.count == 1 { resident = Memory.residentBytes() - before }
+            }
+            let r = repository!
+            let window = try time { try r.activities(matching: ActivityQuery(afterDate: BenchEnv.weekStart, beforeDate: BenchEnv.historyEnd, limit: 50, sortOrder: .newestFirst)).count }
+            let types = try time { try r.activities(matching: ActivityQuery(afterDate: BenchEnv.weekStart, beforeDate: BenchEnv.historyEnd, types: twoTypes, limit: 50, sortOrder: .newestFirst)).count }
+            let range = try time { try r.activities(in: ActivityRangeQuery(.startingIn, from: BenchEnv.midDayStart, to: BenchEnv.midDayEnd, sortOrder: .oldestFirst)).count }
+            report("specialised", r.count, opens, resident, window, types, range)
+            try await r.close()
+        }
+    }
+
+    static func report(_ label: String, _ count: Int, _ opens: [Duration], _ resident: Int,
+                       _ window: (Duration, Int), _ types: (Duration, Int), _ range: (Duration, Int)) {
+        print("\(label): \(count) activities; open from snapshot \(opens.sorted()[1]) (median of 3); resident \(resident / max(1, count)) B per activity (after the first open)")
+        print("\(label): window 7d newest 50: \(window.0) (\(window.1) results); two types: \(types.0) (\(types.1)); range 1d: \(range.0) (\(range.1))")
+    }
+}
