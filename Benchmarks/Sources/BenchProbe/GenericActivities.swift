@@ -25,7 +25,9 @@ enum GenericActivitiesProbe {
         let live = Workload.liveActivities(count)
         let root = BenchEnv.scratch("generic-activities")
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: root) }
+        // EVENTKERNEL_PROBE_KEEP=1 keeps both stores (for perf of `generic-activities-open`).
+        let keep = ProcessInfo.processInfo.environment["EVENTKERNEL_PROBE_KEEP"] == "1"
+        defer { if keep { print("kept: \(root.path)") } else { try? FileManager.default.removeItem(at: root) } }
         let genericURL = root.appending(path: "generic"), specialisedURL = root.appending(path: "specialised")
         let log = SegmentedLog.Configuration(durability: .buffered, preallocate: false)
 
@@ -60,6 +62,21 @@ enum GenericActivitiesProbe {
             process.waitUntilExit()
             if process.terminationStatus != 0 { print("\(label): open failed (\(process.terminationStatus))") }
         }
+    }
+
+    /// The generic repository's appends alone: `addAll` in batches of 1,000, buffered.
+    static func append(count: Int) async throws {
+        let models = AddStream().next(count)
+        let url = BenchEnv.scratch("generic-append")
+        defer { try? FileManager.default.removeItem(at: url) }
+        let store = try EventStore.open(at: url, log: SegmentedLog.Configuration(durability: .buffered, preallocate: false), snapshotPolicy: .never)
+        let repository = try genericRepository(store)
+        let started = ContinuousClock.now
+        for start in stride(from: 0, to: models.count, by: 1_000) {
+            try await repository.addAll(Array(models[start..<min(start + 1_000, models.count)]))
+        }
+        print("generic-append: \((ContinuousClock.now - started) / count) per activity")
+        try await store.close()
     }
 
     static func row(_ label: String, _ specialised: Duration, _ generic: Duration) -> String {

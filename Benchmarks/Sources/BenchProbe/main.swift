@@ -15,6 +15,7 @@
 //   BenchProbe ledger-fixture [count]    build (or find) the cached ledger fixture of count transactions, print its path
 //   BenchProbe generic-activities [count]   activities declared on EventSourcedRepository beside the specialised
 //                                        repository, same live activities: appends, open, queries, resident bytes
+//   BenchProbe generic-append [count]    only the generic repository's appends (for perf)
 import Activities
 import BenchFixtures
 import EventKernel
@@ -218,6 +219,8 @@ func run() async throws {
         try await ledger.close()
     case "generic-activities":
         try await GenericActivitiesProbe.run(count: count)
+    case "generic-append":
+        try await GenericActivitiesProbe.append(count: count)
     case "generic-activities-open":
         try await GenericActivitiesProbe.open(URL(filePath: arguments[2]), generic: arguments.count > 3 && arguments[3] == "generic")
     default:
