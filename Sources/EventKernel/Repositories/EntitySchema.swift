@@ -1,4 +1,5 @@
 import Foundation
+import KernelPrimitives
 
 /// How a generic repository's entity is stored, version by version: the schema version written
 /// into every event, and upcasters that turn what older versions wrote into today's entity.
@@ -20,6 +21,9 @@ public struct EntitySchema<Entity: Codable & Sendable>: Sendable {
     /// How new events and snapshots are written. Reading recognises both (a binary payload
     /// starts with a byte JSON never does), so switching codecs needs no migration.
     public let codec: EntityCodec
+    /// The domain's hand-written payload form, when it has one: it then writes every new event
+    /// and snapshot, and reads the versions it declares (see ``EntityPayloadCodec``).
+    public let payloadCodec: EntityPayloadCodec<Entity>?
 
     private struct Decoder: Sendable {
         var one: @Sendable ([UInt8]) throws -> Entity
@@ -36,6 +40,18 @@ public struct EntitySchema<Entity: Codable & Sendable>: Sendable {
     public init(version: UInt16 = 1, codec: EntityCodec = .binary) {
         self.version = version
         self.codec = codec
+        self.payloadCodec = nil
+    }
+
+    /// Creates a schema at `version` whose entities are written by a hand-written codec.
+    /// - Parameters:
+    ///   - version: The schema version (bump it whenever the payload's form changes, and keep
+    ///     reading the old one: in the codec's `decodedVersions`, or with an upcaster).
+    ///   - payload: Writes and reads the entities' payloads.
+    public init(version: UInt16 = 1, payload: EntityPayloadCodec<Entity>) {
+        self.version = version
+        self.codec = .binary
+        self.payloadCodec = payload
     }
 
     /// Returns a schema that also reads entities written at `oldVersion`, decoded as `Old`
@@ -55,14 +71,62 @@ public struct EntitySchema<Entity: Codable & Sendable>: Sendable {
         return copy
     }
 
-    /// The schema versions this schema reads: the current one and every upcaster's.
-    public var readableVersions: [UInt16] { ([version] + decoders.keys).sorted() }
+    /// The schema versions this schema reads: the current one, the payload codec's and every
+    /// upcaster's.
+    public var readableVersions: [UInt16] {
+        Set([version] + decoders.keys + (payloadCodec?.decodedVersions ?? [])).sorted()
+    }
 
     /// Encodes an entity at the current version.
-    func encode(_ entity: Entity) throws -> [UInt8] { try encode(value: entity) }
+    func encode(_ entity: Entity) throws -> [UInt8] {
+        guard let payloadCodec else { return try encode(value: entity) }
+        var bytes: [UInt8] = []
+        try payloadCodec.encode(entity, &bytes)
+        return bytes
+    }
 
-    /// Encodes entities at the current version, as one array.
-    func encode(_ entities: [Entity]) throws -> [UInt8] { try encode(value: entities) }
+    /// Encodes entities at the current version, as one snapshot part: an array of the entity
+    /// codec's, or with a payload codec the entity count and then each payload after its
+    /// length (varints), in order.
+    func encode(_ entities: [Entity]) throws -> [UInt8] {
+        guard let payloadCodec else { return try encode(value: entities) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(entities.count * 16)
+        Varint.encode(UInt64(entities.count), into: &bytes)
+        var payload: [UInt8] = []
+        for entity in entities {
+            payload.removeAll(keepingCapacity: true)
+            try payloadCodec.encode(entity, &payload)
+            Varint.encode(UInt64(payload.count), into: &bytes)
+            bytes.append(contentsOf: payload)
+        }
+        return bytes
+    }
+
+    /// Whether snapshot parts written at `schemaVersion` are a payload codec's (their entities'
+    /// ids are then given to ``decodeAll(_:schemaVersion:ids:)``).
+    func hasPayloadParts(schemaVersion: UInt16) -> Bool { payloadCodecReads(schemaVersion) != nil }
+
+    /// The number of entities in a snapshot part written at `schemaVersion`, when a payload
+    /// codec wrote it (its first varint); `nil` for the entity codec's parts, which say their
+    /// count only once decoded.
+    /// - Throws: ``BinaryDecodingError`` when the part does not start with a count.
+    func payloadPartCount(_ bytes: [UInt8], schemaVersion: UInt16) throws -> Int? {
+        guard payloadCodecReads(schemaVersion) != nil else { return nil }
+        var offset = 0
+        let count: UInt64
+        do throws(Varint.Failure) { count = try Varint.decode(bytes, at: &offset) } catch {
+            throw BinaryDecodingError(error == .truncated ? .truncated(needed: 1) : .malformedVarint, at: 0)
+        }
+        guard count <= UInt64(bytes.count) else { throw BinaryDecodingError(.invalidValue("\(count) payloads in \(bytes.count) bytes"), at: 0) }
+        return Int(count)
+    }
+
+    /// Whether the payload codec reads what `schemaVersion` wrote (else the upcasters do).
+    private func payloadCodecReads(_ schemaVersion: UInt16) -> EntityPayloadCodec<Entity>? {
+        guard let payloadCodec, schemaVersion == version || payloadCodec.decodedVersions.contains(schemaVersion) else { return nil }
+        return payloadCodec
+    }
 
     private func encode<T: Encodable>(value: T) throws -> [UInt8] {
         switch codec {
@@ -77,17 +141,52 @@ public struct EntitySchema<Entity: Codable & Sendable>: Sendable {
         return try JSONDecoder().decode(type, from: Data(bytes))
     }
 
-    /// Decodes an entity written at `schemaVersion`, upcasting it.
+    /// Decodes the entity `id` written at `schemaVersion`, upcasting it.
     /// - Throws: ``EntitySchemaError`` for a version without a decoder, or the decoding error.
-    func decode(_ bytes: [UInt8], schemaVersion: UInt16) throws -> Entity {
-        if schemaVersion == version { return try Self.decode(Entity.self, from: bytes) }
+    func decode(_ bytes: [UInt8], schemaVersion: UInt16, id: EntityID) throws -> Entity {
+        if let payloadCodec = payloadCodecReads(schemaVersion) {
+            return try bytes.withUnsafeBytes { try payloadCodec.decode($0, id, schemaVersion) }
+        }
+        if schemaVersion == version && payloadCodec == nil { return try Self.decode(Entity.self, from: bytes) }
         guard let decoder = decoders[schemaVersion] else { throw missing(schemaVersion) }
         return try decoder.one(bytes)
     }
 
-    /// Decodes an array of entities written at `schemaVersion`, upcasting them.
-    func decodeAll(_ bytes: [UInt8], schemaVersion: UInt16) throws -> [Entity] {
-        if schemaVersion == version { return try Self.decode([Entity].self, from: bytes) }
+    /// Decodes a snapshot part (see ``encode(_:)-([Entity])``) written at `schemaVersion`,
+    /// upcasting its entities; `ids` are the part's entities' ids (a payload codec's parts do
+    /// not hold them), ignored by the entity codec.
+    /// - Throws: ``EntitySchemaError`` for a version without a decoder, ``BinaryDecodingError``
+    ///   for a part whose payloads do not match `ids`, or the decoding error.
+    func decodeAll(_ bytes: [UInt8], schemaVersion: UInt16, ids: ArraySlice<EntityID>) throws -> [Entity] {
+        if let payloadCodec = payloadCodecReads(schemaVersion) {
+            var entities: [Entity] = []
+            entities.reserveCapacity(ids.count)
+            try bytes.withUnsafeBytes { raw in
+                var offset = 0
+                guard try payloadPartCount(bytes, schemaVersion: schemaVersion) == ids.count else {
+                    throw BinaryDecodingError(.invalidValue("a part of \(ids.count) entities holds another number of payloads"), at: 0)
+                }
+                _ = try? Varint.decode(raw, at: &offset)
+                for id in ids {
+                    let start = offset
+                    let length: UInt64
+                    do throws(Varint.Failure) { length = try Varint.decode(raw, at: &offset) } catch {
+                        throw BinaryDecodingError(error == .truncated ? .truncated(needed: 1) : .malformedVarint, at: start)
+                    }
+                    guard length <= UInt64(raw.count - offset) else {
+                        throw BinaryDecodingError(.invalidValue("a payload of \(length) bytes in \(raw.count - offset)"), at: offset)
+                    }
+                    let end = offset + Int(length)
+                    entities.append(try payloadCodec.decode(UnsafeRawBufferPointer(rebasing: raw[offset..<end]), id, schemaVersion))
+                    offset = end
+                }
+                guard offset == raw.count else {
+                    throw BinaryDecodingError(.invalidValue("\(raw.count - offset) bytes after \(ids.count) payloads"), at: offset)
+                }
+            }
+            return entities
+        }
+        if schemaVersion == version && payloadCodec == nil { return try Self.decode([Entity].self, from: bytes) }
         guard let decoder = decoders[schemaVersion] else { throw missing(schemaVersion) }
         return try decoder.many(bytes)
     }

@@ -36,7 +36,7 @@ extension EventSourcedRepository {
                 guard envelope.stream.entityType == typeName else { return nil }
                 switch envelope.eventType {
                 case added, updated:
-                    let entity = try schema.decode(envelope.payload, schemaVersion: envelope.schemaVersion)
+                    let entity = try schema.decode(envelope.payload, schemaVersion: envelope.schemaVersion, id: envelope.entityID)
                     return Prepared(entity: entity, keys: keys(of: entity, indexes))
                 case deleted:
                     return nil

@@ -105,11 +105,27 @@ extension EventSourcedRepository {
         partBytes.reserveCapacity(partCount)
         for _ in 0..<partCount { partBytes.append(try reader.readBytes()) }
         guard reader.remaining == 0 else { throw BinaryDecodingError(.invalidValue("\(reader.remaining) bytes after the entities"), at: reader.offset) }
+        // A payload codec's parts hold no ids: each part is handed its entities' ids, found by
+        // the counts the parts start with (the entity codec's parts need none).
+        var partIDs = [ArraySlice<EntityID>](repeating: [], count: partCount)
+        if schema.hasPayloadParts(schemaVersion: entitySchemaVersion) {
+            let ids = heads.map(\.id)
+            var start = 0
+            for (number, part) in partBytes.enumerated() {
+                let partCount = try schema.payloadPartCount(part, schemaVersion: entitySchemaVersion) ?? 0
+                guard partCount <= ids.count - start else {
+                    throw BinaryDecodingError(.invalidValue("snapshot parts hold more than \(count) entities"), at: 0)
+                }
+                partIDs[number] = ids[start..<start + partCount]
+                start += partCount
+            }
+            guard start == ids.count else { throw BinaryDecodingError(.invalidValue("snapshot parts hold \(start) of \(count) entities"), at: 0) }
+        }
         // Upcast like events: a snapshot of an older schema version is still used. The parts
         // decode in parallel, each with its entities' index keys (the domain's key paths), and
         // alongside them one more task fills the id map and the insertion order from the heads,
         // which need no entity (done after the decode, it was an eighth of an open).
-        let parts = partBytes, restoredHeads = heads
+        let parts = partBytes, restoredHeads = heads, restoredPartIDs = partIDs
         let results = Locked([Result<([Entity], [IndexKey]), any Error>?](repeating: nil, count: partCount))
         let restoredRows = Locked<Result<IndexedRows, BinaryDecodingError>?>(nil)
         var table = State(indexes: indexes)
@@ -129,7 +145,7 @@ extension EventSourcedRepository {
                 return
             }
             let result = Result {
-                let entities = try schema.decodeAll(parts[task - 1], schemaVersion: entitySchemaVersion)
+                let entities = try schema.decodeAll(parts[task - 1], schemaVersion: entitySchemaVersion, ids: restoredPartIDs[task - 1])
                 var keys: [IndexKey] = []
                 keys.reserveCapacity(entities.count * indexes.count)
                 for entity in entities { Self.appendKeys(of: entity, indexes, to: &keys) }
