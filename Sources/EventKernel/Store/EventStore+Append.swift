@@ -19,7 +19,7 @@ extension EventStore {
     /// expected versions.
     ///
     /// - Throws: ``RepositoryError/conflict(stream:expected:actual:)``, ``RepositoryError/closed``,
-    ///   ``RepositoryError/validationFailed(_:)`` for a date a log timestamp cannot hold,
+    ///   ``RepositoryError/limitExceeded(_:)`` for a date a log timestamp cannot hold,
     ///   ``RepositoryError/storage(_:)`` when the log failed (nothing acknowledged).
     @discardableResult
     public func append(_ events: [PendingEvent]) async throws -> [EventEnvelope] {
@@ -37,7 +37,7 @@ extension EventStore {
         stamps.reserveCapacity(events.count)
         for pending in events {
             do { stamps.append(try LogTimestamp(pending.recordedAt ?? now)) } catch {
-                throw RepositoryError.validationFailed("recordedAt \(pending.recordedAt ?? now) cannot be stored: \(error)")
+                throw RepositoryError.limitExceeded(LimitExceeded(.timestamp, "recordedAt \(pending.recordedAt ?? now) of an event of \(pending.event.stream) cannot be stored", cause: error))
             }
         }
         let timestamps = stamps

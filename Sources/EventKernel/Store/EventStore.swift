@@ -95,7 +95,7 @@ public final class EventStore: Sendable {
         }
         var names = Set([versions.name])
         for projection in projections where !names.insert(projection.name).inserted {
-            throw RepositoryError.validationFailed("a projection named \"\(projection.name)\" is registered twice")
+            throw RepositoryError.misuse(Misuse(.projectionNameTaken, "a projection named \"\(projection.name)\" is registered twice"))
         }
         followSharedLog()
     }
