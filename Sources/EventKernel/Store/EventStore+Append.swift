@@ -107,7 +107,7 @@ extension EventStore {
             // commit lock. Completions run one at a time in position order, so preparing
             // outside the lock cannot reorder anything.
             let registered = commit.withLock { $0.projections }
-            let prepared = registered.map { $0.prepare(envelopes) }
+            let prepared = PreparedFold.prepare(registered, envelopes)
             // Order matters. Projections first (sources of stream versions last, see
             // `inFoldOrder`): a writer that reads an entity's version and then a projection's
             // state (to decide add vs. update) must never see the new version with the old
@@ -124,8 +124,7 @@ extension EventStore {
                 }
                 for (index, projection) in state.projections.enumerated() {
                     // A projection registered since `registered` was read prepares for itself.
-                    let mine = index < registered.count && registered[index] === projection ? prepared[index] : nil
-                    projection.apply(envelopes, prepared: mine)
+                    prepared.fold(envelopes, into: projection, at: index)
                 }
                 versions.apply(envelopes)
                 versions.release(reservation)
