@@ -157,6 +157,6 @@ import KernelPrimitives
         #expect(decoded == [Renamed(id: id, first: "Ada", last: "Lovelace"), Renamed(id: id, first: "Ada", last: "King")])
         #expect(try store.read().map(\.schemaVersion) == [1, 2])
         let noUpcaster = JSONEventCodec<Renamed>(eventType: "Renamed", schemaVersion: 2, entityType: "Person", entityID: { .uuid($0.id) })
-        #expect(throws: RepositoryError.self) { try noUpcaster.decode(store.read()[0]) }
+        #expect(throws: EventDecodingError.unknownSchemaVersion(1, eventType: "Renamed", current: 2)) { try noUpcaster.decode(store.read()[0]) }
     }
 }

@@ -47,8 +47,8 @@ public enum RepositoryError: Error, LocalizedError {
             case .notFound: self = .documentNotFound
             case .validationFailed: self = .invalidData
             case .undecodableEvent: self = .decodingFailed
-            case .alreadyExists, .conflict, .invalidQuery, .closed: self = .operationFailed(kernel.description)
-            case .storage: self = .unexpectedError(kernel)
+            case .alreadyExists, .conflict, .invalidQuery, .limitExceeded, .closed: self = .operationFailed(kernel.description)
+            case .storage, .misuse: self = .unexpectedError(kernel)
             }
         case is EncodingError: self = .encodingFailed
         case is DecodingError, is BinaryDecodingError: self = .decodingFailed

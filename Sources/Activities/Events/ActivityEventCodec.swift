@@ -23,7 +23,7 @@ package import KernelPrimitives
 /// `Date` holds, so that a model reads back bit for bit equal to what was written. Version 3
 /// writes a date that is a whole number of seconds (as an app's timestamps mostly are) as an
 /// integer, and an end as its duration: 5 and 2-3 bytes instead of 8 and 8, which is most of
-/// the log's bytes after the id (measured: 34.5 -> ~28 bytes an activity after compression).
+/// the log's bytes after the id (about a fifth of an activity's compressed bytes).
 /// Version 2 wrote both as Float64 (flags bit 0 only); version 1 wrote seconds since 1970, which
 /// converting to and from the reference date rounds for some dates (a model could read back
 /// one ulp off). Both are still decoded, and a future version must keep decoding all three

@@ -97,24 +97,24 @@ public final class ActivityProjection: Projection, StreamVersionSource {
 
     /// The events of one commit (or replay chunk), decoded outside the projection's lock: a
     /// decoded activity event, `nil` for another domain's event, or the decoding error.
-    private struct Prepared: Sendable {
-        var first: LogPosition?
-        var events: [Result<ActivityEvent, any Error>?]
+    public struct PreparedEvents: Sendable {
+        fileprivate var first: LogPosition?
+        fileprivate var events: [Result<ActivityEvent, any Error>?]
     }
 
     /// Decodes the activity events of `envelopes` (the part of folding that needs no state), so
     /// that the store runs it before taking its commit lock and a replay on its reading thread.
-    public func prepare(_ envelopes: [EventEnvelope]) -> (any Sendable)? {
+    public func prepare(_ envelopes: [EventEnvelope]) -> PreparedEvents? {
         var strings = StringInterner()
-        return Prepared(first: envelopes.first?.position, events: envelopes.map { envelope in
+        return PreparedEvents(first: envelopes.first?.position, events: envelopes.map { envelope in
             guard ActivityEventCodec.isActivityEvent(envelope) else { return nil }
             return Result { try codec.decode(envelope, strings: &strings) }
         })
     }
 
-    public func apply(_ envelopes: [EventEnvelope], prepared: (any Sendable)?) {
+    public func apply(_ envelopes: [EventEnvelope], prepared: PreparedEvents?) {
         let observing = observers.withLock { !$0.callbacks.isEmpty }
-        let prepared = (prepared as? Prepared).flatMap { $0.first == envelopes.first?.position && $0.events.count == envelopes.count ? $0 : nil }
+        let prepared = prepared.flatMap { $0.first == envelopes.first?.position && $0.events.count == envelopes.count ? $0 : nil }
         var changes: [Change] = []
         state.withWriteLock { state in
             guard state.failure == nil else { return }

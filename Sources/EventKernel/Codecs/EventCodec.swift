@@ -40,8 +40,8 @@ public protocol EventCodec<Event>: Sendable {
 
     /// Decodes a payload written with any schema version this codec has ever written,
     /// upcasting older versions.
-    /// - Throws: ``BinaryDecodingError``, `DecodingError`, or ``RepositoryError/validationFailed(_:)``
-    ///   for a type or version the codec does not know.
+    /// - Throws: ``BinaryDecodingError``, `DecodingError`, or ``EventDecodingError`` for a type
+    ///   or version the codec does not know.
     func decode(eventType: String, schemaVersion: UInt16, payload: [UInt8]) throws -> Event
 }
 

@@ -55,14 +55,13 @@ public struct JSONEventCodec<E: Codable & Sendable>: EventCodec {
 
     public func decode(eventType: String, schemaVersion: UInt16, payload: [UInt8]) throws -> E {
         guard eventType == self.eventType else {
-            throw RepositoryError.validationFailed("codec for \"\(self.eventType)\" cannot decode event type \"\(eventType)\"")
+            throw EventDecodingError.unknownEventType(eventType, entityType: entityType)
         }
         if schemaVersion == self.schemaVersion {
             return try JSONDecoder().decode(E.self, from: Data(payload))
         }
         guard let upcast = upcasters[schemaVersion] else {
-            throw RepositoryError.validationFailed(
-                "event type \"\(eventType)\" schema version \(schemaVersion) is unknown to this codec (current \(self.schemaVersion)); register an upcaster")
+            throw EventDecodingError.unknownSchemaVersion(schemaVersion, eventType: eventType, current: self.schemaVersion)
         }
         return try upcast(payload)
     }

@@ -40,9 +40,8 @@ extension EventEnvelope {
     /// of four bytes or more and stores everything else as it is. With the parts that repeat
     /// from record to record (format, types, versions, flags, a domain's first fields) together
     /// and the parts that never repeat (the id, a domain's last fields) together, a record is
-    /// one copy and one literal run instead of three or four: about 4 bytes less per event
-    /// (a simulation of the benchmark's batches: 32.1 -> 29.1 bytes an activity; the payload
-    /// puts its repeating fields first too).
+    /// one copy and one literal run instead of three or four: about 3 bytes less per event
+    /// after compression (the payload puts its repeating fields first too).
     public static func encodeRecordPayload(
         eventType: String, schemaVersion: UInt16, stream: StreamID, entityVersion: UInt64,
         metadata: EventMetadata, payload: [UInt8]

@@ -113,10 +113,10 @@
             c = chunks.count - 1
             offset = chunks[c].count
         }
-        // A full chunk is split before the insert, never grown: growing reallocated the chunk
-        // and the split then copied both halves into new arrays of exactly their size, so the
-        // next insert into either grew it again (measured: most inserts into a restored index
-        // allocated and page-faulted one to three 8-32 KiB buffers).
+        // A full chunk is split before the insert, never grown: growing would reallocate the
+        // chunk only for the split to copy both halves into arrays of exactly their size, which
+        // the next insert into either would grow again (one to three 8-32 KiB allocations per
+        // insert into a restored index).
         if chunks[c].count >= Self.maxChunk {
             if c == chunks.count - 1 && offset == chunks[c].count {
                 // Appending at the very end is the chronological common case: the full chunk

@@ -39,17 +39,22 @@ public final class ProjectedState<State: Sendable>: Projection, StreamVersionSou
         }
     }
 
-    /// What ``prepare(_:)`` returns: one result per event of the commit.
-    private struct Prepared: Sendable {
-        var first: LogPosition
-        var results: [Result<any Sendable, any Error>]
+    /// What ``prepare(_:)`` makes of one commit's events: each event's prepared value (or
+    /// error), kept with its type inside `fold`, so that no value is boxed or cast per event.
+    public struct PreparedEvents: Sendable {
+        /// The position of the first event prepared.
+        fileprivate var first: LogPosition
+        /// How many events were prepared.
+        fileprivate var count: Int
+        /// Folds the event at an index of the commit with its prepared value.
+        fileprivate var fold: @Sendable (inout State, EventEnvelope, Int) throws -> Void
     }
 
     private let initial: State
-    /// `nil` for a one-step reducer: nothing to prepare.
-    private let prepareEvent: (@Sendable (EventEnvelope) throws -> any Sendable)?
-    /// Folds one event, given what `prepareEvent` made of it (`nil` without a prepare step).
-    private let fold: @Sendable (inout State, EventEnvelope, (any Sendable)?) throws -> Void
+    /// The one-step reducer; `nil` for a two-step fold.
+    private let reduce: Reducer?
+    /// Prepares a commit for a two-step fold; `nil` for a one-step reducer.
+    private let prepareEvents: (@Sendable ([EventEnvelope]) -> PreparedEvents)?
     private let encodeState: @Sendable (State) throws -> [UInt8]
     private let decodeState: @Sendable ([UInt8]) throws -> State
     private let inner: Locked<Inner>
@@ -75,8 +80,8 @@ public final class ProjectedState<State: Sendable>: Projection, StreamVersionSou
         self.name = name
         self.schemaVersion = schemaVersion
         self.initial = initial
-        self.prepareEvent = nil
-        self.fold = { state, envelope, _ in try reducer(&state, envelope) }
+        self.reduce = reducer
+        self.prepareEvents = nil
         self.encodeState = encode
         self.decodeState = decode
         self.inner = Locked(Inner(state: initial))
@@ -94,12 +99,12 @@ public final class ProjectedState<State: Sendable>: Projection, StreamVersionSou
     ///   - decode: Decodes a snapshot's state.
     ///   - prepare: Prepares one event. An error marks the projection failed at that event.
     ///   - fold: Folds one prepared event. An error marks the projection failed.
-    public convenience init<Prepared: Sendable>(
+    public convenience init<Value: Sendable>(
         name: String, schemaVersion: UInt16, initial: State,
         encode: @escaping @Sendable (State) throws -> [UInt8],
         decode: @escaping @Sendable ([UInt8]) throws -> State,
-        prepare: @escaping @Sendable (EventEnvelope) throws -> Prepared,
-        fold: @escaping @Sendable (inout State, EventEnvelope, Prepared) throws -> Void
+        prepare: @escaping @Sendable (EventEnvelope) throws -> Value,
+        fold: @escaping @Sendable (inout State, EventEnvelope, Value) throws -> Void
     ) {
         self.init(name: name, schemaVersion: schemaVersion, initial: initial, encode: encode, decode: decode,
                   prepare: prepare, fold: fold, versioning: nil)
@@ -107,20 +112,24 @@ public final class ProjectedState<State: Sendable>: Projection, StreamVersionSou
 
     /// A two-step projection that also keeps its entity type's stream versions (the
     /// repositories' projections; see ``StreamVersionSource``).
-    package init<Prepared: Sendable>(
+    package init<Value: Sendable>(
         name: String, schemaVersion: UInt16, initial: State,
         encode: @escaping @Sendable (State) throws -> [UInt8],
         decode: @escaping @Sendable ([UInt8]) throws -> State,
-        prepare: @escaping @Sendable (EventEnvelope) throws -> Prepared,
-        fold: @escaping @Sendable (inout State, EventEnvelope, Prepared) throws -> Void,
+        prepare: @escaping @Sendable (EventEnvelope) throws -> Value,
+        fold: @escaping @Sendable (inout State, EventEnvelope, Value) throws -> Void,
         versioning: Versioning?
     ) {
         self.name = name
         self.schemaVersion = schemaVersion
         self.initial = initial
-        self.prepareEvent = { try prepare($0) }
-        // The value came from `prepare` above, so the cast cannot fail.
-        self.fold = { state, envelope, value in try fold(&state, envelope, value as! Prepared) }
+        self.reduce = nil
+        self.prepareEvents = { envelopes in
+            let results = envelopes.map { envelope in Result { try prepare(envelope) } }
+            return PreparedEvents(first: envelopes.first?.position ?? 0, count: envelopes.count) { state, envelope, index in
+                try fold(&state, envelope, results[index].get())
+            }
+        }
         self.encodeState = encode
         self.decodeState = decode
         self.inner = Locked(Inner(state: initial))
@@ -131,8 +140,8 @@ public final class ProjectedState<State: Sendable>: Projection, StreamVersionSou
         self.name = other.name
         self.schemaVersion = other.schemaVersion
         self.initial = other.initial
-        self.prepareEvent = other.prepareEvent
-        self.fold = other.fold
+        self.reduce = other.reduce
+        self.prepareEvents = other.prepareEvents
         self.encodeState = other.encodeState
         self.decodeState = other.decodeState
         self.inner = Locked(Inner(state: other.initial))
@@ -188,27 +197,28 @@ public final class ProjectedState<State: Sendable>: Projection, StreamVersionSou
     }
 
     /// Runs the projection's `prepare` closure on each event (nothing else), outside every lock.
-    public func prepare(_ envelopes: [EventEnvelope]) -> (any Sendable)? {
-        guard let prepareEvent else { return nil }
-        return Prepared(first: envelopes.first?.position ?? 0, results: envelopes.map { envelope in
-            Result { try prepareEvent(envelope) }
-        })
+    public func prepare(_ envelopes: [EventEnvelope]) -> PreparedEvents? {
+        prepareEvents?(envelopes)
     }
 
-    public func apply(_ envelopes: [EventEnvelope], prepared: (any Sendable)?) {
-        var prepared = prepared as? Prepared
-        if prepareEvent != nil, prepared == nil || prepared?.first != envelopes.first?.position
-            || prepared?.results.count != envelopes.count {
+    public func apply(_ envelopes: [EventEnvelope], prepared: PreparedEvents?) {
+        var prepared = prepared
+        if let prepareEvents, prepared == nil || prepared?.first != envelopes.first?.position
+            || prepared?.count != envelopes.count {
             // Not prepared by the caller (a replay, or a projection registered between the
             // store's prepare and its commit): prepared here, still outside the state lock.
-            prepared = self.prepare(envelopes) as? Prepared
+            prepared = prepareEvents(envelopes)
         }
         let folded: [EventEnvelope] = inner.withLock { inner in
             var folded: [EventEnvelope] = []
             guard inner.failure == nil else { return folded }
             for (index, envelope) in envelopes.enumerated() where envelope.position >= inner.nextPosition {
                 do {
-                    try fold(&inner.state, envelope, prepared?.results[index].get())
+                    if let prepared {
+                        try prepared.fold(&inner.state, envelope, index)
+                    } else if let reduce {
+                        try reduce(&inner.state, envelope)
+                    }
                 } catch {
                     inner.failure = UndecodableEvent(projection: name, envelope: envelope, cause: error)
                     break

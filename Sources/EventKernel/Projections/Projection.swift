@@ -22,6 +22,10 @@ public struct ProjectionSnapshot: Hashable, Sendable {
 /// only for the in-memory fold and for reads, so queries never wait on a write or an fsync.
 /// ``ProjectedState`` is the ready-made implementation most domains use.
 public protocol Projection: AnyObject, Sendable {
+    /// What ``prepare(_:)`` makes of one commit's events, handed back to
+    /// ``apply(_:prepared:)`` as it is (never boxed or cast); `Void` for a projection with
+    /// nothing to prepare.
+    associatedtype Prepared: Sendable = Void
     /// A stable name, unique per store; snapshot files are keyed by it.
     var name: String { get }
     /// The version of the state's encoding; bump it when ``snapshotState()`` changes shape, and
@@ -38,10 +42,13 @@ public protocol Projection: AnyObject, Sendable {
     /// run under a lock; a projection whose fold runs only its own code returns `nil`.
     /// - Parameter envelopes: One commit's events, in position order.
     /// - Returns: Whatever ``apply(_:prepared:)`` needs, or `nil`.
-    func prepare(_ envelopes: [EventEnvelope]) -> (any Sendable)?
+    func prepare(_ envelopes: [EventEnvelope]) -> Prepared?
     /// Folds one commit's events given what ``prepare(_:)`` returned for them (`nil` when it
     /// was not called: the projection then prepares them itself).
-    func apply(_ envelopes: [EventEnvelope], prepared: (any Sendable)?)
+    /// - Parameters:
+    ///   - envelopes: One commit's events, in position order.
+    ///   - prepared: What ``prepare(_:)`` returned for exactly these events, or `nil`.
+    func apply(_ envelopes: [EventEnvelope], prepared: Prepared?)
     /// Captures the state and its ``nextPosition`` consistently.
     /// - Throws: Whatever encoding the state throws.
     func snapshotState() throws -> ProjectionSnapshot
@@ -54,13 +61,50 @@ public protocol Projection: AnyObject, Sendable {
     var failure: UndecodableEvent? { get }
 }
 
-extension Projection {
+extension Projection where Prepared == Void {
     /// Projections with nothing to prepare fold in ``apply(_:)`` alone.
-    public func prepare(_ envelopes: [EventEnvelope]) -> (any Sendable)? { nil }
+    public func prepare(_ envelopes: [EventEnvelope]) -> Void? { nil }
 
     /// Folds with ``apply(_:)``.
-    public func apply(_ envelopes: [EventEnvelope], prepared: (any Sendable)?) { apply(envelopes) }
+    public func apply(_ envelopes: [EventEnvelope], prepared: Void?) { apply(envelopes) }
+}
 
+extension Projection {
     /// Projections that cannot fail (their fold accepts every event) report none.
     public var failure: UndecodableEvent? { nil }
+}
+
+/// One commit's (or replay chunk's) events as a projection prepared them outside every lock,
+/// to be folded later under the store's commit lock. The prepared value keeps its type in the
+/// closure: the store holds projections of different types side by side, and nothing is cast
+/// back (one allocation per projection and commit, none per event).
+struct PreparedFold: Sendable {
+    /// The projection that prepared the events.
+    fileprivate let projection: any Projection
+    fileprivate let foldPrepared: @Sendable ([EventEnvelope]) -> Void
+
+    /// Runs `projection`'s ``Projection/prepare(_:)`` on `envelopes`.
+    init<P: Projection>(_ projection: P, _ envelopes: [EventEnvelope]) {
+        let prepared = projection.prepare(envelopes)
+        self.projection = projection
+        self.foldPrepared = { projection.apply($0, prepared: prepared) }
+    }
+
+    /// Each of `projections` prepares `envelopes`.
+    static func prepare(_ projections: [any Projection], _ envelopes: [EventEnvelope]) -> [PreparedFold] {
+        projections.map { PreparedFold($0, envelopes) }
+    }
+}
+
+extension [PreparedFold] {
+    /// Folds `envelopes`, the events these were prepared for, into `projection`, registered at
+    /// `index`: with what was prepared when `projection` prepared it there, and otherwise (one
+    /// registered since the events were prepared) it prepares them itself.
+    func fold(_ envelopes: [EventEnvelope], into projection: any Projection, at index: Int) {
+        if index < count, self[index].projection === projection {
+            self[index].foldPrepared(envelopes)
+        } else {
+            projection.apply(envelopes)
+        }
+    }
 }

@@ -3,11 +3,10 @@
 /// keeping them a second time.
 ///
 /// Why: a store-wide table of every stream's version duplicates what a repository's projection
-/// already holds per entity (its id lookup and row). At a million entities that table cost about
-/// 35 bytes an entity in memory, 17 bytes on disk (its snapshot names every id again) and two
-/// random hash probes per event in every append and replay (measured: a quarter of an
-/// activity commit's fold). With the projection as the source, one lookup serves the state and
-/// its version.
+/// already holds per entity (its id lookup and row): memory, snapshot bytes naming every id
+/// again, and two random hash probes per event in every append and replay (a quarter of an
+/// activity commit's fold; Docs/Benchmarks.md, "History"). With the projection as the source,
+/// one lookup serves the state and its version.
 ///
 /// The contract the store relies on (Docs/Architecture.md, "The command path"):
 /// - The projection folds *every* event of ``versionedEntityType``, deletions included: a

@@ -20,7 +20,7 @@ extension EventSourcedRepository {
 
     private func checkOnce(_ stream: StreamID, in command: CommandContext) throws {
         guard !command.isAppending(to: stream) else {
-            throw RepositoryError.validationFailed("\(stream) is changed twice in one command; merge the changes into one")
+            throw RepositoryError.misuse(Misuse(.streamChangedTwice, "\(stream) is changed twice in one command; merge the changes into one"))
         }
     }
 

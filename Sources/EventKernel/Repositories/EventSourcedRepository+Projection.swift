@@ -41,7 +41,7 @@ extension EventSourcedRepository {
                 case deleted:
                     return nil
                 default:
-                    throw RepositoryError.validationFailed("unknown event type \"\(envelope.eventType)\" for entity type \(typeName)")
+                    throw EventDecodingError.unknownEventType(envelope.eventType, entityType: typeName)
                 }
             },
             fold: { table, envelope, prepared in

@@ -127,7 +127,7 @@ extension EventSourcedRepository {
                 var entity = row.entity
                 try change(&entity)
                 guard entity.id.entityID == row.id else {
-                    throw RepositoryError.validationFailed("a batch update changed the id of \(stream)")
+                    throw RepositoryError.misuse(Misuse(.idChanged, "a batch update changed the id of \(stream) to \(entity.id.entityID)"))
                 }
                 try self.validate?(entity)
                 command.append(try self.event("updated", row.id, entity))

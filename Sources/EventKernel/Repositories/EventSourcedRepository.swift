@@ -53,7 +53,7 @@ where Entity.ID: EntityIDConvertible {
     ///   - validate: Checks an entity before any write; its error is thrown and nothing written.
     /// - Throws: ``RepositoryError/undecodableEvent(_:)`` when a stored event does not decode
     ///   (for example a schema version without an upcaster: add it and open again; nothing was
-    ///   lost), ``RepositoryError/validationFailed(_:)`` when the name is taken, storage errors.
+    ///   lost), ``RepositoryError/misuse(_:)`` when the name is taken, storage errors.
     public init(
         store: EventStore, typeName: String, schema: EntitySchema<Entity> = EntitySchema(),
         indexes: [EntityIndex<Entity>] = [],

@@ -2,6 +2,12 @@ public import EventLog
 
 /// The errors repositories and the event store report, each saying what happened and where.
 ///
+/// The cases separate who is at fault, so a caller can switch on them: the caller's data
+/// (``validationFailed(_:)``, ``invalidQuery(_:)``, ``limitExceeded(_:)``), the caller's code
+/// (``misuse(_:)``: the API used in a way it does not allow), concurrency (``conflict(stream:expected:actual:)``),
+/// stored data this code cannot read (``undecodableEvent(_:)``) and the storage underneath
+/// (``storage(_:)``).
+///
 /// Failures underneath (the log, a snapshot file, a decoder) are kept, not flattened into a
 /// string: ``StorageFailure/cause`` holds the original error (a `LogError` with its code, file,
 /// offset and position), so callers and the CLI can tell damage from a full disk.
@@ -12,8 +18,16 @@ public enum RepositoryError: Error, Hashable, Sendable, CustomStringConvertible 
     case alreadyExists(EntityID)
     /// Optimistic concurrency: the stream's version was `actual`, the caller expected `expected`.
     case conflict(stream: StreamID, expected: UInt64, actual: UInt64)
-    /// The input was rejected before anything was written.
+    /// An entity failed the domain's validation (a repository's `validate`, or the domain's own
+    /// rules such as an end before the start); nothing was written.
     case validationFailed(String)
+    /// The API was used in a way it does not allow (a projection registered twice, a stream
+    /// changed twice in one command, ...): a programming error, not bad data. ``Misuse/code``
+    /// says which rule; nothing was written.
+    case misuse(Misuse)
+    /// A value is beyond what the log can store (a stream at the largest version, a date a log
+    /// timestamp cannot hold); nothing was written.
+    case limitExceeded(LimitExceeded)
     /// A query was malformed (for example a range whose end precedes its start).
     case invalidQuery(String)
     /// The storage underneath failed (the log, a file); the failure keeps its cause.
@@ -32,6 +46,8 @@ public enum RepositoryError: Error, Hashable, Sendable, CustomStringConvertible 
         case .conflict(let stream, let expected, let actual):
             "version conflict on \(stream): expected version \(expected), found \(actual); reload and retry"
         case .validationFailed(let why): "validation failed: \(why)"
+        case .misuse(let misuse): misuse.description
+        case .limitExceeded(let limit): limit.description
         case .invalidQuery(let why): "invalid query: \(why)"
         case .storage(let failure): "storage failure: \(failure)"
         case .undecodableEvent(let failure): failure.description
@@ -43,6 +59,99 @@ public enum RepositoryError: Error, Hashable, Sendable, CustomStringConvertible 
     public var logError: LogError? {
         if case .storage(let failure) = self { return failure.logError }
         return nil
+    }
+}
+
+/// The API used in a way it does not allow: which rule (``code``) and where (``message``).
+public struct Misuse: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The rule broken.
+    public enum Code: String, Hashable, Sendable {
+        /// Two projections of one store have the same name (snapshot files are keyed by it).
+        case projectionNameTaken
+        /// Two projections claim to keep the stream versions of one entity type.
+        case streamVersionsKeptTwice
+        /// ``EventStore/writeSnapshots()`` on a store opened without a snapshot directory.
+        case noSnapshotDirectory
+        /// One command appends to one stream twice (its second change would not see its first).
+        case streamChangedTwice
+        /// A batch update changed an entity's id.
+        case idChanged
+    }
+
+    /// The rule broken.
+    public var code: Code
+    /// What was done and where (the names, the stream).
+    public var message: String
+
+    /// Creates a misuse.
+    /// - Parameters:
+    ///   - code: The rule broken.
+    ///   - message: What was done and where.
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "misuse (\(code.rawValue)): \(message)" }
+}
+
+/// A value beyond what the log can store: which limit (``code``), what and where (``message``),
+/// and the error underneath, if one reported it.
+public struct LimitExceeded: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The limit.
+    public enum Code: String, Hashable, Sendable {
+        /// A stream is at the largest version a stream can reach.
+        case streamVersion
+        /// A date outside the years a log timestamp holds (1678...2262), or not finite.
+        case timestamp
+    }
+
+    /// The limit.
+    public var code: Code
+    /// What exceeded it and where.
+    public var message: String
+    /// The error underneath (the log's `invalidArgument` for a timestamp), if any.
+    public var cause: (any Error)?
+
+    /// Creates the failure.
+    /// - Parameters:
+    ///   - code: The limit.
+    ///   - message: What exceeded it and where.
+    ///   - cause: The error underneath, if any.
+    public init(_ code: Code, _ message: String, cause: (any Error)? = nil) {
+        self.code = code
+        self.message = message
+        self.cause = cause
+    }
+
+    public var description: String {
+        guard let cause else { return "limit exceeded (\(code.rawValue)): \(message)" }
+        return "limit exceeded (\(code.rawValue)): \(message): \(cause)"
+    }
+
+    public static func == (lhs: LimitExceeded, rhs: LimitExceeded) -> Bool {
+        lhs.description == rhs.description
+    }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(description) }
+}
+
+/// Why an event did not decode although its bytes may be sound: this code does not know its
+/// type or its schema version. It is the ``UndecodableEvent/cause`` the store reports (the
+/// event's position and stream are there), never a validation failure.
+public enum EventDecodingError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// No event of this type is known for the entity type (or to the codec).
+    case unknownEventType(String, entityType: String)
+    /// The event type's schema version is neither the current one nor one with an upcaster.
+    case unknownSchemaVersion(UInt16, eventType: String, current: UInt16)
+
+    public var description: String {
+        switch self {
+        case .unknownEventType(let type, let entityType):
+            "unknown event type \"\(type)\" for entity type \(entityType)"
+        case .unknownSchemaVersion(let version, let type, let current):
+            "event type \"\(type)\" schema version \(version) is unknown to this codec (current \(current)); register an upcaster"
+        }
     }
 }
 
@@ -97,6 +206,10 @@ public struct UndecodableEvent: Error, Hashable, Sendable, CustomStringConvertib
     public var stream: StreamID
     /// The decoder's or reducer's error.
     public var cause: any Error
+
+    /// Why, when this code does not know the event's type or schema version (rather than the
+    /// bytes failing to decode).
+    public var unknownEvent: EventDecodingError? { cause as? EventDecodingError }
 
     /// Creates the failure for `envelope`.
     public init(projection: String, envelope: EventEnvelope, cause: any Error) {

@@ -1,6 +1,6 @@
-public import Foundation
-public import EventLog
-public import Logging
+package import Foundation
+package import EventLog
+package import Logging
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -47,9 +47,9 @@ public struct SnapshotPolicy: Hashable, Sendable {
 ///
 /// Files are named `<20-digit next position>-<hex of the projection name>.snap` so that a
 /// listing sorts by position and the name survives any character set.
-public struct SnapshotDirectory: Sendable {
+package struct SnapshotDirectory: Sendable {
     /// The directory holding the snapshot files.
-    public let url: URL
+    package let url: URL
     private let logger: Logger
     private let fileIO: any LogFileIO
 
@@ -59,7 +59,7 @@ public struct SnapshotDirectory: Sendable {
     ///   - logger: Receives notices about ignored snapshots.
     ///   - fileIO: The system-call layer for writes and syncs: the store passes its log's, so
     ///     that fault injection reaches snapshot writes as it reaches the log's.
-    public init(storeDirectory: URL, logger: Logger = Logger(label: "EventKernel.Snapshots"),
+    package init(storeDirectory: URL, logger: Logger = Logger(label: "EventKernel.Snapshots"),
                 fileIO: any LogFileIO = PosixFileIO()) {
         self.url = storeDirectory.appendingPathComponent("snapshots", isDirectory: true)
         self.logger = logger
@@ -71,7 +71,7 @@ public struct SnapshotDirectory: Sendable {
     }
 
     /// The snapshot files of a projection, oldest first.
-    public func files(for projectionName: String) -> [URL] {
+    package func files(for projectionName: String) -> [URL] {
         let suffix = Self.suffix(for: projectionName)
         let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
         return names.filter { $0.hasSuffix(suffix) && $0.count == 20 + suffix.count }
@@ -82,7 +82,7 @@ public struct SnapshotDirectory: Sendable {
     /// Writes a snapshot atomically: temporary file, fsync, rename, directory fsync. Then
     /// deletes all but the newest `keep` snapshots of that projection.
     /// - Throws: ``RepositoryError/storage(_:)`` when a file operation fails.
-    public func write(_ snapshot: SnapshotFile, keep: Int) throws {
+    package func write(_ snapshot: SnapshotFile, keep: Int) throws {
         let bytes = try snapshot.encoded()
         do { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) } catch {
             throw RepositoryError.storage(StorageFailure("cannot create the snapshot directory \(url.path)", cause: error))
@@ -105,7 +105,7 @@ public struct SnapshotDirectory: Sendable {
     /// and history epoch, read from its header alone (checked against the header's own
     /// checksum). A file whose header fails its checks, and a format 1 file (no epoch), say
     /// nothing: a damaged snapshot is never used, and must not stop the log from opening.
-    public func acknowledgedPositions() -> [AcknowledgedPosition] {
+    package func acknowledgedPositions() -> [AcknowledgedPosition] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
         return names.filter { $0.hasSuffix(".snap") && !$0.hasPrefix(".") }.sorted().compactMap { name in
             let file = url.appendingPathComponent(name)
@@ -123,7 +123,7 @@ public struct SnapshotDirectory: Sendable {
     /// it alone writes snapshots, so at its open every temporary file is stale.
     /// - Returns: The number of files removed.
     @discardableResult
-    public func removeStaleTemporaryFiles() -> Int {
+    package func removeStaleTemporaryFiles() -> Int {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
         var removed = 0
         for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
@@ -136,7 +136,7 @@ public struct SnapshotDirectory: Sendable {
     /// The snapshots of a projection that verify and match `schemaVersion`, newest first,
     /// decoded one at a time as the sequence is walked. Files that are corrupt or outdated are
     /// logged and skipped; one that vanished (a writer pruned it meanwhile) is skipped silently.
-    public func candidates(projectionName: String, schemaVersion: UInt16) -> some Sequence<(url: URL, file: SnapshotFile)> {
+    package func candidates(projectionName: String, schemaVersion: UInt16) -> some Sequence<(url: URL, file: SnapshotFile)> {
         files(for: projectionName).reversed().lazy.compactMap { url -> (url: URL, file: SnapshotFile)? in
             let bytes: [UInt8]
             do { bytes = Array(try Data(contentsOf: url)) } catch {
@@ -167,7 +167,7 @@ public struct SnapshotDirectory: Sendable {
     /// no more than `maxNextPosition`, whatever history it describes (the store judges that:
     /// Docs/Durability.md, "Derived state").
     /// - Returns: The snapshot, or `nil` when none qualifies.
-    public func newestValid(
+    package func newestValid(
         projectionName: String, schemaVersion: UInt16, maxNextPosition: LogPosition = .max
     ) -> SnapshotFile? {
         candidates(projectionName: projectionName, schemaVersion: schemaVersion)

@@ -1,22 +1,22 @@
-public import EventLog
-public import KernelPrimitives
+package import EventLog
+import KernelPrimitives
 
 /// The last event a snapshot covers, as the log held it when the snapshot was written: the
 /// snapshot is used only while the log still holds exactly that event there.
-public struct SnapshotAnchor: Hashable, Sendable {
+package struct SnapshotAnchor: Hashable, Sendable {
     /// The record's timestamp.
-    public var timestamp: LogTimestamp
+    package var timestamp: LogTimestamp
     /// CRC32C of the record's payload.
-    public var payloadChecksum: UInt32
+    package var payloadChecksum: UInt32
 
     /// Creates an anchor.
-    public init(timestamp: LogTimestamp, payloadChecksum: UInt32) {
+    package init(timestamp: LogTimestamp, payloadChecksum: UInt32) {
         self.timestamp = timestamp
         self.payloadChecksum = payloadChecksum
     }
 
     /// The anchor of a log record.
-    public init(_ record: LogRecordView) {
+    package init(_ record: LogRecordView) {
         self.init(timestamp: record.timestamp, payloadChecksum: CRC32C.checksum(record.payload))
     }
 }
@@ -36,24 +36,24 @@ public struct SnapshotAnchor: Hashable, Sendable {
 /// The anchor is the record at `next position - 1` (zeros when the position is 0). Format 1
 /// files (no epoch, no anchor) are still decoded, and never used: nothing says which history
 /// they describe.
-public struct SnapshotFile: Hashable, Sendable {
+package struct SnapshotFile: Hashable, Sendable {
     /// The file magic.
-    public static let magic: [UInt8] = Array("EKSN".utf8)
+    package static let magic: [UInt8] = Array("EKSN".utf8)
     /// The format version written.
-    public static let formatVersion: UInt16 = 2
+    package static let formatVersion: UInt16 = 2
 
     /// The projection's name.
-    public var projectionName: String
+    package var projectionName: String
     /// The projection's schema version.
-    public var schemaVersion: UInt16
+    package var schemaVersion: UInt16
     /// The first log position not covered by the state.
-    public var nextPosition: LogPosition
+    package var nextPosition: LogPosition
     /// The log's history epoch when the snapshot was written (nil in format 1 files).
-    public var historyEpoch: UInt64?
+    package var historyEpoch: UInt64?
     /// The last covered record (nil when nothing is covered, and in format 1 files).
-    public var anchor: SnapshotAnchor?
+    package var anchor: SnapshotAnchor?
     /// The uncompressed state.
-    public var body: [UInt8]
+    package var body: [UInt8]
 
     /// Creates a snapshot value.
     /// - Parameters:
@@ -63,7 +63,7 @@ public struct SnapshotFile: Hashable, Sendable {
     ///   - historyEpoch: The log's `historyEpoch` when the state was captured.
     ///   - anchor: The record at `nextPosition - 1` (nil when `nextPosition` is 0).
     ///   - body: The state.
-    public init(projectionName: String, schemaVersion: UInt16, nextPosition: LogPosition,
+    package init(projectionName: String, schemaVersion: UInt16, nextPosition: LogPosition,
                 historyEpoch: UInt64? = nil, anchor: SnapshotAnchor? = nil, body: [UInt8]) {
         self.projectionName = projectionName
         self.schemaVersion = schemaVersion
@@ -75,7 +75,7 @@ public struct SnapshotFile: Hashable, Sendable {
 
     /// Encodes the file, LZ4-compressing the body when that makes it smaller.
     /// - Throws: `LogError` when compression fails.
-    public func encoded() throws -> [UInt8] {
+    package func encoded() throws -> [UInt8] {
         var compressed: [UInt8] = []
         try body.withBytes { (raw) throws(LogError) in
             do throws(CompressionError) {
@@ -175,7 +175,7 @@ public struct SnapshotFile: Hashable, Sendable {
     /// Decodes and verifies a file.
     /// - Throws: ``BinaryDecodingError`` (with the byte offset) for bad magic, an unknown
     ///   version or codec, a checksum mismatch, truncation or a failed decompression.
-    public init(decoding bytes: [UInt8]) throws(BinaryDecodingError) {
+    package init(decoding bytes: [UInt8]) throws(BinaryDecodingError) {
         let header = try Self.decodeHeader(bytes)
         let (codec, name, schemaVersion, nextPosition, historyEpoch, anchor) =
             (header.codec, header.projectionName, header.schemaVersion, header.nextPosition, header.historyEpoch, header.anchor)

@@ -19,7 +19,7 @@ extension EventStore {
     /// expected versions.
     ///
     /// - Throws: ``RepositoryError/conflict(stream:expected:actual:)``, ``RepositoryError/closed``,
-    ///   ``RepositoryError/validationFailed(_:)`` for a date a log timestamp cannot hold,
+    ///   ``RepositoryError/limitExceeded(_:)`` for a date a log timestamp cannot hold,
     ///   ``RepositoryError/storage(_:)`` when the log failed (nothing acknowledged).
     @discardableResult
     public func append(_ events: [PendingEvent]) async throws -> [EventEnvelope] {
@@ -37,7 +37,7 @@ extension EventStore {
         stamps.reserveCapacity(events.count)
         for pending in events {
             do { stamps.append(try LogTimestamp(pending.recordedAt ?? now)) } catch {
-                throw RepositoryError.validationFailed("recordedAt \(pending.recordedAt ?? now) cannot be stored: \(error)")
+                throw RepositoryError.limitExceeded(LimitExceeded(.timestamp, "recordedAt \(pending.recordedAt ?? now) of an event of \(pending.event.stream) cannot be stored", cause: error))
             }
         }
         let timestamps = stamps
@@ -107,7 +107,7 @@ extension EventStore {
             // commit lock. Completions run one at a time in position order, so preparing
             // outside the lock cannot reorder anything.
             let registered = commit.withLock { $0.projections }
-            let prepared = registered.map { $0.prepare(envelopes) }
+            let prepared = PreparedFold.prepare(registered, envelopes)
             // Order matters. Projections first (sources of stream versions last, see
             // `inFoldOrder`): a writer that reads an entity's version and then a projection's
             // state (to decide add vs. update) must never see the new version with the old
@@ -124,8 +124,7 @@ extension EventStore {
                 }
                 for (index, projection) in state.projections.enumerated() {
                     // A projection registered since `registered` was read prepares for itself.
-                    let mine = index < registered.count && registered[index] === projection ? prepared[index] : nil
-                    projection.apply(envelopes, prepared: mine)
+                    prepared.fold(envelopes, into: projection, at: index)
                 }
                 versions.apply(envelopes)
                 versions.release(reservation)

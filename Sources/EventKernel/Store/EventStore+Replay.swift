@@ -51,7 +51,7 @@ extension EventStore {
         while true {
             switch handoff.take() {
             case .chunk(let chunk, let prepared):
-                for (index, projection) in projections.enumerated() { projection.apply(chunk, prepared: prepared[index]) }
+                for (index, projection) in projections.enumerated() { prepared.fold(chunk, into: projection, at: index) }
                 also(chunk)
             case .end:
                 return
@@ -65,14 +65,14 @@ extension EventStore {
     /// `prepare` when given; `body` returns whether to go on.
     private static func readChunks(
         _ log: any RecordLog, from start: LogPosition, until end: LogPosition, prepare: [any Projection]?,
-        _ body: ([EventEnvelope], [(any Sendable)?]) -> Bool
+        _ body: ([EventEnvelope], [PreparedFold]) -> Bool
     ) throws {
         var chunk: [EventEnvelope] = []
         chunk.reserveCapacity(replayChunk)
         var strings = StringInterner()
         var going = true
         func hand() {
-            going = body(chunk, prepare?.map { $0.prepare(chunk) } ?? [])
+            going = body(chunk, prepare.map { PreparedFold.prepare($0, chunk) } ?? [])
             chunk = []
             chunk.reserveCapacity(replayChunk)
         }
@@ -93,7 +93,7 @@ extension EventStore {
 /// The bounded queue between a replay's reading thread and its folding thread.
 private final class ReplayHandoff: @unchecked Sendable {
     enum Item {
-        case chunk([EventEnvelope], [(any Sendable)?])
+        case chunk([EventEnvelope], [PreparedFold])
         case end
         case failed(any Error)
     }

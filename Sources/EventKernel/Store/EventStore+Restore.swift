@@ -51,14 +51,14 @@ extension EventStore {
 
     /// Adds a projection: restores it from a snapshot if one fits, catches it up with the log
     /// and from then on folds every commit into it.
-    /// - Throws: ``RepositoryError/validationFailed(_:)`` when the name is taken,
+    /// - Throws: ``RepositoryError/misuse(_:)`` (``Misuse/Code/projectionNameTaken``) when the name is taken,
     ///   ``RepositoryError/storage(_:)`` when the log cannot be read.
     /// - Complexity: O(records after its snapshot); commits wait meanwhile.
     public func register(_ projection: any Projection) throws {
         try commit.withLock { (state) throws in
             guard !state.closed else { throw RepositoryError.closed }
             guard projection.name != versions.name, !state.projections.contains(where: { $0.name == projection.name }) else {
-                throw RepositoryError.validationFailed("a projection named \"\(projection.name)\" is already registered")
+                throw RepositoryError.misuse(Misuse(.projectionNameTaken, "a projection named \"\(projection.name)\" is already registered"))
             }
             // The commit lock makes nextPosition exact: every record below it is committed and
             // no completion can run until the projection is in the list, so nothing is missed

@@ -15,7 +15,7 @@ extension EventStore {
     struct RecordsFromElsewhere {
         var envelopes: [EventEnvelope] = []
         var projections: [any Projection] = []
-        var prepared: [(any Sendable)?] = []
+        var prepared: [PreparedFold] = []
         /// One past the last position read: what the store covers once they are folded.
         var end: LogPosition = 0
     }
@@ -90,7 +90,7 @@ extension EventStore {
         }
         records.end = end
         records.projections = commit.withLock { $0.projections }
-        records.prepared = records.projections.map { $0.prepare(records.envelopes) }
+        records.prepared = PreparedFold.prepare(records.projections, records.envelopes)
         return records
     }
 
@@ -116,8 +116,7 @@ extension EventStore {
               first.position <= state.nextPosition else { return 0 }
         for (index, projection) in state.projections.enumerated() {
             // Projections skip what they folded already; one registered since gets nil.
-            let mine = index < records.projections.count && records.projections[index] === projection ? records.prepared[index] : nil
-            projection.apply(records.envelopes, prepared: mine)
+            records.prepared.fold(records.envelopes, into: projection, at: index)
         }
         // After the projections, as for a commit: a version read before state is never newer.
         versions.apply(records.envelopes)

@@ -86,10 +86,10 @@ extension EventStore {
     /// Each snapshot records the history it describes (the log's history epoch and the last
     /// event it covers), and the log is synced before any is written, so a snapshot never
     /// covers an event a crash could take away (Docs/Durability.md, "Derived state").
-    /// - Throws: ``RepositoryError/validationFailed(_:)`` when the store has no directory,
+    /// - Throws: ``RepositoryError/misuse(_:)`` (``Misuse/Code/noSnapshotDirectory``) when the store has no directory,
     ///   ``RepositoryError/storage(_:)`` when the sync or a write fails.
     public func writeSnapshots() async throws {
-        guard let snapshots else { throw RepositoryError.validationFailed("the store has no directory for snapshots") }
+        guard let snapshots else { throw RepositoryError.misuse(Misuse(.noSnapshotDirectory, "the store was opened without a directory for snapshots")) }
         let projections: [any Projection] = [versions] + commit.withLock { $0.projections }
         var captured: [(projection: any Projection, state: ProjectionSnapshot, encoding: Duration)] = []
         for projection in projections {

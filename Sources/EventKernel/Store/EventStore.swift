@@ -20,7 +20,7 @@ public final class EventStore: Sendable {
     /// The log underneath.
     public let log: any RecordLog
     /// The snapshot directory, when the store has a directory.
-    public let snapshots: SnapshotDirectory?
+    package let snapshots: SnapshotDirectory?
     /// When snapshots are written.
     public let snapshotPolicy: SnapshotPolicy
     /// Receives what the store measures (conflicts, query latency, snapshots, observers), for
@@ -95,7 +95,7 @@ public final class EventStore: Sendable {
         }
         var names = Set([versions.name])
         for projection in projections where !names.insert(projection.name).inserted {
-            throw RepositoryError.validationFailed("a projection named \"\(projection.name)\" is registered twice")
+            throw RepositoryError.misuse(Misuse(.projectionNameTaken, "a projection named \"\(projection.name)\" is registered twice"))
         }
         followSharedLog()
     }

@@ -87,13 +87,13 @@ final class VersionTable: Projection {
     /// here for that type are dropped. Call once the source is caught up with the log (with
     /// the store's commit lock held, so that no commit interleaves), or before any event is
     /// folded (at open).
-    /// - Throws: ``RepositoryError/validationFailed(_:)`` when another source keeps that type.
+    /// - Throws: ``RepositoryError/misuse(_:)`` (``Misuse/Code/streamVersionsKeptTwice``) when another source keeps that type.
     func adopt(_ source: any StreamVersionSource) throws {
         guard let entityType = source.versionedEntityType else { return }
         try state.withLock { (state) throws(RepositoryError) in
             let type = ExactString(entityType)
             if let other = state.sources[type], other !== source {
-                throw RepositoryError.validationFailed("the versions of \"\(type.value)\" streams are kept by projection \"\(other.name)\" already; \"\(source.name)\" cannot keep them too")
+                throw RepositoryError.misuse(Misuse(.streamVersionsKeptTwice, "the versions of \"\(type.value)\" streams are kept by projection \"\(other.name)\" already; \"\(source.name)\" cannot keep them too"))
             }
             state.sources[type] = source
             state.awaiting.remove(type)
@@ -200,7 +200,7 @@ final class VersionTable: Projection {
                 throw RepositoryError.conflict(stream: stream, expected: expected, actual: current)
             }
             guard current < StreamVersionMap.maxVersion else {
-                throw RepositoryError.validationFailed("stream \(stream) is at the largest version \(current)")
+                throw RepositoryError.limitExceeded(LimitExceeded(.streamVersion, "stream \(stream) is at the largest version \(current)"))
             }
             return current + 1
         }

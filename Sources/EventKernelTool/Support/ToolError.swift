@@ -66,7 +66,11 @@ struct ToolError: Error, CustomStringConvertible {
             case .undecodableEvent:
                 return ToolError(.damage, error.description)
             case .closed: return ToolError(.io, error.description)
-            default: return ToolError(.badInput, error.description)
+            // The tool's own use of the API, not the input: a bug, never "bad input".
+            case .misuse: return ToolError(.io, error.description)
+            // Every case is spelled out so that a new one needs a decision here.
+            case .notFound, .alreadyExists, .conflict, .validationFailed, .invalidQuery, .limitExceeded:
+                return ToolError(.badInput, error.description)
             }
         case let error as ActivityQueryError:
             return ToolError(.badInput, error.description)

@@ -7,11 +7,11 @@ import Hummingbird
 ///
 /// | thrown | status |
 /// | --- | --- |
-/// | `RepositoryError.validationFailed`, `.invalidQuery`, a malformed body or parameter | 400 |
+/// | `RepositoryError.validationFailed`, `.invalidQuery`, `.limitExceeded`, a malformed body or parameter | 400 |
 /// | `RepositoryError.notFound` | 404 |
 /// | `RepositoryError.alreadyExists`, `.conflict` | 409 |
 /// | `RepositoryError.closed` (shutting down) | 503 |
-/// | anything else (storage) | 500, with the detail in the log, not the body |
+/// | anything else (storage, undecodable data, `.misuse`: the server's bug) | 500, with the detail in the log, not the body |
 struct APIError: HTTPResponseError {
     var status: HTTPResponse.Status
     var code: String
@@ -28,8 +28,9 @@ struct APIError: HTTPResponseError {
         case .notFound: self.init(status: .notFound, code: "notFound", message: error.description)
         case .alreadyExists: self.init(status: .conflict, code: "alreadyExists", message: error.description)
         case .conflict: self.init(status: .conflict, code: "conflict", message: error.description)
+        case .limitExceeded: self.init(status: .badRequest, code: "limitExceeded", message: error.description)
         case .closed: self.init(status: .serviceUnavailable, code: "closed", message: "the service is shutting down")
-        case .storage, .undecodableEvent: return nil
+        case .storage, .undecodableEvent, .misuse: return nil
         }
     }
 
