@@ -13,10 +13,44 @@ extension ActivityType: @retroactive IndexValueConvertible {}
 enum GenericActivitiesProbe {
     static let typeName = "ProbeActivity"
 
+    /// EVENTKERNEL_PROBE_CODABLE=1: the entities through `Codable` (the binary entity coder)
+    /// instead of the payload codec below.
+    static let codable = ProcessInfo.processInfo.environment["EVENTKERNEL_PROBE_CODABLE"] == "1"
+
+    /// A hand-written payload: the type (varint length, UTF-8), a flags byte (bit 0: an end),
+    /// the start and the end as little-endian `Double`s. No id (the envelope's).
+    static let payload = EntityPayloadCodec<ActivityModel>(
+        encode: { model, bytes in
+            let type = model.type.rawValue.utf8
+            bytes.append(UInt8(type.count))
+            bytes.append(contentsOf: type)
+            bytes.append(model.endDate == nil ? 0 : 1)
+            withUnsafeBytes(of: model.startDate.timeIntervalSinceReferenceDate.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+            if let end = model.endDate {
+                withUnsafeBytes(of: end.timeIntervalSinceReferenceDate.bitPattern.littleEndian) { bytes.append(contentsOf: $0) }
+            }
+        },
+        decode: { payload, id, _ in
+            struct Malformed: Error {}
+            guard case .uuid(let uuid) = id, payload.count >= 10 else { throw Malformed() }
+            let typeLength = Int(payload[0])
+            guard payload.count >= typeLength + 10, let type = String(validating: payload[1..<1 + typeLength], as: UTF8.self) else { throw Malformed() }
+            var offset = 1 + typeLength
+            let hasEnd = payload[offset] == 1
+            offset += 1
+            let start = Double(bitPattern: UInt64(littleEndian: payload.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
+            var end: Date?
+            if hasEnd {
+                guard payload.count >= offset + 16 else { throw Malformed() }
+                end = Date(timeIntervalSinceReferenceDate: Double(bitPattern: UInt64(littleEndian: payload.loadUnaligned(fromByteOffset: offset + 8, as: UInt64.self))))
+            }
+            return ActivityModel(id: uuid, startDate: Date(timeIntervalSinceReferenceDate: start), endDate: end, type: ActivityType(rawValue: type))
+        })
+
     static func genericRepository(_ store: EventStore) throws -> EventSourcedRepository<ActivityModel> {
-        try EventSourcedRepository<ActivityModel>(store: store, typeName: typeName, indexes: [
-            .on(\.startDate), .on(\.type, \.startDate),
-        ])
+        try EventSourcedRepository<ActivityModel>(
+            store: store, typeName: typeName, schema: codable ? EntitySchema() : EntitySchema(payload: payload),
+            indexes: [.on(\.startDate), .on(\.type, \.startDate)])
     }
 
     /// Builds both stores from the live activities of the seeded history (fresh each run), then
