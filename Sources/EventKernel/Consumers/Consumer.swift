@@ -114,9 +114,21 @@ public final class Consumer: Sendable {
 
     /// The position a start names in `store`'s log.
     static func resolve(_ start: ConsumerStart, in store: EventStore, consumer: String) throws -> LogPosition {
-        let end = store.nextPosition
+        try resolve(start, in: store.log, end: store.nextPosition, consumer: consumer)
+    }
+
+    /// The position a start names in a log whose next position is `end`: the one rule for the
+    /// store's consumers and for `eventkernel consumers reset` and `tail --consumer`.
+    /// - Parameters:
+    ///   - start: The starting point.
+    ///   - log: The log (read for ``ConsumerStart/recordedAt(_:)``).
+    ///   - end: The log's next position (the store's, as far as it has folded).
+    ///   - consumer: The consumer's name, for errors.
+    /// - Throws: ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)``, ``RepositoryError/storage(_:)``,
+    ///   ``RepositoryError/invalidQuery(_:)`` for a date a log timestamp cannot hold.
+    package static func resolve(_ start: ConsumerStart, in log: any RecordLog, end: LogPosition, consumer: String) throws -> LogPosition {
         switch start {
-        case .beginning: return min(store.log.bounds.firstPosition, end)
+        case .beginning: return min(log.bounds.firstPosition, end)
         case .end: return end
         case .position(let position):
             guard position <= end else { throw ConsumerError.positionOutOfRange(consumer: consumer, position: position, logEnd: end) }
@@ -125,8 +137,9 @@ public final class Consumer: Sendable {
             let limit: LogTimestamp
             do { limit = try LogTimestamp(date) } catch { throw RepositoryError.invalidQuery("\(error)") }
             var found = end
+            guard end > 0 else { return end }
             try EventStore.readingRecords {
-                try store.log.forEachRecord(from: 0, through: end == 0 ? nil : end - 1) { view in
+                try log.forEachRecord(from: 0, through: end - 1) { view in
                     guard view.timestamp >= limit else { return true }
                     found = view.position
                     return false
