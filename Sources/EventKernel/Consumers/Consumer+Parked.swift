@@ -15,7 +15,7 @@ extension Consumer {
     /// - Throws: ``ConsumerError/fileFailed(path:reason:)``, ``ConsumerError/damagedFile(path:reason:)``,
     ///   ``RepositoryError/storage(_:)``; `CancellationError` when the task is cancelled.
     @discardableResult
-    public func retryParked(_ handler: (_ event: EventEnvelope) async throws -> Void) async throws -> [ParkedEvent] {
+    nonisolated(nonsending) public func retryParked(_ handler: (_ event: EventEnvelope) async throws -> Void) async throws -> [ParkedEvent] {
         for entry in try parked() {
             try Task.checkCancellation()
             guard let event = try store.read(from: entry.position, limit: 1).first, event.position == entry.position else {

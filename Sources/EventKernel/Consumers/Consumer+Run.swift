@@ -11,6 +11,9 @@ extension Consumer {
     /// passed, or, with ``FailurePolicy/stop``, the run stops there. Events of a failed batch
     /// before the failing one may be handled twice: delivery is at-least-once.
     ///
+    /// The handler runs in the caller's isolation (the method is `nonisolated(nonsending)`), so
+    /// it may use the caller's non-`Sendable` state.
+    ///
     /// - Parameters:
     ///   - batchSize: The most events per handler call (default ``ConsumerOptions/readBatchSize``).
     ///   - handler: Handles a batch (1 to `batchSize` events, in position order); it returns once
@@ -20,7 +23,7 @@ extension Consumer {
     ///   ``ConsumerError/fileFailed(path:reason:)`` (a commit or park could not be written),
     ///   ``RepositoryError/storage(_:)`` (the log cannot be read), `CancellationError` when the
     ///   task is cancelled while retrying.
-    public func run(batchSize: Int? = nil, handler: (_ events: [EventEnvelope]) async throws -> Void) async throws {
+    nonisolated(nonsending) public func run(batchSize: Int? = nil, handler: (_ events: [EventEnvelope]) async throws -> Void) async throws {
         let limit = max(1, batchSize ?? options.readBatchSize)
         var (generation, start) = state.withLock { ($0.generation, $0.committed) }
         var reader = ConsumerReader(consumer: self, from: start)
@@ -43,7 +46,7 @@ extension Consumer {
         try commit(through: position)
     }
 
-    private func handle(_ batch: [EventEnvelope], _ handler: ([EventEnvelope]) async throws -> Void) async throws {
+    nonisolated(nonsending) private func handle(_ batch: [EventEnvelope], _ handler: ([EventEnvelope]) async throws -> Void) async throws {
         guard let failure = try await attempt(batch, handler) else {
             store.instrumentation?.consumerHandled(consumer: name, events: batch.count)
             return
@@ -61,7 +64,7 @@ extension Consumer {
     /// Runs the handler up to the retry policy's attempts, waiting between them.
     /// - Returns: `nil` when an attempt succeeded, else the last error and the attempts made.
     /// - Throws: `CancellationError` when the task is cancelled (nothing is parked then).
-    func attempt(_ batch: [EventEnvelope], _ handler: ([EventEnvelope]) async throws -> Void) async throws -> (error: any Error, attempts: Int)? {
+    nonisolated(nonsending) func attempt(_ batch: [EventEnvelope], _ handler: ([EventEnvelope]) async throws -> Void) async throws -> (error: any Error, attempts: Int)? {
         let retry = options.retry
         var last: any Error = CancellationError()
         for attempt in 1...retry.maxAttempts {
