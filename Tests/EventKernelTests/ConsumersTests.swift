@@ -302,6 +302,20 @@ struct ConsumersTests {
         #expect(try await task.value <= 3)
     }
 
+    @Test("a consumer on one instance follows commits made on another", arguments: SharedBackend.allCases)
+    func followsASharedLog(backend: SharedBackend) async throws {
+        try await backend.withInstances([true, true]) { stores in
+            let consumer = try stores[1].consumer(named: "follower")
+            let seen = Seen()
+            let task = Task { try await consumer.run { batch in seen.add(batch.map(\.position)) } }
+            try await appendCounted(stores[0], 5)
+            #expect(try await eventually { seen.positions.count >= 5 })
+            task.cancel()
+            try await task.value
+            #expect(seen.positions == Array(0..<5))
+        }
+    }
+
     @Test func removeStoreKnowsTheConsumersDirectory() async throws {
         let directory = TemporaryDirectory("ek-consumers")
         let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
