@@ -2,6 +2,9 @@ import EventKernel
 @testable import EventLog
 import Foundation
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 import EventKernelTestSupport
 
 @Suite("eventkernel consumers and tail --consumer (issue 29)")
@@ -52,6 +55,30 @@ struct ConsumersCLITests {
         #expect(try run("tail", store, "--consumer", "feed", "-n", "2").status == 1)
         let nonsense = try run("consumers", "reset", store, "feed", "--to", "yesterday")
         #expect(nonsense.status == 1 && nonsense.stderr.contains("--to"), "\(nonsense.stderr)")
+    }
+
+    @Test func aKilledFollowingTailResumesWithoutAGap() throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)   // positions 0...4
+        let out = temp.file("follow.out"), err = temp.file("follow.err")
+        let follower = try makeProcess(["tail", store, "--consumer", "feed", "--follow", "--json"], stdout: out, stderr: err)
+        try follower.run()
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, ((try? String(contentsOf: out, encoding: .utf8)) ?? "").split(separator: "\n").count < 5 { usleep(10_000) }
+        // Printed and flushed; the commit follows the flush: wait for it, then kill.
+        let checkpoints = ConsumerDirectory(storeDirectory: URL(filePath: store))
+        while Date() < deadline, (try? checkpoints.checkpoint(named: "feed"))??.committed != 5 { usleep(10_000) }
+        kill(follower.processIdentifier, SIGKILL)
+        follower.waitUntilExit()
+        #expect(try String(contentsOf: out, encoding: .utf8).split(separator: "\n").count == 5)
+        #expect(try checkpoints.checkpoint(named: "feed")?.committed == 5)
+
+        // More events while no tail runs; the next tail prints exactly those.
+        let more = temp.file("more.jsonl")
+        try write([activityLine(3, start: "2025-01-04T10:00:00Z", end: nil, type: "bath"),
+                   activityLine(4, start: "2025-01-05T10:00:00Z", end: nil, type: "bath")], to: more)
+        #expect(try run("import", store, more.path).status == 0)
+        #expect(positions(try run("tail", store, "--consumer", "feed")) == ["5", "6"])
     }
 
     @Test func parkedEventsAreListedAndSkipped() async throws {
