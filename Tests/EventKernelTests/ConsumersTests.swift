@@ -245,6 +245,44 @@ struct ConsumersTests {
         try await store.close()
     }
 
+    @Test func consumerFilesRoundTripAndNameWhatIsWrong() throws {
+        let checkpoint = ConsumerCheckpoint(name: "round-trip", committed: 1 << 40, committedAt: LogTimestamp(nanosecondsSince1970: 1_700_000_000_123_456_789))
+        let bytes = checkpoint.encoded()
+        #expect(try ConsumerCheckpoint(decoding: bytes) == checkpoint)
+        func reason(_ bytes: [UInt8]) -> String? {
+            do { _ = try ConsumerCheckpoint(decoding: bytes); return nil } catch { return error.reason }
+        }
+        #expect(reason(Array(bytes.prefix(9))) == "it is 9 bytes long, shorter than any record")
+        #expect(reason([0x58] + bytes.dropFirst()) == "it does not start with \"EKCP\"")
+        var newer = bytes
+        newer[4] = 2
+        #expect(reason(newer) == "format version 2, this build reads 1")
+        var flipped = bytes
+        flipped[bytes.count - 9] ^= 0x10
+        #expect(reason(flipped) == "its CRC-32C does not match its contents")
+
+        let parked = [ParkedEvent(position: 3, stream: "Counted/c3", eventType: "Counted", errorType: "Mail.Error", error: "smtp: 451 try later",
+                                  attempts: 5, parkedAt: LogTimestamp(nanosecondsSince1970: 42))]
+        let decoded = try ParkedEvent.decode(ParkedEvent.encode(parked, consumer: "mail"))
+        #expect(decoded.consumer == "mail" && decoded.events == parked)
+        var damaged = ParkedEvent.encode(parked, consumer: "mail")
+        damaged[12] ^= 1
+        #expect(throws: ConsumerFileDamage.self) { try ParkedEvent.decode(damaged) }
+    }
+
+    @Test func aDamagedParkedListIsATypedErrorNamingTheFile() async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 3)
+        let consumer = try store.consumer(named: "p")
+        try consumer.park(ParkedEvent(position: 1, stream: "Counted/c1", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now()))
+        let file = directory.file("consumers/p.parked").path
+        try flipBit(in: file, at: 7)
+        #expect(throws: ConsumerError.damagedFile(path: file, reason: "its CRC-32C does not match its contents")) { try consumer.parked() }
+        #expect(throws: ConsumerError.self) { try consumer.skipParked(at: 1) }
+        try await store.close()
+    }
+
     @Test func aCheckpointAheadOfTheLogIsReportedUntilReset() async throws {
         let directory = TemporaryDirectory("ek-consumers")
         var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
