@@ -24,6 +24,9 @@ import Synchronization
 /// | `eventkernel_snapshot_bytes` | recorder | `projection` | a snapshot's body size |
 /// | `eventkernel_snapshot_restore_duration_seconds` | timer | `projection` | read, check and decode one at open |
 /// | `eventkernel_observers` | meter | | live observations |
+/// | `eventkernel_consumer_lag` | gauge | `consumer` | events committed to the store and not yet by the consumer |
+/// | `eventkernel_consumer_handled_events_total` | counter | `consumer` | events its handler handled |
+/// | `eventkernel_consumer_parked_events_total` | counter | `consumer` | events it parked after every attempt failed |
 ///
 /// Metrics are created once, here: as with every swift-metrics library, bootstrap the backend
 /// before calling ``make(prefix:)``. When no backend is bootstrapped, ``make(prefix:)`` returns
@@ -40,6 +43,15 @@ public final class EventKernelMetrics: StoreInstrumentation {
     private let factory: any MetricsFactory
     /// Conflict counters by entity type and outcome, made on first use (conflicts are rare).
     private let conflicts = Mutex<[String: Counter]>([:])
+    /// Each named consumer's metrics, made on its first measurement.
+    private let consumers = Mutex<[String: ConsumerMetrics]>([:])
+
+    /// One consumer's metrics.
+    private struct ConsumerMetrics: Sendable {
+        let lag: Gauge
+        let handled: Counter
+        let parked: Counter
+    }
 
     /// The instrumentation, or `nil` when no metrics backend is bootstrapped (swift-metrics'
     /// no-op factory): an unobserved store then pays nothing.
@@ -105,6 +117,31 @@ public final class EventKernelMetrics: StoreInstrumentation {
 
     public func observersChanged(by delta: Int) {
         if delta >= 0 { observers.increment(by: Double(delta)) } else { observers.decrement(by: Double(-delta)) }
+    }
+
+    public func consumerLag(consumer: String, lag: UInt64) {
+        metrics(of: consumer).lag.record(Int64(clamping: lag))
+    }
+
+    public func consumerHandled(consumer: String, events: Int) {
+        metrics(of: consumer).handled.increment(by: Int64(events))
+    }
+
+    public func consumerParked(consumer: String) {
+        metrics(of: consumer).parked.increment()
+    }
+
+    private func metrics(of consumer: String) -> ConsumerMetrics {
+        consumers.withLock { all in
+            if let metrics = all[consumer] { return metrics }
+            let dimensions = [("consumer", consumer)]
+            let metrics = ConsumerMetrics(
+                lag: Gauge(label: "\(prefix)_consumer_lag", dimensions: dimensions, factory: factory),
+                handled: Counter(label: "\(prefix)_consumer_handled_events_total", dimensions: dimensions, factory: factory),
+                parked: Counter(label: "\(prefix)_consumer_parked_events_total", dimensions: dimensions, factory: factory))
+            all[consumer] = metrics
+            return metrics
+        }
     }
 }
 

@@ -9,6 +9,15 @@
 //                                    until killed
 //   ActivitiesTestHelper hold DIR    opens DIR as the writer, prints "holding", keeps the lock
 //                                    until its stdin reaches EOF (or it is killed)
+//   ActivitiesTestHelper consume DIR HANDLED TOTAL
+//                                    opens an EventStore in DIR (synced) and, at once, appends
+//                                    "Counted" events in batches of 10 until the log holds TOTAL,
+//                                    while named consumer "crash" runs (batches of at most 16):
+//                                    its handler appends each handled position to the file HANDLED
+//                                    (one line each, one write per batch, fsynced before the
+//                                    handler returns, so before the commit), then prints "ack P"
+//                                    (P: the batch's last position). Prints "done" and exits once
+//                                    every event is appended and committed
 //   ActivitiesTestHelper instance DIR SCHEMA NAME SECONDS WRITERS
 //                                    one service instance on the PostgreSQL log in SCHEMA (server:
 //                                    $EVENTKERNEL_POSTGRES_URL), snapshots in DIR: WRITERS tasks
@@ -68,6 +77,45 @@ case "hold":
         say("holding")
         _ = FileHandle.standardInput.readDataToEndOfFile()
         try await repository.close()
+        exit(0)
+    } catch {
+        say("error: \(error)")
+        exit(1)
+    }
+case "consume":
+    do {
+        guard arguments.count == 5, let total = UInt64(arguments[4]) else {
+            FileHandle.standardError.write(Data("usage: ActivitiesTestHelper consume DIR HANDLED TOTAL\n".utf8))
+            exit(2)
+        }
+        let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+        let handled = open(arguments[3], O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        guard handled >= 0 else { throw POSIXError(.EIO) }
+        let writer = Task {
+            var batch = 0
+            while store.nextPosition < total {
+                let count = Int(min(10, total - store.nextPosition))
+                try await store.append((0..<count).map { i in
+                    PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1, stream: StreamID("Counted", .string("e\((batch * 10 + i) % 97)")), payload: [1]))
+                })
+                batch += 1
+            }
+        }
+        let consumer = try store.consumer(named: "crash", options: ConsumerOptions(readBatchSize: 16))
+        let run = Task {
+            try await consumer.run { events in
+                let text = events.map { "\($0.position)\n" }.joined()
+                let written = text.utf8CString.withUnsafeBufferPointer { write(handled, $0.baseAddress, $0.count - 1) }
+                guard written == text.utf8.count, fsync(handled) == 0 else { throw POSIXError(.EIO) }
+                say("ack \(events[events.count - 1].position)")
+            }
+        }
+        try await writer.value
+        while consumer.committed < total { try await Task.sleep(for: .milliseconds(1)) }
+        run.cancel()
+        try await run.value
+        try await store.close()
+        say("done")
         exit(0)
     } catch {
         say("error: \(error)")

@@ -109,6 +109,33 @@ struct EventKernelMetricsTests {
         try fetchQueriesAreTimed(counters, metrics)
     }
 
+    @Test func consumersReportLagHandledAndParked() async throws {
+        struct Refused: Error {}
+        let metrics = TestMetrics()
+        let directory = TemporaryDirectory("ek-metrics")
+        var configuration = EventStore.Configuration(snapshots: .never)
+        configuration.instrumentation = EventKernelMetrics(factory: metrics)
+        let store = try EventStore.open(at: directory.url, configuration: configuration)
+        for i in 0..<10 {
+            try await store.append(PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1, stream: StreamID("Counted", .string("c\(i)")), payload: [1])))
+        }
+        let consumer = try store.consumer(named: "mailer", options: ConsumerOptions(retry: RetryPolicy(maxAttempts: 2, initialDelay: .microseconds(1))))
+        let run = Task {
+            try await consumer.run(batchSize: 4) { batch in
+                if batch.contains(where: { $0.position == 7 }) { throw Refused() }
+            }
+        }
+        #expect(try await eventually { consumer.committed == 10 })
+        let lag = try metrics.expectGauge("eventkernel_consumer_lag", [("consumer", "mailer")])
+        #expect(try await eventually { lag.lastValue == 0 })
+        #expect(lag.values.contains { $0 > 0 }, "it lagged while catching up: \(lag.values)")
+        #expect(try metrics.expectCounter("eventkernel_consumer_handled_events_total", [("consumer", "mailer")]).totalValue == 9)
+        #expect(try metrics.expectCounter("eventkernel_consumer_parked_events_total", [("consumer", "mailer")]).totalValue == 1)
+        run.cancel()
+        try await run.value
+        try await store.close()
+    }
+
     func roundSizes(_ metrics: TestMetrics) throws -> [Double] {
         try metrics.expectRecorder("eventkernel_commit_round_appends").values
     }

@@ -133,6 +133,7 @@ extension EventStore {
                     for envelope in fresh { subscriber.yield(envelope) }
                 }
                 state.nextPosition = range.upperBound
+                commitSignal.advance(to: range.upperBound)
                 state.eventsSinceSnapshot += fresh.count
                 guard let every = snapshotPolicy.everyEvents, snapshots != nil,
                       state.eventsSinceSnapshot >= every,

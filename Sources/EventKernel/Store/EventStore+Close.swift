@@ -24,6 +24,7 @@ extension EventStore {
         }
         // Outside the lock: finishing runs onTermination, which takes the commit lock.
         for subscriber in subscribers { subscriber.finish() }
+        commitSignal.close()
         for handler in handlers { handler() }
         do { try await log.close() } catch { throw RepositoryError.storage(StorageFailure("closing the log failed", cause: error)) }
     }

@@ -125,6 +125,7 @@ extension EventStore {
             for envelope in fresh { subscriber.yield(envelope) }
         }
         state.nextPosition = records.end
+        commitSignal.advance(to: records.end)
         state.eventsSinceSnapshot += fresh.count
         return fresh.count
     }

@@ -28,6 +28,10 @@ public final class EventStore: Sendable {
     public let instrumentation: (any StoreInstrumentation)?
     let logger: Logger
     let versions = VersionTable()
+    /// Where named consumers keep their committed positions and parked events.
+    let consumerStorage: any ConsumerStorage
+    /// Wakes consumers waiting for commits (it carries no events).
+    let commitSignal = CommitSignal()
 
     struct Admission { var closed = false }
 
@@ -76,6 +80,7 @@ public final class EventStore: Sendable {
         self.snapshots = directory.map { SnapshotDirectory(storeDirectory: $0, logger: logger, fileIO: fileIO) }
         self.snapshotPolicy = snapshotPolicy
         self.logger = logger
+        self.consumerStorage = directory.map { ConsumerDirectory(storeDirectory: $0, fileIO: fileIO) } ?? ConsumerMemory()
         // A writer killed while writing a snapshot leaves its temporary file; the new writer
         // (it holds the store's lock, so no one else is writing one) removes them.
         if let snapshots, let segmented = log as? SegmentedLog, !segmented.isReadOnly {
@@ -87,6 +92,7 @@ public final class EventStore: Sendable {
         for case let source as any StreamVersionSource in projections { try versions.adopt(source) }
         try commit.withLock { (state) throws in
             state.nextPosition = next
+            commitSignal.advance(to: next)
             // One pass over the log for the version table and every projection: each is
             // restored from its snapshot, then the log is replayed once from the lowest
             // position any of them needs (each ignores what it already holds).

@@ -2,7 +2,8 @@ public import EventLog
 
 /// What an event store reports of its work, for metrics: the log's rounds (it is a
 /// `LogInstrumentation`, handed to the log the store opens), command conflicts, query latency
-/// per repository, snapshot writes and restores, and the number of live observations.
+/// per repository, snapshot writes and restores, the number of live observations, and named
+/// consumers' lag and handled and parked events.
 ///
 /// The `EventKernelMetrics` product implements it on swift-metrics; the core depends on no
 /// metrics library. Set it in ``EventStore/Configuration/instrumentation``; created once at
@@ -30,6 +31,24 @@ public protocol StoreInstrumentation: LogInstrumentation {
 
     /// An observation started (`+1`) or ended (`-1`).
     func observersChanged(by delta: Int)
+
+    /// Named consumer `consumer` is `lag` events behind the store (its committed position to
+    /// the store's next position), measured after each commit and whenever it waits caught up.
+    func consumerLag(consumer: String, lag: UInt64)
+
+    /// Named consumer `consumer`'s handler handled `events` events (a batch, committed next).
+    func consumerHandled(consumer: String, events: Int)
+
+    /// Named consumer `consumer` parked an event its handler failed on after every attempt.
+    func consumerParked(consumer: String)
+}
+
+/// Consumers' measurements are optional: an instrumentation written before consumers existed
+/// measures none of them.
+extension StoreInstrumentation {
+    public func consumerLag(consumer: String, lag: UInt64) {}
+    public func consumerHandled(consumer: String, events: Int) {}
+    public func consumerParked(consumer: String) {}
 }
 
 /// Records durations, for one measured operation.

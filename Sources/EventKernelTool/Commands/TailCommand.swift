@@ -18,11 +18,16 @@ struct TailCommand: AsyncParsableCommand {
             (the log's nanoseconds), event, activity id, details. --json is JSON Lines (one export-schema object \
             per line, plus version), as --format jsonl; --format json prints one array and cannot --follow.
 
+            --consumer NAME prints from the named consumer's committed position (a new consumer starts at --from N, \
+            else at the log's first event) and, after each chunk is printed and flushed, commits it (STORE/consumers/NAME.checkpoint): \
+            a tail that is killed resumes where it left off, without a gap (what was printed after the last commit is printed again).
+
             Examples:
               eventkernel tail demo
               eventkernel tail demo -n 100 --format csv
               eventkernel tail demo --from 0 --json
               eventkernel tail demo -n 0 --follow
+              eventkernel tail demo --consumer audit-feed --follow --json
             """)
 
     @OptionGroup var store: ReadableStoreOptions
@@ -36,6 +41,8 @@ struct TailCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("table (default; one line per event, no header), json, jsonl or csv.", valueName: "F"))
     var format: OutputFormat?
     @Flag(help: "One JSON object per line: short for --format jsonl.") var json = false
+    @Option(help: ArgumentHelp("Start at this named consumer's committed position and commit what was printed.", valueName: "NAME"))
+    var consumer: String?
 
     /// The events printed without -n or --from.
     static let defaultLines: Int64 = 10
@@ -50,6 +57,10 @@ struct TailCommand: AsyncParsableCommand {
             throw ValidationError("--json means --format jsonl: it cannot be combined with --format \(format.rawValue)")
         }
         if follow && resolvedFormat == .json { throw ValidationError("--follow streams: use --format jsonl (or --json), not one JSON array") }
+        if let consumer {
+            if lines != nil { throw ValidationError("--consumer starts at the consumer's committed position: -n cannot be combined with it (--from N sets where a new consumer starts)") }
+            if let problem = ConsumerFiles.problem(withName: consumer) { throw ValidationError(problem) }
+        }
     }
 
     var resolvedFormat: OutputFormat { format ?? (json ? .jsonl : .table) }
@@ -62,7 +73,23 @@ struct TailCommand: AsyncParsableCommand {
         let format = resolvedFormat
         let bounds = log.bounds
         var next: UInt64
-        if let from {
+        // The consumer's files, and what it committed: the next position to print.
+        var checkpoints: ConsumerDirectory?
+        if let consumer {
+            if store.postgresURL != nil { throw ToolError(.badInput, "--consumer keeps its position in the store directory: it cannot be used with a PostgreSQL log yet") }
+            let directory = ConsumerDirectory(storeDirectory: store.url)
+            let committed = try withToolErrorsSync(store: store.url) { () throws -> LogPosition in
+                if let checkpoint = try directory.checkpoint(named: consumer) { return checkpoint.committed }
+                let start = try Consumer.resolve(from.map { .position(UInt64($0)) } ?? .beginning, in: log, end: bounds.nextPosition, consumer: consumer)
+                try directory.write(ConsumerCheckpoint(name: consumer, committed: start, committedAt: .now()))
+                return start
+            }
+            if committed > bounds.nextPosition {
+                throw ToolError.from(ConsumerError.checkpointAheadOfLog(consumer: consumer, committed: committed, logEnd: bounds.nextPosition))
+            }
+            checkpoints = directory
+            next = committed
+        } else if let from {
             next = UInt64(from)
         } else {
             let count = UInt64(lines ?? Self.defaultLines)
@@ -93,12 +120,27 @@ struct TailCommand: AsyncParsableCommand {
                 }
                 next = end
                 Output.flush()
+                // Printed and flushed: only now is it committed (json prints once, at the end).
+                if format != .json, let consumer, let checkpoints {
+                    try commit(next, consumer: consumer, in: checkpoints)
+                }
             }
             guard follow else { break }
             try await Task.sleep(for: .milliseconds(200))
             // A directory is read again; a PostgreSQL log also learns by notification.
             _ = try withToolErrorsSync(store: store.url) { try log.refresh() }
         }
-        if format == .json { Output.print(collected, as: .json) }
+        if format == .json {
+            Output.print(collected, as: .json)
+            Output.flush()
+            if let consumer, let checkpoints { try commit(next, consumer: consumer, in: checkpoints) }
+        }
+    }
+
+    /// Commits `position` (the next to print) for the consumer, durably.
+    private func commit(_ position: LogPosition, consumer: String, in checkpoints: ConsumerDirectory) throws {
+        try withToolErrorsSync(store: store.url) {
+            try checkpoints.write(ConsumerCheckpoint(name: consumer, committed: position, committedAt: .now()))
+        }
     }
 }

@@ -57,6 +57,7 @@ struct StoreCheck {
         for snapshot in check.snapshots where snapshot.error != nil {
             check.problems.append(Problem(severity: "damage", message: "snapshot: \(snapshot.error!) (a snapshot is a cache: delete the file, then run `eventkernel snapshot`)", file: snapshot.file, offset: nil, position: nil))
         }
+        check.problems += checkConsumers(directory, logEnd: report.segments.last?.nextPosition ?? 0)
         if checkProjection && report.isIntact {
             do {
                 let repository = try EventSourcedActivityRepository.openReadOnly(at: directory, logger: StoreLocation.logger)
@@ -69,6 +70,38 @@ struct StoreCheck {
             }
         }
         return check
+    }
+
+    /// Each consumer's files in `<store>/consumers/`: a checkpoint or parked list that fails its
+    /// checks is damage, and so is a checkpoint past the log's end (the log lost events the
+    /// consumer handled: it refuses to deliver until reset); a file that is no consumer's is a warning.
+    static func checkConsumers(_ directory: URL, logEnd: LogPosition) -> [Problem] {
+        let consumers = ConsumerDirectory(storeDirectory: directory)
+        var problems: [Problem] = []
+        let names: [String]
+        do { names = try consumers.names() } catch {
+            return [Problem(severity: "damage", message: "consumers: \(error)", file: consumers.url.path, offset: nil, position: nil)]
+        }
+        for name in names {
+            do {
+                if let checkpoint = try consumers.checkpoint(named: name), checkpoint.committed > logEnd {
+                    let ahead = ConsumerError.checkpointAheadOfLog(consumer: name, committed: checkpoint.committed, logEnd: logEnd)
+                    problems.append(Problem(severity: "damage", message: "consumer: \(ahead)",
+                                            file: consumers.url.appending(path: ConsumerFiles.checkpointFile(for: name)).path,
+                                            offset: nil, position: checkpoint.committed))
+                }
+            } catch {
+                problems.append(Problem(severity: "damage", message: "consumer \"\(name)\": \(error)", file: nil, offset: nil, position: nil))
+            }
+            do { _ = try consumers.parked(named: name) } catch {
+                problems.append(Problem(severity: "damage", message: "consumer \"\(name)\": \(error)", file: nil, offset: nil, position: nil))
+            }
+        }
+        for stranger in consumers.foreignFiles() {
+            problems.append(Problem(severity: "warning", message: "consumers: a file that is no consumer's (a checkpoint is <name>.checkpoint, a parked list <name>.parked)",
+                                    file: consumers.url.appending(path: stranger).path, offset: nil, position: nil))
+        }
+        return problems
     }
 
     /// Every file in `<store>/snapshots/`, decoded (checksums checked) and, for the activities

@@ -74,6 +74,12 @@ struct ToolError: Error, CustomStringConvertible {
             }
         case let error as ActivityQueryError:
             return ToolError(.badInput, error.description)
+        case let error as ConsumerError:
+            switch error {
+            case .damagedFile, .checkpointAheadOfLog: return ToolError(.damage, error.description)
+            case .fileFailed, .handlerFailed: return ToolError(.io, error.description)
+            case .invalidName, .positionOutOfRange, .notParked: return ToolError(.badInput, error.description)
+            }
         default:
             return ToolError(.io, "\(error)")
         }

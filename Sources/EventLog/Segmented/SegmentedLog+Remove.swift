@@ -47,7 +47,7 @@ extension SegmentedLog {
         for name in try StoreDirectory.list(path).sorted() {
             let kind = entryKind(path + "/" + name)
             if name.hasPrefix(".") { removal.kept.append(name); continue }
-            if name == "snapshots" || name == RecoveredFiles.directoryName {
+            if name == "snapshots" || name == RecoveredFiles.directoryName || name == ConsumerFiles.directoryName {
                 switch kind {
                 case .link: files.append(name)
                 case .directory:
@@ -57,8 +57,10 @@ extension SegmentedLog {
                         // store never deletes them (Docs/FileFormat.md).
                         throw LogError(.notAStore, "\(path)/\(name)/ holds bytes that recovery or repair kept (\(inner.sorted().prefix(3).joined(separator: ", "))\(inner.count > 3 ? ", ..." : "")); EventKernel never deletes them: move them away first. Nothing was deleted", file: path + "/" + name)
                     }
+                    let consumers = name == ConsumerFiles.directoryName
                     let strangers = inner.filter { entry in
-                        entryKind(path + "/" + name + "/" + entry) == .directory || !isSnapshotFile(entry)
+                        entryKind(path + "/" + name + "/" + entry) == .directory
+                            || !(consumers ? ConsumerFiles.isOwnedFile(entry) : isSnapshotFile(entry))
                     }
                     foreign += strangers.sorted().map { name + "/" + $0 }
                     directories.append((name, inner.sorted()))

@@ -85,10 +85,10 @@ struct StoreManifest: Hashable, Sendable {
     }
 
     /// Names a store directory may hold besides segments and their side files, without being
-    /// something else: the lock, kept bytes, snapshots, hidden files.
+    /// something else: the lock, kept bytes, snapshots, consumers' checkpoints, hidden files.
     static func isStoreOwnedOrIgnorable(_ name: String) -> Bool {
         name == fileName || name == fileName + ".tmp" || name == DirectoryLock.fileName || name == RecoveredFiles.directoryName
-            || name == "snapshots" || name.hasPrefix(".")
+            || name == "snapshots" || name == ConsumerFiles.directoryName || name.hasPrefix(".")
     }
 
     /// Makes sure `directory` is a store, for a writer: reads its manifest, adds one to a store

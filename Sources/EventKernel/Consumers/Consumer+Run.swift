@@ -1,0 +1,98 @@
+import EventLog
+
+extension Consumer {
+    /// Handles every event from the committed position on, one batch at a time, committing
+    /// after each handled batch: the catch-up, then each new commit, until the store closes
+    /// or the task is cancelled (then it returns).
+    ///
+    /// A batch the handler throws on is retried with ``ConsumerOptions/retry``'s backoff; if it
+    /// still fails, its events are handled one at a time (each with its own attempts), so that
+    /// only the events the handler keeps failing on are set aside: parked (``parked()``) and
+    /// passed, or, with ``FailurePolicy/stop``, the run stops there. Events of a failed batch
+    /// before the failing one may be handled twice: delivery is at-least-once.
+    ///
+    /// The handler runs in the caller's isolation (the method is `nonisolated(nonsending)`), so
+    /// it may use the caller's non-`Sendable` state.
+    ///
+    /// - Parameters:
+    ///   - batchSize: The most events per handler call (default ``ConsumerOptions/readBatchSize``).
+    ///   - handler: Handles a batch (1 to `batchSize` events, in position order); it returns once
+    ///     their effects are done. It runs on this task, outside every lock of the store.
+    /// - Throws: ``ConsumerError/handlerFailed(consumer:position:attempts:errorType:error:)`` (stop
+    ///   on failure), ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``,
+    ///   ``ConsumerError/fileFailed(path:reason:)`` (a commit or park could not be written),
+    ///   ``RepositoryError/storage(_:)`` (the log cannot be read), `CancellationError` when the
+    ///   task is cancelled while retrying.
+    nonisolated(nonsending) public func run(batchSize: Int? = nil, handler: (_ events: [EventEnvelope]) async throws -> Void) async throws {
+        let limit = max(1, batchSize ?? options.readBatchSize)
+        var (generation, start) = state.withLock { ($0.generation, $0.committed) }
+        var reader = ConsumerReader(consumer: self, from: start)
+        while let batch = try await reader.fetch(limit: limit) {
+            let current = state.withLock { $0.generation }
+            if current != generation {
+                // Reset meanwhile: read from the new position; this batch is not handled.
+                (generation, start) = state.withLock { ($0.generation, $0.committed) }
+                reader = ConsumerReader(consumer: self, from: start)
+                continue
+            }
+            try await handle(batch, handler)
+            try commitHandled(through: batch[batch.count - 1].position, generation: generation)
+        }
+    }
+
+    /// Commits after a handled batch, unless a reset moved the consumer meanwhile.
+    private func commitHandled(through position: LogPosition, generation: UInt64) throws {
+        guard state.withLock({ $0.generation }) == generation else { return }
+        try commit(through: position)
+    }
+
+    nonisolated(nonsending) private func handle(_ batch: [EventEnvelope], _ handler: ([EventEnvelope]) async throws -> Void) async throws {
+        guard let failure = try await attempt(batch, handler) else {
+            store.instrumentation?.consumerHandled(consumer: name, events: batch.count)
+            return
+        }
+        guard batch.count > 1 else { return try failed(batch[0], failure) }
+        for event in batch {
+            if let failure = try await attempt([event], handler) {
+                try failed(event, failure)
+            } else {
+                store.instrumentation?.consumerHandled(consumer: name, events: 1)
+            }
+        }
+    }
+
+    /// Runs the handler up to the retry policy's attempts, waiting between them.
+    /// - Returns: `nil` when an attempt succeeded, else the last error and the attempts made.
+    /// - Throws: `CancellationError` when the task is cancelled (nothing is parked then).
+    nonisolated(nonsending) func attempt(_ batch: [EventEnvelope], _ handler: ([EventEnvelope]) async throws -> Void) async throws -> (error: any Error, attempts: Int)? {
+        let retry = options.retry
+        var last: any Error = CancellationError()
+        for attempt in 1...retry.maxAttempts {
+            do {
+                try await handler(batch)
+                return nil
+            } catch {
+                try Task.checkCancellation()
+                last = error
+                if attempt < retry.maxAttempts { try await Task.sleep(for: retry.delay(after: attempt)) }
+            }
+        }
+        return (last, retry.maxAttempts)
+    }
+
+    /// The handler gave up on `event`: park it, or stop with everything before it committed.
+    private func failed(_ event: EventEnvelope, _ failure: (error: any Error, attempts: Int)) throws {
+        let errorType = String(reflecting: type(of: failure.error))
+        switch options.onFailure {
+        case .park:
+            try park(ParkedEvent(position: event.position, stream: event.stream.description, eventType: event.eventType,
+                                 errorType: errorType, error: String(describing: failure.error),
+                                 attempts: failure.attempts, parkedAt: .now()))
+            store.instrumentation?.consumerParked(consumer: name)
+        case .stop:
+            if event.position > 0 { try commit(through: event.position - 1) }
+            throw ConsumerError.handlerFailed(consumer: name, position: event.position, attempts: failure.attempts,
+                                              errorType: errorType, error: String(describing: failure.error))
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+public import EventLog
+import KernelPrimitives
+
+/// A named, durable reader of a store's events: it delivers every event from its committed
+/// position on, catching up from the log and then following new commits, and remembers how
+/// far it got (``commit(through:)``, or after each handled batch in ``run(batchSize:handler:)``).
+///
+/// Delivery is at-least-once: the committed position is never ahead of what was handled, so a
+/// consumer that crashes replays from its last commit and never skips; what it handled after
+/// that commit it sees again. Events are read from the log in batches of at most
+/// ``ConsumerOptions/readBatchSize``: a slow consumer holds one batch, never slows appends and
+/// never makes the store buffer for it. Handlers run on the caller's task, outside every lock.
+///
+/// Created by ``EventStore/consumer(named:startingAt:options:)``. One consumer of a name should
+/// run at a time (a second one of the same name would handle the same events).
+public final class Consumer: Sendable {
+    /// The consumer's name: a file-name-safe token.
+    public let name: String
+    /// How it reads, retries and commits.
+    public let options: ConsumerOptions
+    /// The store it reads.
+    public let store: EventStore
+
+    struct State {
+        var committed: LogPosition
+        /// Bumped by ``reset(to:)``: a running ``run(batchSize:handler:)`` starts reading again
+        /// from the new position rather than commit over it.
+        var generation: UInt64 = 0
+        /// The most envelopes any reader of this consumer held at once (the memory bound).
+        var mostHeld = 0
+    }
+    let state: Locked<State>
+    /// Serializes changes to the parked list (read, change, write back).
+    let parkedChanges = Locked(())
+
+    init(store: EventStore, name: String, start: ConsumerStart, options: ConsumerOptions) throws {
+        if let problem = ConsumerFiles.problem(withName: name) { throw ConsumerError.invalidName(name, reason: problem) }
+        self.store = store
+        self.name = name
+        self.options = options
+        switch options.checkpoint {
+        case .handler:
+            state = Locked(State(committed: try Self.resolve(start, in: store, consumer: name)))
+        case .store:
+            if let checkpoint = try store.consumerStorage.checkpoint(named: name) {
+                state = Locked(State(committed: checkpoint.committed))
+            } else {
+                // Written now: a consumer created at `.end` and killed before its first commit
+                // must resume where it was created, not at a later end.
+                let committed = try Self.resolve(start, in: store, consumer: name)
+                try store.consumerStorage.write(ConsumerCheckpoint(name: name, committed: committed, committedAt: .now()))
+                state = Locked(State(committed: committed))
+            }
+        }
+    }
+
+    /// The next position to handle: every event below it is handled and committed.
+    public var committed: LogPosition { state.withLock { $0.committed } }
+
+    /// Events committed to the store that this consumer has not committed yet (0 when its
+    /// checkpoint is past the log's end: see ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``).
+    public var lag: UInt64 {
+        let end = store.nextPosition
+        let committed = self.committed
+        return end > committed ? end - committed : 0
+    }
+
+    /// The events from the committed position on: those in the log, then each new commit as it
+    /// happens, in position order; it ends when the store closes or the task is cancelled.
+    /// Commit what was handled with ``commit(through:)``.
+    ///
+    /// Iterating throws ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)`` when
+    /// the committed position is past the log's end, and ``RepositoryError/storage(_:)`` when
+    /// the log cannot be read.
+    public func events() -> ConsumerEvents { ConsumerEvents(reader: ConsumerReader(consumer: self, from: committed)) }
+
+    /// Marks every event through `position` as handled, durably (the store's file, fsynced)
+    /// before it returns. A position below the committed one changes nothing: a commit never
+    /// goes backwards (``reset(to:)`` does).
+    /// - Parameter position: The last handled event's position.
+    /// - Throws: ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)`` for a position
+    ///   the store has not committed; ``ConsumerError/fileFailed(path:reason:)`` when the write fails.
+    public func commit(through position: LogPosition) throws {
+        let end = store.nextPosition
+        guard position < end else { throw ConsumerError.positionOutOfRange(consumer: name, position: position, logEnd: end) }
+        try state.withLock { (state) throws in
+            guard position + 1 > state.committed else { return }
+            try persist(position + 1)
+            state.committed = position + 1
+        }
+        store.instrumentation?.consumerLag(consumer: name, lag: lag)
+    }
+
+    /// Moves the committed position to `start`, backwards or forwards: the next events
+    /// delivered are from there (a running ``run(batchSize:handler:)`` reads again from there
+    /// after its current batch).
+    /// - Parameter start: The new position (``ConsumerStart/end``: skip everything committed so far).
+    /// - Throws: ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)``,
+    ///   ``ConsumerError/fileFailed(path:reason:)``, ``RepositoryError/storage(_:)``.
+    public func reset(to start: ConsumerStart) throws {
+        let position = try Self.resolve(start, in: store, consumer: name)
+        try state.withLock { (state) throws in
+            try persist(position)
+            state.committed = position
+            state.generation += 1
+        }
+    }
+
+    private func persist(_ committed: LogPosition) throws(ConsumerError) {
+        guard options.checkpoint == .store else { return }
+        try store.consumerStorage.write(ConsumerCheckpoint(name: name, committed: committed, committedAt: .now()))
+    }
+
+    /// The position a start names in `store`'s log.
+    static func resolve(_ start: ConsumerStart, in store: EventStore, consumer: String) throws -> LogPosition {
+        try resolve(start, in: store.log, end: store.nextPosition, consumer: consumer)
+    }
+
+    /// The position a start names in a log whose next position is `end`: the one rule for the
+    /// store's consumers and for `eventkernel consumers reset` and `tail --consumer`.
+    /// - Parameters:
+    ///   - start: The starting point.
+    ///   - log: The log (read for ``ConsumerStart/recordedAt(_:)``).
+    ///   - end: The log's next position (the store's, as far as it has folded).
+    ///   - consumer: The consumer's name, for errors.
+    /// - Throws: ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)``, ``RepositoryError/storage(_:)``,
+    ///   ``RepositoryError/invalidQuery(_:)`` for a date a log timestamp cannot hold.
+    package static func resolve(_ start: ConsumerStart, in log: any RecordLog, end: LogPosition, consumer: String) throws -> LogPosition {
+        switch start {
+        case .beginning: return min(log.bounds.firstPosition, end)
+        case .end: return end
+        case .position(let position):
+            guard position <= end else { throw ConsumerError.positionOutOfRange(consumer: consumer, position: position, logEnd: end) }
+            return position
+        case .recordedAt(let date):
+            let limit: LogTimestamp
+            do { limit = try LogTimestamp(date) } catch { throw RepositoryError.invalidQuery("\(error)") }
+            var found = end
+            guard end > 0 else { return end }
+            try EventStore.readingRecords {
+                try log.forEachRecord(from: 0, through: end - 1) { view in
+                    guard view.timestamp >= limit else { return true }
+                    found = view.position
+                    return false
+                }
+            }
+            return found
+        }
+    }
+}

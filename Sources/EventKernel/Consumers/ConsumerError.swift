@@ -1,0 +1,36 @@
+public import EventLog
+
+/// What a named consumer reports when it cannot go on: each case says what and where.
+public enum ConsumerError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The name is not a file-name-safe token (1 to 128 of `A-Z a-z 0-9 . _ -`, not starting with `.`).
+    case invalidName(String, reason: String)
+    /// A consumer file failed its checks (format, checksum, name): nothing in it is used.
+    case damagedFile(path: String, reason: String)
+    /// Reading or writing a consumer file failed.
+    case fileFailed(path: String, reason: String)
+    /// The committed position is past the end of the log (after a repair or a truncation):
+    /// the consumer does not deliver until it is reset (``Consumer/reset(to:)``, `eventkernel consumers reset`).
+    case checkpointAheadOfLog(consumer: String, committed: LogPosition, logEnd: LogPosition)
+    /// A position given to commit, reset or start at lies outside what the log holds.
+    case positionOutOfRange(consumer: String, position: LogPosition, logEnd: LogPosition)
+    /// The handler failed on the event at `position` on every attempt and the consumer is set
+    /// to stop on failure: everything before `position` is committed, nothing from it on.
+    case handlerFailed(consumer: String, position: LogPosition, attempts: Int, errorType: String, error: String)
+    /// No parked event of the consumer has this position.
+    case notParked(consumer: String, position: LogPosition)
+
+    public var description: String {
+        switch self {
+        case .invalidName(_, let reason): "invalid consumer name: \(reason)"
+        case .damagedFile(let path, let reason): "the consumer file \(path) is damaged: \(reason); reset the consumer (eventkernel consumers reset) to write a new one"
+        case .fileFailed(let path, let reason): "the consumer file \(path) could not be read or written: \(reason)"
+        case .checkpointAheadOfLog(let consumer, let committed, let end):
+            "consumer \"\(consumer)\" committed position \(committed), past the log's end (\(end)): the log lost events it had handled (a repair or a truncation); reset it (eventkernel consumers reset STORE \(consumer) --to POSITION) to go on"
+        case .positionOutOfRange(let consumer, let position, let end):
+            "position \(position) is past the log's end (\(end)) for consumer \"\(consumer)\""
+        case .handlerFailed(let consumer, let position, let attempts, let type, let error):
+            "consumer \"\(consumer)\" stopped: its handler failed on the event at position \(position) \(attempts) time\(attempts == 1 ? "" : "s") (\(type): \(error)); everything before it is committed"
+        case .notParked(let consumer, let position): "consumer \"\(consumer)\" has no parked event at position \(position)"
+        }
+    }
+}

@@ -1,0 +1,96 @@
+public import Foundation
+public import EventLog
+
+/// Where a new consumer starts: used once, when the consumer has no committed position yet.
+public enum ConsumerStart: Hashable, Sendable {
+    /// The log's first event.
+    case beginning
+    /// The next event appended after the consumer is created (nothing already in the log).
+    case end
+    /// The event at this position (the store's next position: the next event appended).
+    case position(LogPosition)
+    /// The first event recorded at or after this date.
+    case recordedAt(Date)
+}
+
+/// How a consumer retries a handler that failed.
+public struct RetryPolicy: Hashable, Sendable {
+    /// Attempts per event or batch, the first included (at least 1).
+    public var maxAttempts: Int
+    /// The wait before the second attempt.
+    public var initialDelay: Duration
+    /// The longest wait between attempts.
+    public var maxDelay: Duration
+    /// Each wait is the previous one times this (at least 1).
+    public var multiplier: Double
+
+    /// Creates a policy.
+    /// - Parameters:
+    ///   - maxAttempts: Attempts, the first included (clamped to at least 1).
+    ///   - initialDelay: The wait before the second attempt.
+    ///   - maxDelay: The longest wait.
+    ///   - multiplier: The growth of the wait per attempt (clamped to at least 1).
+    public init(maxAttempts: Int = 5, initialDelay: Duration = .milliseconds(100),
+                maxDelay: Duration = .seconds(10), multiplier: Double = 2) {
+        self.maxAttempts = max(1, maxAttempts)
+        self.initialDelay = initialDelay
+        self.maxDelay = maxDelay
+        self.multiplier = max(1, multiplier)
+    }
+
+    /// The wait before attempt `attempt + 1` (`attempt` ≥ 1 attempts made).
+    func delay(after attempt: Int) -> Duration {
+        var delay = initialDelay
+        for _ in 1..<max(1, attempt) {
+            delay = delay * multiplier
+            if delay >= maxDelay { return maxDelay }
+        }
+        return min(delay, maxDelay)
+    }
+
+    /// Five attempts, waiting 0.1 s, 0.2 s, 0.4 s, 0.8 s between them.
+    public static let `default` = RetryPolicy()
+}
+
+/// What a consumer does with an event its handler still fails on after every attempt.
+public enum FailurePolicy: Hashable, Sendable {
+    /// Park it (``Consumer/parked()``) and go on with the next.
+    case park
+    /// Stop: ``Consumer/run(batchSize:handler:)`` throws ``ConsumerError/handlerFailed(consumer:position:attempts:errorType:error:)``.
+    case stop
+}
+
+/// Who keeps a consumer's committed position.
+public enum CheckpointOwner: Hashable, Sendable {
+    /// The store, in `<store>/consumers/<name>.checkpoint` (in memory for an in-memory store).
+    case store
+    /// The handler's own target, in the transaction that applies the events (exactly-once):
+    /// the consumer starts at its `startingAt:` position every time and commits only in memory.
+    case handler
+}
+
+/// How a named consumer reads, retries and commits.
+public struct ConsumerOptions: Hashable, Sendable {
+    /// Events read from the log at a time: the most a consumer holds in memory.
+    public var readBatchSize: Int
+    /// How a failing handler is retried.
+    public var retry: RetryPolicy
+    /// What happens to an event the handler still fails on.
+    public var onFailure: FailurePolicy
+    /// Who keeps the committed position.
+    public var checkpoint: CheckpointOwner
+
+    /// Creates options.
+    /// - Parameters:
+    ///   - readBatchSize: Events read from the log at a time (clamped to at least 1).
+    ///   - retry: How a failing handler is retried.
+    ///   - onFailure: Park the event, or stop.
+    ///   - checkpoint: The store keeps the committed position, or the handler's target does.
+    public init(readBatchSize: Int = 512, retry: RetryPolicy = .default, onFailure: FailurePolicy = .park,
+                checkpoint: CheckpointOwner = .store) {
+        self.readBatchSize = max(1, readBatchSize)
+        self.retry = retry
+        self.onFailure = onFailure
+        self.checkpoint = checkpoint
+    }
+}

@@ -1,0 +1,29 @@
+extension EventStore {
+    /// A named consumer of this store's events: where it starts, how far it got, what it parked.
+    ///
+    /// ```swift
+    /// let mailer = try store.consumer(named: "welcome-mail", startingAt: .end)
+    /// try await mailer.run { batch in
+    ///     for event in batch where event.eventType == "AccountOpened" { try await send(event) }
+    /// }
+    /// ```
+    /// - Parameters:
+    ///   - name: A file-name-safe token (1 to 128 of `A-Z a-z 0-9 . _ -`, not starting with `.`).
+    ///   - start: Where a consumer with no committed position starts (ignored once it has one;
+    ///     used every time with ``CheckpointOwner/handler``).
+    ///   - options: Batch size, retries, failure policy, checkpoint owner.
+    /// - Returns: The consumer, at its committed position (a new one's is written at once).
+    /// - Throws: ``ConsumerError/invalidName(_:reason:)``, ``ConsumerError/damagedFile(path:reason:)``,
+    ///   ``ConsumerError/fileFailed(path:reason:)``, ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)``,
+    ///   ``RepositoryError/storage(_:)`` (a start date needs the log read).
+    public func consumer(named name: String, startingAt start: ConsumerStart = .beginning,
+                         options: ConsumerOptions = ConsumerOptions()) throws -> Consumer {
+        try Consumer(store: self, name: name, start: start, options: options)
+    }
+
+    /// The names of the consumers that have a committed position or parked events in this store, sorted.
+    /// - Throws: ``ConsumerError/fileFailed(path:reason:)`` when the directory cannot be listed.
+    public func consumerNames() throws -> [String] {
+        try consumerStorage.names()
+    }
+}

@@ -1,0 +1,66 @@
+import EventKernel
+import EventLog
+import Foundation
+import Testing
+import EventKernelTestSupport
+
+/// SIGKILL crashes of a process that appends and consumes at once (`ActivitiesTestHelper
+/// consume`): its consumer's handler records each handled position in a file, fsynced before
+/// the handler returns, so before the commit. After every kill, at a seeded random instant,
+/// the committed position must never be ahead of what was handled (every position below it is
+/// in the file); after the last round, a run to the end must have handled every event at
+/// least once, none skipped.
+///
+/// `EVENTKERNEL_CONSUMER_CRASH_ROUNDS` (default 10; 100 for the issue's bar),
+/// `EVENTKERNEL_CRASH_SEED`.
+@Suite("Reliability: consumer SIGKILL crashes", .serialized)
+struct ConsumerCrashTests {
+    static let rounds = environmentInt("EVENTKERNEL_CONSUMER_CRASH_ROUNDS", default: 10)
+    static let seed = UInt64(environmentInt("EVENTKERNEL_CRASH_SEED", default: 0xC0_4511_3E))
+
+    /// The positions in the handled file (a line cut by the kill is not counted).
+    static func handled(_ file: URL) -> [UInt64] {
+        let text = (try? String(contentsOf: file, encoding: .utf8)) ?? ""
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        if !text.hasSuffix("\n"), !lines.isEmpty { lines.removeLast() }
+        return lines.compactMap { UInt64($0) }
+    }
+
+    @Test func theCommittedPositionIsNeverAheadOfWhatWasHandledAndNothingIsSkipped() throws {
+        let temp = TemporaryDirectory("ek-consumer-crash")
+        let store = temp.file("store")
+        let file = temp.file("handled.txt")
+        let total = UInt64(400 * max(1, Self.rounds))
+        var rng = SplitMix64(seed: Self.seed)
+        var kills = 0
+        for round in 0..<Self.rounds {
+            let plan: KillPlan = Bool.random(using: &rng)
+                ? .after(microseconds: Int.random(in: 20_000...400_000, using: &rng))
+                : .afterAcks(Int.random(in: 1...40, using: &rng), jitterMicroseconds: Int.random(in: 0...3_000, using: &rng))
+            let child = try runAndKill(builtExecutable("ActivitiesTestHelper"), arguments: ["consume", store.path, file.path, String(total)],
+                                       scratch: temp.url, plan: plan)
+            #expect(!child.lines.contains { $0.hasPrefix("error") }, "round \(round): \(child.lines.filter { $0.hasPrefix("error") })")
+            if child.wasKilled { kills += 1 }
+            guard FileManager.default.fileExists(atPath: store.appending(path: "consumers/crash.checkpoint").path) else { continue }
+            let committed = try #require(try ConsumerDirectory(storeDirectory: store).checkpoint(named: "crash")).committed
+            let seen = Set(Self.handled(file))
+            let missing = (0..<committed).filter { !seen.contains($0) }
+            #expect(missing.isEmpty, "round \(round) (\(plan)): committed \(committed) but never handled \(missing.prefix(5))")
+        }
+        // The last run goes to the end.
+        let final = try runAndKill(builtExecutable("ActivitiesTestHelper"), arguments: ["consume", store.path, file.path, String(total)],
+                                   scratch: temp.url, plan: .afterAcks(Int.max, jitterMicroseconds: 0))
+        let log = try SegmentedLog.openReadOnly(at: store)
+        if final.lines.last == "done" {
+            #expect(try ConsumerDirectory(storeDirectory: store).checkpoint(named: "crash")?.committed == total)
+            #expect(log.bounds.nextPosition == total)
+        }
+        let handled = Self.handled(file)
+        let committed = try #require(try ConsumerDirectory(storeDirectory: store).checkpoint(named: "crash")).committed
+        let seen = Set(handled)
+        let missing = (0..<committed).filter { !seen.contains($0) }
+        #expect(missing.isEmpty, "every committed event was handled at least once; never handled: \(missing.prefix(5)) (\(missing.count))")
+        #expect(handled.allSatisfy { $0 < log.bounds.nextPosition })
+        print("consumer crash rounds: \(Self.rounds), killed \(kills), handled \(handled.count) lines for \(committed) committed events (duplicates \(handled.count - seen.count)), final run \(final.lines.last ?? "-")")
+    }
+}

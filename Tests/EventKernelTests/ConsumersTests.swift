@@ -1,0 +1,373 @@
+import Foundation
+import Testing
+@testable import EventLog
+@testable import EventKernel
+import EventKernelTestSupport
+
+/// Collects what a handler saw, across the handler's calls.
+final class Seen: @unchecked Sendable {
+    private let lock = NSLock()
+    private var values: [UInt64] = []
+    func add(_ positions: [UInt64]) { lock.withLock { values += positions } }
+    var positions: [UInt64] { lock.withLock { values } }
+}
+
+/// A handler error with a description to find in the parked list.
+struct Refused: Error, CustomStringConvertible {
+    var position: UInt64
+    var description: String { "refused \(position)" }
+}
+
+/// Tiny delays: retries are exercised, not waited for.
+let quickRetry = RetryPolicy(maxAttempts: 3, initialDelay: .microseconds(10), maxDelay: .microseconds(100))
+
+func appendCounted(_ store: EventStore, _ count: Int, prefix: String = "c") async throws {
+    for i in 0..<count { try await store.append(event("\(prefix)\(i % 7)", 1)) }
+}
+
+/// Runs `consumer` until `stop` says so (checked after each batch), then cancels it.
+func runUntil(_ consumer: Consumer, batchSize: Int? = nil, seen: Seen, _ stop: @escaping @Sendable () -> Bool,
+              handler: @escaping @Sendable ([EventEnvelope]) async throws -> Void = { _ in }) async throws {
+    let task = Task {
+        try await consumer.run(batchSize: batchSize) { batch in
+            try await handler(batch)
+            seen.add(batch.map(\.position))
+        }
+    }
+    #expect(try await eventually(within: .seconds(30)) { stop() })
+    task.cancel()
+    try await task.value
+}
+
+@Suite("Consumers")
+struct ConsumersTests {
+    @Test func catchUpThenLiveWithConcurrentAppendersDeliversEveryEventOnceInOrder() async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 300)
+        let consumer = try store.consumer(named: "orders.v1", options: ConsumerOptions(readBatchSize: 16))
+        let seen = Seen()
+        let writers = Task {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for w in 0..<8 { group.addTask { try await appendCounted(store, 100, prefix: "w\(w)-") } }
+                try await group.waitForAll()
+            }
+        }
+        try await runUntil(consumer, seen: seen) { seen.positions.count >= 1100 }
+        try await writers.value
+        #expect(seen.positions == Array(0..<1100))
+        #expect(consumer.committed == 1100)
+        #expect(consumer.lag == 0)
+        #expect(consumer.mostEnvelopesHeld <= 16)
+        try await store.close()
+    }
+
+    @Test func eventsYieldsFromTheCommittedPositionAndCommitIsDurable() async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 10)
+        var consumer = try store.consumer(named: "audit")
+        var iterator = consumer.events().makeAsyncIterator()
+        for expected in 0..<4 as Range<UInt64> { #expect(try await iterator.next()?.position == expected) }
+        try consumer.commit(through: 3)
+        // A commit never goes backwards.
+        try consumer.commit(through: 1)
+        #expect(consumer.committed == 4)
+        #expect(throws: ConsumerError.positionOutOfRange(consumer: "audit", position: 10, logEnd: 10)) { try consumer.commit(through: 10) }
+        try await store.close()
+
+        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        consumer = try store.consumer(named: "audit", startingAt: .end)  // the start is ignored: it has a position
+        #expect(consumer.committed == 4)
+        #expect(consumer.lag == 6)
+        iterator = consumer.events().makeAsyncIterator()
+        #expect(try await iterator.next()?.position == 4)
+        #expect(try store.consumerNames() == ["audit"])
+        try await store.close()
+    }
+
+    @Test func startingPoints() async throws {
+        let store = try EventStore.inMemory()
+        let early = Date(timeIntervalSince1970: 1_000_000)
+        let late = Date(timeIntervalSince1970: 2_000_000)
+        try await store.append([PendingEvent(event("a", 1).event, recordedAt: early), PendingEvent(event("a", 1).event, recordedAt: early),
+                                PendingEvent(event("a", 1).event, recordedAt: late)])
+        #expect(try store.consumer(named: "b", startingAt: .beginning).committed == 0)
+        #expect(try store.consumer(named: "e", startingAt: .end).committed == 3)
+        #expect(try store.consumer(named: "p", startingAt: .position(1)).committed == 1)
+        #expect(try store.consumer(named: "d", startingAt: .recordedAt(late)).committed == 2)
+        #expect(try store.consumer(named: "d2", startingAt: .recordedAt(Date(timeIntervalSince1970: 3_000_000))).committed == 3)
+        #expect(throws: ConsumerError.positionOutOfRange(consumer: "x", position: 4, logEnd: 3)) {
+            try store.consumer(named: "x", startingAt: .position(4))
+        }
+        // In memory, the checkpoint lives as long as the store.
+        let e = try store.consumer(named: "e")
+        #expect(e.committed == 3)
+        #expect(try store.consumerNames() == ["b", "d", "d2", "e", "p"])
+    }
+
+    @Test(arguments: ["a/b", "", ".hidden", "..", "a b", "naïve", String(repeating: "x", count: 129)])
+    func invalidNamesAreRejected(name: String) async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        #expect {
+            try store.consumer(named: name)
+        } throws: { error in
+            guard case ConsumerError.invalidName(let rejected, _) = error else { return false }
+            return rejected == name
+        }
+        let written = (try? FileManager.default.contentsOfDirectory(atPath: directory.file("consumers").path)) ?? []
+        #expect(written.isEmpty)
+        try await store.close()
+    }
+
+    @Test func restartResumesAfterTheLastCommitNothingSkipped() async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 50)
+        let seen = Seen()
+        // The handler "crashes" (the run stops) in the middle of the batch at 20...29: that
+        // batch is not committed.
+        var consumer = try store.consumer(named: "mail", options: ConsumerOptions(retry: RetryPolicy(maxAttempts: 1), onFailure: .stop))
+        await #expect(throws: ConsumerError.self) {
+            try await consumer.run(batchSize: 10) { batch in
+                if batch[0].position == 20 { throw Refused(position: 20) }
+                seen.add(batch.map(\.position))
+            }
+        }
+        #expect(consumer.committed == 20)
+        try await store.close()
+
+        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        consumer = try store.consumer(named: "mail")
+        #expect(consumer.committed == 20)
+        try await runUntil(consumer, batchSize: 10, seen: seen) { seen.positions.count >= 50 }
+        #expect(seen.positions == Array(0..<50))
+        try await store.close()
+    }
+
+    @Test func failingEventsRetryThenParkAndTheConsumerGoesOn() async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 20)
+        let consumer = try store.consumer(named: "index", options: ConsumerOptions(retry: quickRetry))
+        let seen = Seen()
+        let calls = Seen()
+        try await runUntil(consumer, batchSize: 8, seen: seen, { consumer.committed == 20 }) { batch in
+            calls.add([batch[0].position])
+            if let bad = batch.first(where: { $0.position == 5 || $0.position == 13 }) { throw Refused(position: bad.position) }
+        }
+        // Everything but the two refused events was handled; they are parked with their error.
+        #expect(Set(seen.positions) == Set(0..<20).subtracting([5, 13]))
+        let parked = try consumer.parked()
+        #expect(parked.map(\.position) == [5, 13])
+        #expect(parked.allSatisfy { $0.attempts == 3 && $0.eventType == "Counted" && $0.errorType.hasSuffix("Refused") })
+        #expect(parked.map(\.error) == ["refused 5", "refused 13"])
+        #expect(parked[0].stream == counted("c5").description)
+        // Batch 0..<8: 3 attempts, then 8 singles, the one at 5 three times.
+        #expect(calls.positions.filter { $0 == 5 }.count == 3)
+        try await store.close()
+
+        // Durable: a new process sees the parked list; retry handles one, the other stays.
+        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        let again = try store.consumer(named: "index")
+        #expect(try again.parked().map(\.position) == [5, 13])
+        let remaining = try await again.retryParked { event in
+            if event.position == 13 { throw Refused(position: 13) }
+        }
+        #expect(remaining.map(\.position) == [13])
+        #expect(remaining[0].attempts == 4)
+        try again.skipParked(at: 13)
+        #expect(try again.parked().isEmpty)
+        #expect(throws: ConsumerError.notParked(consumer: "index", position: 13)) { try again.skipParked(at: 13) }
+        try await store.close()
+    }
+
+    @Test func stopOnFailureNamesThePositionAndCommitsWhatCameBefore() async throws {
+        let store = try EventStore.inMemory()
+        try await appendCounted(store, 10)
+        let consumer = try store.consumer(named: "strict", options: ConsumerOptions(retry: quickRetry, onFailure: .stop))
+        let seen = Seen()
+        await #expect {
+            try await consumer.run(batchSize: 4) { batch in
+                if batch.contains(where: { $0.position == 6 }) { throw Refused(position: 6) }
+                seen.add(batch.map(\.position))
+            }
+        } throws: { error in
+            guard case ConsumerError.handlerFailed(let name, let position, let attempts, let type, let message) = error else { return false }
+            return name == "strict" && position == 6 && attempts == 3 && type.hasSuffix("Refused") && message == "refused 6"
+        }
+        #expect(consumer.committed == 6)
+        #expect(try consumer.parked().isEmpty)
+        #expect(Set(seen.positions) == Set(0..<6))
+    }
+
+    @Test func aSlowConsumerWithAFastWriterHoldsOneBatch() async throws {
+        let store = try EventStore.inMemory()
+        let consumer = try store.consumer(named: "slow", options: ConsumerOptions(readBatchSize: 8))
+        let seen = Seen()
+        let writer = Task { try await appendCounted(store, 2_000) }
+        try await runUntil(consumer, seen: seen, { seen.positions.count >= 2_000 }) { _ in
+            try await Task.sleep(for: .microseconds(200))
+        }
+        try await writer.value
+        #expect(seen.positions == Array(0..<2_000))
+        // The consumer held at most one batch; the store held nothing for it (no subscriber
+        // buffer, one waiter at most, none once it stopped).
+        #expect(consumer.mostEnvelopesHeld <= 8)
+        #expect(store.commit.withLock { $0.subscribers.isEmpty })
+        #expect(store.commitSignal.waiterCount == 0)
+    }
+
+    @Test func aDamagedCheckpointIsATypedErrorNamingTheFile() async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 5)
+        let consumer = try store.consumer(named: "damaged")
+        try consumer.commit(through: 2)
+        try await store.close()
+        let file = directory.file("consumers/damaged.checkpoint").path
+        try flipBit(in: file, at: 8)
+        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        #expect(throws: ConsumerError.damagedFile(path: file, reason: "its CRC-32C does not match its contents")) {
+            try store.consumer(named: "damaged")
+        }
+        // A file of another consumer's name is damage too.
+        try FileManager.default.copyItem(atPath: directory.file("consumers/damaged.checkpoint").path, toPath: directory.file("consumers/other.checkpoint").path)
+        try FileManager.default.removeItem(atPath: file)
+        _ = try store.consumer(named: "damaged")
+        try FileManager.default.removeItem(atPath: directory.file("consumers/other.checkpoint").path)
+        try FileManager.default.copyItem(atPath: file, toPath: directory.file("consumers/other.checkpoint").path)
+        #expect(throws: ConsumerError.damagedFile(path: directory.file("consumers/other.checkpoint").path,
+                                                   reason: "it records consumer \"damaged\", not \"other\"")) {
+            try store.consumer(named: "other")
+        }
+        try await store.close()
+    }
+
+    @Test func consumerFilesRoundTripAndNameWhatIsWrong() throws {
+        let checkpoint = ConsumerCheckpoint(name: "round-trip", committed: 1 << 40, committedAt: LogTimestamp(nanosecondsSince1970: 1_700_000_000_123_456_789))
+        let bytes = checkpoint.encoded()
+        #expect(try ConsumerCheckpoint(decoding: bytes) == checkpoint)
+        func reason(_ bytes: [UInt8]) -> String? {
+            do { _ = try ConsumerCheckpoint(decoding: bytes); return nil } catch { return error.reason }
+        }
+        #expect(reason(Array(bytes.prefix(9))) == "it is 9 bytes long, shorter than any record")
+        #expect(reason([0x58] + bytes.dropFirst()) == "it does not start with \"EKCP\"")
+        var newer = bytes
+        newer[4] = 2
+        #expect(reason(newer) == "format version 2, this build reads 1")
+        var flipped = bytes
+        flipped[bytes.count - 9] ^= 0x10
+        #expect(reason(flipped) == "its CRC-32C does not match its contents")
+
+        let parked = [ParkedEvent(position: 3, stream: "Counted/c3", eventType: "Counted", errorType: "Mail.Error", error: "smtp: 451 try later",
+                                  attempts: 5, parkedAt: LogTimestamp(nanosecondsSince1970: 42))]
+        let decoded = try ParkedEvent.decode(ParkedEvent.encode(parked, consumer: "mail"))
+        #expect(decoded.consumer == "mail" && decoded.events == parked)
+        var damaged = ParkedEvent.encode(parked, consumer: "mail")
+        damaged[12] ^= 1
+        #expect(throws: ConsumerFileDamage.self) { try ParkedEvent.decode(damaged) }
+    }
+
+    @Test func aDamagedParkedListIsATypedErrorNamingTheFile() async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 3)
+        let consumer = try store.consumer(named: "p")
+        try consumer.park(ParkedEvent(position: 1, stream: "Counted/c1", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now()))
+        let file = directory.file("consumers/p.parked").path
+        try flipBit(in: file, at: 7)
+        #expect(throws: ConsumerError.damagedFile(path: file, reason: "its CRC-32C does not match its contents")) { try consumer.parked() }
+        #expect(throws: ConsumerError.self) { try consumer.skipParked(at: 1) }
+        try await store.close()
+    }
+
+    @Test func aCheckpointAheadOfTheLogIsReportedUntilReset() async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 5)
+        try await store.close()
+        // As after a truncation: the checkpoint says 9 were handled, the log holds 5.
+        try ConsumerDirectory(storeDirectory: directory.url).write(ConsumerCheckpoint(name: "ahead", committed: 9, committedAt: .now()))
+        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        let consumer = try store.consumer(named: "ahead")
+        var iterator = consumer.events().makeAsyncIterator()
+        await #expect(throws: ConsumerError.checkpointAheadOfLog(consumer: "ahead", committed: 9, logEnd: 5)) { try await iterator.next() }
+        await #expect(throws: ConsumerError.checkpointAheadOfLog(consumer: "ahead", committed: 9, logEnd: 5)) { try await consumer.run { _ in } }
+        try consumer.reset(to: .position(3))
+        #expect(consumer.committed == 3)
+        iterator = consumer.events().makeAsyncIterator()
+        #expect(try await iterator.next()?.position == 3)
+        try await store.close()
+    }
+
+    @Test func resetMovesBackwardsAndARunningConsumerFollows() async throws {
+        let store = try EventStore.inMemory()
+        try await appendCounted(store, 10)
+        let consumer = try store.consumer(named: "rebuild")
+        let seen = Seen()
+        try await runUntil(consumer, seen: seen) { consumer.committed == 10 }
+        try consumer.reset(to: .beginning)
+        #expect(consumer.committed == 0)
+        try await runUntil(consumer, seen: seen) { consumer.committed == 10 }
+        #expect(seen.positions == Array(0..<10) + Array(0..<10))
+    }
+
+    @Test func aHandlerOwnedCheckpointStartsWhereTheHandlerSaysAndWritesNoFile() async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 6)
+        let consumer = try store.consumer(named: "grdb", startingAt: .position(4), options: ConsumerOptions(checkpoint: .handler))
+        let seen = Seen()
+        try await runUntil(consumer, seen: seen) { consumer.committed == 6 }
+        #expect(seen.positions == [4, 5])
+        #expect(try store.consumerNames().isEmpty)
+        try await store.close()
+    }
+
+    @Test func theStoreClosingEndsTheEvents() async throws {
+        let store = try EventStore.inMemory()
+        let consumer = try store.consumer(named: "live")
+        let task = Task { () -> Int in
+            var count = 0
+            for try await _ in consumer.events() { count += 1 }
+            return count
+        }
+        try await appendCounted(store, 3)
+        #expect(try await eventually { consumer.lag == 3 })
+        try await store.close()
+        #expect(try await task.value <= 3)
+    }
+
+    @Test("a consumer on one instance follows commits made on another", arguments: SharedBackend.allCases)
+    func followsASharedLog(backend: SharedBackend) async throws {
+        try await backend.withInstances([true, true]) { stores in
+            let consumer = try stores[1].consumer(named: "follower")
+            let seen = Seen()
+            let task = Task { try await consumer.run { batch in seen.add(batch.map(\.position)) } }
+            try await appendCounted(stores[0], 5)
+            #expect(try await eventually { seen.positions.count >= 5 })
+            task.cancel()
+            try await task.value
+            #expect(seen.positions == Array(0..<5))
+        }
+    }
+
+    @Test func removeStoreKnowsTheConsumersDirectory() async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 3)
+        let consumer = try store.consumer(named: "gone")
+        try consumer.park(ParkedEvent(position: 1, stream: "Counted/c1", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now()))
+        try await store.close()
+        // A stranger in consumers/ makes the directory not only a store's.
+        _ = FileManager.default.createFile(atPath: directory.file("consumers/notes.txt").path, contents: Data())
+        #expect(throws: LogError.self) { try SegmentedLog.removeStore(at: directory.url) }
+        try FileManager.default.removeItem(atPath: directory.file("consumers/notes.txt").path)
+        let removal = try SegmentedLog.removeStore(at: directory.url)
+        #expect(removal.removed.contains("consumers/gone.checkpoint"))
+        #expect(removal.removed.contains("consumers/gone.parked"))
+        #expect(!FileManager.default.fileExists(atPath: directory.file("consumers").path))
+    }
+}

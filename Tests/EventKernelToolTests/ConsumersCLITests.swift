@@ -1,0 +1,135 @@
+import EventKernel
+@testable import EventLog
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+import EventKernelTestSupport
+
+@Suite("eventkernel consumers and tail --consumer (issue 29)")
+struct ConsumersCLITests {
+    /// The first column of each line: the position.
+    private func positions(_ result: RunResult) -> [String] {
+        result.stdout.split(separator: "\n").map { $0.split(separator: " ").first.map(String.init) ?? "" }
+    }
+
+    @Test func tailWithAConsumerResumesWhereItLeftOffAndConsumersListsIt() throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)   // 5 events
+        let first = try run("tail", store, "--consumer", "feed")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(positions(first) == ["0", "1", "2", "3", "4"])
+        // Committed: a second tail prints nothing new.
+        #expect(try run("tail", store, "--consumer", "feed").stdout.isEmpty)
+        #expect(try ConsumerDirectory(storeDirectory: URL(filePath: store)).checkpoint(named: "feed")?.committed == 5)
+
+        // A new consumer starts at --from.
+        #expect(positions(try run("tail", store, "--consumer", "late", "--from", "3")) == ["3", "4"])
+
+        let list = try run("consumers", store, "--json")
+        #expect(list.status == 0, "\(list.stderr)")
+        let rows = try #require(try jsonObject(list.stdout) as? [[String: Any]])
+        #expect(rows.map { $0["name"] as? String } == ["feed", "late"])
+        #expect(rows.map { $0["committed"] as? Int } == [5, 5])
+        #expect(rows.map { $0["lag"] as? Int } == [0, 0])
+        #expect(rows.map { $0["parked"] as? Int } == [0, 0])
+        #expect(try run("consumers", "list", store).stdout.contains("feed"))
+
+        // Reset, then tail again from there.
+        let reset = try run("consumers", "reset", store, "feed", "--to", "2")
+        #expect(reset.status == 0, "\(reset.stderr)")
+        #expect(reset.stdout.contains("5 -> 2"), "\(reset.stdout)")
+        #expect(positions(try run("tail", store, "--consumer", "feed")) == ["2", "3", "4"])
+        #expect(try run("consumers", "reset", store, "feed", "--to", "beginning").status == 0)
+        #expect(try ConsumerDirectory(storeDirectory: URL(filePath: store)).checkpoint(named: "feed")?.committed == 0)
+        #expect(try run("consumers", "reset", store, "feed", "--to", "2099-01-01").status == 0)
+        #expect(try ConsumerDirectory(storeDirectory: URL(filePath: store)).checkpoint(named: "feed")?.committed == 5)
+
+        // Bad input: a position past the end, a name with "/", -n with --consumer.
+        let past = try run("consumers", "reset", store, "feed", "--to", "6")
+        #expect(past.status == 1 && past.stderr.contains("past the log's end"), "\(past.stderr)")
+        let slash = try run("tail", store, "--consumer", "a/b")
+        #expect(slash.status == 1 && slash.stderr.contains("consumer name"), "\(slash.stderr)")
+        #expect(try run("consumers", "reset", store, "a/b", "--to", "0").status == 1)
+        #expect(try run("tail", store, "--consumer", "feed", "-n", "2").status == 1)
+        let nonsense = try run("consumers", "reset", store, "feed", "--to", "yesterday")
+        #expect(nonsense.status == 1 && nonsense.stderr.contains("--to"), "\(nonsense.stderr)")
+    }
+
+    @Test func aKilledFollowingTailResumesWithoutAGap() throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)   // positions 0...4
+        let out = temp.file("follow.out"), err = temp.file("follow.err")
+        let follower = try makeProcess(["tail", store, "--consumer", "feed", "--follow", "--json"], stdout: out, stderr: err)
+        try follower.run()
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, ((try? String(contentsOf: out, encoding: .utf8)) ?? "").split(separator: "\n").count < 5 { usleep(10_000) }
+        // Printed and flushed; the commit follows the flush: wait for it, then kill.
+        let checkpoints = ConsumerDirectory(storeDirectory: URL(filePath: store))
+        while Date() < deadline, (try? checkpoints.checkpoint(named: "feed"))??.committed != 5 { usleep(10_000) }
+        kill(follower.processIdentifier, SIGKILL)
+        follower.waitUntilExit()
+        #expect(try String(contentsOf: out, encoding: .utf8).split(separator: "\n").count == 5)
+        #expect(try checkpoints.checkpoint(named: "feed")?.committed == 5)
+
+        // More events while no tail runs; the next tail prints exactly those.
+        let more = temp.file("more.jsonl")
+        try write([activityLine(3, start: "2025-01-04T10:00:00Z", end: nil, type: "bath"),
+                   activityLine(4, start: "2025-01-05T10:00:00Z", end: nil, type: "bath")], to: more)
+        #expect(try run("import", store, more.path).status == 0)
+        #expect(positions(try run("tail", store, "--consumer", "feed")) == ["5", "6"])
+    }
+
+    @Test func parkedEventsAreListedAndSkipped() async throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)
+        let directory = ConsumerDirectory(storeDirectory: URL(filePath: store))
+        try directory.write(ConsumerCheckpoint(name: "mailer", committed: 5, committedAt: .now()))
+        try directory.writeParked([
+            ParkedEvent(position: 1, stream: "activity/x", eventType: "added", errorType: "Mail.Error", error: "smtp down", attempts: 5, parkedAt: .now()),
+            ParkedEvent(position: 3, stream: "activity/y", eventType: "ended", errorType: "Mail.Error", error: "bad address", attempts: 5, parkedAt: .now()),
+        ], named: "mailer")
+        let listed = try run("consumers", "parked", store, "mailer", "--format", "jsonl")
+        #expect(listed.status == 0, "\(listed.stderr)")
+        let lines = listed.stdout.split(separator: "\n").compactMap { try? jsonObject(String($0)) as? [String: Any] }
+        #expect(lines.map { $0["position"] as? Int } == [1, 3])
+        #expect(lines.map { $0["error"] as? String } == ["smtp down", "bad address"])
+        #expect(lines.allSatisfy { $0["attempts"] as? Int == 5 })
+        #expect((try jsonObject(try run("consumers", store, "--json").stdout) as? [[String: Any]])?.first?["parked"] as? Int == 2)
+
+        let skipped = try run("consumers", "parked", store, "mailer", "--skip", "1")
+        #expect(skipped.status == 0, "\(skipped.stderr)")
+        #expect(try directory.parked(named: "mailer").map(\.position) == [3])
+        let again = try run("consumers", "parked", store, "mailer", "--skip", "1")
+        #expect(again.status == 1 && again.stderr.contains("no parked event at position 1"), "\(again.stderr)")
+        #expect(try run("consumers", "parked", store, "mailer", "--skip", "3").status == 0)
+        #expect(try run("consumers", "parked", store, "mailer").stdout.contains("no parked events"))
+    }
+
+    @Test func verifyReportsADamagedCheckpointAndOneAheadOfTheLog() throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)
+        let directory = ConsumerDirectory(storeDirectory: URL(filePath: store))
+        try directory.write(ConsumerCheckpoint(name: "ok", committed: 5, committedAt: .now()))
+        #expect(try run("verify", store).status == 0)
+
+        try directory.write(ConsumerCheckpoint(name: "ahead", committed: 9, committedAt: .now()))
+        let ahead = try run("verify", store)
+        #expect(ahead.status == 3, "\(ahead.stdout)")
+        #expect(ahead.stdout.contains("consumer \"ahead\" committed position 9, past the log's end (5)"), "\(ahead.stdout)")
+        // The list shows it, exit 3; tail --consumer refuses it; reset repairs it.
+        #expect(try run("consumers", store).status == 3)
+        let tail = try run("tail", store, "--consumer", "ahead")
+        #expect(tail.status == 3 && tail.stderr.contains("past the log's end"), "\(tail.stderr)")
+        #expect(try run("consumers", "reset", store, "ahead", "--to", "end").status == 0)
+        #expect(try run("verify", store).status == 0)
+
+        try flipBit(in: directory.url.appending(path: "ok.checkpoint").path, at: 10)
+        let damaged = try run("verify", store, "--format", "jsonl")
+        #expect(damaged.status == 3)
+        #expect(damaged.stdout.contains("ok.checkpoint") && damaged.stdout.contains("CRC-32C"), "\(damaged.stdout)")
+        let tailDamaged = try run("tail", store, "--consumer", "ok")
+        #expect(tailDamaged.status == 3 && tailDamaged.stderr.contains("ok.checkpoint"), "\(tailDamaged.stderr)")
+    }
+}
