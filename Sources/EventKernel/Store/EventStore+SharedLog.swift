@@ -20,8 +20,8 @@ extension EventStore {
         var end: LogPosition = 0
     }
 
-    /// The log as one that others append to, or `nil`, as its ``RecordLog/access`` says. A log
-    /// this store alone appends to (``LogAccess/exclusive``) has no other writer, and its
+    /// The log as one that others append to, or `nil`, as its `RecordLog.access` says. A log
+    /// this store alone appends to (`LogAccess.exclusive`) has no other writer, and its
     /// bounds run ahead of what the store has folded while a batch of its own completes:
     /// catching up from them would fold that batch before its completion does, so it is not
     /// followed even when it could be (a segmented log opened for writing). A log read beside

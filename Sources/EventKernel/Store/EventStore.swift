@@ -57,12 +57,12 @@ public final class EventStore: Sendable {
     ///   - directory: The store directory; snapshots live in `<directory>/snapshots/`. `nil`: no snapshots.
     ///   - projections: Projections to register now (more can be added with ``register(_:)``).
     ///   - snapshotPolicy: When to write snapshots; ``SnapshotPolicy/never`` whatever is given
-    ///     when the log is read-only (``LogAccess/readOnly``): its snapshots are its writer's.
+    ///     when the log is read-only (`LogAccess.readOnly`): its snapshots are its writer's.
     ///   - logger: Receives notices about ignored snapshots and failed snapshot writes.
     ///   - instrumentation: Receives what the store measures (give the same value to the log's
     ///     configuration for its rounds); `nil`: nothing is measured.
     /// - Throws: ``RepositoryError/storage(_:)`` when the log cannot be read or holds a record
-    ///   that is not an event, or says others append to it (``RecordLog/access``) but is not a
+    ///   that is not an event, or says others append to it (`RecordLog.access`) but is not a
     ///   `SharedRecordLog`; ``RepositoryError/undecodableEvent(_:)`` when a projection cannot
     ///   fold a stored event (nothing is skipped; the store does not open).
     /// - Complexity: O(tail) records read, per projection restored from a different position.
