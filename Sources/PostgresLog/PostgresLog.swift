@@ -142,6 +142,12 @@ public final class PostgresLog: SharedRecordLog {
         view.withLock { LogBounds(firstPosition: 0, nextPosition: $0.next, minTimestamp: $0.minTimestamp, maxTimestamp: $0.maxTimestamp) }
     }
 
+    /// `LogAccess.shared`: every instance appends to the one log on the server.
+    public var access: LogAccess { .shared }
+
+    /// The log has no files; a store's local snapshots use the ordinary system calls.
+    public var fileIO: any LogFileIO { PosixFileIO() }
+
     /// Appends commit when PostgreSQL commits them: there is nothing to sync.
     public func synchronize() async throws {}
 

@@ -51,7 +51,7 @@ let directory = URL(filePath: arguments[2])
 switch arguments[1] {
 case "crash":
     do {
-        var configuration = EventSourcedActivityRepository.Configuration()
+        var configuration = EventStore.Configuration()
         configuration.log.segmentSize = 16 << 10
         configuration.log.durability = .synced
         var policy = SnapshotPolicy(everyEvents: 5, onClose: true, keep: 2)

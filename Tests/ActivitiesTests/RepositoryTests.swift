@@ -27,7 +27,7 @@ final class RepositoryFixture: Sendable {
     let postgres: Void? = nil
     #endif
 
-    init(_ kind: RepositoryKind, configuration: EventSourcedActivityRepository.Configuration = .init()) async throws {
+    init(_ kind: RepositoryKind, configuration: EventStore.Configuration = .init()) async throws {
         self.kind = kind
         directory = FileManager.default.temporaryDirectory.appending(path: "activities-\(UUID().uuidString.prefix(8))")
         #if PostgreSQL
@@ -365,7 +365,7 @@ struct RepositoryTests {
     func locked() async throws {
         let fixture = try await RepositoryFixture(.durable)
         #expect { _ = try EventSourcedActivityRepository.open(at: fixture.directory) } throws: {
-            ($0 as? LogError)?.code == .locked
+            ($0 as? RepositoryError)?.logError?.code == .locked
         }
         let reader = try EventSourcedActivityRepository.openReadOnly(at: fixture.directory)
         try await fixture.repository.add(model(0))

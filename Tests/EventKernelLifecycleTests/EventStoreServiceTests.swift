@@ -20,8 +20,8 @@ struct EventStoreServiceTests {
         return logger
     }
 
-    static var onCloseOnly: EventSourcedActivityRepository.Configuration {
-        var configuration = EventSourcedActivityRepository.Configuration()
+    static var onCloseOnly: EventStore.Configuration {
+        var configuration = EventStore.Configuration()
         configuration.snapshots = SnapshotPolicy(everyEvents: nil, onClose: true)
         return configuration
     }

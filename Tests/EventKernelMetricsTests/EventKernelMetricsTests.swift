@@ -26,7 +26,7 @@ struct EventKernelMetricsTests {
     @Test func appendsBatchesSyncsQueriesObserversAndSnapshots() async throws {
         let metrics = TestMetrics()
         let directory = TemporaryDirectory("ek-metrics")
-        var configuration = EventSourcedActivityRepository.Configuration()
+        var configuration = EventStore.Configuration()
         configuration.snapshots = SnapshotPolicy(everyEvents: nil, onClose: true)
         configuration.instrumentation = EventKernelMetrics(factory: metrics)
         let repository = try EventSourcedActivityRepository.open(at: directory.url, configuration: configuration)
@@ -174,6 +174,8 @@ final class HeldLog: RecordLog {
     }
 
     var bounds: LogBounds { inner.bounds }
+    var access: LogAccess { inner.access }
+    var fileIO: any LogFileIO { inner.fileIO }
     var historyEpoch: UInt64 { inner.historyEpoch }
 
     func enqueueAppend(

@@ -111,6 +111,12 @@ public final class SharedMemoryLog: SharedRecordLog {
         handler?()
     }
 
+    /// ``LogAccess/shared``: every view of the server appends to it.
+    public var access: LogAccess { .shared }
+
+    /// No files: the ordinary system calls for a store's snapshots.
+    public var fileIO: any LogFileIO { PosixFileIO() }
+
     public var bounds: LogBounds {
         LogBounds(firstPosition: 0, nextPosition: view.withLock { $0.next }, minTimestamp: nil, maxTimestamp: nil)
     }

@@ -323,7 +323,7 @@ struct CLITests {
     @Test func verifyBesideAWriterThatSnapshotsOftenReportsNoDamage() async throws {
         let temp = TemporaryDirectory()
         let store = temp.file("store")
-        var configuration = EventSourcedActivityRepository.Configuration()
+        var configuration = EventStore.Configuration()
         var policy = SnapshotPolicy(everyEvents: 3, onClose: true, keep: 1)
         policy.growthFraction = 0
         configuration.snapshots = policy

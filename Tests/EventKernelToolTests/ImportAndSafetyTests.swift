@@ -446,7 +446,7 @@ struct ImportAndSafetyTests {
     /// A store whose first (sealed) segment, covered by the snapshot, has a flipped byte.
     private func storeWithDamageUnderTheSnapshot(_ temp: TemporaryDirectory, sealed: Bool) async throws -> (URL, String) {
         let store = temp.file("store")
-        let configuration = EventSourcedActivityRepository.Configuration(log: SegmentedLog.Configuration(segmentSize: sealed ? 4096 : 64 << 20))
+        let configuration = EventStore.Configuration(log: SegmentedLog.Configuration(segmentSize: sealed ? 4096 : 64 << 20))
         let repository = try EventSourcedActivityRepository.open(at: store, configuration: configuration)
         for batch in 0..<40 {
             try await repository.apply((0..<10).map { k in

@@ -77,7 +77,7 @@ guard arguments.count == 4, let writers = Int(arguments[3]), ["orderly", "racing
     exit(2)
 }
 do {
-    var configuration = EventSourcedActivityRepository.Configuration()
+    var configuration = EventStore.Configuration()
     configuration.log.durability = .synced
     configuration.snapshots = SnapshotPolicy(everyEvents: nil, onClose: true)
     let repository = try EventSourcedActivityRepository.open(at: URL(filePath: arguments[2]), configuration: configuration)

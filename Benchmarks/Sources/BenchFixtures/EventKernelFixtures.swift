@@ -11,7 +11,7 @@ public enum EventKernelFixtures {
     public static func open(_ url: URL, durability: DurabilityPolicy = .buffered, preallocate: Bool = false,
                             snapshots: SnapshotPolicy = .never,
                             instrumentation: (any StoreInstrumentation)? = nil) throws -> EventSourcedActivityRepository {
-        var configuration = EventSourcedActivityRepository.Configuration(
+        var configuration = EventStore.Configuration(
             log: SegmentedLog.Configuration(durability: durability, preallocate: preallocate), snapshots: snapshots)
         configuration.instrumentation = instrumentation
         return try EventSourcedActivityRepository.open(at: url, configuration: configuration)

@@ -17,26 +17,9 @@ public import Logging
 /// concurrent adds of one id never both succeed, and an update never resurrects a deleted
 /// activity. Under the default synced durability an awaited write is on stable storage.
 public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
-    /// Options for ``open(at:configuration:logger:)``.
-    public struct Configuration: Sendable {
-        /// The log's options (durability, segment size, compression).
-        public var log = SegmentedLog.Configuration()
-        /// When snapshots are written.
-        public var snapshots = SnapshotPolicy.default
-        /// Receives what the store and its log measure, for metrics (`EventKernelMetrics`);
-        /// `nil`, the default: nothing is measured.
-        public var instrumentation: (any StoreInstrumentation)?
-
-        /// The defaults: synced, LZ4, snapshots every 10,000 events (and a quarter of the log)
-        /// and on close.
-        public init() {}
-
-        /// Creates a configuration.
-        public init(log: SegmentedLog.Configuration, snapshots: SnapshotPolicy = .default) {
-            self.log = log
-            self.snapshots = snapshots
-        }
-    }
+    /// The options of ``open(at:configuration:logger:)`` are the store's.
+    @available(*, deprecated, renamed: "EventStore.Configuration", message: "the repository opens its store with the store's configuration")
+    public typealias Configuration = EventStore.Configuration
 
     /// The event store underneath, for reading events, subscribing, snapshots and time travel.
     public let store: EventStore
@@ -63,20 +46,27 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
         self.queryLatency = store.instrumentation?.queryLatency(repository: projection.name)
     }
 
-    /// Opens (creating if needed) a durable repository in `directory`.
+    /// Opens (creating if needed) a durable repository in `directory`, through
+    /// `EventStore.open(at:configuration:projections:)`, the one way a durable store opens.
     ///
     /// Loads the newest valid snapshot and replays the log after it; a missing, damaged or
     /// outdated snapshot is logged and the log is replayed instead.
-    /// - Throws: `LogError` (locked, damaged, not a directory) or `RepositoryError`.
+    /// - Parameters:
+    ///   - directory: The store's directory.
+    ///   - configuration: The store's options (log, snapshots, logger, instrumentation).
+    ///   - logger: Replaces `configuration.logger` when given; `nil`, the default: the
+    ///     configuration's.
+    /// - Throws: `RepositoryError.storage` with the `LogError` when the directory cannot be
+    ///   opened (locked by another process, damaged, not a directory), or another
+    ///   `RepositoryError` when the log cannot be replayed.
     public static func open(
-        at directory: URL, configuration: Configuration = Configuration(),
-        logger: Logger = Logger(label: "EventKernel.Activities")
+        at directory: URL, configuration: EventStore.Configuration = EventStore.Configuration(),
+        logger: Logger? = nil
     ) throws -> EventSourcedActivityRepository {
-        let log = try EventStore.openLog(at: directory, configuration: configuration.log, instrumentation: configuration.instrumentation)
+        var configuration = configuration
+        if let logger { configuration.logger = logger }
         let projection = ActivityProjection()
-        let store = try EventStore(log: log, directory: directory, projections: [projection],
-                                   snapshotPolicy: configuration.snapshots, logger: logger,
-                                   instrumentation: configuration.instrumentation)
+        let store = try EventStore.open(at: directory, configuration: configuration, projections: [projection])
         return EventSourcedActivityRepository(store: store, registered: projection)
     }
 

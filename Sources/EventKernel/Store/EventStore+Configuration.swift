@@ -4,7 +4,9 @@ public import Logging
 
 extension EventStore {
     /// Everything a durable store is opened with, in one value: what a service keeps in its
-    /// own configuration and passes to ``open(at:configuration:)``.
+    /// own configuration and passes to ``open(at:configuration:projections:)`` (or to
+    /// `EventSourcedActivityRepository.open(at:configuration:logger:)`, which opens its store
+    /// through it).
     public struct Configuration: Sendable {
         /// The log's options (durability, segment size, compression).
         public var log: SegmentedLog.Configuration
@@ -41,26 +43,33 @@ extension EventStore {
     }
 
     /// Opens (or creates) a durable store in `directory` with `configuration`: the segmented
-    /// log, snapshots, and the lock that keeps a second writer out.
+    /// log, snapshots, and the lock that keeps a second writer out. The one place a durable
+    /// store is opened: every other way (``open(at:log:snapshotPolicy:logger:)``, the
+    /// repositories' `open`, the `eventkernel` command, the dependency clients) comes here.
     /// - Parameters:
     ///   - directory: The store's directory.
     ///   - configuration: The log, snapshot, logging and instrumentation options.
-    /// - Throws: ``RepositoryError/storage(_:)`` when the directory cannot be opened or is
-    ///   locked by another process, and what ``init(log:directory:projections:snapshotPolicy:logger:instrumentation:)`` throws.
-    public static func open(at directory: URL, configuration: Configuration) throws -> EventStore {
-        let segmented: SegmentedLog
+    ///   - projections: Projections to register now, restored and caught up in the store's one
+    ///     replay at open (more can be added later with ``register(_:)``, each replaying alone).
+    /// - Throws: ``RepositoryError/storage(_:)`` with the `LogError` when the directory cannot
+    ///   be opened (locked by another process, damaged, not a directory), and what
+    ///   ``init(log:directory:projections:snapshotPolicy:logger:instrumentation:)`` throws.
+    public static func open(
+        at directory: URL, configuration: Configuration, projections: [any Projection] = []
+    ) throws -> EventStore {
+        let log: SegmentedLog
         do {
-            segmented = try openLog(at: directory, configuration: configuration.log, instrumentation: configuration.instrumentation)
+            log = try openLog(at: directory, configuration: configuration.log, instrumentation: configuration.instrumentation)
         } catch let error as LogError {
             throw RepositoryError.storage(StorageFailure(error))
         }
-        return try EventStore(log: segmented, directory: directory, snapshotPolicy: configuration.snapshots,
+        return try EventStore(log: log, directory: directory, projections: projections, snapshotPolicy: configuration.snapshots,
                               logger: configuration.logger, instrumentation: configuration.instrumentation)
     }
 }
 
 extension EventStore {
-    /// Opens a store's log for writing, the one way every durable store opens it: with what
+    /// Opens a store's log for writing, the one way a durable store opens it: with what
     /// the store's snapshots say was acknowledged (``SnapshotDirectory/acknowledgedPositions()``),
     /// so that recovery never truncates, as a torn write, a batch a snapshot proves durable
     /// (Docs/Durability.md, "What counts as torn").
@@ -69,7 +78,7 @@ extension EventStore {
     ///   - configuration: The log's options.
     ///   - instrumentation: Replaces `configuration.instrumentation` when given.
     /// - Throws: What `SegmentedLog.open(at:configuration:)` throws.
-    package static func openLog(
+    private static func openLog(
         at directory: URL, configuration: SegmentedLog.Configuration, instrumentation: (any StoreInstrumentation)?
     ) throws -> SegmentedLog {
         var log = configuration

@@ -4,7 +4,9 @@ public import Logging
 
 extension EventStore {
     /// Opens (or creates) a durable store in `directory`: the segmented log, snapshots, and
-    /// the lock that keeps a second writer out. Repositories are then created on it:
+    /// the lock that keeps a second writer out. A shorthand for
+    /// ``open(at:configuration:projections:)`` (which it calls) when only these options
+    /// differ from the defaults. Repositories are then created on it:
     ///
     /// ```swift
     /// let store = try EventStore.open(at: url)

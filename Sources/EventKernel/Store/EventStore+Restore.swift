@@ -13,7 +13,8 @@ extension EventStore {
         // startup this is most of the work.
         if snapshots != nil {
             let logger = self.logger, instrumentation = self.instrumentation
-            let isWriter = (log as? SegmentedLog).map { !$0.isReadOnly } ?? false
+            // Only the log's one writer owns its directory's snapshots.
+            let isWriter = log.access == .exclusive
             let contradictions = Locked<[any Error]>([])
             DispatchQueue.concurrentPerform(iterations: projections.count) { index in
                 let projection = projections[index]

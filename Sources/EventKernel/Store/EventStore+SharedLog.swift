@@ -20,13 +20,15 @@ extension EventStore {
         var end: LogPosition = 0
     }
 
-    /// The log as one that others append to, or `nil`. A segmented log this store writes has no
-    /// other writer, and its bounds run ahead of what the store has folded while a batch of
-    /// its own completes: catching up from them would fold that batch before its completion
-    /// does. Only a segmented log opened read-only beside its writer, or a log instances
-    /// share, learns of appends from elsewhere. The one rule every shared-log path asks.
+    /// The log as one that others append to, or `nil`, as its `RecordLog.access` says. A log
+    /// this store alone appends to (`LogAccess.exclusive`) has no other writer, and its
+    /// bounds run ahead of what the store has folded while a batch of its own completes:
+    /// catching up from them would fold that batch before its completion does, so it is not
+    /// followed even when it could be (a segmented log opened for writing). A log read beside
+    /// its writer, or one instances share, learns of appends from elsewhere (`init` refused
+    /// one that says so but is no `SharedRecordLog`). The one rule every shared-log path asks.
     var sharedLog: (any SharedRecordLog)? {
-        if let segmented = log as? SegmentedLog { return segmented.isReadOnly ? segmented : nil }
+        guard log.access.othersMayAppend else { return nil }
         return log as? any SharedRecordLog
     }
 

@@ -87,8 +87,13 @@ extension EventStore {
     /// event it covers), and the log is synced before any is written, so a snapshot never
     /// covers an event a crash could take away (Docs/Durability.md, "Derived state").
     /// - Throws: ``RepositoryError/misuse(_:)`` (``Misuse/Code/noSnapshotDirectory``) when the store has no directory,
-    ///   ``RepositoryError/storage(_:)`` when the sync or a write fails.
+    ///   ``RepositoryError/storage(_:)`` when the sync or a write fails, or (code
+    ///   `LogError.Code.readOnly`) when the log is read-only: its snapshots are its writer's.
     public func writeSnapshots() async throws {
+        guard log.access.isWritable else {
+            throw RepositoryError.storage(StorageFailure(LogError(.readOnly,
+                "the store's log is read-only: the snapshots beside it are its writer's, not written by a reader")))
+        }
         guard let snapshots else { throw RepositoryError.misuse(Misuse(.noSnapshotDirectory, "the store was opened without a directory for snapshots")) }
         let projections: [any Projection] = [versions] + commit.withLock { $0.projections }
         var captured: [(projection: any Projection, state: ProjectionSnapshot, encoding: Duration)] = []

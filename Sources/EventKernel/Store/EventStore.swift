@@ -60,12 +60,14 @@ public final class EventStore: Sendable {
     ///   - log: The log; the store closes it in ``close()``.
     ///   - directory: The store directory; snapshots live in `<directory>/snapshots/`. `nil`: no snapshots.
     ///   - projections: Projections to register now (more can be added with ``register(_:)``).
-    ///   - snapshotPolicy: When to write snapshots.
+    ///   - snapshotPolicy: When to write snapshots; ``SnapshotPolicy/never`` whatever is given
+    ///     when the log is read-only (`LogAccess.readOnly`): its snapshots are its writer's.
     ///   - logger: Receives notices about ignored snapshots and failed snapshot writes.
     ///   - instrumentation: Receives what the store measures (give the same value to the log's
     ///     configuration for its rounds); `nil`: nothing is measured.
     /// - Throws: ``RepositoryError/storage(_:)`` when the log cannot be read or holds a record
-    ///   that is not an event; ``RepositoryError/undecodableEvent(_:)`` when a projection cannot
+    ///   that is not an event, or says others append to it (`RecordLog.access`) but is not a
+    ///   `SharedRecordLog`; ``RepositoryError/undecodableEvent(_:)`` when a projection cannot
     ///   fold a stored event (nothing is skipped; the store does not open).
     /// - Complexity: O(tail) records read, per projection restored from a different position.
     public init(
@@ -76,14 +78,21 @@ public final class EventStore: Sendable {
     ) throws {
         self.log = log
         self.instrumentation = instrumentation
-        let fileIO = (log as? SegmentedLog)?.fileIO ?? PosixFileIO()
-        self.snapshots = directory.map { SnapshotDirectory(storeDirectory: $0, logger: logger, fileIO: fileIO) }
-        self.snapshotPolicy = snapshotPolicy
+        let access = log.access
+        if access.othersMayAppend, !(log is any SharedRecordLog) {
+            // The store could never learn of the others' appends: it would answer from a
+            // history that stopped at open.
+            throw RepositoryError.storage(StorageFailure(LogError(.invalidArgument,
+                "the log's access is \(access), so others append to it, but \(type(of: log)) is not a SharedRecordLog: a store over it could not follow them")))
+        }
+        self.snapshots = directory.map { SnapshotDirectory(storeDirectory: $0, logger: logger, fileIO: log.fileIO) }
+        // The snapshots beside a read-only log are its writer's.
+        self.snapshotPolicy = access.isWritable ? snapshotPolicy : .never
         self.logger = logger
-        self.consumerStorage = directory.map { ConsumerDirectory(storeDirectory: $0, fileIO: fileIO) } ?? ConsumerMemory()
-        // A writer killed while writing a snapshot leaves its temporary file; the new writer
-        // (it holds the store's lock, so no one else is writing one) removes them.
-        if let snapshots, let segmented = log as? SegmentedLog, !segmented.isReadOnly {
+        self.consumerStorage = directory.map { ConsumerDirectory(storeDirectory: $0, fileIO: log.fileIO) } ?? ConsumerMemory()
+        // A writer killed while writing a snapshot leaves its temporary file; the log's only
+        // writer (no one else is writing one) removes them.
+        if let snapshots, access == .exclusive {
             snapshots.removeStaleTemporaryFiles()
         }
         let next = log.bounds.nextPosition

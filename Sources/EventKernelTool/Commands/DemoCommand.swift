@@ -55,7 +55,7 @@ struct DemoCommand: AsyncParsableCommand {
         }
 
         // 1. Generate and append.
-        var configuration = EventSourcedActivityRepository.Configuration()
+        var configuration = EventStore.Configuration()
         if buffered { configuration.log.durability = .buffered }
         let repository = try StoreLocation.openWriter(directory, create: true, configuration: configuration)
         let generator = ActivityHistoryGenerator(seed: seed, activityCount: activities)

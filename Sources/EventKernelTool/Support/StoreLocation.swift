@@ -199,7 +199,7 @@ enum StoreLocation {
     }
 
     static func openWriter(
-        _ directory: URL, create: Bool, configuration: EventSourcedActivityRepository.Configuration = .init()
+        _ directory: URL, create: Bool, configuration: EventStore.Configuration = .init()
     ) throws -> EventSourcedActivityRepository {
         if !create { try requireStore(directory) }
         do { return try EventSourcedActivityRepository.open(at: directory, configuration: configuration, logger: logger) }

@@ -26,6 +26,12 @@ public final class InMemoryLog: RecordLog {
         state.maxTimestamp = Swift.max(state.maxTimestamp ?? entry.timestamp, entry.timestamp)
     }
 
+    /// ``LogAccess/exclusive``: the log lives in this process, which alone appends.
+    public var access: LogAccess { .exclusive }
+
+    /// The log has no files; a store's snapshots beside it use the ordinary system calls.
+    public var fileIO: any LogFileIO { PosixFileIO() }
+
     public var bounds: LogBounds {
         state.withLock {
             LogBounds(firstPosition: 0, nextPosition: LogPosition($0.records.count),

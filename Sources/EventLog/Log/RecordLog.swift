@@ -35,16 +35,63 @@ public enum AppendCommitter: Hashable, Sendable {
     case caller
 }
 
+/// Who may append to a log, as the process holding it sees it: what a store over the log must
+/// do about others' appends and about the files beside the log (its snapshots).
+public enum LogAccess: Hashable, Sendable, CustomStringConvertible {
+    /// This process appends and no one else does: a ``SegmentedLog`` opened for writing (it
+    /// holds the store directory's lock), an ``InMemoryLog``. The log's bounds move only by
+    /// this process's own appends. A store over it writes the directory's snapshots and tidies
+    /// them (removes stale ones and a killed writer's temporary files).
+    case exclusive
+    /// This process only reads, and a writer elsewhere may append: a ``SegmentedLog`` opened
+    /// read-only beside its writer. A store over it follows the log (``SharedRecordLog``) and
+    /// writes no snapshots: the directory's snapshots are the writer's.
+    case readOnly
+    /// This process appends and so do others: a log on a database server that several service
+    /// instances share (`PostgresLog`). A store over it follows the log (``SharedRecordLog``)
+    /// and writes snapshots to its own directory, but removes none (no lock says the directory
+    /// is this process's alone).
+    case shared
+
+    /// Whether this process may append (``exclusive`` or ``shared``).
+    public var isWritable: Bool { self != .readOnly }
+
+    /// Whether records may appear that this process did not append (``readOnly`` or
+    /// ``shared``): a store over the log must follow it, and such a log is a ``SharedRecordLog``.
+    public var othersMayAppend: Bool { self != .exclusive }
+
+    public var description: String {
+        switch self {
+        case .exclusive: "exclusive"
+        case .readOnly: "read-only"
+        case .shared: "shared"
+        }
+    }
+}
+
 /// An append-only sequence of timestamped records with gap-free positions.
 ///
-/// Two implementations exist: ``SegmentedLog``, the durable one on disk, and ``InMemoryLog``,
-/// for tests and previews. Layers above (EventKernel) are written against this protocol.
+/// Implementations: ``SegmentedLog``, the durable one on disk; ``InMemoryLog``, for tests and
+/// previews; `PostgresLog`, one log several service instances share. Layers above (EventKernel)
+/// are written against this protocol, and learn what they must know of the log (``access``,
+/// ``fileIO``) from it, never from its type.
 ///
 /// All methods are safe to call from any task. Reads never wait on an append or a sync:
 /// they see the records acknowledged so far.
 public protocol RecordLog: AnyObject, Sendable {
     /// The acknowledged position range and timestamp range. O(1).
     var bounds: LogBounds { get }
+
+    /// Who may append to the log: this process alone, another process beside this reader, or
+    /// this process and others. A store over the log follows it when others may append (the log
+    /// must then be a ``SharedRecordLog``), writes snapshots only when this process may append,
+    /// and removes stale ones only when it appends alone. Fixed for the life of the log.
+    var access: LogAccess { get }
+
+    /// The system-call layer for writes and syncs of the log's files, and of the files a store
+    /// keeps beside the log (its snapshots): a fault-injecting ``LogFileIO`` given to the log
+    /// reaches them all. A log with no files of its own answers ``PosixFileIO``.
+    var fileIO: any LogFileIO { get }
 
     /// Appends records as one atomic batch: after a crash, either all of them are in the log or none.
     ///

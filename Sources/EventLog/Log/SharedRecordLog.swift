@@ -12,9 +12,12 @@
 /// - An append may be refused with ``LogError/Code/conflict`` when another writer changed
 ///   what it was decided on.
 ///
-/// An `EventStore` over a shared log folds what others append into its projections (through
+/// An `EventStore` over a log whose ``RecordLog/access`` says others may append
+/// (``LogAccess/othersMayAppend``) folds what they append into its projections (through
 /// ``setAppendedElsewhereHandler(_:)`` and ``refresh()``), so every instance answers queries,
-/// observations and commands from the same history.
+/// observations and commands from the same history. Conforming is what a log can do; its
+/// ``RecordLog/access`` says whether a store must: a ``SegmentedLog`` opened for writing
+/// conforms too, and is not followed.
 public protocol SharedRecordLog: RecordLog {
     /// Learns what other writers appended since the last look, so that ``RecordLog/bounds``
     /// (and reads) cover it. Blocks the calling thread while it asks (a read over the network,

@@ -182,8 +182,13 @@ public final class SegmentedLog: RecordLog {
 
     public var bounds: LogBounds { core.state.withLock { $0.bounds } }
 
-    /// The system-call layer the log writes through; the snapshot directory writes through it too.
-    package var fileIO: any LogFileIO { core.configuration.fileIO }
+    /// The system-call layer the log writes through (``Configuration/fileIO``); a store's
+    /// snapshot directory writes through it too.
+    public var fileIO: any LogFileIO { core.configuration.fileIO }
+
+    /// ``LogAccess/readOnly`` when opened with ``openReadOnly(at:)`` (a writer may append
+    /// beside it), else ``LogAccess/exclusive`` (this log holds the directory's lock).
+    public var access: LogAccess { isReadOnly ? .readOnly : .exclusive }
 
     /// The number of segment files, sealed and active.
     public var segmentCount: Int { core.state.withLock { $0.segments.count } }

@@ -164,7 +164,8 @@ struct BadInputTests {
         do {
             _ = try EventSourcedActivityRepository.open(at: file)
             Issue.record("opening a regular file as a store succeeded")
-        } catch let error as LogError {
+        } catch let error as RepositoryError {
+            #expect(error.logError != nil, "\(error)")
             #expect(error.description.contains(file.path), "\(error)")
         }
         #expect(throws: (any Error).self) { _ = try EventSourcedActivityRepository.openReadOnly(at: file) }
@@ -210,8 +211,8 @@ struct BadInputTests {
         do {
             _ = try EventSourcedActivityRepository.open(at: store)
             Issue.record("a second writer opened a locked store")
-        } catch let error as LogError {
-            #expect(error.code == .locked, "\(error)")
+        } catch let error as RepositoryError {
+            #expect(error.logError?.code == .locked, "\(error)")
             #expect(error.description.contains("lock"), "\(error)")
         }
         // Readers work alongside the writer.

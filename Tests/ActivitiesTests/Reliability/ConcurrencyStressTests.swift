@@ -133,7 +133,7 @@ struct ConcurrencyStressTests {
     @Test func writersReadersAndObservers() async throws {
         let directory = TemporaryDirectory("ek-stress")
         let store = directory.file("store")
-        var configuration = EventSourcedActivityRepository.Configuration()
+        var configuration = EventStore.Configuration()
         configuration.log.durability = .buffered(syncInterval: .milliseconds(50))
         configuration.log.segmentSize = 256 << 10
         var policy = SnapshotPolicy(everyEvents: 2_000, onClose: true, keep: 2)

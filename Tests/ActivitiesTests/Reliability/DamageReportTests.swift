@@ -10,7 +10,7 @@ import EventKernelTestSupport
 @Suite struct DamageReportTests {
     @Test func aDamagedSealedSegmentIsReportedWithItsLocation() async throws {
         let directory = TemporaryDirectory("ek-damage")
-        var configuration = EventSourcedActivityRepository.Configuration()
+        var configuration = EventStore.Configuration()
         configuration.log.segmentSize = 8 << 10
         configuration.snapshots = .never
         let repository = try EventSourcedActivityRepository.open(at: directory.url, configuration: configuration)

@@ -27,8 +27,8 @@ struct RepositoryCrashTests {
     /// Trials per store before starting a fresh one (so stores grow over several segments).
     static let trialsPerStore = 10
 
-    static var configuration: EventSourcedActivityRepository.Configuration {
-        var configuration = EventSourcedActivityRepository.Configuration()
+    static var configuration: EventStore.Configuration {
+        var configuration = EventStore.Configuration()
         configuration.log.segmentSize = 16 << 10
         configuration.log.durability = .synced
         var policy = SnapshotPolicy(everyEvents: 5, onClose: true, keep: 2)

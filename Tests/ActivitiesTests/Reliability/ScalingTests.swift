@@ -14,7 +14,7 @@ import EventKernelTestSupport
 @Suite("Scaling: open from snapshots is linear", .serialized)
 struct ScalingTests {
     static func buildStore(_ directory: URL, activities: Int) async throws {
-        var configuration = EventSourcedActivityRepository.Configuration()
+        var configuration = EventStore.Configuration()
         configuration.log.durability = .buffered
         let repository = try EventSourcedActivityRepository.open(at: directory, configuration: configuration)
         var batch: [ActivityEvent] = []

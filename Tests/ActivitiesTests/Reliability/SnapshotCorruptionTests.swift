@@ -34,7 +34,7 @@ struct SnapshotCorruptionTests {
     /// Builds the store: 300 adds, then updates, ends and deletes, snapshots along the way and on close.
     static func makeStore(_ directory: TemporaryDirectory) async throws -> Reference {
         let store = directory.file("store")
-        var configuration = EventSourcedActivityRepository.Configuration()
+        var configuration = EventStore.Configuration()
         configuration.log.segmentSize = 16 << 10
         var policy = SnapshotPolicy(everyEvents: 150, onClose: true, keep: 2)
         policy.growthFraction = 0
@@ -66,7 +66,7 @@ struct SnapshotCorruptionTests {
     static func checkOpen(_ reference: Reference, writer: Bool, log: RecordingLog, context: String) async throws {
         let repository: EventSourcedActivityRepository
         if writer {
-            var configuration = EventSourcedActivityRepository.Configuration()
+            var configuration = EventStore.Configuration()
             configuration.snapshots = .never
             repository = try EventSourcedActivityRepository.open(at: reference.store, configuration: configuration, logger: log.logger)
         } else {

@@ -28,7 +28,7 @@ public final class EventKernelBackend: ActivityBackend {
     /// - Throws: `RepositoryError.storage` (locked by another process, damaged) and what an
     ///   open throws.
     public init(directory: URL, durability: DurabilityPolicy = .synced, logger: Logger) throws {
-        var configuration = EventSourcedActivityRepository.Configuration()
+        var configuration = EventStore.Configuration()
         configuration.log.durability = durability
         configuration.instrumentation = EventKernelMetrics.make()
         repository = try EventSourcedActivityRepository.open(at: directory, configuration: configuration, logger: logger)
