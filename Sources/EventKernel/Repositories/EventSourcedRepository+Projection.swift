@@ -11,15 +11,19 @@ extension EventSourcedRepository {
 
     static func keys(of entity: Entity, _ indexes: [EntityIndex<Entity>]) -> [IndexKey] {
         var keys: [IndexKey] = []
-        keys.reserveCapacity(indexes.count)
+        keys.reserveCapacity(indexes.count + 1)
         appendKeys(of: entity, indexes, to: &keys)
         return keys
     }
 
-    /// Appends `entity`'s key in each of `indexes` to `keys` (a snapshot's parts gather a
-    /// million entities' keys into one array, rather than an array per entity).
+    /// Appends `entity`'s key in each of `indexes` to `keys`, then each interval index's end
+    /// (the layout of ``IndexedRows/keys``); a snapshot's parts gather a million entities' keys
+    /// into one array, rather than an array per entity.
     static func appendKeys(of entity: Entity, _ indexes: [EntityIndex<Entity>], to keys: inout [IndexKey]) {
         for index in indexes { keys.append(index.key(of: entity)) }
+        for index in indexes {
+            if let end = index.intervalEnd { keys.append(IndexKey(end.value(entity))) }
+        }
     }
 
     static func makeProjection(
