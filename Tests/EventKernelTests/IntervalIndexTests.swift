@@ -360,6 +360,27 @@ import EventKernelTestSupport
         #expect(IntervalIndex.bucket(start: .int(0), end: .int(65)) == 7)
     }
 
+    #if EVENTKERNEL_INTERNAL_CHECKS
+    /// The invariant checks see a broken histogram and a broken open set.
+    @Test func invariantChecksSeeABrokenIntervalIndex() async throws {
+        let store = try EventStore(log: InMemoryLog())
+        let spans = try EventSourcedRepository<Span>(store: store, typeName: "Span", indexes: Self.indexed)
+        try await spans.addAll([
+            Span(id: UUID(), kind: 0, start: Self.day0, end: Self.day0 + 60, tick: 0, until: nil, weight: 0),
+            Span(id: UUID(), kind: 0, start: Self.day0 + 5, end: nil, tick: 1, until: 3, weight: 0),
+        ])
+        let rows = spans.projection.state.rows
+        #expect(rows.intervalInvariantViolations() == [])
+        var miscounted = rows
+        miscounted.intervals[0].buckets[6] -= 1
+        miscounted.intervals[0].buckets[7] += 1
+        #expect(miscounted.intervalInvariantViolations().contains { $0.contains("interval index 0: the histogram") })
+        var lostOpen = rows
+        lostOpen.intervals[1].open.entries = lostOpen.intervals[0].open.entries
+        #expect(lostOpen.intervalInvariantViolations().contains { $0.contains("interval index 1: the open entries are not the rows without an end (1 entries, 1 rows, 1 of them missing)") })
+    }
+    #endif
+
     @Test func plansNameTheIntervalIndexOrTheScan() throws {
         let store = try EventStore(log: InMemoryLog())
         let spans = try EventSourcedRepository<Span>(store: store, typeName: "Span", indexes: Self.indexed)

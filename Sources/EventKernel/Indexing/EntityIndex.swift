@@ -52,6 +52,9 @@ public struct IndexComponent<Entity>: Sendable {
 /// (in any order), with at most one range condition on the next one, and whose ordering is the
 /// components after those, all in the index's directions or all reversed. See ``EntityQuery``
 /// for what happens when no index fits (a scan, never an error).
+///
+/// An interval index (``interval(start:end:)``) orders by its prefix and start like
+/// `.on(prefix…, start)`, and also answers which entities' `[start, end]` overlaps a range.
 public struct EntityIndex<Entity>: Sendable {
     /// The key's properties, most significant first. An interval index's last component is
     /// its start.

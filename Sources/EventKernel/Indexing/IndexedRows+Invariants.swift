@@ -36,7 +36,7 @@ extension IndexedRows {
                 return true
             }
             if Set(listed) != open || listed.count != open.count {
-                violations.append("\(name): \(listed.count) open entries, but \(open.count) rows have no end")
+                violations.append("\(name): the open entries are not the rows without an end (\(listed.count) entries, \(open.count) rows, \(open.subtracting(listed).count) of them missing)")
             }
             let keys = keysOf(index: interval.number)
             let storage = interval.open

@@ -18,7 +18,8 @@
 /// serves, and the residual predicate, are checked on each candidate; an ordering no index
 /// serves sorts the matches. A query that no index serves at all still works: it scans every
 /// entity (O(n)), never fails for want of an index. ``EventSourcedRepository/explain(_:)`` says
-/// which plan a query gets.
+/// which plan a query gets. An overlap condition (``where(_:_:overlapping:)``) is applied by an
+/// ``EntityIndex/interval(start:end:)`` on its two properties, else checked on each candidate.
 ///
 /// **Order.** Results follow the ``orderBy(_:ascending:)`` terms, or, when there are none, the
 /// repository's declared default order; ties fall to insertion order (the order entities were

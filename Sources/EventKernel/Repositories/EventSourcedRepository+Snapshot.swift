@@ -113,7 +113,7 @@ extension EventSourcedRepository {
         let results = Locked([Result<([Entity], [IndexKey]), any Error>?](repeating: nil, count: partCount))
         let restoredRows = Locked<Result<IndexedRows, BinaryDecodingError>?>(nil)
         var table = State(indexes: indexes)
-        let emptyRows = table.rows
+        let emptyRows = table.rows, ends = intervalEnds(indexes)
         DispatchQueue.concurrentPerform(iterations: partCount + 1) { task in
             guard task > 0 else {
                 var rows = emptyRows
@@ -132,7 +132,7 @@ extension EventSourcedRepository {
                 let entities = try schema.decodeAll(parts[task - 1], schemaVersion: entitySchemaVersion)
                 var keys: [IndexKey] = []
                 keys.reserveCapacity(entities.count * emptyRows.width)
-                for entity in entities { Self.appendKeys(of: entity, indexes, to: &keys) }
+                for entity in entities { Self.appendKeys(of: entity, indexes, ends: ends, to: &keys) }
                 return (entities, keys)
             }
             results.withLock { $0[task - 1] = result }
