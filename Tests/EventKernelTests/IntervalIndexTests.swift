@@ -139,7 +139,13 @@ import EventKernelTestSupport
             query = query.where(\.tick, \.until, overlapping: x...y)
             filters.append { $0.tick <= y && ($0.until.map { $0 >= x } ?? true) }
         }
-        if !onTicks {
+        if !onTicks && rng.next() % 10 == 0 {
+            // A plain start range: the interval index serves it as an ordinary index on (kind, start).
+            let (a, b) = randomBounds(model, &rng) { [$0.start.timeIntervalSince(day0)] }
+            let (x, y) = (day0 + a, day0 + b)
+            query = query.where(\.start, in: x...y)
+            filters.append { $0.start >= x && $0.start <= y }
+        } else if !onTicks {
             let (a, b) = randomBounds(model, &rng) { [$0.start.timeIntervalSince(day0)] + ($0.end.map { [$0.timeIntervalSince(day0)] } ?? []) }
             let (x, y) = (day0 + a, day0 + b)
             query = rng.next() % 2 == 0
@@ -323,6 +329,35 @@ import EventKernelTestSupport
         #expect(try spans.fetch(window.orderBy(\.start)).map(\.id) == [endsAtA, around, inside, startsAtB].map(\.id))
         try await spans.save(runningLongAgo)
         #expect(try spans.fetch(window.orderBy(\.start)).first?.id == runningLongAgo.id)
+    }
+
+    /// Integers beyond 2^53 (durations computed in doubles round) and at the ends of `Int`:
+    /// the scan's lower bound is clamped and widened, never past a match.
+    @Test func extremeIntegerIntervalsAreFound() async throws {
+        let store = try EventStore(log: InMemoryLog())
+        let spans = try EventSourcedRepository<Span>(store: store, typeName: "Span", indexes: Self.indexed)
+        func span(_ tick: Int, _ until: Int?) -> Span {
+            Span(id: UUID(), kind: 0, start: Self.day0, end: nil, tick: tick, until: until, weight: 0)
+        }
+        let big = 1 << 60
+        let nearMax = span(.max - 5, .max), nearMin = span(.min, .min + 10), huge = span(big, big + 1)
+        let everything = span(.min, .max), openHigh = span(.max, nil)
+        try await spans.addAll([nearMax, nearMin, huge, openHigh])
+        func overlapping(_ a: Int, _ b: Int) throws -> [UUID] {
+            try spans.fetch(EntityQuery().where(\.tick, \.until, overlappingFrom: a, through: b).orderBy(\.tick)).map(\.id)
+        }
+        // Bounded scans (the longest duration is 10): clamped at both ends of `Int`.
+        #expect(try overlapping(.max, .max) == [nearMax, openHigh].map(\.id))
+        #expect(try overlapping(.min, .min) == [nearMin].map(\.id))
+        #expect(try overlapping(big + 1, big + 1) == [huge].map(\.id))
+        #expect(try overlapping(big + 2, big + 2) == [])
+        #expect(try overlapping(.min + 11, big - 1) == [])
+        // A duration beyond 2^62 leaves the scan unbounded, and still right.
+        try await spans.add(everything)
+        #expect(try overlapping(.max, .max) == [everything, nearMax, openHigh].map(\.id))
+        #expect(try overlapping(.min, .min) == [nearMin, everything].map(\.id))
+        #expect(try overlapping(big + 1, big + 1) == [everything, huge].map(\.id))
+        #expect(try overlapping(.min + 11, big - 1) == [everything].map(\.id))
     }
 
     /// The histogram bounds the longest ended duration, and shrinks when the long interval is
