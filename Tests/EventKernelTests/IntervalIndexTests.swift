@@ -427,7 +427,10 @@ import EventKernelTestSupport
                 == "interval index \(name) \(overlap)")
         #expect(spans.explain(EntityQuery().where(\.kind, equals: 1).where(\.start, \.end, overlapping: range).orderBy(\.start, ascending: false))
                 == "interval index \(name) backwards \(overlap)")
+        // Several key ranges: merged when the order is by start, else collected and sorted.
         #expect(spans.explain(EntityQuery().where(\.kind, isIn: [1, 2]).where(\.start, \.end, overlapping: range).orderBy(\.start))
+                == "interval index \(name) \(overlap), 2 key ranges merged by start")
+        #expect(spans.explain(EntityQuery().where(\.kind, isIn: [1, 2]).where(\.start, \.end, overlapping: range))
                 == "interval index \(name) \(overlap), 2 key ranges, then sort")
         #expect(spans.explain(EntityQuery().where(\.tick, \.until, overlapping: 1...5).orderBy(\.tick).where { $0.weight > 1 })
                 == "interval index interval(\\Span.tick ... \\Span.until) overlapping (\\Span.tick, \\Span.until): starts from the range's start less the longest duration, then open-ended entries starting earlier, then the predicate")

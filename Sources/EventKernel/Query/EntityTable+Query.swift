@@ -147,7 +147,7 @@ extension EntityTable {
         if let scan = plan.overlapScan {
             parts.append("interval index \(declared[plan.index!].name)" + (plan.reversed ? " backwards" : "")
                 + " overlapping \(scan.filter.name): starts from the range's start less the longest duration, then open-ended entries starting earlier")
-            if plan.prefixes.count > 1 { parts.append("\(plan.prefixes.count) key ranges") }
+            if plan.prefixes.count > 1 { parts.append("\(plan.prefixes.count) key ranges" + (plan.servesOrder ? " merged by start" : "")) }
         } else if let number = plan.index {
             parts.append("index \(declared[number].name)" + (plan.reversed ? " backwards" : ""))
             if plan.prefixes.count > 1 { parts.append("\(plan.prefixes.count) key ranges") }

@@ -57,24 +57,55 @@ extension IndexedRows {
         return true
     }
 
-    /// The slots of an overlap plan that serves the query's order (one key range), after
-    /// `cursor`, skipping `offset` accepted rows, at most `limit`; and the cursor after the
-    /// last one. The offset is skipped one match at a time (ended entries in the window need
-    /// their end checked).
-    /// - Complexity: O(log n + m + k) for m entries scanned (see ``EntityIndex/interval(start:end:)``).
+    /// The slots of an overlap plan that serves the query's order (by start, either way),
+    /// after `cursor`, skipping `offset` accepted rows, at most `limit`; and the cursor after
+    /// the last one. The offset is skipped one match at a time (ended entries in the window
+    /// need their end checked). Several key ranges (`IN` on the prefix) each give at most their
+    /// first `offset + limit` matches, which are merged by (start, insertion) in the query's
+    /// direction: the same order a sort of every match gives, without collecting every match.
+    /// - Complexity: O(log n + m + k) for m entries scanned (see ``EntityIndex/interval(start:end:)``);
+    ///   for r key ranges O(r log n + m + r (offset + k) log(r (offset + k))).
     func overlapOrderedSlots(
         _ plan: Plan, _ scan: OverlapScan, offset: Int, limit: Int, cursor: QueryCursor?, accept: ((Int32) -> Bool)?
     ) -> (slots: [Int32], next: QueryCursor?) {
-        var skip = offset
-        var out: [Int32] = []
-        if limit != Int.max { out.reserveCapacity(limit) }
-        overlapScan(scan, prefix: plan.prefixes[0], reversed: plan.reversed, cursor: cursor) { slot in
-            if let accept, !accept(slot) { return true }
-            if skip > 0 { skip -= 1; return true }
-            out.append(slot)
-            return out.count < limit
+        let interval = intervals[scan.interval], number = interval.number, tag = Self.planTag(plan)
+        func cursorAfter(_ slot: Int32?) -> QueryCursor? {
+            slot.map { QueryCursor(key: key($0, number).values, sequence: heads[Int($0)].sequence, plan: tag) }
         }
-        let number = intervals[scan.interval].number, tag = Self.planTag(plan)
-        return (out, out.last.map { QueryCursor(key: key($0, number).values, sequence: heads[Int($0)].sequence, plan: tag) })
+        guard plan.prefixes.count > 1 else {
+            var skip = offset
+            var out: [Int32] = []
+            if limit != Int.max { out.reserveCapacity(limit) }
+            overlapScan(scan, prefix: plan.prefixes[0], reversed: plan.reversed, cursor: cursor) { slot in
+                if let accept, !accept(slot) { return true }
+                if skip > 0 { skip -= 1; return true }
+                out.append(slot)
+                return out.count < limit
+            }
+            return (out, cursorAfter(out.last))
+        }
+        let wanted = limit == Int.max ? Int.max : offset.addingReportingOverflow(limit).overflow ? Int.max : offset + limit
+        var gathered: [(start: IndexValue, sequence: UInt64, slot: Int32)] = []
+        for prefix in plan.prefixes {
+            // The cursor's key holds its own prefix: each range resumes after its start and
+            // sequence under this range's prefix.
+            let resume = cursor.map { QueryCursor(key: prefix + [$0.key.last ?? .null], sequence: $0.sequence, plan: $0.plan) }
+            var found = 0
+            overlapScan(scan, prefix: prefix, reversed: plan.reversed, cursor: resume) { slot in
+                if let accept, !accept(slot) { return true }
+                gathered.append((intervalStart(slot, interval), heads[Int(slot)].sequence, slot))
+                found += 1
+                return found < wanted
+            }
+        }
+        let reversed = plan.reversed
+        gathered.sort { a, b in
+            let c = IndexValue.compare(a.start, b.start)
+            if c != 0 { return reversed ? c > 0 : c < 0 }
+            return reversed ? a.sequence > b.sequence : a.sequence < b.sequence
+        }
+        let from = min(offset, gathered.count)
+        let out = gathered[from..<(limit >= gathered.count - from ? gathered.count : from + limit)].map(\.slot)
+        return (out, cursorAfter(out.last))
     }
 }

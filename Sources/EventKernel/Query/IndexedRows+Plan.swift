@@ -227,7 +227,7 @@ extension IndexedRows {
 
     /// The best plan through an interval index applying an overlap condition: its prefix
     /// components each fixed by an equality or `IN` (one key range per combination), and its
-    /// order served when there is one key range and the terms are its start, either way.
+    /// order served when the terms are its start, either way (several key ranges are merged).
     private static func overlapPlan(
         filters: [FieldFilter], overlaps: [OverlapFilter], terms: [IndexedField], fields declared: [[IndexedField]],
         intervals: [IntervalIndex]
@@ -255,7 +255,8 @@ extension IndexedRows {
                     : plan.prefixes.flatMap { prefix in values.map { prefix + [$0] } }
             }
             guard covered, combinations <= 4_096 else { continue }
-            if plan.prefixes.count == 1, terms.count == 1, terms[0].keyPath == start {
+            // Several key ranges (`IN`) serve it too: their first matches are merged by start.
+            if terms.count == 1, terms[0].keyPath == start {
                 plan.servesOrder = true
                 plan.reversed = terms[0].descending
             }
