@@ -123,7 +123,7 @@ public struct EntityIndex<Entity>: Sendable {
     }
 
     /// An interval index for each combination of the `prefix` components' values (see
-    /// ``interval(on:start:end:)-(KeyPath,_,_)``).
+    /// the one-property form above).
     /// - Parameters:
     ///   - prefix: The properties the queries fix by equality or `IN`, most significant first.
     ///   - start: The interval's start.
