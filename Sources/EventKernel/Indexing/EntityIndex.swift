@@ -52,14 +52,87 @@ public struct IndexComponent<Entity>: Sendable {
 /// (in any order), with at most one range condition on the next one, and whose ordering is the
 /// components after those, all in the index's directions or all reversed. See ``EntityQuery``
 /// for what happens when no index fits (a scan, never an error).
+///
+/// An interval index (``interval(start:end:)``) orders by its prefix and start like
+/// `.on(prefix…, start)`, and also answers which entities' `[start, end]` overlaps a range.
 public struct EntityIndex<Entity>: Sendable {
-    /// The key's properties, most significant first.
+    /// The key's properties, most significant first. An interval index's last component is
+    /// its start.
     public let components: [IndexComponent<Entity>]
+    /// The end of an interval index (``interval(start:end:)``), `nil` for an ordinary index.
+    public let intervalEnd: IndexComponent<Entity>?
 
     /// An index over `components`, most significant first.
     public init(_ components: [IndexComponent<Entity>]) {
         precondition(!components.isEmpty && components.count <= 255, "an index has 1 to 255 components")
         self.components = components
+        self.intervalEnd = nil
+    }
+
+    private init(prefix: [IndexComponent<Entity>], start: IndexComponent<Entity>, end: IndexComponent<Entity>) {
+        precondition(prefix.count < 255, "an index has 1 to 255 components")
+        self.components = prefix + [start]
+        self.intervalEnd = end
+    }
+
+    /// An interval index: entities as intervals `[start, end]`, where a `nil` end is open (the
+    /// interval runs forever, like a running activity), ordered by start, then insertion.
+    ///
+    /// It serves ``EntityQuery/where(_:_:overlapping:)`` (entities whose interval overlaps a
+    /// closed range), and, like `.on(start)`, ranges of and orderings by `start`.
+    ///
+    /// ```swift
+    /// let activities = try EventSourcedRepository<Activity>(store: store, typeName: "Activity", indexes: [
+    ///     .interval(start: \.startDate, end: \.endDate),
+    /// ])
+    /// let today = try activities.fetch(EntityQuery<Activity>()
+    ///     .where(\.startDate, \.endDate, overlapping: midnight...now))
+    /// ```
+    ///
+    /// Besides its entries the index keeps the entities whose end is `nil`, in the same order,
+    /// and a histogram of the ended ones' durations in power-of-two buckets: an overlap query
+    /// scans only the starts in `[a − longest duration, b]` and the open entries that start
+    /// earlier. The histogram bounds the longest duration within a factor of two and shrinks
+    /// again when a long interval is removed or corrected (a running maximum would not). Starts
+    /// and ends that are not numbers or dates give no duration: the query then scans every
+    /// start up to `b`, still right.
+    /// - Parameters:
+    ///   - start: The interval's start.
+    ///   - end: The interval's end, included; `nil` for an interval that has not ended.
+    /// - Complexity: An overlap query costs O(log n + m + k) for the m entities starting in
+    ///   `[a − d, b]` (d the longest duration, within 2×) and k open ones starting before; an
+    ///   upsert or delete O(log n) more than an ordinary index's.
+    public static func interval<Value: IndexValueConvertible>(
+        start: any KeyPath<Entity, Value> & Sendable, end: any KeyPath<Entity, Value?> & Sendable
+    ) -> Self {
+        Self(prefix: [], start: .ascending(start), end: .ascending(end))
+    }
+
+    /// An interval index for each value of `prefix` (``interval(start:end:)`` within each):
+    /// it serves overlap queries with an equality or `IN` condition on `prefix`.
+    /// - Parameters:
+    ///   - prefix: The property the queries fix by equality or `IN`.
+    ///   - start: The interval's start.
+    ///   - end: The interval's end, included; `nil` for an interval that has not ended.
+    /// - Complexity: See ``interval(start:end:)``; per value of the prefix for `IN`.
+    public static func interval<P: IndexValueConvertible, Value: IndexValueConvertible>(
+        on prefix: any KeyPath<Entity, P> & Sendable,
+        start: any KeyPath<Entity, Value> & Sendable, end: any KeyPath<Entity, Value?> & Sendable
+    ) -> Self {
+        Self(prefix: [.ascending(prefix)], start: .ascending(start), end: .ascending(end))
+    }
+
+    /// An interval index for each combination of the `prefix` components' values (see
+    /// the one-property form above).
+    /// - Parameters:
+    ///   - prefix: The properties the queries fix by equality or `IN`, most significant first.
+    ///   - start: The interval's start.
+    ///   - end: The interval's end, included; `nil` for an interval that has not ended.
+    public static func interval<Value: IndexValueConvertible>(
+        on prefix: [IndexComponent<Entity>],
+        start: any KeyPath<Entity, Value> & Sendable, end: any KeyPath<Entity, Value?> & Sendable
+    ) -> Self {
+        Self(prefix: prefix, start: .ascending(start), end: .ascending(end))
     }
 
     /// An index over `components`, most significant first.
@@ -94,6 +167,11 @@ public struct EntityIndex<Entity>: Sendable {
         }
     }
 
-    /// The index's description, for messages and `explain`: `(\Thread.forumID, \Thread.isSticky desc)`.
-    public var name: String { "(" + components.map(\.name).joined(separator: ", ") + ")" }
+    /// The index's description, for messages and `explain`: `(\Thread.forumID, \Thread.isSticky desc)`,
+    /// or for an interval index `interval(\Activity.type, \Activity.startDate ... \Activity.endDate)`.
+    /// (A snapshot keeps each index's order under its name.)
+    public var name: String {
+        guard let intervalEnd else { return "(" + components.map(\.name).joined(separator: ", ") + ")" }
+        return "interval(" + components.map(\.name).joined(separator: ", ") + " ... " + intervalEnd.name + ")"
+    }
 }

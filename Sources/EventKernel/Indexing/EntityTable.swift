@@ -14,9 +14,11 @@ public struct EntityTable<Entity: Sendable>: Sendable {
     var rows: IndexedRows
 
     init(indexes: [EntityIndex<Entity>]) {
-        rows = IndexedRows(fields: indexes.map { index in
-            index.components.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) }
-        })
+        rows = IndexedRows(
+            fields: indexes.map { index in
+                index.components.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) }
+            },
+            intervalEnds: indexes.map { $0.intervalEnd.map { $0.keyPath as any AnyKeyPath & Sendable } })
     }
 
     /// The entity with `id`, if it exists.

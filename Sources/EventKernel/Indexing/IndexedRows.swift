@@ -28,10 +28,15 @@ struct RowHead: Sendable {
 struct IndexedRows: Sendable {
     /// Each declared index's components.
     let fields: [[IndexedField]]
+    /// The interval indexes' ends, histograms and open entries (see `IndexedRows+Intervals.swift`);
+    /// empty for a repository without one, whose paths then skip them after one check.
+    var intervals: [IntervalIndex]
+    /// Keys per slot: one per declared index, then an interval index's end per interval index.
+    let width: Int
     /// By slot; a free slot's head is stale.
     var heads: [RowHead] = []
-    /// By slot, `fields.count` keys per slot (slot × index count + index number): one array
-    /// for all rows rather than one per row.
+    /// By slot, ``width`` keys per slot (slot × width + index number), each interval index's
+    /// end after the declared indexes' keys: one array for all rows rather than one per row.
     var keys: [IndexKey] = []
     var freeSlots: [Int32] = []
     var slotsByID: [EntityID: Int32] = [:]
@@ -43,9 +48,21 @@ struct IndexedRows: Sendable {
     var indexes: [IndexStorage]
     var nextSequence: UInt64 = 0
 
-    init(fields: [[IndexedField]]) {
+    /// - Parameters:
+    ///   - fields: Each declared index's components.
+    ///   - intervalEnds: Per declared index, its interval end's property, `nil` for an ordinary
+    ///     index (missing: ordinary).
+    init(fields: [[IndexedField]], intervalEnds: [(any AnyKeyPath & Sendable)?] = []) {
         self.fields = fields
         self.indexes = fields.map { IndexStorage(descending: $0.map(\.descending)) }
+        var intervals: [IntervalIndex] = []
+        for (number, end) in intervalEnds.enumerated() {
+            guard let end else { continue }
+            intervals.append(IntervalIndex(number: number, column: fields.count + intervals.count, end: end,
+                                           open: IndexStorage(descending: fields[number].map(\.descending))))
+        }
+        self.intervals = intervals
+        self.width = fields.count + intervals.count
     }
 
     var count: Int { slotsByID.count }
@@ -58,25 +75,31 @@ struct IndexedRows: Sendable {
     }
 
     /// The key of the row in `slot` in index `number`.
-    func key(_ slot: Int32, _ number: Int) -> IndexKey { keys[Int(slot) * indexes.count + number] }
+    func key(_ slot: Int32, _ number: Int) -> IndexKey { keys[Int(slot) * width + number] }
 
     /// Where index `number`'s entries find their keys' components (for ties on long keys).
-    func keysOf(index number: Int) -> IndexStorage.Keys { IndexStorage.Keys(all: keys, width: indexes.count, number: number) }
+    func keysOf(index number: Int) -> IndexStorage.Keys { IndexStorage.Keys(all: keys, width: width, number: number) }
 
     /// Inserts or replaces the row of `id`.
     /// - Returns: Its slot: a new one when it equals the previous number of slots.
     /// - Complexity: O(log n + c) per index whose key changed, for chunks of c entries.
     mutating func upsert(id: EntityID, version: UInt64, keys newKeys: [IndexKey]) -> Int32 {
-        let width = indexes.count
+        let width = self.width
         if let slot = slotsByID[id] {
             let sequence = heads[Int(slot)].sequence
             let base = Int(slot) * width
-            for i in 0..<width where !indexes[i].sameKey(keys[base + i], newKeys[i]) {
+            // Checked once: a repository without an interval index does no more than this.
+            let retrack = !intervals.isEmpty && untrackChangedIntervals(slot, newKeys: newKeys)
+            for i in 0..<indexes.count where !indexes[i].sameKey(keys[base + i], newKeys[i]) {
                 indexes[i].remove(keys[base + i], sequence: sequence, keys: keysOf(index: i))
                 indexes[i].insert(newKeys[i], sequence: sequence, slot: slot, keys: keysOf(index: i))
                 keys[base + i] = newKeys[i]
             }
+            if retrack { trackIntervals(slot, newKeys: newKeys) }
             heads[Int(slot)].version = version
+            #if EVENTKERNEL_INTERNAL_CHECKS
+            checkIntervalCounts()
+            #endif
             return slot
         }
         // A deleted entity's version may stay in `deletedVersions` once it is added again: the
@@ -97,7 +120,11 @@ struct IndexedRows: Sendable {
         }
         slotsByID[id] = slot
         bySequence.appendSorted(SequencedSlot(sequence: sequence, slot: slot))
-        for i in 0..<width { indexes[i].insert(newKeys[i], sequence: sequence, slot: slot, keys: keysOf(index: i)) }
+        for i in 0..<indexes.count { indexes[i].insert(newKeys[i], sequence: sequence, slot: slot, keys: keysOf(index: i)) }
+        if !intervals.isEmpty { trackIntervals(slot, newKeys: nil) }
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        checkIntervalCounts()
+        #endif
         return slot
     }
 
@@ -107,10 +134,14 @@ struct IndexedRows: Sendable {
         deletedVersions[id] = version
         guard let slot = slotsByID.removeValue(forKey: id) else { return nil }
         let sequence = heads[Int(slot)].sequence
+        if !intervals.isEmpty { untrackIntervals(slot) }
         for i in indexes.indices { indexes[i].remove(key(slot, i), sequence: sequence, keys: keysOf(index: i)) }
         let p = bySequence.partitionPoint { $0.sequence < sequence }
         if p < bySequence.endPosition, bySequence[p].sequence == sequence { bySequence.remove(at: p) }
         freeSlots.append(slot)
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        checkIntervalCounts()
+        #endif
         return slot
     }
 
@@ -143,6 +174,7 @@ extension IndexedRows {
             built.withLock { $0[number] = result }
         }
         for (number, result) in built.withLock({ $0 }).enumerated() { indexes[number].entries = try result!.get() }
+        if !intervals.isEmpty { rebuildIntervals() }
     }
 
     /// The entries of index `number`: from its stored `order` (checked, not trusted), else by one sort.

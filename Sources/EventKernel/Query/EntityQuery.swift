@@ -18,7 +18,8 @@
 /// serves, and the residual predicate, are checked on each candidate; an ordering no index
 /// serves sorts the matches. A query that no index serves at all still works: it scans every
 /// entity (O(n)), never fails for want of an index. ``EventSourcedRepository/explain(_:)`` says
-/// which plan a query gets.
+/// which plan a query gets. An overlap condition (``where(_:_:overlapping:)``) is applied by an
+/// ``EntityIndex/interval(start:end:)`` on its two properties, else checked on each candidate.
 ///
 /// **Order.** Results follow the ``orderBy(_:ascending:)`` terms, or, when there are none, the
 /// repository's declared default order; ties fall to insertion order (the order entities were
@@ -47,6 +48,18 @@ public struct EntityQuery<Entity>: Sendable {
     }
 
     var conditions: [Condition] = []
+    /// Overlap conditions on an interval `[start, end]` (``where(_:_:overlapping:)``).
+    var overlaps: [Overlap] = []
+
+    /// An overlap condition: `start ≤ upper` and (`end` is `nil` or `end ≥ lower`).
+    struct Overlap: Sendable {
+        var start: any PartialKeyPath<Entity> & Sendable
+        var end: any PartialKeyPath<Entity> & Sendable
+        var startValue: @Sendable (Entity) -> IndexValue
+        var endValue: @Sendable (Entity) -> IndexValue
+        var lower: IndexedRows.RangeBound
+        var upper: IndexedRows.RangeBound
+    }
     var predicate: (@Sendable (Entity) -> Bool)?
     var orderings: [Ordering] = []
     /// The maximum number of results; `nil` (and 0, as in Core Data's `fetchLimit`) means all.
@@ -59,8 +72,9 @@ public struct EntityQuery<Entity>: Sendable {
     /// A query matching every entity, in the repository's default order.
     public init() {}
 
-    init(conditions: [Condition], predicate: (@Sendable (Entity) -> Bool)?) {
+    init(conditions: [Condition], overlaps: [Overlap], predicate: (@Sendable (Entity) -> Bool)?) {
         self.conditions = conditions
+        self.overlaps = overlaps
         self.predicate = predicate
     }
 
@@ -129,6 +143,50 @@ public struct EntityQuery<Entity>: Sendable {
     /// `NSPredicate`; `where(keyPath, equals: nil)` finds those.
     public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, lessThan value: Value, orEqual: Bool = false) -> Self {
         adding(keyPath, .range(lower: nil, upper: Self.bound(value, inclusive: orEqual)))
+    }
+
+    /// Keeps entities whose interval `[start, end]` overlaps `range`: those that start at or
+    /// before its end and either end at or after its start or have not ended (`end` is `nil`:
+    /// the interval runs forever, like a running activity). Both ends are inclusive, so an
+    /// interval that ends exactly where the range starts overlaps it.
+    ///
+    /// An ``EntityIndex/interval(start:end:)`` on the same two properties (with its prefix
+    /// fixed by equality or `IN` conditions) serves it: see there for the cost. Without one,
+    /// every candidate is checked (a scan when nothing else narrows them).
+    ///
+    /// Swift traps on a `ClosedRange` whose end precedes its start before the query sees it:
+    /// for bounds that come from input, use ``where(_:_:overlappingFrom:through:)``.
+    /// - Parameters:
+    ///   - start: The interval's start.
+    ///   - end: The interval's end (included); `nil` for an interval that has not ended.
+    ///   - range: The range; both ends inclusive.
+    public func `where`<Value: IndexValueConvertible & Comparable>(
+        _ start: any KeyPath<Entity, Value> & Sendable, _ end: any KeyPath<Entity, Value?> & Sendable,
+        overlapping range: ClosedRange<Value>
+    ) -> Self {
+        `where`(start, end, overlappingFrom: range.lowerBound, through: range.upperBound)
+    }
+
+    /// Keeps entities whose interval `[start, end]` overlaps `[lower, upper]`; see
+    /// ``where(_:_:overlapping:)``. Unlike `lower...upper` it does not trap when `upper`
+    /// precedes `lower`: the query is then refused when it runs.
+    /// - Parameters:
+    ///   - start: The interval's start.
+    ///   - end: The interval's end (included); `nil` for an interval that has not ended.
+    ///   - lower: The range's inclusive start.
+    ///   - upper: The range's inclusive end.
+    /// - Throws: Nothing here; running the query throws ``RepositoryError/invalidQuery(_:)``
+    ///   (naming the properties and both bounds) when `upper` precedes `lower` or either is NaN.
+    public func `where`<Value: IndexValueConvertible>(
+        _ start: any KeyPath<Entity, Value> & Sendable, _ end: any KeyPath<Entity, Value?> & Sendable,
+        overlappingFrom lower: Value, through upper: Value
+    ) -> Self {
+        var copy = self
+        copy.overlaps.append(Overlap(
+            start: start, end: end,
+            startValue: { $0[keyPath: start].indexValue }, endValue: { $0[keyPath: end].indexValue },
+            lower: Self.bound(lower, inclusive: true), upper: Self.bound(upper, inclusive: true)))
+        return copy
     }
 
     private static func bound<Value: IndexValueConvertible>(_ value: Value, inclusive: Bool) -> IndexedRows.RangeBound {

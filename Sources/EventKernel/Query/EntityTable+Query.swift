@@ -8,6 +8,9 @@ extension EntityTable {
         var filters: [IndexedRows.FieldFilter]
         /// Per filter, the property's value.
         var values: [@Sendable (Entity) -> IndexValue]
+        /// The overlap conditions, and per condition its start's and end's values.
+        var overlaps: [IndexedRows.OverlapFilter]
+        var overlapValues: [(start: @Sendable (Entity) -> IndexValue, end: @Sendable (Entity) -> IndexValue)]
         var orderings: [EntityQuery<Entity>.Ordering]
         var plan: IndexedRows.Plan
     }
@@ -16,8 +19,8 @@ extension EntityTable {
     /// and for observation, which checks once up front. Validity depends only on the query and
     /// the declared indexes, never on the rows, so a query valid once is valid after every commit.
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, a range
-    ///   whose end precedes its start (after merging every condition on its property), or a
-    ///   cursor from another query.
+    ///   whose end precedes its start (after merging every condition on its property), an
+    ///   overlapping range that is reversed or has a NaN bound, or a cursor from another query.
     func compile(_ query: EntityQuery<Entity>, defaultOrder: [EntityQuery<Entity>.Ordering]) throws -> CompiledQuery {
         guard query.offset >= 0 else { throw RepositoryError.invalidQuery("offset \(query.offset) must not be negative") }
         if let limit = query.limit, limit < 0 { throw RepositoryError.invalidQuery("limit \(limit) must not be negative") }
@@ -42,6 +45,8 @@ extension EntityTable {
             if let reversed = filters[i].reversedRange { throw reversed }
             filters[i].settle()
         }
+        let overlaps = query.overlaps.map { IndexedRows.OverlapFilter(start: $0.start, end: $0.end, lower: $0.lower, upper: $0.upper) }
+        for overlap in overlaps { if let invalid = overlap.invalid { throw invalid } }
         // A single-value equality fixes its property: an ordering term on it orders nothing and
         // is dropped, whether an index serves the order or the matches are sorted (ties then
         // follow the terms left, else insertion order).
@@ -50,23 +55,30 @@ extension EntityTable {
             !fixed.contains { $0 == term.keyPath }
         }
         let plan = IndexedRows.plan(
-            filters: filters, orderings: orderings.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) },
-            fields: rows.fields)
+            filters: filters, overlaps: overlaps,
+            orderings: orderings.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) },
+            fields: rows.fields, intervals: rows.intervals)
         if let cursor = query.cursor, cursor.plan != IndexedRows.planTag(plan) {
             throw RepositoryError.invalidQuery("the cursor belongs to another query (or the repository's indexes changed); start again without it")
         }
-        return CompiledQuery(filters: filters, values: values, orderings: orderings, plan: plan)
+        return CompiledQuery(filters: filters, values: values, overlaps: overlaps,
+                             overlapValues: query.overlaps.map { ($0.startValue, $0.endValue) }, orderings: orderings, plan: plan)
     }
 
     /// Checks a candidate against the filters no index applies and the predicate; `nil` when
     /// there is nothing to check.
     private func acceptor(_ compiled: CompiledQuery, predicate: (@Sendable (Entity) -> Bool)?) -> ((Int32) -> Bool)? {
         let residual = compiled.plan.residual(compiled.filters)
-        guard !residual.isEmpty || predicate != nil else { return nil }
+        let overlaps = compiled.plan.residual(compiled.overlaps)
+        guard !residual.isEmpty || !overlaps.isEmpty || predicate != nil else { return nil }
         let bySlot = self.bySlot
         return { slot in
             let entity = bySlot[Int(slot)]!
             for f in residual where !compiled.filters[f].accepts(compiled.values[f](entity)) { return false }
+            for o in overlaps {
+                let (start, end) = compiled.overlapValues[o]
+                if !compiled.overlaps[o].accepts(start: start(entity), end: end(entity)) { return false }
+            }
             return predicate?(entity) ?? true
         }
     }
@@ -117,11 +129,13 @@ extension EntityTable {
     /// - Complexity: O(log n + k / c) for chunks of c entries when one index applies every condition; otherwise
     ///   that of ``run(_:defaultOrder:)``.
     func count(_ query: EntityQuery<Entity>) throws -> Int {
-        let all = EntityQuery<Entity>(conditions: query.conditions, predicate: query.predicate)
+        let all = EntityQuery<Entity>(conditions: query.conditions, overlaps: query.overlaps, predicate: query.predicate)
         let compiled = try compile(all, defaultOrder: [])
         if compiled.filters.contains(where: { $0.values?.isEmpty == true }) { return 0 }
-        if compiled.filters.isEmpty && query.predicate == nil { return count }
-        if query.predicate == nil, let n = rows.count(compiled.plan, filters: compiled.filters) { return n }
+        if compiled.filters.isEmpty && compiled.overlaps.isEmpty && query.predicate == nil { return count }
+        // Key ranges alone count only when they apply every condition: an overlap condition
+        // is never applied by them alone (an overlap plan checks ends as it scans).
+        if query.predicate == nil && compiled.overlaps.isEmpty, let n = rows.count(compiled.plan, filters: compiled.filters) { return n }
         return run(compiled, all).slots.count
     }
 
@@ -130,15 +144,21 @@ extension EntityTable {
         guard let compiled = try? compile(query.after(nil), defaultOrder: defaultOrder) else { return "invalid query" }
         let plan = compiled.plan
         var parts: [String] = []
-        if let number = plan.index {
+        if let scan = plan.overlapScan {
+            parts.append("interval index \(declared[plan.index!].name)" + (plan.reversed ? " backwards" : "")
+                + " overlapping \(scan.filter.name): starts from the range's start less the longest duration, then open-ended entries starting earlier")
+            if plan.prefixes.count > 1 { parts.append("\(plan.prefixes.count) key ranges" + (plan.servesOrder ? " merged by start" : "")) }
+        } else if let number = plan.index {
             parts.append("index \(declared[number].name)" + (plan.reversed ? " backwards" : ""))
             if plan.prefixes.count > 1 { parts.append("\(plan.prefixes.count) key ranges") }
         } else {
             parts.append(plan.servesOrder ? "insertion order" : "scan of every entity")
         }
         let residual = plan.residual(compiled.filters)
-        if !residual.isEmpty {
-            parts.append("then filter on " + residual.map { String(describing: compiled.filters[$0].keyPath) }.joined(separator: ", "))
+        let residualNames = residual.map { String(describing: compiled.filters[$0].keyPath) }
+            + plan.residual(compiled.overlaps).map { "overlapping " + compiled.overlaps[$0].name }
+        if !residualNames.isEmpty {
+            parts.append("then filter on " + residualNames.joined(separator: ", "))
         }
         if query.predicate != nil { parts.append("then the predicate") }
         if !plan.servesOrder { parts.append("then sort") }

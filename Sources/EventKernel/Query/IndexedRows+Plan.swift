@@ -90,8 +90,53 @@ extension IndexedRows {
         }
     }
 
+    /// An overlap condition (``EntityQuery/where(_:_:overlapping:)``): `start ≤ upper` and
+    /// (`end` is `nil` or `end ≥ lower`), both bounds inclusive, as Activities' `overlapping`.
+    struct OverlapFilter: Sendable {
+        var start: any AnyKeyPath & Sendable
+        var end: any AnyKeyPath & Sendable
+        var lower: RangeBound
+        var upper: RangeBound
+
+        /// The one statement of the rule, for the scan's checks (the overlap plan applies the
+        /// same rule through its key ranges and ``IndexedRows/overlapContinues(_:_:_:)``).
+        func accepts(start s: IndexValue, end e: IndexValue) -> Bool {
+            guard IndexValue.compare(s, upper.value) <= 0 else { return false }
+            if case .null = e { return true }
+            return IndexValue.compare(e, lower.value) >= 0
+        }
+
+        /// The condition's name, for messages and `explain`: `(\Activity.startDate, \Activity.endDate)`.
+        var name: String { "(\(String(describing: start)), \(String(describing: end)))" }
+
+        /// Why the condition cannot run, if it cannot: a NaN bound (it overlaps nothing and
+        /// everything at once) or a reversed range (most often swapped arguments). A point
+        /// range (`a...a`) is valid.
+        var invalid: RepositoryError? {
+            for bound in [lower, upper] {
+                if case .double(let x) = bound.value, x.isNaN {
+                    return .invalidQuery("the overlapping range on \(name) has a bound that is not a number (NaN)")
+                }
+            }
+            guard IndexValue.compare(lower.value, upper.value) > 0 else { return nil }
+            return .invalidQuery("the overlapping range on \(name) is reversed: its end \(upper.text) precedes its start \(lower.text)")
+        }
+    }
+
+    /// How an overlap plan answers its condition.
+    struct OverlapScan: Sendable {
+        /// The interval index (in ``IndexedRows/intervals``).
+        var interval: Int
+        /// The overlap condition it applies (its number in the query's).
+        var overlap: Int
+        var filter: OverlapFilter
+    }
+
     /// How a query is answered.
     struct Plan: Sendable {
+        /// The overlap condition an interval index applies, if any: then ``index`` is that
+        /// index's, ``range`` is `nil`, and the scan is the one in `IndexedRows+Overlap.swift`.
+        var overlapScan: OverlapScan?
         /// The declared index scanned, or `nil` for the insertion-order scan.
         var index: Int?
         /// Per filter: whether the index's key ranges apply it.
@@ -107,10 +152,17 @@ extension IndexedRows {
 
         /// The filters the scan must still check on each candidate.
         func residual(_ filters: [FieldFilter]) -> [Int] { filters.indices.filter { !consumed[$0] } }
+
+        /// The overlap conditions the scan must still check on each candidate.
+        func residual(_ overlaps: [OverlapFilter]) -> [Int] { overlaps.indices.filter { $0 != overlapScan?.overlap } }
     }
 
-    /// Chooses the index that applies the most conditions, then serves the order.
-    static func plan(filters: [FieldFilter], orderings: [IndexedField], fields declared: [[IndexedField]]) -> Plan {
+    /// Chooses the index that applies the most conditions, then serves the order; an interval
+    /// index applying an overlap condition counts that as one more condition applied.
+    static func plan(
+        filters: [FieldFilter], overlaps: [OverlapFilter] = [], orderings: [IndexedField], fields declared: [[IndexedField]],
+        intervals: [IntervalIndex] = []
+    ) -> Plan {
         func filterNumber(_ keyPath: AnyKeyPath) -> Int? { filters.firstIndex { $0.keyPath == keyPath } }
         var best = Plan(consumed: Array(repeating: false, count: filters.count))
         best.servesOrder = orderings.isEmpty
@@ -164,6 +216,52 @@ extension IndexedRows {
                 best = plan
                 bestScore = score
             }
+        }
+        if !overlaps.isEmpty && !intervals.isEmpty,
+           let (plan, score) = overlapPlan(filters: filters, overlaps: overlaps, terms: terms, fields: declared, intervals: intervals),
+           score > bestScore {
+            best = plan
+        }
+        return best
+    }
+
+    /// The best plan through an interval index applying an overlap condition: its prefix
+    /// components each fixed by an equality or `IN` (one key range per combination), and its
+    /// order served when the terms are its start, either way (several key ranges are merged).
+    private static func overlapPlan(
+        filters: [FieldFilter], overlaps: [OverlapFilter], terms: [IndexedField], fields declared: [[IndexedField]],
+        intervals: [IntervalIndex]
+    ) -> (Plan, Int)? {
+        var best: (Plan, Int)?
+        for (j, interval) in intervals.enumerated() {
+            let components = declared[interval.number]
+            let start = components[components.count - 1].keyPath
+            guard let o = overlaps.firstIndex(where: { $0.start == start && $0.end == interval.end }) else { continue }
+            var plan = Plan(index: interval.number, consumed: Array(repeating: false, count: filters.count))
+            plan.overlapScan = OverlapScan(interval: j, overlap: o, filter: overlaps[o])
+            var consumedCount = 1
+            var combinations = 1
+            var covered = true
+            for component in components.dropLast() {
+                guard let f = filters.firstIndex(where: { $0.keyPath == component.keyPath }), let values = filters[f].values else {
+                    covered = false
+                    break
+                }
+                combinations *= max(1, values.count)
+                plan.consumed[f] = true
+                consumedCount += 1
+                plan.prefixes = values.count == 1
+                    ? plan.prefixes.map { $0 + values }
+                    : plan.prefixes.flatMap { prefix in values.map { prefix + [$0] } }
+            }
+            guard covered, combinations <= 4_096 else { continue }
+            // Several key ranges (`IN`) serve it too: their first matches are merged by start.
+            if terms.count == 1, terms[0].keyPath == start {
+                plan.servesOrder = true
+                plan.reversed = terms[0].descending
+            }
+            let score = consumedCount * 4 + (plan.servesOrder ? 1 : 0)
+            if score > best?.1 ?? 0 { best = (plan, score) }
         }
         return best
     }

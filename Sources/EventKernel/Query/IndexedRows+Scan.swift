@@ -5,7 +5,12 @@ extension IndexedRows {
     /// The positions `[lo, hi)` of the entries of index `number` whose key starts with
     /// `prefix` and whose next component passes `range`.
     func bounds(of number: Int, prefix: [IndexValue], range: FieldFilter?) -> (ChunkedPosition, ChunkedPosition) {
-        let index = indexes[number]
+        bounds(in: indexes[number], of: number, prefix: prefix, range: range)
+    }
+
+    /// ``bounds(of:prefix:range:)`` in `index`: index `number`'s entries, or entries in the
+    /// same order (an interval index's open ones).
+    func bounds(in index: IndexStorage, of number: Int, prefix: [IndexValue], range: FieldFilter?) -> (ChunkedPosition, ChunkedPosition) {
         let entries = index.entries
         var start: RangeBound?
         var end: RangeBound?
@@ -49,6 +54,9 @@ extension IndexedRows {
         _ plan: Plan, filters: [FieldFilter], offset: Int, limit: Int, cursor: QueryCursor?,
         accept: ((Int32) -> Bool)?
     ) -> (slots: [Int32], next: QueryCursor?) {
+        if let scan = plan.overlapScan {
+            return overlapOrderedSlots(plan, scan, offset: offset, limit: limit, cursor: cursor, accept: accept)
+        }
         let tag = Self.planTag(plan)
         var skip = offset
         var out: [Int32] = []
@@ -99,7 +107,14 @@ extension IndexedRows {
     /// the candidates the index (if any) narrows to, for a sort.
     func candidateSlots(_ plan: Plan, filters: [FieldFilter], accept: ((Int32) -> Bool)?) -> [Int32] {
         var out: [Int32] = []
-        if let number = plan.index {
+        if let scan = plan.overlapScan {
+            for prefix in plan.prefixes {
+                overlapScan(scan, prefix: prefix, reversed: false, cursor: nil) { slot in
+                    if accept?(slot) ?? true { out.append(slot) }
+                    return true
+                }
+            }
+        } else if let number = plan.index {
             let entries = indexes[number].entries
             for prefix in plan.prefixes {
                 let (lo, hi) = bounds(of: number, prefix: prefix, range: plan.range.map { filters[$0] })
@@ -121,7 +136,7 @@ extension IndexedRows {
     /// the index applies.
     /// - Complexity: O(log n + k / c), for chunks of c entries.
     func count(_ plan: Plan, filters: [FieldFilter]) -> Int? {
-        guard let number = plan.index, !plan.consumed.contains(false) else { return nil }
+        guard let number = plan.index, plan.overlapScan == nil, !plan.consumed.contains(false) else { return nil }
         return plan.prefixes.reduce(0) { total, prefix in
             let (lo, hi) = bounds(of: number, prefix: prefix, range: plan.range.map { filters[$0] })
             return total + indexes[number].entries.distance(from: lo, to: hi)

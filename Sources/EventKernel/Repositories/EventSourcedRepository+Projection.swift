@@ -9,22 +9,34 @@ extension EventSourcedRepository {
         var keys: [IndexKey]
     }
 
-    static func keys(of entity: Entity, _ indexes: [EntityIndex<Entity>]) -> [IndexKey] {
+    static func keys(of entity: Entity, _ indexes: [EntityIndex<Entity>], ends: [@Sendable (Entity) -> IndexValue]) -> [IndexKey] {
         var keys: [IndexKey] = []
-        keys.reserveCapacity(indexes.count)
-        appendKeys(of: entity, indexes, to: &keys)
+        keys.reserveCapacity(indexes.count + ends.count)
+        appendKeys(of: entity, indexes, ends: ends, to: &keys)
         return keys
     }
 
-    /// Appends `entity`'s key in each of `indexes` to `keys` (a snapshot's parts gather a
-    /// million entities' keys into one array, rather than an array per entity).
-    static func appendKeys(of entity: Entity, _ indexes: [EntityIndex<Entity>], to keys: inout [IndexKey]) {
+    /// The readers of the interval indexes' ends (``EntityIndex/intervalEnd``), in declaration
+    /// order: taken out once per projection or snapshot, so that a repository without interval
+    /// indexes loops over an empty array per entity, not over its indexes again.
+    static func intervalEnds(_ indexes: [EntityIndex<Entity>]) -> [@Sendable (Entity) -> IndexValue] {
+        indexes.compactMap { $0.intervalEnd?.value }
+    }
+
+    /// Appends `entity`'s key in each of `indexes` to `keys`, then each interval index's end
+    /// (the layout of ``IndexedRows/keys``); a snapshot's parts gather a million entities' keys
+    /// into one array, rather than an array per entity.
+    static func appendKeys(
+        of entity: Entity, _ indexes: [EntityIndex<Entity>], ends: [@Sendable (Entity) -> IndexValue], to keys: inout [IndexKey]
+    ) {
         for index in indexes { keys.append(index.key(of: entity)) }
+        for end in ends { keys.append(IndexKey(end(entity))) }
     }
 
     static func makeProjection(
         typeName: String, schema: EntitySchema<Entity>, indexes: [EntityIndex<Entity>]
     ) -> ProjectedState<State> {
+        let ends = intervalEnds(indexes)
         let added = typeName + ".added", updated = typeName + ".updated", deleted = typeName + ".deleted"
         return ProjectedState<State>(
             name: "repository:\(typeName)", schemaVersion: snapshotLayoutVersion, initial: State(indexes: indexes),
@@ -37,7 +49,7 @@ extension EventSourcedRepository {
                 switch envelope.eventType {
                 case added, updated:
                     let entity = try schema.decode(envelope.payload, schemaVersion: envelope.schemaVersion, id: envelope.entityID)
-                    return Prepared(entity: entity, keys: keys(of: entity, indexes))
+                    return Prepared(entity: entity, keys: keys(of: entity, indexes, ends: ends))
                 case deleted:
                     return nil
                 default:

@@ -129,10 +129,10 @@ extension EventSourcedRepository {
         let results = Locked([Result<([Entity], [IndexKey]), any Error>?](repeating: nil, count: partCount))
         let restoredRows = Locked<Result<IndexedRows, BinaryDecodingError>?>(nil)
         var table = State(indexes: indexes)
-        let fields = table.rows.fields
+        let emptyRows = table.rows, ends = intervalEnds(indexes)
         DispatchQueue.concurrentPerform(iterations: partCount + 1) { task in
             guard task > 0 else {
-                var rows = IndexedRows(fields: fields)
+                var rows = emptyRows
                 rows.heads.reserveCapacity(count)
                 rows.slotsByID.reserveCapacity(count)
                 for head in restoredHeads {
@@ -147,8 +147,8 @@ extension EventSourcedRepository {
             let result = Result {
                 let entities = try schema.decodeAll(parts[task - 1], schemaVersion: entitySchemaVersion, ids: restoredPartIDs[task - 1])
                 var keys: [IndexKey] = []
-                keys.reserveCapacity(entities.count * indexes.count)
-                for entity in entities { Self.appendKeys(of: entity, indexes, to: &keys) }
+                keys.reserveCapacity(entities.count * emptyRows.width)
+                for entity in entities { Self.appendKeys(of: entity, indexes, ends: ends, to: &keys) }
                 return (entities, keys)
             }
             results.withLock { $0[task - 1] = result }
@@ -166,7 +166,7 @@ extension EventSourcedRepository {
                 bySlot.withLock { $0 = joined }
             } else {
                 var joined: [IndexKey] = []
-                joined.reserveCapacity(count * indexes.count)
+                joined.reserveCapacity(count * emptyRows.width)
                 for (_, partKeys) in decoded { joined.append(contentsOf: partKeys) }
                 keys.withLock { $0 = joined }
             }
