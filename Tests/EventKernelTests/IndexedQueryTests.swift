@@ -232,7 +232,11 @@ import EventKernelTestSupport
         #expect(items.explain(EntityQuery().where(\.date, in: Self.day0...Self.day0).orderBy(\.date)) == "index (\\Item.date)")
         #expect(items.explain(EntityQuery().where(\.note, equals: nil)) == "insertion order, then filter on \\Item.note")
         #expect(items.explain(EntityQuery().orderBy(\.group)) == "scan of every entity, then sort")
-        #expect(items.explain(EntityQuery().where(\.group, isIn: [1, 2]).orderBy(\.date)) == "index (\\Item.group, \\Item.date), 2 key ranges, then sort")
+        // Several key ranges in the order's index: each range's first matches, merged.
+        #expect(items.explain(EntityQuery().where(\.group, isIn: [1, 2]).orderBy(\.date)) == "index (\\Item.group, \\Item.date), 2 key ranges merged")
+        #expect(items.explain(EntityQuery().where(\.group, isIn: [1, 2]).orderBy(\.date, ascending: false)) == "index (\\Item.group, \\Item.date) backwards, 2 key ranges merged")
+        // Ranges that do not give the order (the ordering is on another property) are sorted.
+        #expect(items.explain(EntityQuery().where(\.group, isIn: [1, 2]).orderBy(\.name)) == "index (\\Item.group, \\Item.date), 2 key ranges, then sort")
     }
 
     /// A snapshot of more entities than one part holds restores them all, in order, with
@@ -368,9 +372,15 @@ import EventKernelTestSupport
         #expect(IndexKey(.bool(true)).values == [.bool(true)])
     }
 
-    @Test func aCursorFromAnotherQueryIsRefused() throws {
+    @Test func aCursorFromAnotherQueryIsRefused() async throws {
         let store = try EventStore(log: InMemoryLog())
         let items = try EventSourcedRepository<Item>(store: store, typeName: "Item", indexes: Self.indexes)
+        var rng = SplitMix64(seed: 11)
+        try await items.addAll((0..<3).map { _ in
+            var item = Self.randomItem(UUID(), &rng)
+            item.date = Self.day0
+            return item
+        })
         let byDate = EntityQuery<Item>().orderBy(\.date)
         let cursor = QueryCursor(key: [], sequence: 0, plan: .max)
         #expect(throws: RepositoryError.self) { try items.fetch(byDate.after(cursor)) }
@@ -378,6 +388,13 @@ import EventKernelTestSupport
         // An observation of a query that can never run is refused up front, not answered with [].
         #expect(throws: RepositoryError.self) { try items.observe(byDate.after(cursor)) }
         #expect(throws: RepositoryError.invalidQuery("limit -2 must not be negative")) { try items.observe(byDate.limit(-2)) }
+        // A cursor of a query whose matches were sorted (its key: the ordering's values, none
+        // here) on the index that then serves a query in order is refused, not read as a key.
+        let window = EntityQuery<Item>().where(\.date, in: Self.day0...Self.day0.addingTimeInterval(86_400))
+        #expect(items.explain(window) == "index (\\Item.date), then sort")
+        let sorted = try items.fetchPage(window.limit(1))
+        #expect(sorted.nextCursor != nil)
+        #expect(throws: RepositoryError.self) { try items.fetch(window.orderBy(\.date).after(sorted.nextCursor)) }
         // The same query empties after an IN of nothing: that is an answer, and it is observable.
         #expect(throws: Never.self) { try items.observe(byDate.where(\.group, isIn: [Int]())) }
     }

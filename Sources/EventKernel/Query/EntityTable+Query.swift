@@ -58,7 +58,10 @@ extension EntityTable {
             filters: filters, overlaps: overlaps,
             orderings: orderings.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) },
             fields: rows.fields, intervals: rows.intervals)
-        if let cursor = query.cursor, cursor.plan != IndexedRows.planTag(plan) {
+        // A cursor holds the key of the plan it came from: the index's whole key when the plan
+        // serves the order (none for insertion order), else the ordering's values.
+        let cursorKeyLength = plan.servesOrder ? plan.index.map { rows.fields[$0].count } ?? 0 : orderings.count
+        if let cursor = query.cursor, cursor.plan != IndexedRows.planTag(plan) || cursor.key.count != cursorKeyLength {
             throw RepositoryError.invalidQuery("the cursor belongs to another query (or the repository's indexes changed); start again without it")
         }
         return CompiledQuery(filters: filters, values: values, overlaps: overlaps,
@@ -150,7 +153,7 @@ extension EntityTable {
             if plan.prefixes.count > 1 { parts.append("\(plan.prefixes.count) key ranges" + (plan.servesOrder ? " merged by start" : "")) }
         } else if let number = plan.index {
             parts.append("index \(declared[number].name)" + (plan.reversed ? " backwards" : ""))
-            if plan.prefixes.count > 1 { parts.append("\(plan.prefixes.count) key ranges") }
+            if plan.prefixes.count > 1 { parts.append("\(plan.prefixes.count) key ranges" + (plan.servesOrder ? " merged" : "")) }
         } else {
             parts.append(plan.servesOrder ? "insertion order" : "scan of every entity")
         }

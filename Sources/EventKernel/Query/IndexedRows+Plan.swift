@@ -194,7 +194,8 @@ extension IndexedRows {
             }
             // The order: the components after the fixed prefix, all in the index's directions
             // or all reversed, covering the rest of the key (so ties fall to the sequence).
-            if plan.prefixes.count == 1 {
+            // Several key ranges (`IN`) serve it too, merged (``maxMergedRanges``).
+            if plan.prefixes.count <= maxMergedRanges {
                 if terms.isEmpty {
                     if fixed == components.count {
                         plan.servesOrder = true
@@ -266,8 +267,17 @@ extension IndexedRows {
         return best
     }
 
-    /// What a cursor records of the plan it was taken from.
-    static func planTag(_ plan: Plan) -> UInt64 { plan.index.map(UInt64.init) ?? UInt64.max }
+    /// The most key ranges whose first matches are merged to serve an order: each range is a
+    /// search and gives up to `offset + limit` entries, so beyond this many a sort of every
+    /// match is as cheap.
+    static var maxMergedRanges: Int { 64 }
+
+    /// What a cursor records of the plan it was taken from: the index, and whether the plan
+    /// serves the order (its cursors hold the index's whole key) or sorts the matches (theirs
+    /// hold the ordering's values), so that a cursor is never read with another key's shape.
+    static func planTag(_ plan: Plan) -> UInt64 {
+        (plan.index.map(UInt64.init) ?? UInt64(UInt32.max)) << 1 | (plan.servesOrder ? 0 : 1)
+    }
 }
 
 /// An optional's description without `Optional(...)`, for ``IndexedRows/RangeBound/text``.
