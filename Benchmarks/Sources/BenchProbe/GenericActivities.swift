@@ -50,7 +50,7 @@ enum GenericActivitiesProbe {
     static func genericRepository(_ store: EventStore) throws -> EventSourcedRepository<ActivityModel> {
         try EventSourcedRepository<ActivityModel>(
             store: store, typeName: typeName, schema: codable ? EntitySchema() : EntitySchema(payload: payload),
-            indexes: [.on(\.startDate), .on(\.type, \.startDate)])
+            indexes: [.on(\.startDate), .on(\.type, \.startDate), .interval(start: \.startDate, end: \.endDate)])
     }
 
     /// Builds both stores from the live activities of the seeded history (fresh each run), then
@@ -113,6 +113,19 @@ enum GenericActivitiesProbe {
         try await store.close()
     }
 
+    /// One query of the generic repository repeated (for perf): `window` (7 days, newest 50).
+    static func query(_ url: URL, repeats: Int) async throws {
+        let store = try EventStore.open(at: url, snapshotPolicy: .never)
+        let repository = try genericRepository(store)
+        let query = EntityQuery<ActivityModel>().where(\.startDate, greaterThan: BenchEnv.weekStart)
+            .where(\.startDate, lessThan: BenchEnv.historyEnd).orderBy(\.startDate, ascending: false).limit(50)
+        let started = ContinuousClock.now
+        var results = 0
+        for _ in 0..<repeats { results += try repository.fetch(query).count }
+        print("generic-query window: \((ContinuousClock.now - started) / repeats) per query, \(results / repeats) results")
+        try await store.close()
+    }
+
     static func row(_ label: String, _ specialised: Duration, _ generic: Duration) -> String {
         let ratio = Double(generic.components.attoseconds / 1_000 + generic.components.seconds * 1_000_000_000_000_000)
             / Double(max(1, specialised.components.attoseconds / 1_000 + specialised.components.seconds * 1_000_000_000_000_000))
@@ -148,7 +161,8 @@ enum GenericActivitiesProbe {
             let window = try time { try r.fetch(Query().where(\.startDate, greaterThan: BenchEnv.weekStart).where(\.startDate, lessThan: BenchEnv.historyEnd).orderBy(\.startDate, ascending: false).limit(50)).count }
             let types = try time { try r.fetch(Query().where(\.type, isIn: twoTypes).where(\.startDate, greaterThan: BenchEnv.weekStart).where(\.startDate, lessThan: BenchEnv.historyEnd).orderBy(\.startDate, ascending: false).limit(50)).count }
             let range = try time { try r.fetch(Query().where(\.startDate, from: BenchEnv.midDayStart, through: BenchEnv.midDayEnd).orderBy(\.startDate)).count }
-            report("generic", r.count, opens, resident, window, types, range)
+            let overlap = try time { try r.fetch(Query().where(\.startDate, \.endDate, overlapping: BenchEnv.midDayStart...BenchEnv.midDayEnd).orderBy(\.startDate)).count }
+            report("generic", r.count, opens, resident, window, types, range, overlap)
             try await store!.close()
         } else {
             var repository: EventSourcedActivityRepository?
@@ -163,14 +177,15 @@ enum GenericActivitiesProbe {
             let window = try time { try r.activities(matching: ActivityQuery(afterDate: BenchEnv.weekStart, beforeDate: BenchEnv.historyEnd, limit: 50, sortOrder: .newestFirst)).count }
             let types = try time { try r.activities(matching: ActivityQuery(afterDate: BenchEnv.weekStart, beforeDate: BenchEnv.historyEnd, types: twoTypes, limit: 50, sortOrder: .newestFirst)).count }
             let range = try time { try r.activities(in: ActivityRangeQuery(.startingIn, from: BenchEnv.midDayStart, to: BenchEnv.midDayEnd, sortOrder: .oldestFirst)).count }
-            report("specialised", r.count, opens, resident, window, types, range)
+            let overlap = try time { try r.activities(in: ActivityRangeQuery(.overlapping, from: BenchEnv.midDayStart, to: BenchEnv.midDayEnd, sortOrder: .oldestFirst)).count }
+            report("specialised", r.count, opens, resident, window, types, range, overlap)
             try await r.close()
         }
     }
 
     static func report(_ label: String, _ count: Int, _ opens: [Duration], _ resident: Int,
-                       _ window: (Duration, Int), _ types: (Duration, Int), _ range: (Duration, Int)) {
+                       _ window: (Duration, Int), _ types: (Duration, Int), _ range: (Duration, Int), _ overlap: (Duration, Int)) {
         print("\(label): \(count) activities; open from snapshot \(opens.sorted()[1]) (median of 3); resident \(resident / max(1, count)) B per activity (after the first open)")
-        print("\(label): window 7d newest 50: \(window.0) (\(window.1) results); two types: \(types.0) (\(types.1)); range 1d: \(range.0) (\(range.1))")
+        print("\(label): window 7d newest 50: \(window.0) (\(window.1) results); two types: \(types.0) (\(types.1)); range 1d: \(range.0) (\(range.1)); overlap 1d: \(overlap.0) (\(overlap.1))")
     }
 }

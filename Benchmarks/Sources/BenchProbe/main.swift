@@ -16,6 +16,7 @@
 //   BenchProbe generic-activities [count]   activities declared on EventSourcedRepository beside the specialised
 //                                        repository, same live activities: appends, open, queries, resident bytes
 //   BenchProbe generic-append [count]    only the generic repository's appends (for perf)
+//   BenchProbe generic-query <directory> [repeats]   the generic repository's 7-day window query, repeated
 import Activities
 import BenchFixtures
 import EventKernel
@@ -221,6 +222,8 @@ func run() async throws {
         try await GenericActivitiesProbe.run(count: count)
     case "generic-append":
         try await GenericActivitiesProbe.append(count: count)
+    case "generic-query":
+        try await GenericActivitiesProbe.query(URL(filePath: arguments[2]), repeats: arguments.count > 3 ? Int(arguments[3]) ?? 100_000 : 100_000)
     case "generic-activities-open":
         try await GenericActivitiesProbe.open(URL(filePath: arguments[2]), generic: arguments.count > 3 && arguments[3] == "generic")
     default:
