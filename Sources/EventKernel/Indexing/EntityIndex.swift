@@ -5,15 +5,23 @@ public struct IndexComponent<Entity>: Sendable {
     /// Whether larger values come first.
     public let descending: Bool
     let value: @Sendable (Entity) -> IndexValue
+    /// Appends the property's value of each of a run of entities (a snapshot part's).
+    let values: @Sendable (_ entities: [Entity], _ into: inout [IndexValue]) -> Void
+
+    private init<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, descending: Bool) {
+        self.keyPath = keyPath
+        self.descending = descending
+        (value, values) = Self.readers(keyPath)
+    }
 
     /// The property `keyPath`, smaller values first.
     public static func ascending<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable) -> Self {
-        Self(keyPath: keyPath, descending: false, value: reader(keyPath))
+        Self(keyPath, descending: false)
     }
 
     /// The property `keyPath`, larger values first (`true` before `false`, newest date first).
     public static func descending<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable) -> Self {
-        Self(keyPath: keyPath, descending: true, value: reader(keyPath))
+        Self(keyPath, descending: true)
     }
 
     /// Reads `keyPath`'s value as an index value: a stored property (at any depth of inline
@@ -25,11 +33,31 @@ public struct IndexComponent<Entity>: Sendable {
     /// on every read: computing three index keys per entity was a sixth of a snapshot open of a
     /// million entities (perf). `MemoryLayout.offset(of:)` is non-nil exactly when the key path
     /// names storage inline in the entity, so loading a `Value` there reads the same value.
-    private static func reader<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable) -> @Sendable (Entity) -> IndexValue {
-        guard let offset = MemoryLayout<Entity>.offset(of: keyPath) else { return { $0[keyPath: keyPath].indexValue } }
-        return { entity in
-            withUnsafeBytes(of: entity) { $0.load(fromByteOffset: offset, as: Value.self) }.indexValue
+    ///
+    /// And why a reader of many: a snapshot open computes every entity's keys, and this generic
+    /// code asks the runtime for the entity's and the value's metadata on every call of the
+    /// one-entity reader (perf: `_swift_getGenericMetadata` was a sixth of an open of 297,378
+    /// activities, the keys a third); one call per run of entities asks once per run.
+    private static func readers<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable) -> (
+        one: @Sendable (Entity) -> IndexValue, all: @Sendable ([Entity], inout [IndexValue]) -> Void
+    ) {
+        guard let offset = MemoryLayout<Entity>.offset(of: keyPath) else {
+            return ({ $0[keyPath: keyPath].indexValue }, { entities, out in
+                for entity in entities { out.append(entity[keyPath: keyPath].indexValue) }
+            })
         }
+        return ({ entity in
+            withUnsafeBytes(of: entity) { $0.load(fromByteOffset: offset, as: Value.self) }.indexValue
+        }, { entities, out in
+            let stride = MemoryLayout<Entity>.stride
+            entities.withUnsafeBytes { raw in
+                var at = offset
+                for _ in 0..<entities.count {
+                    out.append(raw.load(fromByteOffset: at, as: Value.self).indexValue)
+                    at &+= stride
+                }
+            }
+        })
     }
 
     /// The key path's name, for messages: `\Thread.lastPostDate`.
@@ -155,6 +183,22 @@ public struct EntityIndex<Entity>: Sendable {
         _ a: any KeyPath<Entity, A> & Sendable, _ rest: IndexComponent<Entity>...
     ) -> Self {
         Self([.ascending(a)] + rest)
+    }
+
+    /// The keys a run of entities has in this index, in order (see ``IndexComponent``'s readers
+    /// for why a run at once).
+    func keys(of entities: [Entity]) -> [IndexKey] {
+        let columns = components.map { component in
+            var column: [IndexValue] = []
+            column.reserveCapacity(entities.count)
+            component.values(entities, &column)
+            return column
+        }
+        switch components.count {
+        case 1: return columns[0].map { IndexKey($0) }
+        case 2: return zip(columns[0], columns[1]).map { IndexKey($0, $1) }
+        default: return entities.indices.map { i in IndexKey(columns.map { $0[i] }) }
+        }
     }
 
     /// The key `entity` has in this index. Keys of one and two components (nearly every

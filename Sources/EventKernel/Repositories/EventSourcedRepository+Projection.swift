@@ -33,6 +33,25 @@ extension EventSourcedRepository {
         for end in ends { keys.append(IndexKey(end(entity))) }
     }
 
+    /// ``appendKeys(of:_:ends:to:)`` for a run of entities (a snapshot part), each property read
+    /// for the whole run at once (see ``IndexComponent``'s readers).
+    static func appendKeys(
+        of entities: [Entity], _ indexes: [EntityIndex<Entity>], to keys: inout [IndexKey]
+    ) {
+        let perIndex = indexes.map { $0.keys(of: entities) }
+        let perEnd = indexes.compactMap(\.intervalEnd).map { end in
+            var column: [IndexValue] = []
+            column.reserveCapacity(entities.count)
+            end.values(entities, &column)
+            return column
+        }
+        keys.reserveCapacity(keys.count + entities.count * (perIndex.count + perEnd.count))
+        for i in entities.indices {
+            for index in perIndex { keys.append(index[i]) }
+            for end in perEnd { keys.append(IndexKey(end[i])) }
+        }
+    }
+
     static func makeProjection(
         typeName: String, schema: EntitySchema<Entity>, indexes: [EntityIndex<Entity>]
     ) -> ProjectedState<State> {

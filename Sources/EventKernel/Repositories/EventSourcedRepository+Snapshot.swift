@@ -129,7 +129,7 @@ extension EventSourcedRepository {
         let results = Locked([Result<([Entity], [IndexKey]), any Error>?](repeating: nil, count: partCount))
         let restoredRows = Locked<Result<IndexedRows, BinaryDecodingError>?>(nil)
         var table = State(indexes: indexes)
-        let emptyRows = table.rows, ends = intervalEnds(indexes)
+        let emptyRows = table.rows
         DispatchQueue.concurrentPerform(iterations: partCount + 1) { task in
             guard task > 0 else {
                 var rows = emptyRows
@@ -148,7 +148,7 @@ extension EventSourcedRepository {
                 let entities = try schema.decodeAll(parts[task - 1], schemaVersion: entitySchemaVersion, ids: restoredPartIDs[task - 1])
                 var keys: [IndexKey] = []
                 keys.reserveCapacity(entities.count * emptyRows.width)
-                for entity in entities { Self.appendKeys(of: entity, indexes, ends: ends, to: &keys) }
+                Self.appendKeys(of: entities, indexes, to: &keys)
                 return (entities, keys)
             }
             results.withLock { $0[task - 1] = result }
