@@ -113,12 +113,16 @@ enum GenericActivitiesProbe {
         try await store.close()
     }
 
-    /// One query of the generic repository repeated (for perf): `window` (7 days, newest 50).
+    /// One query of the generic repository repeated (for perf): `window` (7 days, newest 50),
+    /// with EVENTKERNEL_PROBE_TYPES=1 of two types.
     static func query(_ url: URL, repeats: Int) async throws {
         let store = try EventStore.open(at: url, snapshotPolicy: .never)
         let repository = try genericRepository(store)
-        let query = EntityQuery<ActivityModel>().where(\.startDate, greaterThan: BenchEnv.weekStart)
+        var query = EntityQuery<ActivityModel>().where(\.startDate, greaterThan: BenchEnv.weekStart)
             .where(\.startDate, lessThan: BenchEnv.historyEnd).orderBy(\.startDate, ascending: false).limit(50)
+        if ProcessInfo.processInfo.environment["EVENTKERNEL_PROBE_TYPES"] == "1" {
+            query = query.where(\.type, isIn: [ActivityType.sleep, .tummyTime])
+        }
         let started = ContinuousClock.now
         var results = 0
         for _ in 0..<repeats { results += try repository.fetch(query).count }

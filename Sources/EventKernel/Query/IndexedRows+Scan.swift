@@ -112,7 +112,7 @@ extension IndexedRows {
     /// sequence, in the directions the ranges are scanned in: the order a sort of every match
     /// gives, without collecting every match (a window of two types, newest 50, reads about
     /// 100 entries instead of every match in the window).
-    /// - Complexity: O(r log n + r (offset + k) log(r (offset + k))) for r ranges, without `accept`.
+    /// - Complexity: O(r log n + r (offset + k)) for r ranges, without `accept`.
     private func mergedOrderedSlots(
         _ plan: Plan, number: Int, filters: [FieldFilter], offset: Int, limit: Int, cursor: QueryCursor?,
         accept: ((Int32) -> Bool)?
@@ -120,7 +120,11 @@ extension IndexedRows {
         let index = indexes[number], keys = keysOf(index: number), components = fields[number]
         let fixed = plan.prefixes[0].count
         let wanted = limit == Int.max ? Int.max : offset.addingReportingOverflow(limit).overflow ? Int.max : offset + limit
-        var gathered: [Int32] = []
+        // Each range's first matches, in its scan order (so each run is sorted), with what the
+        // merge compares read once: the components after the prefix, flat, and the sequence.
+        let width = components.count - fixed
+        var slots: [Int32] = [], values: [IndexValue] = [], sequences: [UInt64] = []
+        var runs: [Range<Int>] = []
         for prefix in plan.prefixes {
             var (lo, hi) = bounds(of: number, prefix: prefix, range: plan.range.map { filters[$0] })
             if let cursor {
@@ -134,31 +138,50 @@ extension IndexedRows {
                 }
                 hi = max(lo, hi)
             }
-            var found = 0
+            let first = slots.count
             index.entries.scan(from: lo, to: hi, reversed: plan.reversed) { entry in
                 if let accept, !accept(entry.slot) { return true }
-                gathered.append(entry.slot)
-                found += 1
-                return found < wanted
+                slots.append(entry.slot)
+                sequences.append(entry.sequence)
+                let base = Int(entry.slot) &* self.width &+ number
+                for c in fixed..<components.count { values.append(self.keys[base][c]) }
+                return slots.count - first < wanted
             }
+            if slots.count > first { runs.append(first..<slots.count) }
         }
         // A component's effective direction: its own, flipped when the ranges are scanned
         // backwards; ties fall to the sequence in the last component's (IndexStorage's rule).
-        let descending = components.map { $0.descending != plan.reversed }
-        let sequenceDescending = descending[descending.count - 1]
-        gathered.sort { a, b in
-            let ka = key(a, number), kb = key(b, number)
-            for c in fixed..<components.count {
-                let order = IndexValue.compare(ka[c], kb[c])
+        let descending = components[fixed...].map { $0.descending != plan.reversed }
+        let sequenceDescending = components[components.count - 1].descending != plan.reversed
+        func before(_ a: Int, _ b: Int) -> Bool {
+            for c in 0..<width {
+                let order = IndexValue.compare(values[a &* width &+ c], values[b &* width &+ c])
                 if order != 0 { return descending[c] ? order > 0 : order < 0 }
             }
-            let sa = heads[Int(a)].sequence, sb = heads[Int(b)].sequence
-            return sequenceDescending ? sa > sb : sa < sb
+            return sequenceDescending ? sequences[a] > sequences[b] : sequences[a] < sequences[b]
         }
-        let from = min(offset, gathered.count)
-        let out = Array(gathered[from..<(limit >= gathered.count - from ? gathered.count : from + limit)])
+        // The runs merged, stopping after `offset + limit`: a few heads compared per result.
+        var heads = runs.map(\.lowerBound)
+        var merged = 0
+        var out: [Int32] = []
+        var last: Int?
+        if limit != Int.max { out.reserveCapacity(limit) }
+        while out.count < limit {
+            var best = -1
+            for r in runs.indices where heads[r] < runs[r].upperBound {
+                if best < 0 || before(heads[r], heads[best]) { best = r }
+            }
+            guard best >= 0 else { break }
+            let i = heads[best]
+            heads[best] += 1
+            merged += 1
+            if merged > offset {
+                out.append(slots[i])
+                last = i
+            }
+        }
         let tag = Self.planTag(plan)
-        return (out, out.last.map { QueryCursor(key: key($0, number).values, sequence: heads[Int($0)].sequence, plan: tag) })
+        return (out, last.map { QueryCursor(key: key(slots[$0], number).values, sequence: sequences[$0], plan: tag) })
     }
 
     /// The accepted slots of a plan that does not serve the order, in no particular order:
