@@ -15,7 +15,8 @@ extension Consumer {
     /// it may use the caller's non-`Sendable` state.
     ///
     /// - Parameters:
-    ///   - batchSize: The most events per handler call (default ``ConsumerOptions/readBatchSize``).
+    ///   - batchSize: The most events per handler call (default, and at most,
+    ///     ``ConsumerOptions/readBatchSize``: the most a consumer holds).
     ///   - handler: Handles a batch (1 to `batchSize` events, in position order); it returns once
     ///     their effects are done. It runs on this task, outside every lock of the store.
     /// - Throws: ``ConsumerError/handlerFailed(consumer:position:attempts:errorType:error:)`` (stop
@@ -24,37 +25,31 @@ extension Consumer {
     ///   ``RepositoryError/storage(_:)`` (the log cannot be read), `CancellationError` when the
     ///   task is cancelled while retrying.
     nonisolated(nonsending) public func run(batchSize: Int? = nil, handler: (_ events: [EventEnvelope]) async throws -> Void) async throws {
-        let limit = max(1, batchSize ?? options.readBatchSize)
+        let limit = min(max(1, batchSize ?? options.readBatchSize), options.readBatchSize)
         var (generation, start) = state.withLock { ($0.generation, $0.committed) }
         var reader = ConsumerReader(consumer: self, from: start)
         while let batch = try await reader.fetch(limit: limit) {
-            let current = state.withLock { $0.generation }
-            if current != generation {
-                // Reset meanwhile: read from the new position; this batch is not handled.
-                (generation, start) = state.withLock { ($0.generation, $0.committed) }
-                reader = ConsumerReader(consumer: self, from: start)
-                continue
+            if state.withLock({ $0.generation }) == generation {
+                try await handle(batch, handler, generation: generation)
+                // Checked again in the commit's own lock: a reset after the handler is not committed over.
+                if try await commit(through: batch[batch.count - 1].position, ifGeneration: generation) { continue }
             }
-            try await handle(batch, handler)
-            try commitHandled(through: batch[batch.count - 1].position, generation: generation)
+            // Reset meanwhile: read again from the new position; this batch is not committed.
+            (generation, start) = state.withLock { ($0.generation, $0.committed) }
+            reader = ConsumerReader(consumer: self, from: start)
         }
     }
 
-    /// Commits after a handled batch, unless a reset moved the consumer meanwhile.
-    private func commitHandled(through position: LogPosition, generation: UInt64) throws {
-        guard state.withLock({ $0.generation }) == generation else { return }
-        try commit(through: position)
-    }
-
-    nonisolated(nonsending) private func handle(_ batch: [EventEnvelope], _ handler: ([EventEnvelope]) async throws -> Void) async throws {
+    nonisolated(nonsending) private func handle(_ batch: [EventEnvelope], _ handler: ([EventEnvelope]) async throws -> Void,
+                                                generation: UInt64) async throws {
         guard let failure = try await attempt(batch, handler) else {
             store.instrumentation?.consumerHandled(consumer: name, events: batch.count)
             return
         }
-        guard batch.count > 1 else { return try failed(batch[0], failure) }
+        guard batch.count > 1 else { return try await failed(batch[0], failure, generation: generation) }
         for event in batch {
             if let failure = try await attempt([event], handler) {
-                try failed(event, failure)
+                try await failed(event, failure, generation: generation)
             } else {
                 store.instrumentation?.consumerHandled(consumer: name, events: 1)
             }
@@ -81,7 +76,8 @@ extension Consumer {
     }
 
     /// The handler gave up on `event`: park it, or stop with everything before it committed.
-    private func failed(_ event: EventEnvelope, _ failure: (error: any Error, attempts: Int)) throws {
+    /// A reset since `generation` wins: the stop commits nothing over it.
+    private func failed(_ event: EventEnvelope, _ failure: (error: any Error, attempts: Int), generation: UInt64) async throws {
         let errorType = String(reflecting: type(of: failure.error))
         switch options.onFailure {
         case .park:
@@ -90,7 +86,7 @@ extension Consumer {
                                  attempts: failure.attempts, parkedAt: .now()))
             store.instrumentation?.consumerParked(consumer: name)
         case .stop:
-            if event.position > 0 { try commit(through: event.position - 1) }
+            if event.position > 0 { try await commit(through: event.position - 1, ifGeneration: generation) }
             throw ConsumerError.handlerFailed(consumer: name, position: event.position, attempts: failure.attempts,
                                               errorType: errorType, error: String(describing: failure.error))
         }
