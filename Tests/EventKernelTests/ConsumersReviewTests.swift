@@ -121,8 +121,8 @@ struct ConsumersReviewTests {
         #expect(first === second)
         #expect(throws: ConsumerError.openWithOtherOptions(consumer: "mail")) { try store.consumer(named: "mail") }
         // Parks through one handle and skips through the other cannot lose each other's change.
-        try first.park(ParkedEvent(position: 1, stream: "s", eventType: "t", errorType: "E", error: "e", attempts: 1, parkedAt: .now()))
-        try second.park(ParkedEvent(position: 2, stream: "s", eventType: "t", errorType: "E", error: "e", attempts: 1, parkedAt: .now()))
+        try first.park([ParkedEvent(position: 1, stream: "s", eventType: "t", errorType: "E", error: "e", attempts: 1, parkedAt: .now())])
+        try second.park([ParkedEvent(position: 2, stream: "s", eventType: "t", errorType: "E", error: "e", attempts: 1, parkedAt: .now())])
         try first.skipParked(at: 1)
         #expect(try second.parked().map(\.position) == [2])
         // Another holder (here a second open of the lock file, as the CLI takes it) is refused.
@@ -143,6 +143,24 @@ struct ConsumersReviewTests {
         #expect(ConsumerFiles.isOwnedFile("mail.lock"))
         #expect(!ConsumerFiles.isOwnedFile(".notes.txt.1-1.tmp"))
         #expect(ConsumerFiles.consumerName(ofFile: "mail.lock") == nil)
+    }
+
+    // Memory: the events a batch parks are written in one replacement of the parked list.
+    @Test func theEventsABatchParksAreWrittenOnce() async throws {
+        let directory = TemporaryDirectory("ek-consumers-parkbatch")
+        let io = WatchedFileIO()
+        var configuration = SegmentedLog.Configuration()
+        configuration.fileIO = io
+        let store = try EventStore(log: try SegmentedLog.open(at: directory.url, configuration: configuration),
+                                   directory: directory.url, projections: [], snapshotPolicy: .never)
+        try await appendCounted(store, 8)
+        let consumer = try store.consumer(named: "picky", options: ConsumerOptions(retry: RetryPolicy(maxAttempts: 1)))
+        try await runUntil(consumer, batchSize: 8, seen: Seen(), { consumer.committed == 8 }) { batch in
+            if batch.contains(where: { $0.position % 2 == 1 }) { throw Refused(position: batch[0].position) }
+        }
+        #expect(try consumer.parked().map(\.position) == [1, 3, 5, 7])
+        #expect(io.synced.withLock { $0.filter { $0.contains("picky.parked") }.count } == 1)
+        try await store.close()
     }
 
     // E: the store directory is synced once `consumers/` is created in it.

@@ -303,7 +303,7 @@ struct ConsumersTests {
         let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
         try await appendCounted(store, 3)
         let consumer = try store.consumer(named: "p")
-        try consumer.park(ParkedEvent(position: 1, stream: "Counted/c1", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now()))
+        try consumer.park([ParkedEvent(position: 1, stream: "Counted/c1", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now())])
         let file = directory.file("consumers/p.parked").path
         try flipBit(in: file, at: 7)
         #expect(throws: ConsumerError.damagedFile(path: file, reason: "its CRC-32C does not match its contents")) { try consumer.parked() }
@@ -422,7 +422,7 @@ struct ConsumersTests {
         let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
         try await appendCounted(store, 3)
         let consumer = try store.consumer(named: "gone")
-        try consumer.park(ParkedEvent(position: 1, stream: "Counted/c1", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now()))
+        try consumer.park([ParkedEvent(position: 1, stream: "Counted/c1", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now())])
         try await store.close()
         // A stranger in consumers/ makes the directory not only a store's.
         _ = FileManager.default.createFile(atPath: directory.file("consumers/notes.txt").path, contents: Data())

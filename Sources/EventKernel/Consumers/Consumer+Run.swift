@@ -46,14 +46,22 @@ extension Consumer {
             store.instrumentation?.consumerHandled(consumer: name, events: batch.count)
             return
         }
-        guard batch.count > 1 else { return try await failed(batch[0], failure, generation: generation) }
-        for event in batch {
-            if let failure = try await attempt([event], handler) {
-                try await failed(event, failure, generation: generation)
-            } else {
-                store.instrumentation?.consumerHandled(consumer: name, events: 1)
+        var parking: [ParkedEvent] = []
+        if batch.count == 1 {
+            if let parked = try await failed(batch[0], failure, generation: generation) { parking.append(parked) }
+        } else {
+            for event in batch {
+                if let failure = try await attempt([event], handler) {
+                    if let parked = try await failed(event, failure, generation: generation) { parking.append(parked) }
+                } else {
+                    store.instrumentation?.consumerHandled(consumer: name, events: 1)
+                }
             }
         }
+        // One write of the parked list per batch, before the batch is committed.
+        guard !parking.isEmpty else { return }
+        try park(parking)
+        for _ in parking { store.instrumentation?.consumerParked(consumer: name) }
     }
 
     /// Runs the handler up to the retry policy's attempts, waiting between them.
@@ -75,16 +83,15 @@ extension Consumer {
         return (last, retry.maxAttempts)
     }
 
-    /// The handler gave up on `event`: park it, or stop with everything before it committed.
-    /// A reset since `generation` wins: the stop commits nothing over it.
-    private func failed(_ event: EventEnvelope, _ failure: (error: any Error, attempts: Int), generation: UInt64) async throws {
+    /// The handler gave up on `event`: the entry to park, or (``FailurePolicy/stop``) stop with
+    /// everything before it committed. A reset since `generation` wins: the stop commits nothing over it.
+    private func failed(_ event: EventEnvelope, _ failure: (error: any Error, attempts: Int), generation: UInt64) async throws -> ParkedEvent? {
         let errorType = String(reflecting: type(of: failure.error))
         switch options.onFailure {
         case .park:
-            try park(ParkedEvent(position: event.position, stream: event.stream.description, eventType: event.eventType,
-                                 errorType: errorType, error: String(describing: failure.error),
-                                 attempts: failure.attempts, parkedAt: .now()))
-            store.instrumentation?.consumerParked(consumer: name)
+            return ParkedEvent(position: event.position, stream: event.stream.description, eventType: event.eventType,
+                               errorType: errorType, error: String(describing: failure.error),
+                               attempts: failure.attempts, parkedAt: .now())
         case .stop:
             if event.position > 0 { try await commit(through: event.position - 1, ifGeneration: generation) }
             throw ConsumerError.handlerFailed(consumer: name, position: event.position, attempts: failure.attempts,
