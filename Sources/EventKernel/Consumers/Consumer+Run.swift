@@ -21,6 +21,7 @@ extension Consumer {
     ///     their effects are done. It runs on this task, outside every lock of the store.
     /// - Throws: ``ConsumerError/handlerFailed(consumer:position:attempts:errorType:error:)`` (stop
     ///   on failure), ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``,
+    ///   ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)`` (until a reset),
     ///   ``ConsumerError/fileFailed(path:reason:)`` (a commit or park could not be written),
     ///   ``RepositoryError/storage(_:)`` (the log cannot be read), `CancellationError` when the
     ///   task is cancelled while retrying.

@@ -10,7 +10,7 @@ import Darwin
 /// The `<store>/consumers/` directory: each consumer's checkpoint (`<name>.checkpoint`) and
 /// parked events (`<name>.parked`), each replaced atomically (a temporary file unique to the
 /// writer, fsync, rename, directory fsync) and checked (CRC-32C, format, name) when read; and
-/// each consumer's lock file (`<name>.lock`, ``ConsumerLock``). File names: `ConsumerFiles`.
+/// each consumer's lock file (`<name>.lock`, `ConsumerLock`). File names: `ConsumerFiles`.
 ///
 /// The store's consumers use it; so do the `eventkernel consumers`, `tail --consumer` and
 /// `verify` commands, which read and reset consumers without opening the store for writing.
