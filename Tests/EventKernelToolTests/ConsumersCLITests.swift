@@ -85,6 +85,37 @@ struct ConsumersCLITests {
         #expect(try checkpoints.checkpoint(named: "feed")?.committed == 7)
     }
 
+    @Test func aTailPrintsAndCommitsAtMostAThousandEventsAtATime() async throws {
+        let temp = TemporaryDirectory()
+        let directory = temp.file("store")
+        let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+        for batch in 0..<25 {
+            try await store.append((0..<100).map { i in
+                PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1, stream: StreamID("Counted", .string("e\(batch * 100 + i)")), payload: [1]))
+            })
+        }
+        try await store.close()
+        // Paused after its first chunk: that chunk, and only it, was read and printed.
+        let out = temp.file("chunk.out"), err = temp.file("chunk.err")
+        let tail = try makeProcess(["tail", directory.path, "--consumer", "feed", "--json"], stdout: out, stderr: err)
+        tail.environment?["EVENTKERNEL_TEST_TAIL_PAUSE_BEFORE_COMMIT"] = "30"
+        try tail.run()
+        let lines = { ((try? String(contentsOf: out, encoding: .utf8)) ?? "").split(separator: "\n").count }
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, lines() < 1000 { usleep(10_000) }
+        usleep(300_000)
+        kill(tail.processIdentifier, SIGKILL)
+        tail.waitUntilExit()
+        #expect(lines() == 1000)
+        let checkpoints = ConsumerDirectory(storeDirectory: directory)
+        #expect(try checkpoints.checkpoint(named: "feed")?.committed == 0)
+        // Unpaused, it prints and commits everything, chunk by chunk.
+        let all = try run("tail", directory.path, "--consumer", "feed")
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(all.stdout.split(separator: "\n").count == 2500)
+        #expect(try checkpoints.checkpoint(named: "feed")?.committed == 2500)
+    }
+
     @Test func aTailWhoseOutputFailsCommitsNothingAndFails() throws {
         let temp = TemporaryDirectory()
         let store = try importedStore(temp)
