@@ -16,7 +16,9 @@ import KernelPrimitives
 /// per name per store: every handle shares its committed position and parked list. A store
 /// with a directory also holds the consumer's lock file (`consumers/<name>.lock`) until it
 /// closes, so another process (a second application, `eventkernel tail --consumer`,
-/// `consumers reset`) cannot use the same consumer meanwhile.
+/// `consumers reset`) cannot use the same consumer meanwhile. Within the process, iterate it
+/// from one task at a time (one ``run(batchSize:handler:)`` or one ``events()`` loop): two
+/// would each handle every event.
 public final class Consumer: Sendable {
     /// The consumer's name: a file-name-safe token.
     public let name: String

@@ -78,13 +78,13 @@ struct StoreCheck {
     /// to deliver until reset); a file that is no consumer's is a warning.
     static func checkConsumers(_ directory: URL, logEnd: LogPosition) -> [Problem] {
         let consumers = ConsumerDirectory(storeDirectory: directory)
-        // The anchors are read from the log when it opens; a log that does not is reported above.
-        let log = try? SegmentedLog.openReadOnly(at: directory)
         var problems: [Problem] = []
         let names: [String]
         do { names = try consumers.names() } catch {
             return [Problem(severity: "damage", message: "consumers: \(error)", file: consumers.url.path, offset: nil, position: nil)]
         }
+        // The anchors are read from the log when it opens; a log that does not is reported above.
+        let log = names.isEmpty ? nil : try? SegmentedLog.openReadOnly(at: directory)
         for name in names {
             do {
                 if let checkpoint = try consumers.checkpoint(named: name),
