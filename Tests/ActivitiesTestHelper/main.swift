@@ -16,8 +16,11 @@
 //                                    its handler appends each handled position to the file HANDLED
 //                                    (one line each, one write per batch, fsynced before the
 //                                    handler returns, so before the commit), then prints "ack P"
-//                                    (P: the batch's last position). Prints "done" and exits once
-//                                    every event is appended and committed
+//                                    (P: the batch's last position). It fails on purpose: always
+//                                    on a batch holding a position P with P % 101 == 7 (so the
+//                                    batch is split and P parked), and once per process on one
+//                                    holding P % 37 == 5 (a retry handles it). Prints "done" and
+//                                    exits once every event is appended and committed
 //   ActivitiesTestHelper instance DIR SCHEMA NAME SECONDS WRITERS
 //                                    one service instance on the PostgreSQL log in SCHEMA (server:
 //                                    $EVENTKERNEL_POSTGRES_URL), snapshots in DIR: WRITERS tasks
@@ -101,9 +104,16 @@ case "consume":
                 batch += 1
             }
         }
-        let consumer = try store.consumer(named: "crash", options: ConsumerOptions(readBatchSize: 16))
+        let consumer = try store.consumer(named: "crash", options: ConsumerOptions(
+            readBatchSize: 16, retry: RetryPolicy(maxAttempts: 2, initialDelay: .microseconds(100), maxDelay: .milliseconds(1))))
         let run = Task {
+            var failedOnce: Set<UInt64> = []
             try await consumer.run { events in
+                if events.contains(where: { $0.position % 101 == 7 }) { throw POSIXError(.EAGAIN) }
+                if let flaky = events.first(where: { $0.position % 37 == 5 && !failedOnce.contains($0.position) }) {
+                    failedOnce.insert(flaky.position)
+                    throw POSIXError(.EBUSY)
+                }
                 let text = events.map { "\($0.position)\n" }.joined()
                 let written = text.utf8CString.withUnsafeBufferPointer { write(handled, $0.baseAddress, $0.count - 1) }
                 guard written == text.utf8.count, fsync(handled) == 0 else { throw POSIXError(.EIO) }

@@ -58,7 +58,6 @@ struct ConsumersTests {
         #expect(seen.positions == Array(0..<1100))
         #expect(consumer.committed == 1100)
         #expect(consumer.lag == 0)
-        #expect(consumer.mostEnvelopesHeld <= 16)
         try await store.close()
     }
 
@@ -69,11 +68,11 @@ struct ConsumersTests {
         var consumer = try store.consumer(named: "audit")
         var iterator = consumer.events().makeAsyncIterator()
         for expected in 0..<4 as Range<UInt64> { #expect(try await iterator.next()?.position == expected) }
-        try consumer.commit(through: 3)
+        try await consumer.commit(through: 3)
         // A commit never goes backwards.
-        try consumer.commit(through: 1)
+        try await consumer.commit(through: 1)
         #expect(consumer.committed == 4)
-        #expect(throws: ConsumerError.positionOutOfRange(consumer: "audit", position: 10, logEnd: 10)) { try consumer.commit(through: 10) }
+        await #expect(throws: ConsumerError.positionOutOfRange(consumer: "audit", position: 10, logEnd: 10)) { try await consumer.commit(through: 10) }
         try await store.close()
 
         store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
@@ -202,21 +201,47 @@ struct ConsumersTests {
         #expect(Set(seen.positions) == Set(0..<6))
     }
 
-    @Test func aSlowConsumerWithAFastWriterHoldsOneBatch() async throws {
+    @Test func aSlowConsumerWithAFastWriterCostsTheStoreOneWaiterAndNoBuffer() async throws {
         let store = try EventStore.inMemory()
         let consumer = try store.consumer(named: "slow", options: ConsumerOptions(readBatchSize: 8))
         let seen = Seen()
-        let writer = Task { try await appendCounted(store, 2_000) }
-        try await runUntil(consumer, seen: seen, { seen.positions.count >= 2_000 }) { _ in
-            try await Task.sleep(for: .microseconds(200))
+        let gate = Gate()
+        // The consumer takes its first batch and then blocks, while the writer appends 2,000:
+        // whatever the store held for it would grow with the writer.
+        let task = Task {
+            try await consumer.run { batch in
+                seen.add(batch.map(\.position))
+                await gate.wait()
+            }
         }
-        try await writer.value
-        #expect(seen.positions == Array(0..<2_000))
-        // The consumer held at most one batch; the store held nothing for it (no subscriber
-        // buffer, one waiter at most, none once it stopped).
-        #expect(consumer.mostEnvelopesHeld <= 8)
+        try await appendCounted(store, 1)
+        #expect(try await eventually { seen.positions.count == 1 })
+        try await appendCounted(store, 2_000)
         #expect(store.commit.withLock { $0.subscribers.isEmpty })
+        #expect(store.commitSignal.waiterCount == 0)  // it is in its handler, not waiting
+        await gate.open()
+        #expect(try await eventually(within: .seconds(30)) { seen.positions.count == 2_001 })
+        // Caught up and waiting: one waiter, still no buffer.
+        #expect(try await eventually { store.commitSignal.waiterCount == 1 })
+        #expect(store.commit.withLock { $0.subscribers.isEmpty })
+        task.cancel()
+        try await task.value
+        #expect(seen.positions == Array(0..<2_001))
         #expect(store.commitSignal.waiterCount == 0)
+    }
+
+    @Test func batchesNeverExceedTheReadBatchSize() async throws {
+        let store = try EventStore.inMemory()
+        try await appendCounted(store, 20)
+        let consumer = try store.consumer(named: "clamped", options: ConsumerOptions(readBatchSize: 4))
+        let sizes = Seen()
+        try await runUntil(consumer, batchSize: 10, seen: Seen(), { consumer.committed == 20 }) { batch in
+            sizes.add([UInt64(batch.count)])
+        }
+        #expect(sizes.positions.allSatisfy { $0 <= 4 })
+        try consumer.reset(to: .beginning)
+        var iterator = consumer.batches(maxCount: 100).makeAsyncIterator()
+        #expect(try await iterator.next()?.count == 4)
     }
 
     @Test func aDamagedCheckpointIsATypedErrorNamingTheFile() async throws {
@@ -224,7 +249,7 @@ struct ConsumersTests {
         var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
         try await appendCounted(store, 5)
         let consumer = try store.consumer(named: "damaged")
-        try consumer.commit(through: 2)
+        try await consumer.commit(through: 2)
         try await store.close()
         let file = directory.file("consumers/damaged.checkpoint").path
         try flipBit(in: file, at: 8)
@@ -246,7 +271,10 @@ struct ConsumersTests {
     }
 
     @Test func consumerFilesRoundTripAndNameWhatIsWrong() throws {
-        let checkpoint = ConsumerCheckpoint(name: "round-trip", committed: 1 << 40, committedAt: LogTimestamp(nanosecondsSince1970: 1_700_000_000_123_456_789))
+        var checkpoint = ConsumerCheckpoint(name: "round-trip", committed: 1 << 40, committedAt: LogTimestamp(nanosecondsSince1970: 1_700_000_000_123_456_789))
+        #expect(try ConsumerCheckpoint(decoding: checkpoint.encoded()) == checkpoint)
+        checkpoint.historyEpoch = 7
+        checkpoint.anchor = SnapshotAnchor(timestamp: LogTimestamp(nanosecondsSince1970: 99), payloadChecksum: 0xDEAD_BEEF)
         let bytes = checkpoint.encoded()
         #expect(try ConsumerCheckpoint(decoding: bytes) == checkpoint)
         func reason(_ bytes: [UInt8]) -> String? {
@@ -255,8 +283,8 @@ struct ConsumersTests {
         #expect(reason(Array(bytes.prefix(9))) == "it is 9 bytes long, shorter than any record")
         #expect(reason([0x58] + bytes.dropFirst()) == "it does not start with \"EKCP\"")
         var newer = bytes
-        newer[4] = 2
-        #expect(reason(newer) == "format version 2, this build reads 1")
+        newer[4] = 3
+        #expect(reason(newer) == "format version 3, this build reads 2")
         var flipped = bytes
         flipped[bytes.count - 9] ^= 0x10
         #expect(reason(flipped) == "its CRC-32C does not match its contents")
@@ -275,7 +303,7 @@ struct ConsumersTests {
         let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
         try await appendCounted(store, 3)
         let consumer = try store.consumer(named: "p")
-        try consumer.park(ParkedEvent(position: 1, stream: "Counted/c1", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now()))
+        try consumer.park([ParkedEvent(position: 1, stream: "Counted/c1", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now())])
         let file = directory.file("consumers/p.parked").path
         try flipBit(in: file, at: 7)
         #expect(throws: ConsumerError.damagedFile(path: file, reason: "its CRC-32C does not match its contents")) { try consumer.parked() }
@@ -314,6 +342,40 @@ struct ConsumersTests {
         #expect(seen.positions == Array(0..<10) + Array(0..<10))
     }
 
+    @Test func aResetDuringARunIsNotCommittedOver() async throws {
+        let store = try EventStore.inMemory()
+        try await appendCounted(store, 10)
+        let consumer = try store.consumer(named: "rebuild", options: ConsumerOptions(readBatchSize: 5))
+        let seen = Seen()
+        let resets = Seen()
+        // The reset lands after the handler finished 5...9 and before that batch is committed.
+        try await runUntil(consumer, seen: seen, { consumer.committed == 10 && seen.positions.count >= 15 }) { batch in
+            if batch[0].position == 5 && resets.positions.isEmpty {
+                resets.add([0])
+                try consumer.reset(to: .beginning)
+            }
+        }
+        #expect(seen.positions == Array(0..<10) + Array(0..<10))
+    }
+
+    @Test func aStopAfterAResetDoesNotCommitOverIt() async throws {
+        let store = try EventStore.inMemory()
+        try await appendCounted(store, 10)
+        let consumer = try store.consumer(named: "strict", options: ConsumerOptions(retry: RetryPolicy(maxAttempts: 1), onFailure: .stop))
+        try await consumer.commit(through: 5)
+        // The handler fails on 8 after a reset to 2 (another task's, racing): stopping must not
+        // commit through 7 over the reset, which would skip 2...7.
+        await #expect(throws: ConsumerError.self) {
+            try await consumer.run(batchSize: 1) { batch in
+                if batch[0].position == 8 {
+                    try consumer.reset(to: .position(2))
+                    throw Refused(position: 8)
+                }
+            }
+        }
+        #expect(consumer.committed == 2)
+    }
+
     @Test func aHandlerOwnedCheckpointStartsWhereTheHandlerSaysAndWritesNoFile() async throws {
         let directory = TemporaryDirectory("ek-consumers")
         let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
@@ -335,9 +397,10 @@ struct ConsumersTests {
             return count
         }
         try await appendCounted(store, 3)
-        #expect(try await eventually { consumer.lag == 3 })
+        #expect(try await eventually { consumer.lag == 3 && store.commitSignal.waiterCount == 1 })
         try await store.close()
-        #expect(try await task.value <= 3)
+        #expect(try await task.value == 3)
+        #expect(store.commitSignal.waiterCount == 0)
     }
 
     @Test("a consumer on one instance follows commits made on another", arguments: SharedBackend.allCases)
@@ -359,7 +422,7 @@ struct ConsumersTests {
         let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
         try await appendCounted(store, 3)
         let consumer = try store.consumer(named: "gone")
-        try consumer.park(ParkedEvent(position: 1, stream: "Counted/c1", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now()))
+        try consumer.park([ParkedEvent(position: 1, stream: "Counted/c1", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now())])
         try await store.close()
         // A stranger in consumers/ makes the directory not only a store's.
         _ = FileManager.default.createFile(atPath: directory.file("consumers/notes.txt").path, contents: Data())

@@ -57,28 +57,112 @@ struct ConsumersCLITests {
         #expect(nonsense.status == 1 && nonsense.stderr.contains("--to"), "\(nonsense.stderr)")
     }
 
-    @Test func aKilledFollowingTailResumesWithoutAGap() throws {
+    @Test func aTailKilledBetweenItsFlushAndItsCommitPrintsThoseEventsAgain() throws {
         let temp = TemporaryDirectory()
         let store = try importedStore(temp)   // positions 0...4
-        let out = temp.file("follow.out"), err = temp.file("follow.err")
-        let follower = try makeProcess(["tail", store, "--consumer", "feed", "--follow", "--json"], stdout: out, stderr: err)
-        try follower.run()
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline, ((try? String(contentsOf: out, encoding: .utf8)) ?? "").split(separator: "\n").count < 5 { usleep(10_000) }
-        // Printed and flushed; the commit follows the flush: wait for it, then kill.
         let checkpoints = ConsumerDirectory(storeDirectory: URL(filePath: store))
-        while Date() < deadline, (try? checkpoints.checkpoint(named: "feed"))??.committed != 5 { usleep(10_000) }
-        kill(follower.processIdentifier, SIGKILL)
-        follower.waitUntilExit()
-        #expect(try String(contentsOf: out, encoding: .utf8).split(separator: "\n").count == 5)
-        #expect(try checkpoints.checkpoint(named: "feed")?.committed == 5)
-
-        // More events while no tail runs; the next tail prints exactly those.
+        // A first tail commits 0...4.
+        #expect(positions(try run("tail", store, "--consumer", "feed")) == ["0", "1", "2", "3", "4"])
         let more = temp.file("more.jsonl")
         try write([activityLine(3, start: "2025-01-04T10:00:00Z", end: nil, type: "bath"),
                    activityLine(4, start: "2025-01-05T10:00:00Z", end: nil, type: "bath")], to: more)
         #expect(try run("import", store, more.path).status == 0)
+
+        // The tool pauses after the flush, before the commit: killed there, 5 and 6 were
+        // printed and not committed.
+        let out = temp.file("follow.out"), err = temp.file("follow.err")
+        let follower = try makeProcess(["tail", store, "--consumer", "feed", "--follow", "--json"], stdout: out, stderr: err)
+        follower.environment?["EVENTKERNEL_TEST_TAIL_PAUSE_BEFORE_COMMIT"] = "30"
+        try follower.run()
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, ((try? String(contentsOf: out, encoding: .utf8)) ?? "").split(separator: "\n").count < 2 { usleep(10_000) }
+        kill(follower.processIdentifier, SIGKILL)
+        follower.waitUntilExit()
+        #expect(try String(contentsOf: out, encoding: .utf8).split(separator: "\n").count == 2)
+        #expect(try checkpoints.checkpoint(named: "feed")?.committed == 5)
+        // The next tail prints them again: nothing printed-but-uncommitted is lost.
         #expect(positions(try run("tail", store, "--consumer", "feed")) == ["5", "6"])
+        #expect(try checkpoints.checkpoint(named: "feed")?.committed == 7)
+    }
+
+    @Test func aTailPrintsAndCommitsAtMostAThousandEventsAtATime() async throws {
+        let temp = TemporaryDirectory()
+        let directory = temp.file("store")
+        let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+        for batch in 0..<25 {
+            try await store.append((0..<100).map { i in
+                PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1, stream: StreamID("Counted", .string("e\(batch * 100 + i)")), payload: [1]))
+            })
+        }
+        try await store.close()
+        // Paused after its first chunk: that chunk, and only it, was read and printed.
+        let out = temp.file("chunk.out"), err = temp.file("chunk.err")
+        let tail = try makeProcess(["tail", directory.path, "--consumer", "feed", "--json"], stdout: out, stderr: err)
+        tail.environment?["EVENTKERNEL_TEST_TAIL_PAUSE_BEFORE_COMMIT"] = "30"
+        try tail.run()
+        let lines = { ((try? String(contentsOf: out, encoding: .utf8)) ?? "").split(separator: "\n").count }
+        let deadline = Date().addingTimeInterval(20)
+        while Date() < deadline, lines() < 1000 { usleep(10_000) }
+        usleep(300_000)
+        kill(tail.processIdentifier, SIGKILL)
+        tail.waitUntilExit()
+        #expect(lines() == 1000)
+        let checkpoints = ConsumerDirectory(storeDirectory: directory)
+        #expect(try checkpoints.checkpoint(named: "feed")?.committed == 0)
+        // Unpaused, it prints and commits everything, chunk by chunk.
+        let all = try run("tail", directory.path, "--consumer", "feed")
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect(all.stdout.split(separator: "\n").count == 2500)
+        #expect(try checkpoints.checkpoint(named: "feed")?.committed == 2500)
+    }
+
+    @Test func aTailWhoseOutputFailsCommitsNothingAndFails() throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)
+        let err = temp.file("err")
+        let process = try makeProcess(["tail", store, "--consumer", "feed", "--from", "0"], stdout: temp.file("unused"), stderr: err)
+        process.standardOutput = FileHandle(forWritingAtPath: "/dev/full")
+        try process.run()
+        process.waitUntilExit()
+        let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+        #expect(process.terminationStatus == 4, "\(stderr)")
+        #expect(stderr.contains("standard output"), "\(stderr)")
+        // Created at 0 (before anything was printed), never advanced.
+        #expect(try ConsumerDirectory(storeDirectory: URL(filePath: store)).checkpoint(named: "feed")?.committed == 0)
+    }
+
+    @Test func aConsumerInUseRefusesTheCLIsResetSkipAndTail() async throws {
+        let temp = TemporaryDirectory()
+        let storePath = try importedStore(temp)
+        let store = try EventStore.open(at: URL(filePath: storePath), snapshotPolicy: .never)
+        _ = try store.consumer(named: "app")
+        for arguments in [["consumers", "reset", storePath, "app", "--to", "0"], ["consumers", "parked", storePath, "app", "--skip", "1"],
+                          ["tail", storePath, "--consumer", "app"]] {
+            let refused = try run(arguments)
+            #expect(refused.status == 2 && refused.stderr.contains("in use"), "\(arguments): \(refused.stderr)")
+        }
+        try await store.close()
+        // Closed: the lock is released.
+        #expect(try run("consumers", "reset", storePath, "app", "--to", "0").status == 0)
+    }
+
+    @Test func verifyAndTailReportACheckpointOfAnotherHistory() throws {
+        let temp = TemporaryDirectory()
+        let storePath = try importedStore(temp)   // 5 events
+        // A checkpoint committed after a different event at position 4 (as the log before a cut
+        // that lost 4 and grew again): same end, other history.
+        // The same import, at another time: the event at 4 has another timestamp.
+        let other = TemporaryDirectory()
+        let otherPath = try importedStore(other)
+        #expect(try run("tail", otherPath, "--consumer", "feed").status == 0)
+        try FileManager.default.createDirectory(atPath: storePath + "/consumers", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: otherPath + "/consumers/feed.checkpoint", toPath: storePath + "/consumers/feed.checkpoint")
+        let verify = try run("verify", storePath)
+        #expect(verify.status == 3 && verify.stdout.contains("another history"), "\(verify.stdout)")
+        let tail = try run("tail", storePath, "--consumer", "feed")
+        #expect(tail.status == 3 && tail.stderr.contains("another history") && tail.stdout.isEmpty, "\(tail.stderr)")
+        #expect(try run("consumers", "reset", storePath, "feed", "--to", "4").status == 0)
+        #expect(positions(try run("tail", storePath, "--consumer", "feed")) == ["4"])
     }
 
     @Test func parkedEventsAreListedAndSkipped() async throws {

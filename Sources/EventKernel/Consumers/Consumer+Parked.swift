@@ -55,11 +55,12 @@ extension Consumer {
         }
     }
 
-    /// Adds an event to the parked list (replacing an entry at the same position).
-    func park(_ event: ParkedEvent) throws {
+    /// Adds events to the parked list (replacing entries at the same positions), in one write.
+    func park(_ events: [ParkedEvent]) throws {
+        let positions = Set(events.map(\.position))
         try changeParked { list in
-            list.removeAll { $0.position == event.position }
-            list.append(event)
+            list.removeAll { positions.contains($0.position) }
+            list.append(contentsOf: events)
             list.sort { $0.position < $1.position }
         }
     }

@@ -15,50 +15,54 @@ extension Consumer {
     /// it may use the caller's non-`Sendable` state.
     ///
     /// - Parameters:
-    ///   - batchSize: The most events per handler call (default ``ConsumerOptions/readBatchSize``).
+    ///   - batchSize: The most events per handler call (default, and at most,
+    ///     ``ConsumerOptions/readBatchSize``: the most a consumer holds).
     ///   - handler: Handles a batch (1 to `batchSize` events, in position order); it returns once
     ///     their effects are done. It runs on this task, outside every lock of the store.
     /// - Throws: ``ConsumerError/handlerFailed(consumer:position:attempts:errorType:error:)`` (stop
     ///   on failure), ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``,
+    ///   ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)`` (until a reset),
     ///   ``ConsumerError/fileFailed(path:reason:)`` (a commit or park could not be written),
     ///   ``RepositoryError/storage(_:)`` (the log cannot be read), `CancellationError` when the
     ///   task is cancelled while retrying.
     nonisolated(nonsending) public func run(batchSize: Int? = nil, handler: (_ events: [EventEnvelope]) async throws -> Void) async throws {
-        let limit = max(1, batchSize ?? options.readBatchSize)
+        let limit = min(max(1, batchSize ?? options.readBatchSize), options.readBatchSize)
         var (generation, start) = state.withLock { ($0.generation, $0.committed) }
         var reader = ConsumerReader(consumer: self, from: start)
         while let batch = try await reader.fetch(limit: limit) {
-            let current = state.withLock { $0.generation }
-            if current != generation {
-                // Reset meanwhile: read from the new position; this batch is not handled.
-                (generation, start) = state.withLock { ($0.generation, $0.committed) }
-                reader = ConsumerReader(consumer: self, from: start)
-                continue
+            if state.withLock({ $0.generation }) == generation {
+                try await handle(batch, handler, generation: generation)
+                // Checked again in the commit's own lock: a reset after the handler is not committed over.
+                if try await commit(through: batch[batch.count - 1].position, ifGeneration: generation) { continue }
             }
-            try await handle(batch, handler)
-            try commitHandled(through: batch[batch.count - 1].position, generation: generation)
+            // Reset meanwhile: read again from the new position; this batch is not committed.
+            (generation, start) = state.withLock { ($0.generation, $0.committed) }
+            reader = ConsumerReader(consumer: self, from: start)
         }
     }
 
-    /// Commits after a handled batch, unless a reset moved the consumer meanwhile.
-    private func commitHandled(through position: LogPosition, generation: UInt64) throws {
-        guard state.withLock({ $0.generation }) == generation else { return }
-        try commit(through: position)
-    }
-
-    nonisolated(nonsending) private func handle(_ batch: [EventEnvelope], _ handler: ([EventEnvelope]) async throws -> Void) async throws {
+    nonisolated(nonsending) private func handle(_ batch: [EventEnvelope], _ handler: ([EventEnvelope]) async throws -> Void,
+                                                generation: UInt64) async throws {
         guard let failure = try await attempt(batch, handler) else {
             store.instrumentation?.consumerHandled(consumer: name, events: batch.count)
             return
         }
-        guard batch.count > 1 else { return try failed(batch[0], failure) }
-        for event in batch {
-            if let failure = try await attempt([event], handler) {
-                try failed(event, failure)
-            } else {
-                store.instrumentation?.consumerHandled(consumer: name, events: 1)
+        var parking: [ParkedEvent] = []
+        if batch.count == 1 {
+            if let parked = try await failed(batch[0], failure, generation: generation) { parking.append(parked) }
+        } else {
+            for event in batch {
+                if let failure = try await attempt([event], handler) {
+                    if let parked = try await failed(event, failure, generation: generation) { parking.append(parked) }
+                } else {
+                    store.instrumentation?.consumerHandled(consumer: name, events: 1)
+                }
             }
         }
+        // One write of the parked list per batch, before the batch is committed.
+        guard !parking.isEmpty else { return }
+        try park(parking)
+        for _ in parking { store.instrumentation?.consumerParked(consumer: name) }
     }
 
     /// Runs the handler up to the retry policy's attempts, waiting between them.
@@ -80,17 +84,17 @@ extension Consumer {
         return (last, retry.maxAttempts)
     }
 
-    /// The handler gave up on `event`: park it, or stop with everything before it committed.
-    private func failed(_ event: EventEnvelope, _ failure: (error: any Error, attempts: Int)) throws {
+    /// The handler gave up on `event`: the entry to park, or (``FailurePolicy/stop``) stop with
+    /// everything before it committed. A reset since `generation` wins: the stop commits nothing over it.
+    private func failed(_ event: EventEnvelope, _ failure: (error: any Error, attempts: Int), generation: UInt64) async throws -> ParkedEvent? {
         let errorType = String(reflecting: type(of: failure.error))
         switch options.onFailure {
         case .park:
-            try park(ParkedEvent(position: event.position, stream: event.stream.description, eventType: event.eventType,
-                                 errorType: errorType, error: String(describing: failure.error),
-                                 attempts: failure.attempts, parkedAt: .now()))
-            store.instrumentation?.consumerParked(consumer: name)
+            return ParkedEvent(position: event.position, stream: event.stream.description, eventType: event.eventType,
+                               errorType: errorType, error: String(describing: failure.error),
+                               attempts: failure.attempts, parkedAt: .now())
         case .stop:
-            if event.position > 0 { try commit(through: event.position - 1) }
+            if event.position > 0 { try await commit(through: event.position - 1, ifGeneration: generation) }
             throw ConsumerError.handlerFailed(consumer: name, position: event.position, attempts: failure.attempts,
                                               errorType: errorType, error: String(describing: failure.error))
         }

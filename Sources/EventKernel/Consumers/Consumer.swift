@@ -12,8 +12,13 @@ import KernelPrimitives
 /// ``ConsumerOptions/readBatchSize``: a slow consumer holds one batch, never slows appends and
 /// never makes the store buffer for it. Handlers run on the caller's task, outside every lock.
 ///
-/// Created by ``EventStore/consumer(named:startingAt:options:)``. One consumer of a name should
-/// run at a time (a second one of the same name would handle the same events).
+/// Created by ``EventStore/consumer(named:startingAt:options:)``, which returns one instance
+/// per name per store: every handle shares its committed position and parked list. A store
+/// with a directory also holds the consumer's lock file (`consumers/<name>.lock`) until it
+/// closes, so another process (a second application, `eventkernel tail --consumer`,
+/// `consumers reset`) cannot use the same consumer meanwhile. Within the process, iterate it
+/// from one task at a time (one ``run(batchSize:handler:)`` or one ``events()`` loop): two
+/// would each handle every event.
 public final class Consumer: Sendable {
     /// The consumer's name: a file-name-safe token.
     public let name: String
@@ -21,14 +26,17 @@ public final class Consumer: Sendable {
     public let options: ConsumerOptions
     /// The store it reads.
     public let store: EventStore
+    /// Held while the store has the consumer open (`nil` for an in-memory store).
+    let lock: ConsumerLock?
 
     struct State {
         var committed: LogPosition
         /// Bumped by ``reset(to:)``: a running ``run(batchSize:handler:)`` starts reading again
         /// from the new position rather than commit over it.
         var generation: UInt64 = 0
-        /// The most envelopes any reader of this consumer held at once (the memory bound).
-        var mostHeld = 0
+        /// Why the stored checkpoint does not fit the log (past its end, or of another history):
+        /// reading and committing throw it until ``reset(to:)``.
+        var problem: ConsumerError?
     }
     let state: Locked<State>
     /// Serializes changes to the parked list (read, change, write back).
@@ -39,17 +47,20 @@ public final class Consumer: Sendable {
         self.store = store
         self.name = name
         self.options = options
+        // Locked before the checkpoint is read: nobody else writes it while this one is open.
+        lock = try store.consumerStorage.lock(consumer: name)
         switch options.checkpoint {
         case .handler:
             state = Locked(State(committed: try Self.resolve(start, in: store, consumer: name)))
         case .store:
             if let checkpoint = try store.consumerStorage.checkpoint(named: name) {
-                state = Locked(State(committed: checkpoint.committed))
+                let problem = try checkpoint.bindingProblem(in: store.log, end: store.nextPosition)
+                state = Locked(State(committed: checkpoint.committed, problem: problem))
             } else {
                 // Written now: a consumer created at `.end` and killed before its first commit
                 // must resume where it was created, not at a later end.
                 let committed = try Self.resolve(start, in: store, consumer: name)
-                try store.consumerStorage.write(ConsumerCheckpoint(name: name, committed: committed, committedAt: .now()))
+                try store.consumerStorage.write(try ConsumerCheckpoint.bound(name: name, committed: committed, in: store.log))
                 state = Locked(State(committed: committed))
             }
         }
@@ -70,46 +81,62 @@ public final class Consumer: Sendable {
     /// happens, in position order; it ends when the store closes or the task is cancelled.
     /// Commit what was handled with ``commit(through:)``.
     ///
-    /// Iterating throws ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)`` when
-    /// the committed position is past the log's end, and ``RepositoryError/storage(_:)`` when
-    /// the log cannot be read.
+    /// Iterating throws ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)`` or
+    /// ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)`` when the stored
+    /// checkpoint does not fit the log (until ``reset(to:)``), and ``RepositoryError/storage(_:)``
+    /// when the log cannot be read.
     public func events() -> ConsumerEvents { ConsumerEvents(reader: ConsumerReader(consumer: self, from: committed)) }
 
-    /// Marks every event through `position` as handled, durably (the store's file, fsynced)
-    /// before it returns. A position below the committed one changes nothing: a commit never
-    /// goes backwards (``reset(to:)`` does).
+    /// Marks every event through `position` as handled, durably before it returns: under
+    /// buffered durability the log is synced first, so the checkpoint never covers an event a
+    /// crash could still take away; then the store's file is replaced and fsynced. A position
+    /// below the committed one changes nothing: a commit never goes backwards (``reset(to:)`` does).
     /// - Parameter position: The last handled event's position.
     /// - Throws: ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)`` for a position
-    ///   the store has not committed; ``ConsumerError/fileFailed(path:reason:)`` when the write fails.
-    public func commit(through position: LogPosition) throws {
+    ///   the store has not committed; ``ConsumerError/fileFailed(path:reason:)`` when the write
+    ///   fails; the checkpoint's problem (``ConsumerError/checkpointOffHistory(consumer:committed:reason:)``)
+    ///   until a reset; ``RepositoryError/storage(_:)`` when the log's sync or read fails.
+    public func commit(through position: LogPosition) async throws {
+        try await commit(through: position, ifGeneration: nil)
+    }
+
+    /// Commits through `position` if no reset happened since `generation` was read (checked
+    /// under the same lock as the write, so a reset is never committed over).
+    /// - Returns: Whether it committed (or had nothing to commit) in that generation.
+    @discardableResult
+    func commit(through position: LogPosition, ifGeneration generation: UInt64?) async throws -> Bool {
         let end = store.nextPosition
         guard position < end else { throw ConsumerError.positionOutOfRange(consumer: name, position: position, logEnd: end) }
-        try state.withLock { (state) throws in
-            guard position + 1 > state.committed else { return }
-            try persist(position + 1)
+        if options.checkpoint == .store { try await store.log.synchronize() }
+        let checkpoint = options.checkpoint == .store ? try ConsumerCheckpoint.bound(name: name, committed: position + 1, in: store.log) : nil
+        let done = try state.withLock { (state) throws -> Bool in
+            if let generation, generation != state.generation { return false }
+            if let problem = state.problem { throw problem }
+            guard position + 1 > state.committed else { return true }
+            if let checkpoint { try store.consumerStorage.write(checkpoint) }
             state.committed = position + 1
+            return true
         }
         store.instrumentation?.consumerLag(consumer: name, lag: lag)
+        return done
     }
 
     /// Moves the committed position to `start`, backwards or forwards: the next events
     /// delivered are from there (a running ``run(batchSize:handler:)`` reads again from there
-    /// after its current batch).
+    /// after its current batch, and does not commit that batch). It clears a checkpoint's
+    /// problem (``ConsumerError/checkpointOffHistory(consumer:committed:reason:)``).
     /// - Parameter start: The new position (``ConsumerStart/end``: skip everything committed so far).
     /// - Throws: ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)``,
     ///   ``ConsumerError/fileFailed(path:reason:)``, ``RepositoryError/storage(_:)``.
     public func reset(to start: ConsumerStart) throws {
         let position = try Self.resolve(start, in: store, consumer: name)
+        let checkpoint = options.checkpoint == .store ? try ConsumerCheckpoint.bound(name: name, committed: position, in: store.log) : nil
         try state.withLock { (state) throws in
-            try persist(position)
+            if let checkpoint { try store.consumerStorage.write(checkpoint) }
             state.committed = position
             state.generation += 1
+            state.problem = nil
         }
-    }
-
-    private func persist(_ committed: LogPosition) throws(ConsumerError) {
-        guard options.checkpoint == .store else { return }
-        try store.consumerStorage.write(ConsumerCheckpoint(name: name, committed: committed, committedAt: .now()))
     }
 
     /// The position a start names in `store`'s log.

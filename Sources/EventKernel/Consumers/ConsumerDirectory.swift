@@ -8,8 +8,9 @@ import Darwin
 #endif
 
 /// The `<store>/consumers/` directory: each consumer's checkpoint (`<name>.checkpoint`) and
-/// parked events (`<name>.parked`), each replaced atomically (temporary file, fsync, rename,
-/// directory fsync) and checked (CRC-32C, format, name) when read. File names: `ConsumerFiles`.
+/// parked events (`<name>.parked`), each replaced atomically (a temporary file unique to the
+/// writer, fsync, rename, directory fsync) and checked (CRC-32C, format, name) when read; and
+/// each consumer's lock file (`<name>.lock`, `ConsumerLock`). File names: `ConsumerFiles`.
 ///
 /// The store's consumers use it; so do the `eventkernel consumers`, `tail --consumer` and
 /// `verify` commands, which read and reset consumers without opening the store for writing.
@@ -81,7 +82,7 @@ public struct ConsumerDirectory: Sendable {
             guard FileManager.default.fileExists(atPath: path(file)) else { return }
             do {
                 try SystemCall.run("unlink") { unlink(path(file)) }
-                try synchronizeDirectory()
+                try synchronizeDirectory(url.path)
             } catch let error as ConsumerError {
                 throw error
             } catch {
@@ -116,10 +117,23 @@ public struct ConsumerDirectory: Sendable {
         }
     }
 
-    private func replace(_ file: String, with bytes: [UInt8]) throws(ConsumerError) {
+    /// Takes the consumer's lock (see ``ConsumerLock``).
+    func lock(consumer name: String) throws(ConsumerError) -> ConsumerLock? {
+        try ConsumerLock(consumer: name, in: self)
+    }
+
+    /// Creates the directory if it is missing, and then syncs the store directory: a file
+    /// synced inside a directory whose own entry is not durable can vanish with it.
+    func createIfNeeded() throws(ConsumerError) {
+        guard !FileManager.default.fileExists(atPath: url.path) else { return }
         do { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) } catch {
             throw .fileFailed(path: url.path, reason: "cannot create the directory: \(error)")
         }
+        try synchronizeDirectory(url.deletingLastPathComponent().path)
+    }
+
+    private func replace(_ file: String, with bytes: [UInt8]) throws(ConsumerError) {
+        try createIfNeeded()
         do {
             try StoreDirectory.writeAtomically(bytes, directory: url.path, name: file,
                                                temporaryName: ConsumerFiles.temporaryFile(for: file), io: fileIO)
@@ -128,13 +142,13 @@ public struct ConsumerDirectory: Sendable {
         }
     }
 
-    private func synchronizeDirectory() throws(ConsumerError) {
+    private func synchronizeDirectory(_ directory: String) throws(ConsumerError) {
         do {
-            let descriptor = try SystemCall.run("open") { open(url.path, O_RDONLY) }
+            let descriptor = try SystemCall.run("open") { open(directory, O_RDONLY) }
             defer { close(descriptor) }
-            try fileIO.synchronize(descriptor: descriptor, path: url.path)
+            try fileIO.synchronize(descriptor: descriptor, path: directory)
         } catch {
-            throw .fileFailed(path: url.path, reason: "syncing the directory failed: \(error)")
+            throw .fileFailed(path: directory, reason: "syncing the directory failed: \(error)")
         }
     }
 }

@@ -11,6 +11,17 @@ public enum ConsumerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The committed position is past the end of the log (after a repair or a truncation):
     /// the consumer does not deliver until it is reset (``Consumer/reset(to:)``, `eventkernel consumers reset`).
     case checkpointAheadOfLog(consumer: String, committed: LogPosition, logEnd: LogPosition)
+    /// The checkpoint was written against another history of the log: the event it was
+    /// committed after is no longer the one at that position (the log was cut by a repair or
+    /// a torn tail, or lost unsynced events in a crash, and may have grown again since). The
+    /// consumer does not deliver until it is reset: delivering would skip the events that now
+    /// stand where the lost ones were.
+    case checkpointOffHistory(consumer: String, committed: LogPosition, reason: String)
+    /// Another user has the consumer open: this process (a second `consumer(named:)` with
+    /// other options) or another (an application, `eventkernel tail --consumer`).
+    case inUse(consumer: String, path: String)
+    /// The consumer is open on this store with other options (a name is one consumer).
+    case openWithOtherOptions(consumer: String)
     /// A position given to commit, reset or start at lies outside what the log holds.
     case positionOutOfRange(consumer: String, position: LogPosition, logEnd: LogPosition)
     /// The handler failed on the event at `position` on every attempt and the consumer is set
@@ -26,6 +37,12 @@ public enum ConsumerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .fileFailed(let path, let reason): "the consumer file \(path) could not be read or written: \(reason)"
         case .checkpointAheadOfLog(let consumer, let committed, let end):
             "consumer \"\(consumer)\" committed position \(committed), past the log's end (\(end)): the log lost events it had handled (a repair or a truncation); reset it (eventkernel consumers reset STORE \(consumer) --to POSITION) to go on"
+        case .checkpointOffHistory(let consumer, let committed, let reason):
+            "consumer \"\(consumer)\" committed position \(committed) in another history of the log: \(reason); the events now at its position were never delivered to it: reset it (eventkernel consumers reset STORE \(consumer) --to POSITION) to go on"
+        case .inUse(let consumer, let path):
+            "consumer \"\(consumer)\" is in use by another holder of \(path) (an application or an eventkernel command, in this or another process): stop it first"
+        case .openWithOtherOptions(let consumer):
+            "consumer \"\(consumer)\" is already open on this store with other options: a name is one consumer"
         case .positionOutOfRange(let consumer, let position, let end):
             "position \(position) is past the log's end (\(end)) for consumer \"\(consumer)\""
         case .handlerFailed(let consumer, let position, let attempts, let type, let error):

@@ -65,7 +65,7 @@ public enum CheckpointOwner: Hashable, Sendable {
     /// The store, in `<store>/consumers/<name>.checkpoint` (in memory for an in-memory store).
     case store
     /// The handler's own target, in the transaction that applies the events (exactly-once):
-    /// the consumer starts at its `startingAt:` position every time and commits only in memory.
+    /// the consumer starts at its `startingAt:` position each time a store opens it and commits only in memory.
     case handler
 }
 

@@ -15,10 +15,11 @@ struct ConsumerReader: Sendable {
     /// The next events, at most `limit`, in position order: at once when the store has
     /// committed some past `next`, else once it does.
     /// - Returns: A non-empty batch, or `nil` when the store closed or the task was cancelled.
-    /// - Throws: ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``, ``RepositoryError/storage(_:)``.
+    /// - Throws: ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``, ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)``, ``RepositoryError/storage(_:)``.
     mutating func fetch(limit: Int) async throws -> [EventEnvelope]? {
         let store = consumer.store
         while !Task.isCancelled {
+            if let problem = consumer.state.withLock({ $0.problem }) { throw problem }
             let (end, closed) = store.commit.withLock { ($0.nextPosition, $0.closed) }
             if closed { return nil }
             if next > end {
@@ -34,10 +35,7 @@ struct ConsumerReader: Sendable {
                 }
                 // Fewer than asked: everything up to `end` was read (compaction leaves gaps).
                 next = batch.count < limit ? end : batch[batch.count - 1].position + 1
-                if !batch.isEmpty {
-                    consumer.state.withLock { $0.mostHeld = max($0.mostHeld, batch.count) }
-                    return batch
-                }
+                if !batch.isEmpty { return batch }
                 continue
             }
             store.instrumentation?.consumerLag(consumer: consumer.name, lag: consumer.lag)
@@ -63,7 +61,7 @@ public struct ConsumerEvents: AsyncSequence, Sendable {
 
         /// The next event, waiting for a commit when caught up; `nil` when the store closed or
         /// the task was cancelled.
-        /// - Throws: ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``, ``RepositoryError/storage(_:)``.
+        /// - Throws: ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``, ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)``, ``RepositoryError/storage(_:)``.
         public mutating func next() async throws -> EventEnvelope? {
             if index == buffer.count {
                 buffer = []
@@ -93,7 +91,7 @@ public struct ConsumerBatches: AsyncSequence, Sendable {
 
         /// The next batch (1 to `maxCount` events), waiting for a commit when caught up; `nil`
         /// when the store closed or the task was cancelled.
-        /// - Throws: ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``, ``RepositoryError/storage(_:)``.
+        /// - Throws: ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``, ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)``, ``RepositoryError/storage(_:)``.
         public mutating func next() async throws -> [EventEnvelope]? {
             try await reader.fetch(limit: maxCount)
         }
@@ -101,14 +99,11 @@ public struct ConsumerBatches: AsyncSequence, Sendable {
 }
 
 extension Consumer {
-    /// The events from the committed position on, in batches of at most `maxCount` (default
-    /// ``ConsumerOptions/readBatchSize``): what is in the log at once, then each new commit.
+    /// The events from the committed position on, in batches of at most `maxCount` (default, and
+    /// at most, ``ConsumerOptions/readBatchSize``): what is in the log at once, then each new commit.
     /// Ends when the store closes or the task is cancelled; commit with ``commit(through:)``.
     /// - Parameter maxCount: The most events per batch (clamped to at least 1).
     public func batches(maxCount: Int? = nil) -> ConsumerBatches {
-        ConsumerBatches(reader: ConsumerReader(consumer: self, from: committed), maxCount: max(1, maxCount ?? options.readBatchSize))
+        ConsumerBatches(reader: ConsumerReader(consumer: self, from: committed), maxCount: min(max(1, maxCount ?? options.readBatchSize), options.readBatchSize))
     }
-
-    /// The most envelopes a reader of this consumer held at once since it was created.
-    var mostEnvelopesHeld: Int { state.withLock { $0.mostHeld } }
 }

@@ -15,6 +15,8 @@ protocol ConsumerStorage: Sendable {
     func writeParked(_ events: [ParkedEvent], named name: String) throws(ConsumerError)
     /// The names of the consumers with a checkpoint or parked events, sorted.
     func names() throws(ConsumerError) -> [String]
+    /// Takes the consumer's lock for as long as the result lives (`nil`: nothing to share).
+    func lock(consumer name: String) throws(ConsumerError) -> ConsumerLock?
 }
 
 /// The consumers of an in-memory store: gone with the process, as its log is.
@@ -30,4 +32,6 @@ final class ConsumerMemory: ConsumerStorage {
     func parked(named name: String) -> [ParkedEvent] { state.withLock { $0.parked[name] ?? [] } }
     func writeParked(_ events: [ParkedEvent], named name: String) { state.withLock { $0.parked[name] = events } }
     func names() -> [String] { state.withLock { Set($0.checkpoints.keys).union($0.parked.keys).sorted() } }
+    // Nothing outside this process can see an in-memory store.
+    func lock(consumer name: String) -> ConsumerLock? { nil }
 }

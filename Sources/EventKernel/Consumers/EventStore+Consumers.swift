@@ -10,15 +10,37 @@ extension EventStore {
     /// - Parameters:
     ///   - name: A file-name-safe token (1 to 128 of `A-Z a-z 0-9 . _ -`, not starting with `.`).
     ///   - start: Where a consumer with no committed position starts (ignored once it has one;
-    ///     used every time with ``CheckpointOwner/handler``).
+    ///     used each time a store opens it with ``CheckpointOwner/handler``).
     ///   - options: Batch size, retries, failure policy, checkpoint owner.
-    /// - Returns: The consumer, at its committed position (a new one's is written at once).
-    /// - Throws: ``ConsumerError/invalidName(_:reason:)``, ``ConsumerError/damagedFile(path:reason:)``,
+    /// - Returns: The consumer, at its committed position (a new one's is written at once). A
+    ///   name already open on this store returns the same instance (its `start` is not used
+    ///   again), so two handles never keep two committed positions or parked lists.
+    /// - Throws: ``ConsumerError/openWithOtherOptions(consumer:)`` when the name is open with
+    ///   other options; ``ConsumerError/inUse(consumer:path:)`` when another process holds the
+    ///   consumer's lock; ``ConsumerError/invalidName(_:reason:)``, ``ConsumerError/damagedFile(path:reason:)``,
     ///   ``ConsumerError/fileFailed(path:reason:)``, ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)``,
-    ///   ``RepositoryError/storage(_:)`` (a start date needs the log read).
+    ///   ``RepositoryError/storage(_:)`` (a start date, or the check of a
+    ///   stored checkpoint against the log, needs the log read).
     public func consumer(named name: String, startingAt start: ConsumerStart = .beginning,
                          options: ConsumerOptions = ConsumerOptions()) throws -> Consumer {
-        try Consumer(store: self, name: name, start: start, options: options)
+        try openConsumers.withLock { (open) throws -> Consumer in
+            if let consumer = open[name] {
+                guard consumer.options == options else { throw ConsumerError.openWithOtherOptions(consumer: name) }
+                return consumer
+            }
+            let consumer = try Consumer(store: self, name: name, start: start, options: options)
+            open[name] = consumer
+            return consumer
+        }
+    }
+
+    /// Forgets the open consumers and releases their locks (at close).
+    func closeConsumers() {
+        let consumers = openConsumers.withLock { open in
+            defer { open.removeAll() }
+            return Array(open.values)
+        }
+        for consumer in consumers { consumer.lock?.release() }
     }
 
     /// The names of the consumers that have a committed position or parked events in this store, sorted.

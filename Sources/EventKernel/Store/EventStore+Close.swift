@@ -10,8 +10,9 @@ extension EventStore {
         }
         guard !wasClosed else { return }
         stopFollowingSharedLog()
-        do { try await log.synchronize() } catch { throw RepositoryError.storage(StorageFailure("the final sync at close failed", cause: error)) }
-        if snapshotPolicy.onClose, snapshots != nil {
+        var syncFailure: (any Error)?
+        do { try await log.synchronize() } catch { syncFailure = error }
+        if syncFailure == nil, snapshotPolicy.onClose, snapshots != nil {
             do { try await writeSnapshots() } catch { logger.error("snapshot on close failed", metadata: ["error": "\(error)"]) }
         }
         let (subscribers, handlers) = commit.withLock { state in
@@ -26,6 +27,9 @@ extension EventStore {
         for subscriber in subscribers { subscriber.finish() }
         commitSignal.close()
         for handler in handlers { handler() }
+        closeConsumers()
+        // Only now: a failed sync must still end what waits on the store (consumers, subscribers).
+        if let syncFailure { throw RepositoryError.storage(StorageFailure("the final sync at close failed", cause: syncFailure)) }
         do { try await log.close() } catch { throw RepositoryError.storage(StorageFailure("closing the log failed", cause: error)) }
     }
 

@@ -32,6 +32,8 @@ public final class EventStore: Sendable {
     let consumerStorage: any ConsumerStorage
     /// Wakes consumers waiting for commits (it carries no events).
     let commitSignal = CommitSignal()
+    /// The consumers open on this store, one per name (their locks are released at close).
+    let openConsumers = Locked<[String: Consumer]>([:])
 
     struct Admission { var closed = false }
 

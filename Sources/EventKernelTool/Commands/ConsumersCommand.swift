@@ -10,9 +10,9 @@ struct ConsumersCommand: AsyncParsableCommand {
         commandName: "consumers", abstract: "List a store's named consumers (committed position, lag, parked events); reset one; list or skip its parked events.",
         discussion: """
             A consumer's committed position is the next position it handles; its lag is the log's next position minus it. \
-            Reset and skip change the consumer's files in STORE/consumers/: do it while the consumer is stopped (a running \
-            consumer keeps its own position and commits over a reset). Retrying a parked event needs its handler: the API \
-            does that (Consumer.retryParked). See Docs/Consumers.md.
+            Reset and skip change the consumer's files in STORE/consumers/: they take the consumer's lock \
+            (STORE/consumers/NAME.lock), and refuse (exit 2) while an application or a tail --consumer has the consumer \
+            open. Retrying a parked event needs its handler: the API does that (Consumer.retryParked). See Docs/Consumers.md.
 
             Examples:
               eventkernel consumers demo
@@ -52,7 +52,7 @@ struct ConsumersCommand: AsyncParsableCommand {
         @OptionGroup var output: OutputOptions
 
         func run() async throws {
-            let end = try ConsumersCommand.logEnd(store.url).end
+            let (log, end) = try ConsumersCommand.logEnd(store.url)
             let directory = ConsumerDirectory(storeDirectory: store.url)
             var listing = Listing(columns: [
                 Column("name"), Column("committed", right: true), Column("lag", right: true), Column("parked", right: true),
@@ -66,9 +66,9 @@ struct ConsumersCommand: AsyncParsableCommand {
                         cells[1] = .uint(checkpoint.committed)
                         cells[2] = checkpoint.committed <= end ? .uint(end - checkpoint.committed) : .null
                         cells[4] = .string(ISODate.format(checkpoint.committedAt))
-                        if checkpoint.committed > end {
+                        if let problem = try checkpoint.bindingProblem(in: log, end: end) {
                             damaged = true
-                            cells[5] = .string(ConsumerError.checkpointAheadOfLog(consumer: name, committed: checkpoint.committed, logEnd: end).description)
+                            cells[5] = .string(problem.description)
                         }
                     }
                     cells[3] = .int(Int64(try directory.parked(named: name).count))
@@ -95,7 +95,7 @@ struct ConsumersCommand: AsyncParsableCommand {
             discussion: """
                 --to N: the next event handled is the one at position N (0 ≤ N ≤ the log's next position). --to DATE: the \
                 first event recorded at or after DATE (ISO 8601). --to beginning / end: the log's first event / the next \
-                one appended. Stop the consumer first.
+                one appended. Refused (exit 2) while the consumer is open elsewhere (an application, a tail --consumer).
                 """)
 
         @OptionGroup var store: StoreArguments<NameOperand>
@@ -122,8 +122,10 @@ struct ConsumersCommand: AsyncParsableCommand {
             // A damaged or ahead checkpoint is what reset is for: read it only to report it.
             let previous = try? directory.checkpoint(named: name)
             let position = try withToolErrorsSync(store: store.url) {
+                let lock = try ConsumerLock(consumer: name, in: directory)
+                defer { withExtendedLifetime(lock) {} }
                 let position = try Consumer.resolve(start, in: log, end: end, consumer: name)
-                try directory.write(ConsumerCheckpoint(name: name, committed: position, committedAt: .now()))
+                try directory.write(try ConsumerCheckpoint.bound(name: name, committed: position, in: log))
                 return position
             }
             if output.resolved == .table {
@@ -142,7 +144,8 @@ struct ConsumersCommand: AsyncParsableCommand {
             usage: "eventkernel consumers parked [STORE] NAME [--skip POSITION] [--dir D] [--format F]",
             discussion: """
                 Each parked event: position, stream, event type, attempts, when it was parked (or last retried), the \
-                error's type and description. Retrying needs the handler: use Consumer.retryParked in the application.
+                error's type and description. Retrying needs the handler: use Consumer.retryParked in the application. \
+                --skip is refused (exit 2) while the consumer is open elsewhere (an application, a tail --consumer).
                 """)
 
         @OptionGroup var store: StoreArguments<NameOperand>
@@ -154,16 +157,21 @@ struct ConsumersCommand: AsyncParsableCommand {
             let name = try ConsumersCommand.validName(store.operand ?? "")
             try StoreLocation.requireStore(store.url)
             let directory = ConsumerDirectory(storeDirectory: store.url)
-            var parked = try withToolErrorsSync(store: store.url) { try directory.parked(named: name) }
             if let skip {
-                guard parked.contains(where: { $0.position == skip }) else {
-                    throw ToolError.from(ConsumerError.notParked(consumer: name, position: skip))
+                let left = try withToolErrorsSync(store: store.url) { () throws -> Int in
+                    // Read and written under the lock: no running consumer parks meanwhile.
+                    let lock = try ConsumerLock(consumer: name, in: directory)
+                    defer { withExtendedLifetime(lock) {} }
+                    var parked = try directory.parked(named: name)
+                    guard parked.contains(where: { $0.position == skip }) else { throw ConsumerError.notParked(consumer: name, position: skip) }
+                    parked.removeAll { $0.position == skip }
+                    try directory.writeParked(parked, named: name)
+                    return parked.count
                 }
-                parked.removeAll { $0.position == skip }
-                try withToolErrorsSync(store: store.url) { try directory.writeParked(parked, named: name) }
-                if output.resolved == .table { print("consumer \(name): skipped the parked event at position \(skip); \(parked.count) left") }
+                if output.resolved == .table { print("consumer \(name): skipped the parked event at position \(skip); \(left) left") }
                 return
             }
+            let parked = try withToolErrorsSync(store: store.url) { try directory.parked(named: name) }
             let listing = Listing(columns: [
                 Column("position", right: true), Column("stream"), Column("event_type", header: "event type"),
                 Column("attempts", right: true), Column("parked_at", header: "parked at"), Column("error_type", header: "error type"), Column("error"),

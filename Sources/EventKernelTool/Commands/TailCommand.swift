@@ -19,8 +19,11 @@ struct TailCommand: AsyncParsableCommand {
             per line, plus version), as --format jsonl; --format json prints one array and cannot --follow.
 
             --consumer NAME prints from the named consumer's committed position (a new consumer starts at --from N, \
-            else at the log's first event) and, after each chunk is printed and flushed, commits it (STORE/consumers/NAME.checkpoint): \
-            a tail that is killed resumes where it left off, without a gap (what was printed after the last commit is printed again).
+            else at the log's first event) and, after each chunk (at most 1000 events) is printed and flushed to standard \
+            output without error, commits it (STORE/consumers/NAME.checkpoint): a tail that is killed resumes where it left \
+            off, without a gap (what was printed after the last commit is printed again). If standard output fails (a full \
+            disk, a closed pipe), nothing more is committed and tail exits 4. It holds the consumer's lock while it runs: \
+            an application (or another tail) using the consumer makes it exit 2.
 
             Examples:
               eventkernel tail demo
@@ -46,6 +49,8 @@ struct TailCommand: AsyncParsableCommand {
 
     /// The events printed without -n or --from.
     static let defaultLines: Int64 = 10
+    /// The most events printed (and, with --consumer, committed) at a time: the memory a tail holds.
+    static let chunkSize = 1000
 
     func validate() throws {
         if let lines, lines < 0 { throw ValidationError("-n must be ≥ 0 (got \(lines)): it counts the last events") }
@@ -75,17 +80,20 @@ struct TailCommand: AsyncParsableCommand {
         var next: UInt64
         // The consumer's files, and what it committed: the next position to print.
         var checkpoints: ConsumerDirectory?
+        var lock: ConsumerLock?
         if let consumer {
             if store.postgresURL != nil { throw ToolError(.badInput, "--consumer keeps its position in the store directory: it cannot be used with a PostgreSQL log yet") }
             let directory = ConsumerDirectory(storeDirectory: store.url)
             let committed = try withToolErrorsSync(store: store.url) { () throws -> LogPosition in
-                if let checkpoint = try directory.checkpoint(named: consumer) { return checkpoint.committed }
+                // Held until tail exits: no application or other tail commits this consumer meanwhile.
+                lock = try ConsumerLock(consumer: consumer, in: directory)
+                if let checkpoint = try directory.checkpoint(named: consumer) {
+                    if let problem = try checkpoint.bindingProblem(in: log, end: bounds.nextPosition) { throw problem }
+                    return checkpoint.committed
+                }
                 let start = try Consumer.resolve(from.map { .position(UInt64($0)) } ?? .beginning, in: log, end: bounds.nextPosition, consumer: consumer)
-                try directory.write(ConsumerCheckpoint(name: consumer, committed: start, committedAt: .now()))
+                try directory.write(try ConsumerCheckpoint.bound(name: consumer, committed: start, in: log))
                 return start
-            }
-            if committed > bounds.nextPosition {
-                throw ToolError.from(ConsumerError.checkpointAheadOfLog(consumer: consumer, committed: committed, logEnd: bounds.nextPosition))
             }
             checkpoints = directory
             next = committed
@@ -95,12 +103,14 @@ struct TailCommand: AsyncParsableCommand {
             let count = UInt64(lines ?? Self.defaultLines)
             next = bounds.nextPosition - min(count, bounds.nextPosition - bounds.firstPosition)
         }
+        defer { withExtendedLifetime(lock) {} }
         if format == .csv { print(Output.csvHeader(EventRows.listing), terminator: "") }
         var collected = EventRows.listing  // --format json: one array at the end
         while true {
             let end = log.bounds.nextPosition
-            if next < end {
+            while next < end {
                 var chunk = EventRows.listing
+                var last: LogPosition?
                 try withToolErrorsSync(store: store.url) {
                     try log.forEachRecord(from: next, through: end - 1) { view in
                         let envelope = try EventEnvelope(view)
@@ -109,7 +119,8 @@ struct TailCommand: AsyncParsableCommand {
                         } else {
                             chunk.rows.append(EventRows.row(other: envelope))
                         }
-                        return true
+                        last = envelope.position
+                        return chunk.rows.count < Self.chunkSize
                     }
                 }
                 switch format {
@@ -118,11 +129,13 @@ struct TailCommand: AsyncParsableCommand {
                 case .csv: print(Output.csvRows(chunk), terminator: "")
                 case .json: collected.rows += chunk.rows
                 }
-                next = end
-                Output.flush()
+                // A short chunk read everything up to `end` (compaction leaves gaps).
+                next = chunk.rows.count < Self.chunkSize ? end : last! + 1
                 // Printed and flushed: only now is it committed (json prints once, at the end).
                 if format != .json, let consumer, let checkpoints {
-                    try commit(next, consumer: consumer, in: checkpoints)
+                    try commitPrinted(next, consumer: consumer, in: checkpoints, log: log)
+                } else {
+                    Output.flush()
                 }
             }
             guard follow else { break }
@@ -132,15 +145,27 @@ struct TailCommand: AsyncParsableCommand {
         }
         if format == .json {
             Output.print(collected, as: .json)
-            Output.flush()
-            if let consumer, let checkpoints { try commit(next, consumer: consumer, in: checkpoints) }
+            if let consumer, let checkpoints {
+                try commitPrinted(next, consumer: consumer, in: checkpoints, log: log)
+            } else {
+                Output.flush()
+            }
         }
     }
 
-    /// Commits `position` (the next to print) for the consumer, durably.
-    private func commit(_ position: LogPosition, consumer: String, in checkpoints: ConsumerDirectory) throws {
+    /// Commits `position` (the next to print) for the consumer, durably, once everything
+    /// printed so far has reached standard output; if it has not, nothing is committed.
+    /// - Throws: ``ToolError`` (exit 4) when standard output failed, or the commit's error.
+    private func commitPrinted(_ position: LogPosition, consumer: String, in checkpoints: ConsumerDirectory, log: any RecordLog) throws {
+        guard Output.flushStandardOutput() else {
+            throw ToolError(.io, "writing to standard output failed (\(String(cString: strerror(errno)))): nothing past the last commit of consumer \"\(consumer)\" was committed")
+        }
+        // For tests: a window between the flush and the commit, to kill the process in.
+        if let pause = ProcessInfo.processInfo.environment["EVENTKERNEL_TEST_TAIL_PAUSE_BEFORE_COMMIT"], let seconds = Double(pause) {
+            Thread.sleep(forTimeInterval: seconds)
+        }
         try withToolErrorsSync(store: store.url) {
-            try checkpoints.write(ConsumerCheckpoint(name: consumer, committed: position, committedAt: .now()))
+            try checkpoints.write(try ConsumerCheckpoint.bound(name: consumer, committed: position, in: log))
         }
     }
 }

@@ -73,8 +73,9 @@ struct StoreCheck {
     }
 
     /// Each consumer's files in `<store>/consumers/`: a checkpoint or parked list that fails its
-    /// checks is damage, and so is a checkpoint past the log's end (the log lost events the
-    /// consumer handled: it refuses to deliver until reset); a file that is no consumer's is a warning.
+    /// checks is damage, and so is a checkpoint that does not fit the log (past its end, or
+    /// committed after an event the log no longer holds at that position: the consumer refuses
+    /// to deliver until reset); a file that is no consumer's is a warning.
     static func checkConsumers(_ directory: URL, logEnd: LogPosition) -> [Problem] {
         let consumers = ConsumerDirectory(storeDirectory: directory)
         var problems: [Problem] = []
@@ -82,11 +83,14 @@ struct StoreCheck {
         do { names = try consumers.names() } catch {
             return [Problem(severity: "damage", message: "consumers: \(error)", file: consumers.url.path, offset: nil, position: nil)]
         }
+        // The anchors are read from the log when it opens; a log that does not is reported above.
+        let log = names.isEmpty ? nil : try? SegmentedLog.openReadOnly(at: directory)
         for name in names {
             do {
-                if let checkpoint = try consumers.checkpoint(named: name), checkpoint.committed > logEnd {
-                    let ahead = ConsumerError.checkpointAheadOfLog(consumer: name, committed: checkpoint.committed, logEnd: logEnd)
-                    problems.append(Problem(severity: "damage", message: "consumer: \(ahead)",
+                if let checkpoint = try consumers.checkpoint(named: name),
+                   let problem = try log.map({ try checkpoint.bindingProblem(in: $0, end: logEnd) })
+                       ?? (checkpoint.committed > logEnd ? ConsumerError.checkpointAheadOfLog(consumer: name, committed: checkpoint.committed, logEnd: logEnd) : nil) {
+                    problems.append(Problem(severity: "damage", message: "consumer: \(problem)",
                                             file: consumers.url.appending(path: ConsumerFiles.checkpointFile(for: name)).path,
                                             offset: nil, position: checkpoint.committed))
                 }

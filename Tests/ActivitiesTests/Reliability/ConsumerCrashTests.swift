@@ -9,7 +9,9 @@ import EventKernelTestSupport
 /// the handler returns, so before the commit. After every kill, at a seeded random instant,
 /// the committed position must never be ahead of what was handled (every position below it is
 /// in the file); after the last round, a run to the end must have handled every event at
-/// least once, none skipped.
+/// least once or parked, none skipped. The helper's handler fails on purpose (always on some
+/// positions, which are parked after their batch is split; once on others, which a retry
+/// handles), so retries, splits and parking are killed too.
 ///
 /// `EVENTKERNEL_CONSUMER_CRASH_ROUNDS` (default 10; 100 for the issue's bar),
 /// `EVENTKERNEL_CRASH_SEED`.
@@ -33,6 +35,8 @@ struct ConsumerCrashTests {
         let total = UInt64(400 * max(1, Self.rounds))
         var rng = SplitMix64(seed: Self.seed)
         var kills = 0
+        var killsWhileConsuming = 0
+        var previous: LogPosition = 0
         for round in 0..<Self.rounds {
             let plan: KillPlan = Bool.random(using: &rng)
                 ? .after(microseconds: Int.random(in: 20_000...400_000, using: &rng))
@@ -42,25 +46,34 @@ struct ConsumerCrashTests {
             #expect(!child.lines.contains { $0.hasPrefix("error") }, "round \(round): \(child.lines.filter { $0.hasPrefix("error") })")
             if child.wasKilled { kills += 1 }
             guard FileManager.default.fileExists(atPath: store.appending(path: "consumers/crash.checkpoint").path) else { continue }
-            let committed = try #require(try ConsumerDirectory(storeDirectory: store).checkpoint(named: "crash")).committed
-            let seen = Set(Self.handled(file))
+            let consumers = ConsumerDirectory(storeDirectory: store)
+            let committed = try #require(try consumers.checkpoint(named: "crash")).committed
+            let seen = Set(Self.handled(file)).union(try consumers.parked(named: "crash").map(\.position))
             let missing = (0..<committed).filter { !seen.contains($0) }
-            #expect(missing.isEmpty, "round \(round) (\(plan)): committed \(committed) but never handled \(missing.prefix(5))")
+            #expect(missing.isEmpty, "round \(round) (\(plan)): committed \(committed) but never handled nor parked \(missing.prefix(5))")
+            // Killed mid-way: it had committed more than the round before, and not everything.
+            if child.wasKilled, committed > previous, committed < total { killsWhileConsuming += 1 }
+            previous = committed
         }
+        #expect(Self.rounds == 0 || killsWhileConsuming > 0, "no kill landed while the consumer was consuming (\(kills) kills)")
         // The last run goes to the end.
         let final = try runAndKill(builtExecutable("ActivitiesTestHelper"), arguments: ["consume", store.path, file.path, String(total)],
                                    scratch: temp.url, plan: .afterAcks(Int.max, jitterMicroseconds: 0))
         let log = try SegmentedLog.openReadOnly(at: store)
-        if final.lines.last == "done" {
-            #expect(try ConsumerDirectory(storeDirectory: store).checkpoint(named: "crash")?.committed == total)
-            #expect(log.bounds.nextPosition == total)
-        }
+        try #require(final.lines.last == "done", "the final run did not finish: \(final.lines.suffix(3))")
+        let consumers = ConsumerDirectory(storeDirectory: store)
+        #expect(try consumers.checkpoint(named: "crash")?.committed == total)
+        #expect(log.bounds.nextPosition == total)
         let handled = Self.handled(file)
-        let committed = try #require(try ConsumerDirectory(storeDirectory: store).checkpoint(named: "crash")).committed
+        let parked = Set(try consumers.parked(named: "crash").map(\.position))
         let seen = Set(handled)
-        let missing = (0..<committed).filter { !seen.contains($0) }
-        #expect(missing.isEmpty, "every committed event was handled at least once; never handled: \(missing.prefix(5)) (\(missing.count))")
+        // Those the handler always refuses are parked, and only those; every other was handled.
+        #expect(parked == Set((0..<total).filter { $0 % 101 == 7 }))
+        let missing = (0..<total).filter { !seen.contains($0) && !parked.contains($0) }
+        #expect(missing.isEmpty, "every event was handled at least once or parked; neither: \(missing.prefix(5)) (\(missing.count))")
+        #expect(seen.isDisjoint(with: parked))
         #expect(handled.allSatisfy { $0 < log.bounds.nextPosition })
+        let committed = total
         print("consumer crash rounds: \(Self.rounds), killed \(kills), handled \(handled.count) lines for \(committed) committed events (duplicates \(handled.count - seen.count)), final run \(final.lines.last ?? "-")")
     }
 }
