@@ -7,9 +7,9 @@ public import Foundation
 /// Package access: domain codecs and snapshot layouts in this package use it; apps encode
 /// their own payloads (the entity coder, JSON, or their own format).
 ///
-/// Public with `package` members only so that its inlinable members reach the other modules
-/// inlined (see ``Varint``: Swift 6.3.1 does not serialise them for a `package` type).
-public struct BinaryReader: Sendable {
+/// `@usableFromInline` so that its inlinable members reach the other modules inlined (see
+/// ``Varint``: Swift 6.3.1 does not serialise them for a plain `package` type).
+@usableFromInline package struct BinaryReader: Sendable {
     /// The input.
     @usableFromInline package let bytes: [UInt8]
     /// The offset of the next byte to read.

@@ -2,9 +2,9 @@
 /// decoding the log's record framing, where the caller turns any failure into one corruption
 /// error with its own location.
 ///
-/// Public with `package` members only so that its inlinable members reach the other modules
-/// inlined (see ``Varint``: Swift 6.3.1 does not serialise them for a `package` type).
-public struct ByteCursor {
+/// `@usableFromInline` so that its inlinable members reach the other modules inlined (see
+/// ``Varint``: Swift 6.3.1 does not serialise them for a plain `package` type).
+@usableFromInline package struct ByteCursor {
     /// The bytes read.
     @usableFromInline package let bytes: UnsafeRawBufferPointer
     /// The offset of the next byte to read.

@@ -17,9 +17,9 @@
 /// path makes one per commit) allocates nothing beyond the string itself, which a short one
 /// does not.
 ///
-/// Public with `package` members only so that its inlinable members reach the other modules
-/// inlined (see ``Varint``: Swift 6.3.1 does not serialise them for a `package` type).
-public struct StringInterner: Sendable {
+/// `@usableFromInline` so that its inlinable members reach the other modules inlined (see
+/// ``Varint``: Swift 6.3.1 does not serialise them for a plain `package` type).
+@usableFromInline package struct StringInterner: Sendable {
     /// How many distinct strings are kept.
     package static let capacity = 16
 
