@@ -11,7 +11,7 @@ import Testing
 // them a plain `package` type again, this file would fail to build ("... is package and cannot
 // be referenced from an '@inlinable' function").
 
-/// Inlinable uses of KernelPrimitives' codec types from outside the module (see above).
+/// Inlinable uses of KernelPrimitives' codec types and `Locked` from outside the module (see above).
 @usableFromInline package enum InlinableCodecUse {
     /// Decodes the varints of `bytes` through ``Varint`` over a raw buffer, as the snapshot
     /// readers do; the failure ends the list.
@@ -52,9 +52,17 @@ import Testing
             return Array(body)
         }
     }
+
+    /// Adds 1 to `counter` under its lock, as the layers' shared states are updated.
+    @inlinable package static func increment(_ counter: Locked<Int>) -> Int {
+        counter.withLock { value in
+            value += 1
+            return value
+        }
+    }
 }
 
-@Suite("Codec types used from inlinable code in other modules")
+@Suite("Codec types and Locked used from inlinable code in other modules")
 struct CrossModuleInliningTests {
     @Test("Varint decodes through inlinable code, failures included")
     func varints() {
@@ -85,5 +93,12 @@ struct CrossModuleInliningTests {
         #expect(InlinableCodecUse.framed([3, 7, 8, 9]) == [7, 8, 9])
         #expect(InlinableCodecUse.framed([4, 7, 8, 9]) == nil)
         #expect(InlinableCodecUse.framed([0x80]) == nil)
+    }
+
+    @Test("Locked updates through inlinable code")
+    func locked() {
+        let counter = Locked(41)
+        #expect(InlinableCodecUse.increment(counter) == 42)
+        #expect(counter.withLock { $0 } == 42)
     }
 }
