@@ -11,6 +11,11 @@ import Darwin
 /// (uninstrumented) standard library, which ThreadSanitizer cannot see, so every access it
 /// guards was reported as a race and the sanitizer run in CI would be noise. The cost is the
 /// same uncontended (one atomic operation each way).
+///
+/// `@usableFromInline` so that `withLock` reaches the other modules inlined and specialised for
+/// their value (see ``Varint``: Swift 6.3.1 does not serialise the inlinable members of a plain
+/// `package` type, and every caller outside this module ran the generic `withLock`).
+@usableFromInline
 package final class Locked<Value>: @unchecked Sendable {
     // The mutex must not move in memory: it lives in its own allocation.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>

@@ -1,4 +1,4 @@
-package import Foundation
+public import Foundation
 
 /// Reads values written by ``BinaryWriter``, front to back, with bounds checks.
 ///
@@ -6,9 +6,12 @@ package import Foundation
 ///
 /// Package access: domain codecs and snapshot layouts in this package use it; apps encode
 /// their own payloads (the entity coder, JSON, or their own format).
-package struct BinaryReader: Sendable {
+///
+/// `@usableFromInline` so that its inlinable members reach the other modules inlined (see
+/// ``Varint``: Swift 6.3.1 does not serialise them for a plain `package` type).
+@usableFromInline package struct BinaryReader: Sendable {
     /// The input.
-    package let bytes: [UInt8]
+    @usableFromInline package let bytes: [UInt8]
     /// The offset of the next byte to read.
     @inlinable
     package var offset: Int { next }

@@ -1,4 +1,4 @@
-package import Foundation
+public import Foundation
 
 /// Appends primitive values to a growing byte buffer in EventKernel's compact binary forms.
 ///
@@ -8,7 +8,10 @@ package import Foundation
 ///
 /// Package access: domain codecs and snapshot layouts in this package use it; apps encode
 /// their own payloads (the entity coder, JSON, or their own format).
-package struct BinaryWriter: Sendable {
+///
+/// `@usableFromInline` so that its inlinable members reach the other modules inlined (see
+/// ``Varint``: Swift 6.3.1 does not serialise them for a plain `package` type).
+@usableFromInline package struct BinaryWriter: Sendable {
     /// The bytes written so far.
     @inlinable
     package var bytes: [UInt8] { storage }

@@ -1,11 +1,14 @@
 /// A bounds-checked cursor over borrowed bytes that answers `nil` instead of throwing: for
 /// decoding the log's record framing, where the caller turns any failure into one corruption
 /// error with its own location.
-package struct ByteCursor {
+///
+/// `@usableFromInline` so that its inlinable members reach the other modules inlined (see
+/// ``Varint``: Swift 6.3.1 does not serialise them for a plain `package` type).
+@usableFromInline package struct ByteCursor {
     /// The bytes read.
-    package let bytes: UnsafeRawBufferPointer
+    @usableFromInline package let bytes: UnsafeRawBufferPointer
     /// The offset of the next byte to read.
-    package var offset = 0
+    @usableFromInline package var offset = 0
 
     /// Creates a cursor at the start of `bytes`.
     @inlinable

@@ -16,7 +16,10 @@
 /// first string is held inline: an interner made for one commit of one event (the live append
 /// path makes one per commit) allocates nothing beyond the string itself, which a short one
 /// does not.
-package struct StringInterner: Sendable {
+///
+/// `@usableFromInline` so that its inlinable members reach the other modules inlined (see
+/// ``Varint``: Swift 6.3.1 does not serialise them for a plain `package` type).
+@usableFromInline package struct StringInterner: Sendable {
     /// How many distinct strings are kept.
     package static let capacity = 16
 
@@ -60,7 +63,7 @@ package struct StringInterner: Sendable {
     /// The string spelled by `bytes`, or `nil` when they are not valid UTF-8.
     /// - Complexity: O(k) integer compares for k kept strings, and one comparison of n bytes for
     ///   a string longer than 16 bytes; a new string is validated once.
-    package mutating func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+    @usableFromInline package mutating func string(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
         let words = Words(bytes)
         if let first, first.words == words, Self.is(first.string, spelledBy: bytes) { return first.string }
         for kept in more where kept.words == words && Self.is(kept.string, spelledBy: bytes) { return kept.string }

@@ -8,12 +8,21 @@
 /// than wrapped, so damaged bytes never decode to a plausible small number. Non-minimal
 /// encodings (`0x80 0x00` for 0) are accepted, as they always were; the encoder never writes
 /// them.
-package enum Varint {
+///
+/// `@usableFromInline` so that the members below reach the other modules inlined and
+/// specialised: with Swift 6.3.1, an `@inlinable` member of a plain `package` type is not
+/// serialised for its client modules, which then call the generic entry point through witness
+/// tables (a malloc and a free per byte read from an `UnsafeRawBufferPointer`); that made
+/// opening an activity snapshot 1.65x slower (Docs/Benchmarks.md, 2026-11-26). The same holds
+/// for every `package` type in this module whose inlinable members other modules call: mark it
+/// `@usableFromInline` (its inlinable members may then name only public or `@usableFromInline`
+/// declarations, hence the public Foundation imports), or they are ordinary calls.
+@usableFromInline package enum Varint {
     /// The most bytes a `UInt64` takes.
     package static let maxLength = 10
 
-    /// Why bytes are not a varint.
-    package enum Failure: Error, Hashable, Sendable {
+    /// Why bytes are not a varint. `@usableFromInline`: the inlinable decoder throws it.
+    @usableFromInline package enum Failure: Error, Hashable, Sendable {
         /// The bytes ended inside the varint (the last byte read had its continuation bit set,
         /// or there was no byte at all).
         case truncated
