@@ -104,8 +104,11 @@ case "consume":
                 batch += 1
             }
         }
+        // Commits every 2 ms: often enough that kills land between commits, and through the
+        // interval's paths (a batch past it; caught up and idle through it).
         let consumer = try store.consumer(named: "crash", options: ConsumerOptions(
-            readBatchSize: 16, retry: RetryPolicy(maxAttempts: 2, initialDelay: .microseconds(100), maxDelay: .milliseconds(1))))
+            readBatchSize: 16, retry: RetryPolicy(maxAttempts: 2, initialDelay: .microseconds(100), maxDelay: .milliseconds(1)),
+            commitInterval: .milliseconds(2)))
         let run = Task {
             var failedOnce: Set<UInt64> = []
             try await consumer.run { events in

@@ -433,4 +433,33 @@ struct ConsumersTests {
         #expect(removal.removed.contains("consumers/gone.parked"))
         #expect(!FileManager.default.fileExists(atPath: directory.file("consumers").path))
     }
+
+    /// A run commits every `commitInterval`, not after every batch: with a long interval
+    /// nothing is committed while it handles, and what it handled is committed when it ends;
+    /// with a short one, a consumer that caught up commits once the interval passes idle.
+    @Test func aRunCommitsOnItsIntervalWhenIdleAndWhenItEnds() async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 50)
+        let slow = try store.consumer(named: "slow", options: ConsumerOptions(readBatchSize: 4, commitInterval: .seconds(600)))
+        let seen = Seen()
+        let run = Task { try await slow.run { seen.add($0.map(\.position)) } }
+        #expect(try await eventually { seen.positions.count == 50 })
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(slow.committed == 0, "13 batches handled, none committed inside the interval")
+        run.cancel()
+        try await run.value
+        #expect(slow.committed == 50, "what was handled is committed when the run ends")
+
+        let quick = try store.consumer(named: "quick", options: ConsumerOptions(readBatchSize: 4, commitInterval: .milliseconds(20)))
+        let quickRun = Task { try await quick.run { _ in } }
+        #expect(try await eventually { quick.committed == 50 }, "caught up and idle: committed after the interval")
+        try await appendCounted(store, 5)
+        #expect(try await eventually { quick.committed == 55 })
+        quickRun.cancel()
+        try await quickRun.value
+        // Never ahead of what the store holds, and nothing skipped on a restart.
+        #expect(quick.committed == store.commit.withLock { $0.nextPosition })
+        try await store.close()
+    }
 }

@@ -64,6 +64,22 @@ final class CommitSignal: Sendable {
         }
     }
 
+    /// Waits until an event at `position` is committed, for at most `timeout`.
+    /// - Returns: `true` when it is; `false` when the time passed first, the store closed or the
+    ///   task was cancelled.
+    func wait(forCommitOf position: LogPosition, timeout: Duration) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await self.wait(forCommitOf: position) }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+
     /// Tasks waiting now (for tests).
     var waiterCount: Int { state.withLock { $0.waiters.count } }
 }

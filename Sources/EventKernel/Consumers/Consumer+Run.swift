@@ -2,7 +2,8 @@ import EventLog
 
 extension Consumer {
     /// Handles every event from the committed position on, one batch at a time, committing
-    /// after each handled batch: the catch-up, then each new commit, until the store closes
+    /// what it handled every ``ConsumerOptions/commitInterval`` (and when caught up and idle
+    /// that long, and when it ends): the catch-up, then each new commit, until the store closes
     /// or the task is cancelled (then it returns).
     ///
     /// A batch the handler throws on is retried with ``ConsumerOptions/retry``'s backoff; if it
@@ -27,15 +28,53 @@ extension Consumer {
     ///   task is cancelled while retrying.
     nonisolated(nonsending) public func run(batchSize: Int? = nil, handler: (_ events: [EventEnvelope]) async throws -> Void) async throws {
         let limit = min(max(1, batchSize ?? options.readBatchSize), options.readBatchSize)
+        let interval = options.commitInterval
         var (generation, start) = state.withLock { ($0.generation, $0.committed) }
         var reader = ConsumerReader(consumer: self, from: start)
-        while let batch = try await reader.fetch(limit: limit) {
+        // The last handled position not committed yet, and when the run last committed.
+        var pending: LogPosition?
+        var lastCommit = ContinuousClock.now
+        while true {
+            // Caught up with handled events not committed: commit them unless new events come
+            // within what is left of the interval (they are then committed with their batch).
+            if let position = pending, reader.isCaughtUp {
+                // The lag counts from the committed position: what a crash would hand again.
+                store.instrumentation?.consumerLag(consumer: name, lag: lag)
+                let left = interval - (ContinuousClock.now - lastCommit)
+                let arrived = left > .zero ? await store.commitSignal.wait(forCommitOf: reader.next, timeout: left) : false
+                if !arrived {
+                    guard try await commit(through: position, ifGeneration: generation) else {
+                        pending = nil
+                        (generation, start) = state.withLock { ($0.generation, $0.committed) }
+                        reader = ConsumerReader(consumer: self, from: start)
+                        continue
+                    }
+                    pending = nil
+                    lastCommit = ContinuousClock.now
+                }
+            }
+            guard let batch = try await reader.fetch(limit: limit) else {
+                // Ending (cancelled, or the store closed): what was handled is committed if it
+                // still can be; if not, it is handled again next time (at-least-once).
+                if let position = pending { _ = try? await commit(through: position, ifGeneration: generation) }
+                return
+            }
             if state.withLock({ $0.generation }) == generation {
                 try await handle(batch, handler, generation: generation)
+                pending = batch[batch.count - 1].position
+                if ContinuousClock.now - lastCommit < interval {
+                    store.instrumentation?.consumerLag(consumer: name, lag: lag)
+                    continue
+                }
                 // Checked again in the commit's own lock: a reset after the handler is not committed over.
-                if try await commit(through: batch[batch.count - 1].position, ifGeneration: generation) { continue }
+                if try await commit(through: pending!, ifGeneration: generation) {
+                    pending = nil
+                    lastCommit = ContinuousClock.now
+                    continue
+                }
             }
-            // Reset meanwhile: read again from the new position; this batch is not committed.
+            // Reset meanwhile: read again from the new position; nothing since is committed.
+            pending = nil
             (generation, start) = state.withLock { ($0.generation, $0.committed) }
             reader = ConsumerReader(consumer: self, from: start)
         }

@@ -79,6 +79,14 @@ public struct ConsumerOptions: Hashable, Sendable {
     public var onFailure: FailurePolicy
     /// Who keeps the committed position.
     public var checkpoint: CheckpointOwner
+    /// How often ``Consumer/run(batchSize:handler:)`` commits what it handled: after a batch
+    /// once this long has passed since its last commit, and when it has caught up and no new
+    /// event comes within it, and when the run ends. A commit syncs the log and writes the
+    /// checkpoint (two `fsync`s): committing every small batch of a consumer that keeps up with a
+    /// busy writer costs more than handling it. `.zero`: after every batch. Committing less
+    /// often never skips an event; after a crash, at most this long of handled events is
+    /// handled again (at-least-once).
+    public var commitInterval: Duration
 
     /// Creates options.
     /// - Parameters:
@@ -86,11 +94,14 @@ public struct ConsumerOptions: Hashable, Sendable {
     ///   - retry: How a failing handler is retried.
     ///   - onFailure: Park the event, or stop.
     ///   - checkpoint: The store keeps the committed position, or the handler's target does.
+    ///   - commitInterval: How often a run commits (`.zero`: after every batch; negative
+    ///     durations are zero).
     public init(readBatchSize: Int = 512, retry: RetryPolicy = .default, onFailure: FailurePolicy = .park,
-                checkpoint: CheckpointOwner = .store) {
+                checkpoint: CheckpointOwner = .store, commitInterval: Duration = .milliseconds(200)) {
         self.readBatchSize = max(1, readBatchSize)
         self.retry = retry
         self.onFailure = onFailure
         self.checkpoint = checkpoint
+        self.commitInterval = max(.zero, commitInterval)
     }
 }

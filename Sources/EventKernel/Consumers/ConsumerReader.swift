@@ -12,6 +12,9 @@ struct ConsumerReader: Sendable {
         self.next = position
     }
 
+    /// Whether every committed event has been read: the next ``fetch(limit:)`` waits.
+    var isCaughtUp: Bool { next >= consumer.store.commit.withLock { $0.nextPosition } }
+
     /// The next events, at most `limit`, in position order: at once when the store has
     /// committed some past `next`, else once it does.
     /// - Returns: A non-empty batch, or `nil` when the store closed or the task was cancelled.
