@@ -1,10 +1,15 @@
 /// Waits until `condition` holds, checking it every `interval`, for at most `limit`: for what
 /// another thread, task or process makes true (a fold of another instance's append, a metric
 /// recorded off the calling task).
+///
+/// The default limit is long on purpose: it costs nothing when the condition comes true, and
+/// the whole suite runs in parallel on a few cores, where other tests' synchronous work (crash
+/// suites waiting on their children, the corruption sweep) can hold every cooperative thread
+/// for tens of seconds; a short limit then fails a test that was merely not scheduled.
 /// - Returns: Whether it held (checked once more at the deadline).
 /// - Throws: What `condition` throws, or `CancellationError`.
 public func eventually(
-    every interval: Duration = .milliseconds(5), within limit: Duration = .seconds(10), _ condition: () throws -> Bool
+    every interval: Duration = .milliseconds(5), within limit: Duration = .seconds(180), _ condition: () throws -> Bool
 ) async throws -> Bool {
     let deadline = ContinuousClock.now + limit
     while ContinuousClock.now < deadline {

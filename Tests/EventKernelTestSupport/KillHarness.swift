@@ -31,6 +31,23 @@ public struct KilledProcess: Sendable {
     public var terminationStatus: Int32
 }
 
+/// ``runAndKill(_:arguments:scratch:plan:signal:gracePeriod:)`` on a thread of its own, for an
+/// async test: the harness waits for its child as long as the child runs, and a test that holds
+/// one of Swift's cooperative threads that long (there are as many as cores) starves every other
+/// test's tasks meanwhile.
+public func runAndKillOffThePool(
+    _ executable: URL, arguments: [String], scratch: URL, plan: KillPlan,
+    signal: Int32 = SIGKILL, gracePeriod: Duration = .seconds(60)
+) async throws -> KilledProcess {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread {
+            continuation.resume(with: Result {
+                try runAndKill(executable, arguments: arguments, scratch: scratch, plan: plan, signal: signal, gracePeriod: gracePeriod)
+            })
+        }
+    }
+}
+
 /// Spawns `executable`, sends it `signal` per `plan`, and returns what it printed: the one
 /// kill harness of the crash suites (SIGKILL) and of the graceful-shutdown tests (SIGTERM: the
 /// child is then given `gracePeriod` to exit by itself, and SIGKILLed after it, which the

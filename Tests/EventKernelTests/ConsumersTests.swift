@@ -34,7 +34,7 @@ func runUntil(_ consumer: Consumer, batchSize: Int? = nil, seen: Seen, _ stop: @
             seen.add(batch.map(\.position))
         }
     }
-    #expect(try await eventually(within: .seconds(30)) { stop() })
+    #expect(try await eventually { stop() })
     task.cancel()
     try await task.value
 }
@@ -220,7 +220,7 @@ struct ConsumersTests {
         #expect(store.commit.withLock { $0.subscribers.isEmpty })
         #expect(store.commitSignal.waiterCount == 0)  // it is in its handler, not waiting
         await gate.open()
-        #expect(try await eventually(within: .seconds(30)) { seen.positions.count == 2_001 })
+        #expect(try await eventually { seen.positions.count == 2_001 })
         // Caught up and waiting: one waiter, still no buffer.
         #expect(try await eventually { store.commitSignal.waiterCount == 1 })
         #expect(store.commit.withLock { $0.subscribers.isEmpty })
