@@ -197,12 +197,36 @@ import EventKernelTestSupport
                     limit: limit == 0 ? nil : limit, offset: offset)
     }
 
+    /// Every row's stored keys and interval ends are what its entity gives now: what updates
+    /// that change a key, and those that leave it, must keep (an end is kept apart from the
+    /// keys, in ``IndexedRows/ends``).
+    static func expectKeysMatchEntities(_ table: EntityTable<Span>) {
+        let rows = table.rows
+        var wrong: [String] = []
+        for (id, slot) in rows.slotsByID {
+            guard let span = table.bySlot[Int(slot)] else { wrong.append("\(id): no entity"); continue }
+            for (number, index) in indexed.enumerated() {
+                let stored = rows.key(slot, number), expected = index.key(of: span)
+                if stored.values != expected.values { wrong.append("\(id): index \(number) keeps \(stored.values), not \(expected.values)") }
+            }
+            for interval in rows.intervals {
+                let expected = indexed[interval.number].intervalEnd!.value(span)
+                if rows.intervalEnd(slot, interval) != expected {
+                    wrong.append("\(id): interval \(interval.number) ends at \(rows.intervalEnd(slot, interval)), not \(expected)")
+                }
+            }
+        }
+        #expect(wrong == [])
+    }
+
     /// Runs random cases on both repositories (and their counts and cursor paging on the indexed one).
     func check(_ indexed: EventSourcedRepository<Span>, _ plain: EventSourcedRepository<Span>, _ model: Model,
                _ rng: inout SplitMix64, queries: Int) throws {
         #if EVENTKERNEL_INTERNAL_CHECKS
         #expect(indexed.projection.state.rows.intervalInvariantViolations() == [])
+        #expect(indexed.projection.state.rows.keyInvariantViolations() == [])
         #endif
+        Self.expectKeysMatchEntities(indexed.projection.state)
         for _ in 0..<queries {
             let c = Self.randomCase(model, &rng)
             let expected = c.expected(model).map(\.id)
@@ -413,6 +437,16 @@ import EventKernelTestSupport
         var lostOpen = rows
         lostOpen.intervals[1].open.entries = lostOpen.intervals[0].open.entries
         #expect(lostOpen.intervalInvariantViolations().contains { $0.contains("interval index 1: the open entries are not the rows without an end (1 entries, 1 rows, 1 of them missing)") })
+        #expect(rows.keyInvariantViolations() == [])
+        var movedKey = rows
+        movedKey.keys[0] = IndexKey(.int(9), .double(0))
+        #expect(movedKey.keyInvariantViolations() == ["index 0: 1 entries do not encode their row's key, sequence or a live slot"])
+        var lostEnd = rows
+        lostEnd.ends.removeLast()
+        #expect(lostEnd.keyInvariantViolations() == ["3 interval ends for 2 slots of 2"])
+        var lostEntry = rows
+        lostEntry.indexes[2].entries.remove(at: lostEntry.indexes[2].entries.startPosition)
+        #expect(lostEntry.keyInvariantViolations() == ["index 2: 1 entries for 2 rows"])
     }
     #endif
 

@@ -9,7 +9,7 @@
 struct IntervalIndex: Sendable {
     /// The declared index this one extends: its last component is the start.
     let number: Int
-    /// Where each row's end is among its keys (``IndexedRows/keys``): `slot × width + column`.
+    /// Where each row's end is among the ends (``IndexedRows/ends``): `slot × intervals.count + column`.
     let column: Int
     /// The end's property, for planning.
     let end: any AnyKeyPath & Sendable
@@ -76,16 +76,16 @@ extension IndexedRows {
     /// The end of `slot`'s row in interval index `interval` (`.null`: open).
     @inline(__always)
     func intervalEnd(_ slot: Int32, _ interval: IntervalIndex) -> IndexValue {
-        keys[Int(slot) * width + interval.column].first
+        ends[Int(slot) &* intervals.count &+ interval.column]
     }
 
-    /// Counts the row in `slot` (its keys stored, or written here from `newKeys`) in every
-    /// interval index's open entries or histogram.
+    /// Counts the row in `slot` (its ends stored, or written here from `newKeys`, laid out as
+    /// ``upsert(id:version:keys:)`` takes them) in every interval index's open entries or histogram.
     mutating func trackIntervals(_ slot: Int32, newKeys: [IndexKey]?) {
-        let base = Int(slot) * width
+        let base = Int(slot) * intervals.count
         for j in intervals.indices {
             let interval = intervals[j]
-            if let newKeys { keys[base + interval.column] = newKeys[interval.column] }
+            if let newKeys { ends[base + interval.column] = newKeys[width + interval.column].first }
             let end = intervalEnd(slot, interval)
             if case .null = end {
                 intervals[j].open.insert(key(slot, interval.number), sequence: heads[Int(slot)].sequence, slot: slot,
@@ -117,7 +117,7 @@ extension IndexedRows {
         let changed = intervals.contains { interval in
             let old = keys[base + interval.number], new = newKeys[interval.number]
             return !indexes[interval.number].sameKey(old, new)
-                || IndexValue.compare(keys[base + interval.column].first, newKeys[interval.column].first) != 0
+                || IndexValue.compare(intervalEnd(slot, interval), newKeys[width + interval.column].first) != 0
         }
         if changed { untrackIntervals(slot) }
         return changed

@@ -46,6 +46,45 @@ extension IndexedRows {
         return violations
     }
 
+    /// What is wrong with the declared indexes' entries against the rows, empty when nothing
+    /// is: each index holds one entry per row, for a live slot, with that row's sequence, and
+    /// encoding the key the row keeps for it (``keys``); and the row keeps an end per interval
+    /// index (``ends``). What an upsert that moves an entry, or one that leaves it because the key
+    /// is the same, must preserve.
+    ///
+    /// Only in builds with `EVENTKERNEL_INTERNAL_CHECKS`.
+    /// - Complexity: O(n) per index.
+    func keyInvariantViolations() -> [String] {
+        var violations: [String] = []
+        let live = Set(slotsByID.values)
+        if keys.count != heads.count * width {
+            violations.append("\(keys.count) keys for \(heads.count) slots of \(width)")
+        }
+        if ends.count != heads.count * intervals.count {
+            violations.append("\(ends.count) interval ends for \(heads.count) slots of \(intervals.count)")
+        }
+        for number in indexes.indices {
+            let storage = indexes[number]
+            var seen: Set<Int32> = []
+            var wrong = 0
+            storage.entries.scan(from: storage.entries.startPosition, to: storage.entries.endPosition, reversed: false) { entry in
+                seen.insert(entry.slot)
+                guard live.contains(entry.slot), Int(entry.slot) < heads.count else { wrong += 1; return true }
+                let encoded = NormalizedKey(key(entry.slot, number), descending: storage.descending)
+                if heads[Int(entry.slot)].sequence != entry.sequence || encoded.length != entry.key.length
+                    || NormalizedKey.compare(encoded, entry.key, bytes: NormalizedKey.inlineBytes) != 0 {
+                    wrong += 1
+                }
+                return true
+            }
+            if wrong > 0 { violations.append("index \(number): \(wrong) entries do not encode their row's key, sequence or a live slot") }
+            if seen != live || storage.entries.count != live.count {
+                violations.append("index \(number): \(storage.entries.count) entries for \(live.count) rows")
+            }
+        }
+        return violations
+    }
+
     /// The check after every mutation, O(1) per interval index: every row is counted once,
     /// in the open entries or the histogram (``intervalInvariantViolations()`` checks which).
     func checkIntervalCounts() {

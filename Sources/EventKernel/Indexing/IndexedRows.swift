@@ -31,13 +31,17 @@ struct IndexedRows: Sendable {
     /// The interval indexes' ends, histograms and open entries (see `IndexedRows+Intervals.swift`);
     /// empty for a repository without one, whose paths then skip them after one check.
     var intervals: [IntervalIndex]
-    /// Keys per slot: one per declared index, then an interval index's end per interval index.
+    /// Keys per slot: one per declared index.
     let width: Int
     /// By slot; a free slot's head is stale.
     var heads: [RowHead] = []
-    /// By slot, ``width`` keys per slot (slot × width + index number), each interval index's
-    /// end after the declared indexes' keys: one array for all rows rather than one per row.
+    /// By slot, ``width`` keys per slot (slot × width + index number): one array for all rows
+    /// rather than one per row.
     var keys: [IndexKey] = []
+    /// By slot, each interval index's end (slot × intervals.count + ``IntervalIndex/column``).
+    /// Apart from ``keys`` because an end is one value: a 24-byte `IndexValue` rather than a
+    /// 56-byte `IndexKey` per row and interval index.
+    var ends: [IndexValue] = []
     var freeSlots: [Int32] = []
     var slotsByID: [EntityID: Int32] = [:]
     /// The stream version of each deleted entity: the repository's projection is the source of
@@ -58,11 +62,11 @@ struct IndexedRows: Sendable {
         var intervals: [IntervalIndex] = []
         for (number, end) in intervalEnds.enumerated() {
             guard let end else { continue }
-            intervals.append(IntervalIndex(number: number, column: fields.count + intervals.count, end: end,
+            intervals.append(IntervalIndex(number: number, column: intervals.count, end: end,
                                            open: IndexStorage(descending: fields[number].map(\.descending))))
         }
         self.intervals = intervals
-        self.width = fields.count + intervals.count
+        self.width = fields.count
     }
 
     var count: Int { slotsByID.count }
@@ -81,6 +85,8 @@ struct IndexedRows: Sendable {
     func keysOf(index number: Int) -> IndexStorage.Keys { IndexStorage.Keys(all: keys, width: width, number: number) }
 
     /// Inserts or replaces the row of `id`.
+    /// - Parameter newKeys: Its key in each declared index, then each interval index's end
+    ///   (a key of one component).
     /// - Returns: Its slot: a new one when it equals the previous number of slots.
     /// - Complexity: O(log n + c) per index whose key changed, for chunks of c entries.
     mutating func upsert(id: EntityID, version: UInt64, keys newKeys: [IndexKey]) -> Int32 {
@@ -113,10 +119,12 @@ struct IndexedRows: Sendable {
             slot = free
             heads[Int(slot)] = head
             for i in 0..<width { keys[Int(slot) * width + i] = newKeys[i] }
+            for j in intervals.indices { ends[Int(slot) * intervals.count + j] = newKeys[width + j].first }
         } else {
             slot = Int32(heads.count)
             heads.append(head)
-            keys.append(contentsOf: newKeys)
+            keys.append(contentsOf: newKeys[..<width])
+            for j in intervals.indices { ends.append(newKeys[width + j].first) }
         }
         slotsByID[id] = slot
         bySequence.appendSorted(SequencedSlot(sequence: sequence, slot: slot))
@@ -146,7 +154,7 @@ struct IndexedRows: Sendable {
     }
 
     /// Appends a row restored from a snapshot, in insertion order, to the id map and the
-    /// insertion-order index; its keys are already in ``keys`` (set in bulk), and the declared
+    /// insertion-order index; its keys and ends are already in ``keys`` and ``ends`` (set in bulk), and the declared
     /// indexes are restored separately.
     /// - Returns: `false` when the id is already present.
     mutating func appendRestored(_ head: RowHead) -> Bool {

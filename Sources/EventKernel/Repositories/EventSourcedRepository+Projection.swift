@@ -24,8 +24,7 @@ extension EventSourcedRepository {
     }
 
     /// Appends `entity`'s key in each of `indexes` to `keys`, then each interval index's end
-    /// (the layout of ``IndexedRows/keys``); a snapshot's parts gather a million entities' keys
-    /// into one array, rather than an array per entity.
+    /// (the layout ``IndexedRows/upsert(id:version:keys:)`` takes).
     static func appendKeys(
         of entity: Entity, _ indexes: [EntityIndex<Entity>], ends: [@Sendable (Entity) -> IndexValue], to keys: inout [IndexKey]
     ) {
@@ -33,10 +32,12 @@ extension EventSourcedRepository {
         for end in ends { keys.append(IndexKey(end(entity))) }
     }
 
-    /// ``appendKeys(of:_:ends:to:)`` for a run of entities (a snapshot part), each property read
-    /// for the whole run at once (see ``IndexComponent``'s readers).
+    /// The keys and interval ends of a run of entities (a snapshot part), in the layouts of
+    /// ``IndexedRows/keys`` and ``IndexedRows/ends``, each property read for the whole run at
+    /// once (see ``IndexComponent``'s readers); a snapshot's parts gather a million entities'
+    /// keys into one array, rather than an array per entity.
     static func appendKeys(
-        of entities: [Entity], _ indexes: [EntityIndex<Entity>], to keys: inout [IndexKey]
+        of entities: [Entity], _ indexes: [EntityIndex<Entity>], to keys: inout [IndexKey], ends: inout [IndexValue]
     ) {
         let perIndex = indexes.map { $0.keys(of: entities) }
         let perEnd = indexes.compactMap(\.intervalEnd).map { end in
@@ -45,10 +46,11 @@ extension EventSourcedRepository {
             end.values(entities, &column)
             return column
         }
-        keys.reserveCapacity(keys.count + entities.count * (perIndex.count + perEnd.count))
+        keys.reserveCapacity(keys.count + entities.count * perIndex.count)
+        ends.reserveCapacity(ends.count + entities.count * perEnd.count)
         for i in entities.indices {
             for index in perIndex { keys.append(index[i]) }
-            for end in perEnd { keys.append(IndexKey(end[i])) }
+            for end in perEnd { ends.append(end[i]) }
         }
     }
 

@@ -126,7 +126,7 @@ extension EventSourcedRepository {
         // alongside them one more task fills the id map and the insertion order from the heads,
         // which need no entity (done after the decode, it was an eighth of an open).
         let parts = partBytes, restoredHeads = heads, restoredPartIDs = partIDs
-        let results = Locked([Result<([Entity], [IndexKey]), any Error>?](repeating: nil, count: partCount))
+        let results = Locked([Result<([Entity], [IndexKey], [IndexValue]), any Error>?](repeating: nil, count: partCount))
         let restoredRows = Locked<Result<IndexedRows, BinaryDecodingError>?>(nil)
         var table = State(indexes: indexes)
         let emptyRows = table.rows
@@ -146,10 +146,9 @@ extension EventSourcedRepository {
             }
             let result = Result {
                 let entities = try schema.decodeAll(parts[task - 1], schemaVersion: entitySchemaVersion, ids: restoredPartIDs[task - 1])
-                var keys: [IndexKey] = []
-                keys.reserveCapacity(entities.count * emptyRows.width)
-                Self.appendKeys(of: entities, indexes, to: &keys)
-                return (entities, keys)
+                var keys: [IndexKey] = [], ends: [IndexValue] = []
+                Self.appendKeys(of: entities, indexes, to: &keys, ends: &ends)
+                return (entities, keys, ends)
             }
             results.withLock { $0[task - 1] = result }
         }
@@ -157,22 +156,26 @@ extension EventSourcedRepository {
         table.rows = try restoredRows.withLock { $0 }!.get()
         // The parts' entities and keys are joined on two threads at once (one after the other,
         // copying a million entities and three million keys was an eighth of an open).
-        let bySlot = Locked<[Entity?]>([]), keys = Locked<[IndexKey]>([])
+        let bySlot = Locked<[Entity?]>([]), keys = Locked<([IndexKey], [IndexValue])>(([], []))
         DispatchQueue.concurrentPerform(iterations: 2) { task in
             if task == 0 {
                 var joined: [Entity?] = []
                 joined.reserveCapacity(count)
-                for (entities, _) in decoded { joined.append(contentsOf: entities.lazy.map { Optional($0) }) }
+                for (entities, _, _) in decoded { joined.append(contentsOf: entities.lazy.map { Optional($0) }) }
                 bySlot.withLock { $0 = joined }
             } else {
-                var joined: [IndexKey] = []
+                var joined: [IndexKey] = [], ends: [IndexValue] = []
                 joined.reserveCapacity(count * emptyRows.width)
-                for (_, partKeys) in decoded { joined.append(contentsOf: partKeys) }
-                keys.withLock { $0 = joined }
+                ends.reserveCapacity(count * emptyRows.intervals.count)
+                for (_, partKeys, partEnds) in decoded {
+                    joined.append(contentsOf: partKeys)
+                    ends.append(contentsOf: partEnds)
+                }
+                keys.withLock { $0 = (joined, ends) }
             }
         }
         table.bySlot = bySlot.withLock { $0 }
-        table.rows.keys = keys.withLock { $0 }
+        (table.rows.keys, table.rows.ends) = keys.withLock { $0 }
         guard table.bySlot.count == count else {
             throw BinaryDecodingError(.invalidValue("\(count) ids for \(table.bySlot.count) entities"), at: 0)
         }
