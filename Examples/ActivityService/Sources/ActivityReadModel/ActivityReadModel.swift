@@ -1,4 +1,4 @@
-public import Activities
+import Activities
 public import EventKernel
 public import EventLog
 public import Foundation

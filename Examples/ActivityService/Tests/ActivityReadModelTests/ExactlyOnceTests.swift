@@ -30,7 +30,7 @@ struct ExactlyOnceTests {
             let outcome = try runConsumer(scratch, killAfter: .milliseconds(Int.random(in: 5...400, using: &rng)))
             let checkpoint = try ActivityReadModel(path: scratch.database.path).checkpoint() ?? 0
             if outcome == .killed && checkpoint < end { interrupted += 1 }
-            try expectAppliedExactly(through: checkpoint, readModel: scratch, repository: repository)
+            try expectAppliedExactly(through: checkpoint, scratch: scratch, repository: repository)
             if checkpoint >= end { try reset(scratch) }
         }
         #expect(interrupted > 0, "no kill landed while the consumer was applying: the test proved nothing")
@@ -51,17 +51,23 @@ struct ExactlyOnceTests {
         var rng = SeededRandom(seed: 29)
         var interrupted = 0
         for _ in 0..<Self.rounds {
-            // The writer appends while the consumer (a reader of its log) runs and is killed.
+            // The writer appends while the consumer (a reader of its log) follows it and is killed.
+            // It appends from before the consumer starts until after it is killed, so that the
+            // consumer is applying new batches for its whole life.
             let writer = Task { [workload] in
                 var workload = workload
-                try await workload.append(events: 1_500, to: repository, pause: .milliseconds(2))
+                while !Task.isCancelled {
+                    try await workload.append(events: 50, to: repository)
+                    try? await Task.sleep(for: .milliseconds(5))
+                }
                 return workload
             }
-            let outcome = try runConsumer(scratch, killAfter: .milliseconds(Int.random(in: 5...300, using: &rng)))
+            let outcome = try runConsumer(scratch, following: true, killAfter: .milliseconds(Int.random(in: 100...600, using: &rng)))
+            writer.cancel()
             workload = try await writer.value
             let checkpoint = try ActivityReadModel(path: scratch.database.path).checkpoint() ?? 0
             if outcome == .killed && checkpoint < repository.store.nextPosition { interrupted += 1 }
-            try expectAppliedExactly(through: checkpoint, readModel: scratch, repository: repository)
+            try expectAppliedExactly(through: checkpoint, scratch: scratch, repository: repository)
         }
         #expect(interrupted > 0, "no kill landed while the consumer was applying: the test proved nothing")
 
@@ -109,7 +115,7 @@ struct ExactlyOnceTests {
     // MARK: Helpers
 
     /// After a kill: the read model holds exactly the effects of the events below `checkpoint`.
-    private func expectAppliedExactly(through checkpoint: LogPosition, readModel scratch: Scratch,
+    private func expectAppliedExactly(through checkpoint: LogPosition, scratch: Scratch,
                                       repository: EventSourcedActivityRepository) throws {
         let readModel = try ActivityReadModel(path: scratch.database.path)
         let expected = checkpoint == 0 ? [] : DailyTotal.of(try repository.activities(throughPosition: checkpoint - 1).all())
@@ -125,11 +131,12 @@ struct ExactlyOnceTests {
     enum Outcome: Equatable { case killed, exited(Int32) }
 
     /// Runs the consumer executable to the end (`killAfter == nil`) or kills it with SIGKILL after
-    /// `killAfter` (if it has not finished by then).
-    private func runConsumer(_ scratch: Scratch, killAfter: Duration?) throws -> Outcome {
+    /// `killAfter` (if it has not finished by then; a follower never finishes).
+    private func runConsumer(_ scratch: Scratch, following: Bool = false, killAfter: Duration?) throws -> Outcome {
         let process = Process()
         process.executableURL = builtExecutable("ActivityReadModelConsumer")
         process.arguments = ["--store", scratch.store.path, "--database", scratch.database.path, "--batch-size", "64"]
+            + (following ? ["--follow"] : [])
         process.standardOutput = FileHandle.nullDevice
         try process.run()
         if let killAfter {
@@ -167,7 +174,7 @@ struct Workload {
     }
 
     /// Appends `events` events, 100 per batch.
-    mutating func append(events: Int, to repository: EventSourcedActivityRepository, pause: Duration? = nil) async throws {
+    mutating func append(events: Int, to repository: EventSourcedActivityRepository) async throws {
         var left = events
         while left > 0 {
             var chunk: [ActivityEvent] = []
@@ -182,7 +189,6 @@ struct Workload {
             guard !chunk.isEmpty else { return }
             try await repository.apply(chunk)
             left -= chunk.count
-            if let pause { try await Task.sleep(for: pause) }
         }
     }
 }
