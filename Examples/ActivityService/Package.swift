@@ -7,6 +7,9 @@
 //                        plus versions and history), the EventKernel and GRDB backends, the
 //                        server-sent-events feed, Prometheus metrics
 //   ActivityService      the executable: `serve` (default) and `seed`
+//   ActivityReadModel    a read model in SQLite (GRDB) fed by a consumer whose checkpoint is in
+//                        the same transaction: exactly once (Docs/Consumers.md)
+//   ActivityReadModelConsumer  its executable: catch up (or `--follow`), killable at any instant
 //
 //   swift run ActivityService                         EventKernel in ./activity-service-data
 //   swift run ActivityService serve --backend grdb    the same service on SQLite (GRDB)
@@ -22,6 +25,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "ActivityService", targets: ["ActivityService"]),
+        .executable(name: "ActivityReadModelConsumer", targets: ["ActivityReadModelConsumer"]),
     ],
     dependencies: [
         .package(name: "EventKernel", path: "../.."),
@@ -63,6 +67,39 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "ActivityReadModel",
+            dependencies: [
+                .product(name: "Activities", package: "EventKernel"),
+                .product(name: "EventKernel", package: "EventKernel"),
+                .product(name: "EventLog", package: "EventKernel"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "ActivityReadModelConsumer",
+            dependencies: [
+                "ActivityReadModel",
+                .product(name: "EventKernel", package: "EventKernel"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "ActivityReadModelTests",
+            dependencies: [
+                "ActivityReadModel",
+                // Built before the tests, which run it and kill it.
+                "ActivityReadModelConsumer",
+                .product(name: "Activities", package: "EventKernel"),
+                .product(name: "ActivityWorkload", package: "EventKernel"),
+                .product(name: "EventKernel", package: "EventKernel"),
+                .product(name: "EventLog", package: "EventKernel"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strictSettings
         ),
