@@ -82,11 +82,12 @@ public func runAndKill(
         let deadline = started.advanced(by: .microseconds(us))
         while ContinuousClock.now < deadline { usleep(100) }
     case .afterAcks(let n, let jitter):
-        // Read the child's output incrementally until it printed n acks (or 10 s passed).
+        // Read the child's output incrementally until it printed n acks (or 120 s passed: a
+        // child on a loaded machine may take long to get there; `Int.max` waits for its end).
         let reader = try FileHandle(forReadingFrom: outputURL)
         defer { try? reader.close() }
         var seen = 0
-        let giveUp = started.advanced(by: .seconds(10))
+        let giveUp = started.advanced(by: .seconds(120))
         while seen < n && ContinuousClock.now < giveUp && process.isRunning {
             if let data = try reader.readToEnd(), !data.isEmpty {
                 seen += String(decoding: data, as: UTF8.self).split(separator: "\n").filter { $0.hasPrefix("ack ") }.count

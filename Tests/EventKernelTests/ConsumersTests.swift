@@ -462,4 +462,41 @@ struct ConsumersTests {
         #expect(quick.committed == store.commit.withLock { $0.nextPosition })
         try await store.close()
     }
+
+    /// A run idle with handled events not committed returns when the store closes (its commit
+    /// racing the close is no error); cancelled while retrying a batch, it commits the batches
+    /// it handled before it; after the store gave the consumer up, a commit writes nothing.
+    @Test func aRunEndsCleanlyOnCloseAndOnCancellationMidRetry() async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 12)
+        let idle = try store.consumer(named: "idle", options: ConsumerOptions(readBatchSize: 4, commitInterval: .seconds(600)))
+        let seen = Seen()
+        let run = Task { try await idle.run { seen.add($0.map(\.position)) } }
+        #expect(try await eventually { seen.positions.count == 12 && store.commitSignal.waiterCount == 1 })
+        try await store.close()
+        try await run.value
+
+        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        let retrying = try store.consumer(named: "retrying", options: ConsumerOptions(
+            readBatchSize: 4, retry: RetryPolicy(maxAttempts: 50, initialDelay: .seconds(1)), commitInterval: .seconds(600)))
+        let handled = Seen()
+        let stuck = Task {
+            try await retrying.run { batch in
+                if batch.contains(where: { $0.position == 9 }) { throw Refused(position: 9) }
+                handled.add(batch.map(\.position))
+            }
+        }
+        #expect(try await eventually { handled.positions.count == 8 })
+        try await Task.sleep(for: .milliseconds(50))
+        stuck.cancel()
+        await #expect(throws: CancellationError.self) { try await stuck.value }
+        #expect(retrying.committed == 8, "the two batches handled before the one being retried")
+
+        retrying.state.withLock { $0.closed = true }
+        #expect(try await retrying.commit(through: 10, ifGeneration: nil) == false)
+        #expect(retrying.committed == 8)
+        try await store.close()
+        #expect(try ConsumerDirectory(storeDirectory: directory.url).checkpoint(named: "retrying")?.committed == 8)
+    }
 }

@@ -43,7 +43,8 @@ extension Consumer {
                 let left = interval - (ContinuousClock.now - lastCommit)
                 let arrived = left > .zero ? await store.commitSignal.wait(forCommitOf: reader.next, timeout: left) : false
                 if !arrived {
-                    guard try await commit(through: position, ifGeneration: generation) else {
+                    guard let committed = try await commitHandled(through: position, generation: generation) else { return }
+                    guard committed else {
                         pending = nil
                         (generation, start) = state.withLock { ($0.generation, $0.committed) }
                         reader = ConsumerReader(consumer: self, from: start)
@@ -60,14 +61,21 @@ extension Consumer {
                 return
             }
             if state.withLock({ $0.generation }) == generation {
-                try await handle(batch, handler, generation: generation)
+                do {
+                    try await handle(batch, handler, generation: generation)
+                } catch let error as CancellationError {
+                    // Cancelled while retrying this batch: the batches before it were handled.
+                    if let position = pending { _ = try? await commit(through: position, ifGeneration: generation) }
+                    throw error
+                }
                 pending = batch[batch.count - 1].position
                 if ContinuousClock.now - lastCommit < interval {
                     store.instrumentation?.consumerLag(consumer: name, lag: lag)
                     continue
                 }
                 // Checked again in the commit's own lock: a reset after the handler is not committed over.
-                if try await commit(through: pending!, ifGeneration: generation) {
+                guard let committed = try await commitHandled(through: pending!, generation: generation) else { return }
+                if committed {
                     pending = nil
                     lastCommit = ContinuousClock.now
                     continue
@@ -77,6 +85,18 @@ extension Consumer {
             pending = nil
             (generation, start) = state.withLock { ($0.generation, $0.committed) }
             reader = ConsumerReader(consumer: self, from: start)
+        }
+    }
+
+    /// Commits what a run handled, or says the run is ending (`nil`): the store closed or the
+    /// task was cancelled, so a commit that fails is no error (what was handled is handled
+    /// again next time); a run returns then, as it does when its reader ends.
+    private func commitHandled(through position: LogPosition, generation: UInt64) async throws -> Bool? {
+        do {
+            return try await commit(through: position, ifGeneration: generation)
+        } catch {
+            if Task.isCancelled || store.commit.withLock({ $0.closed }) { return nil }
+            throw error
         }
     }
 

@@ -37,6 +37,9 @@ public final class Consumer: Sendable {
         /// Why the stored checkpoint does not fit the log (past its end, or of another history):
         /// reading and committing throw it until ``reset(to:)``.
         var problem: ConsumerError?
+        /// The store closed and gave up the consumer's lock: a commit still on its way writes
+        /// nothing (another process may hold the consumer now; what was handled is handled again).
+        var closed = false
     }
     let state: Locked<State>
     /// Serializes changes to the parked list (read, change, write back).
@@ -102,7 +105,8 @@ public final class Consumer: Sendable {
 
     /// Commits through `position` if no reset happened since `generation` was read (checked
     /// under the same lock as the write, so a reset is never committed over).
-    /// - Returns: Whether it committed (or had nothing to commit) in that generation.
+    /// - Returns: Whether it committed (or had nothing to commit) in that generation; `false`
+    ///   after a reset, or once the store closed (nothing is written then).
     @discardableResult
     func commit(through position: LogPosition, ifGeneration generation: UInt64?) async throws -> Bool {
         let end = store.nextPosition
@@ -110,6 +114,7 @@ public final class Consumer: Sendable {
         if options.checkpoint == .store { try await store.log.synchronize() }
         let checkpoint = options.checkpoint == .store ? try ConsumerCheckpoint.bound(name: name, committed: position + 1, in: store.log) : nil
         let done = try state.withLock { (state) throws -> Bool in
+            if state.closed { return false }
             if let generation, generation != state.generation { return false }
             if let problem = state.problem { throw problem }
             guard position + 1 > state.committed else { return true }

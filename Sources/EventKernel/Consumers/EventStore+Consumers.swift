@@ -40,7 +40,12 @@ extension EventStore {
             defer { open.removeAll() }
             return Array(open.values)
         }
-        for consumer in consumers { consumer.lock?.release() }
+        // Closed under each consumer's lock before its file lock goes: a commit racing the close
+        // either wrote already or writes nothing (see ``Consumer/commit(through:ifGeneration:)``).
+        for consumer in consumers {
+            consumer.state.withLock { $0.closed = true }
+            consumer.lock?.release()
+        }
     }
 
     /// The names of the consumers that have a committed position or parked events in this store, sorted.
