@@ -35,7 +35,7 @@ public struct EntityPayloadCodec<Entity>: Sendable {
 
     let encode: Encode
     let decode: Decode
-    /// The schema versions ``decode`` reads (the current one is always read).
+    /// The schema versions `decode` reads (the current one is always read).
     public let decodedVersions: Set<UInt16>
 
     /// Creates a payload codec.

@@ -13,7 +13,7 @@ import KernelPrimitives
 /// or name does not match is damage.
 ///
 /// The epoch and anchor tie the checkpoint to the history of the log it was committed in:
-/// ``bindingProblem(in:end:consumer:)`` tells a checkpoint that still fits the log from one
+/// `bindingProblem(in:end:consumer:)` tells a checkpoint that still fits the log from one
 /// left behind by a cut (a repair, a torn tail, unsynced events lost in a crash).
 public struct ConsumerCheckpoint: Hashable, Sendable {
     /// The consumer's name.
