@@ -85,6 +85,54 @@ struct ConsumersTests {
         try await store.close()
     }
 
+    @Test func aHandlerKeptPositionLeftBehindByACutIsRefusedEvenOnceTheLogGrewPastIt() async throws {
+        let directory = TemporaryDirectory("ek-consumers-handler-cut")
+        let before = TemporaryDirectory("ek-consumers-handler-cut-copy")
+        let options = ConsumerOptions(checkpoint: .handler)
+        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 9)
+        try await store.close()
+        // The history without event 9, as a cut (a repair, a lost unsynced tail) leaves it.
+        try FileManager.default.removeItem(at: before.url)
+        try FileManager.default.copyItem(at: directory.url, to: before.url)
+        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        try await appendCounted(store, 1, prefix: "lost")
+        let events = try store.read(from: 0)
+        let consumer = try store.consumer(named: "index", options: options)
+        // What a handler stores in its own transaction, through its own encoding.
+        let lost = try JSONDecoder().decode(ConsumerPosition.self, from: JSONEncoder().encode(try consumer.position(after: events[9])))
+        let kept = try consumer.position(after: events[8])
+        #expect(lost.next == 10 && kept.next == 9)
+        var uncommitted = events[9]
+        uncommitted.position = 10
+        #expect(throws: ConsumerError.self) { try consumer.position(after: uncommitted) }
+        try await store.close()
+
+        // The cut log grows past the handler's position again before the consumer opens.
+        store = try EventStore.open(at: before.url, snapshotPolicy: .never)
+        try await appendCounted(store, 5, prefix: "new")
+        var refused = try store.consumer(named: "index", startingAt: .checkpoint(lost), options: options)
+        #expect(refused.committed == 10)
+        var iterator = refused.events().makeAsyncIterator()
+        await #expect {
+            try await iterator.next()
+        } throws: { error in
+            guard case ConsumerError.checkpointOffHistory(let name, let committed, let reason) = error else { return false }
+            return name == "index" && committed == 10 && reason.contains("position 9")
+        }
+        #expect(throws: ConsumerError.self) { try refused.reset(to: .checkpoint(lost)) }
+        // A position taken before the cut point still fits, and delivers the new event at 9.
+        try refused.reset(to: .checkpoint(kept))
+        iterator = refused.events().makeAsyncIterator()
+        #expect(try await iterator.next()?.stream == counted("new0"))
+        try await store.close()
+        store = try EventStore.open(at: before.url, snapshotPolicy: .never)
+        refused = try store.consumer(named: "index", startingAt: .checkpoint(kept), options: options)
+        iterator = refused.events().makeAsyncIterator()
+        #expect(try await iterator.next()?.position == 9)
+        try await store.close()
+    }
+
     @Test func startingPoints() async throws {
         let store = try EventStore.inMemory()
         let early = Date(timeIntervalSince1970: 1_000_000)

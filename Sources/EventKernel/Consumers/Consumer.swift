@@ -54,7 +54,13 @@ public final class Consumer: Sendable {
         lock = try store.consumerStorage.lock(consumer: name)
         switch options.checkpoint {
         case .handler:
-            state = Locked(State(committed: try Self.resolve(start, in: store, consumer: name)))
+            if case .checkpoint(let position) = start {
+                // As a stored checkpoint that does not fit: reading and committing throw its problem until a reset.
+                let problem = try position.checkpoint(consumer: name).bindingProblem(in: store.log, end: store.nextPosition)
+                state = Locked(State(committed: position.next, problem: problem))
+            } else {
+                state = Locked(State(committed: try Self.resolve(start, in: store, consumer: name)))
+            }
         case .store:
             if let checkpoint = try store.consumerStorage.checkpoint(named: name) {
                 let problem = try checkpoint.bindingProblem(in: store.log, end: store.nextPosition)
@@ -132,7 +138,10 @@ public final class Consumer: Sendable {
     /// problem (``ConsumerError/checkpointOffHistory(consumer:committed:reason:)``).
     /// - Parameter start: The new position (``ConsumerStart/end``: skip everything committed so far).
     /// - Throws: ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)``,
-    ///   ``ConsumerError/fileFailed(path:reason:)``, ``RepositoryError/storage(_:)``.
+    ///   ``ConsumerError/fileFailed(path:reason:)``, ``RepositoryError/storage(_:)``; for a
+    ///   ``ConsumerStart/checkpoint(_:)`` that does not fit the log,
+    ///   ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)`` or
+    ///   ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``.
     public func reset(to start: ConsumerStart) throws {
         let position = try Self.resolve(start, in: store, consumer: name)
         let checkpoint = options.checkpoint == .store ? try ConsumerCheckpoint.bound(name: name, committed: position, in: store.log) : nil
@@ -157,7 +166,10 @@ public final class Consumer: Sendable {
     ///   - end: The log's next position (the store's, as far as it has folded).
     ///   - consumer: The consumer's name, for errors.
     /// - Throws: ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)``, ``RepositoryError/storage(_:)``,
-    ///   ``RepositoryError/invalidQuery(_:)`` for a date a log timestamp cannot hold.
+    ///   ``RepositoryError/invalidQuery(_:)`` for a date a log timestamp cannot hold;
+    ///   ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)`` or
+    ///   ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)`` for a
+    ///   ``ConsumerStart/checkpoint(_:)`` that does not fit the log.
     package static func resolve(_ start: ConsumerStart, in log: any RecordLog, end: LogPosition, consumer: String) throws -> LogPosition {
         switch start {
         case .beginning: return min(log.bounds.firstPosition, end)
@@ -165,6 +177,9 @@ public final class Consumer: Sendable {
         case .position(let position):
             guard position <= end else { throw ConsumerError.positionOutOfRange(consumer: consumer, position: position, logEnd: end) }
             return position
+        case .checkpoint(let position):
+            if let problem = try position.checkpoint(consumer: consumer).bindingProblem(in: log, end: end) { throw problem }
+            return position.next
         case .recordedAt(let date):
             let limit: LogTimestamp
             do { limit = try LogTimestamp(date) } catch { throw RepositoryError.invalidQuery("\(error)") }

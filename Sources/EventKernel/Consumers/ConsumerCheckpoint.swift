@@ -66,7 +66,8 @@ public struct ConsumerCheckpoint: Hashable, Sendable {
     }
 
     /// Why this checkpoint cannot be used with `log` as it is now, or `nil` when it can: the
-    /// one rule for the store's consumers, `tail --consumer`, `consumers list` and `verify`.
+    /// one rule for the store's consumers, the positions handlers keep (``ConsumerStart/checkpoint(_:)``),
+    /// `tail --consumer`, `consumers list` and `verify`.
     ///
     /// It is past the log's end; or the event it was committed after is gone or another one
     /// (its anchor does not match), which means the log was cut, or lost unsynced events, since.

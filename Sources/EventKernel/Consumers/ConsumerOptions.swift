@@ -11,6 +11,13 @@ public enum ConsumerStart: Hashable, Sendable {
     case position(LogPosition)
     /// The first event recorded at or after this date.
     case recordedAt(Date)
+    /// The position a handler stored with what it handled (``Consumer/position(after:)``),
+    /// checked against the log's history: a position left behind by a cut of the log (a
+    /// repair, a torn tail, unsynced events lost in a crash) is refused with
+    /// ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)``, and one past the
+    /// log's end with ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``, even
+    /// once the log has grown past it again.
+    case checkpoint(ConsumerPosition)
 }
 
 /// How a consumer retries a handler that failed.

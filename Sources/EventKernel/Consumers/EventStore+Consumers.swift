@@ -10,7 +10,9 @@ extension EventStore {
     /// - Parameters:
     ///   - name: A file-name-safe token (1 to 128 of `A-Z a-z 0-9 . _ -`, not starting with `.`).
     ///   - start: Where a consumer with no committed position starts (ignored once it has one;
-    ///     used each time a store opens it with ``CheckpointOwner/handler``).
+    ///     used each time a store opens it with ``CheckpointOwner/handler``, typically as
+    ///     ``ConsumerStart/checkpoint(_:)`` with the position the handler stored: one that does
+    ///     not fit the log makes reading throw, as a stored checkpoint that does not fit).
     ///   - options: Batch size, retries, failure policy, checkpoint owner.
     /// - Returns: The consumer, at its committed position (a new one's is written at once). A
     ///   name already open on this store returns the same instance (its `start` is not used

@@ -15,7 +15,9 @@ public import GRDB
 ///   back exactly what the activity had added;
 /// - `daily_total`: per UTC day and type, the number of activities and their total minutes
 ///   (a row whose count reaches 0 is removed);
-/// - `checkpoint`: consumer name → the next position to apply.
+/// - `checkpoint`: consumer name → the next position to apply, and that position bound to the
+///   log's history (``ConsumerPosition`` as JSON), so that a log cut since (a repair, unsynced
+///   events lost in a crash) is refused rather than its new events skipped.
 public final class ActivityReadModel: Sendable {
     /// The database.
     public let database: DatabaseQueue
@@ -50,16 +52,27 @@ public final class ActivityReadModel: Sendable {
                 CREATE TABLE checkpoint (consumer TEXT PRIMARY KEY NOT NULL, next_position INTEGER NOT NULL);
                 """)
         }
+        migrator.registerMigration("v2: bound position") { db in
+            // NULL in a row written before: that position starts unchecked, once.
+            try db.execute(sql: "ALTER TABLE checkpoint ADD COLUMN bound_position TEXT")
+        }
         return migrator
     }
 
     // MARK: The consumer
 
     /// Where the consumer starts: the position after the last batch applied here (the
-    /// `checkpoint` row), or the log's beginning for a new read model.
-    /// - Throws: `DatabaseError`.
+    /// `checkpoint` row), bound to the log's history (``ConsumerStart/checkpoint(_:)``: the
+    /// consumer refuses it if the log was cut since), or the log's beginning for a new read model.
+    /// - Throws: `DatabaseError`, `DecodingError` for a bound position that does not decode.
     public func start() throws -> ConsumerStart {
-        try checkpoint().map { .position($0) } ?? .beginning
+        let row = try database.read { db in
+            try Row.fetchOne(db, sql: "SELECT next_position, bound_position FROM checkpoint WHERE consumer = ?",
+                             arguments: [consumerName])
+        }
+        guard let row else { return .beginning }
+        guard let bound: String = row["bound_position"] else { return .position(LogPosition(row["next_position"] as Int64)) }
+        return .checkpoint(try JSONDecoder().decode(ConsumerPosition.self, from: Data(bound.utf8)))
     }
 
     /// The next position to apply, from the `checkpoint` table (`nil`: nothing applied yet).
@@ -72,7 +85,7 @@ public final class ActivityReadModel: Sendable {
     /// the handler keeping the checkpoint (``CheckpointOwner/handler``) and stopping on a
     /// failing event (a read model that skipped one would be wrong).
     /// - Parameter store: The activity store.
-    /// - Returns: The consumer; pass its batches to ``apply(_:)``.
+    /// - Returns: The consumer; pass its batches to ``apply(_:from:)``.
     /// - Throws: `DatabaseError`, and what ``EventStore/consumer(named:startingAt:options:)`` throws.
     public func consumer(of store: EventStore) throws -> Consumer {
         try store.consumer(named: consumerName, startingAt: try start(),
@@ -83,11 +96,16 @@ public final class ActivityReadModel: Sendable {
     /// in the database or neither is, so a crash at any instant leaves a read model that
     /// matches its checkpoint. Events below the stored checkpoint (delivered again) are
     /// skipped, inside the same transaction.
-    /// - Parameter batch: Events in position order (a consumer's batch).
+    /// - Parameters:
+    ///   - batch: Events in position order (a batch of `consumer`).
+    ///   - consumer: The consumer that delivered them (``consumer(of:)``): it binds the new
+    ///     checkpoint to its log's history (``Consumer/position(after:)``).
     /// - Throws: ``ActivityReadModelError`` for an event that does not fit the read model (the
-    ///   transaction is rolled back), `DatabaseError`.
-    public func apply(_ batch: [EventEnvelope]) throws {
+    ///   transaction is rolled back), `DatabaseError`, and what ``Consumer/position(after:)`` throws.
+    public func apply(_ batch: [EventEnvelope], from consumer: Consumer) throws {
         guard let last = batch.last else { return }
+        let position = try consumer.position(after: last)
+        let bound = String(decoding: try JSONEncoder().encode(position), as: UTF8.self)
         try database.write { db in
             let next = try Self.checkpoint(of: consumerName, in: db) ?? 0
             for envelope in batch where envelope.position >= next {
@@ -95,9 +113,9 @@ public final class ActivityReadModel: Sendable {
             }
             if last.position + 1 > next {
                 try db.execute(sql: """
-                    INSERT INTO checkpoint (consumer, next_position) VALUES (?, ?)
-                    ON CONFLICT (consumer) DO UPDATE SET next_position = excluded.next_position
-                    """, arguments: [consumerName, Int64(last.position + 1)])
+                    INSERT INTO checkpoint (consumer, next_position, bound_position) VALUES (?, ?, ?)
+                    ON CONFLICT (consumer) DO UPDATE SET next_position = excluded.next_position, bound_position = excluded.bound_position
+                    """, arguments: [consumerName, Int64(position.next), bound])
             }
         }
     }
@@ -177,7 +195,7 @@ extension ActivityReadModel {
     }
 
     /// Applies the store's events from the database's checkpoint on, a batch at a time, each
-    /// batch in one transaction with its checkpoint (``apply(_:)``).
+    /// batch in one transaction with its checkpoint (``apply(_:from:)``).
     /// - Parameters:
     ///   - store: The activity store.
     ///   - following: Keep going, picking up what the store's writer appends (polled every
@@ -205,7 +223,7 @@ extension ActivityReadModel {
         defer { poller?.cancel() }
         for try await batch in consumer.batches(maxCount: batchSize) {
             // One transaction: the batch's changes and the new checkpoint, or neither.
-            try apply(batch)
+            try apply(batch, from: consumer)
             if !following && batch[batch.count - 1].position + 1 >= end { break }
         }
         return try checkpoint() ?? 0

@@ -85,11 +85,14 @@ struct ExactlyOnceTests {
         try await workload.append(events: 600, to: repository)
         let readModel = try ActivityReadModel(path: scratch.database.path)
         let events = try repository.store.read(from: 0)
-        try readModel.apply(Array(events[0..<300]))
+        let consumer = try readModel.consumer(of: repository.store)
+        try readModel.apply(Array(events[0..<300]), from: consumer)
         // A consumer that crashed after the transaction but before it learnt of it delivers again.
-        try readModel.apply(Array(events[200..<600]))
-        try readModel.apply(Array(events[0..<600]))
+        try readModel.apply(Array(events[200..<600]), from: consumer)
+        try readModel.apply(Array(events[0..<600]), from: consumer)
         #expect(try readModel.checkpoint() == events[599].position + 1)
+        // The next start is the stored position bound to the log's history, not a bare one.
+        #expect(try readModel.start() == .checkpoint(try consumer.position(after: events[599])))
         #expect(try readModel.dailyTotals() == DailyTotal.of(repository.activities(throughPosition: events[599].position).all()))
         try await repository.close()
     }
@@ -102,12 +105,13 @@ struct ExactlyOnceTests {
         try await repository.end(id: model.id, at: model.startDate.addingTimeInterval(3_600))
         let events = try repository.store.read(from: 0)
         let readModel = try ActivityReadModel(path: scratch.database.path)
+        let consumer = try readModel.consumer(of: repository.store)
         // The end without its add: the read model cannot apply it, and writes nothing of the batch.
-        let error = #expect(throws: ActivityReadModelError.self) { try readModel.apply([events[1]]) }
+        let error = #expect(throws: ActivityReadModelError.self) { try readModel.apply([events[1]], from: consumer) }
         #expect(error?.position == events[1].position)
         #expect(try readModel.checkpoint() == nil)
         #expect(try readModel.dailyTotals().isEmpty)
-        try readModel.apply(events)
+        try readModel.apply(events, from: consumer)
         #expect(try readModel.dailyTotals() == [DailyTotal(day: "2025-06-15", type: "sleep", count: 1, minutes: 60)])
         try await repository.close()
     }
