@@ -23,6 +23,8 @@ final class CommitSignal: Sendable {
         let ready = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
             guard position > state.position else { return [] }
             state.position = position
+            // Every commit comes here: with no consumer waiting it allocates nothing.
+            guard !state.waiters.isEmpty else { return [] }
             let due = state.waiters.filter { $0.value.past < position }
             for key in due.keys { state.waiters.removeValue(forKey: key) }
             return due.values.map(\.continuation)
