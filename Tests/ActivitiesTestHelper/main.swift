@@ -30,6 +30,14 @@
 //                                    or "lost ID". Then prints "done", waits for a line on stdin,
 //                                    catches up with the log and prints "result NAME COUNT DIGEST"
 //                                    per query of ScaleOutItem.report, and "end"
+//   ActivitiesTestHelper lease SCHEMA TOTAL
+//                                    one service instance on the PostgreSQL log in SCHEMA: prints
+//                                    "waiting", waits for the lease of consumer "failover", prints
+//                                    "leased P" (P: its committed position), then runs it (batches
+//                                    of at most 8, committing every 20 ms), printing "handled P1
+//                                    P2 ..." per batch before the handler returns (then it sleeps
+//                                    20 ms); once the committed position reaches TOTAL it closes
+//                                    the store, prints "done" and exits
 import Activities
 import EventKernel
 import EventLog
@@ -177,6 +185,35 @@ case "instance":
         for line in try ScaleOutItem.report(items) { say("result \(line)") }
         try await store.close()
         say("end")
+        exit(0)
+    } catch {
+        say("error: \(error)")
+        exit(1)
+    }
+case "lease":
+    do {
+        guard arguments.count == 4, let total = UInt64(arguments[3]),
+              let configuration = try PostgresTestDatabase.configurationIfAvailable(schema: arguments[2]) else {
+            say("error: usage: lease SCHEMA TOTAL, with EVENTKERNEL_POSTGRES_URL set")
+            exit(2)
+        }
+        let store = try await EventStore.open(postgres: configuration)
+        say("waiting")
+        let consumer = try await store.consumer(named: "failover", options: ConsumerOptions(readBatchSize: 8, commitInterval: .milliseconds(20)),
+                                                waitingForLease: .milliseconds(250))
+        say("leased \(consumer.committed)")
+        let run = Task {
+            try await consumer.run { events in
+                say("handled " + events.map { "\($0.position)" }.joined(separator: " "))
+                // Not cut short by the cancel at the end: the batch counts as handled.
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        while consumer.committed < total { try await Task.sleep(for: .milliseconds(5)) }
+        run.cancel()
+        try await run.value
+        try await store.close()
+        say("done")
         exit(0)
     } catch {
         say("error: \(error)")

@@ -60,6 +60,8 @@ extension Consumer {
                 if let position = pending { _ = try? await commit(through: position, ifGeneration: generation) }
                 return
             }
+            // Another instance may hold the consumer now: stop before handling more.
+            if let lost = leaseLost() { throw lost }
             if state.withLock({ $0.generation }) == generation {
                 do {
                     try await handle(batch, handler, generation: generation)

@@ -103,7 +103,8 @@ public final class Consumer: Sendable {
     /// - Parameter position: The last handled event's position.
     /// - Throws: ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)`` for a position
     ///   the store has not committed; ``ConsumerError/fileFailed(path:reason:)`` when the write
-    ///   fails; the checkpoint's problem (``ConsumerError/checkpointOffHistory(consumer:committed:reason:)``)
+    ///   fails; ``ConsumerError/leaseLost(consumer:reason:)`` when this store no longer holds
+    ///   the consumer (a log several instances share); the checkpoint's problem (``ConsumerError/checkpointOffHistory(consumer:committed:reason:)``)
     ///   until a reset; ``RepositoryError/storage(_:)`` when the log's sync or read fails.
     public func commit(through position: LogPosition) async throws {
         try await commit(through: position, ifGeneration: nil)
@@ -121,6 +122,7 @@ public final class Consumer: Sendable {
         let checkpoint = options.checkpoint == .store ? try ConsumerCheckpoint.bound(name: name, committed: position + 1, in: store.log) : nil
         let done = try state.withLock { (state) throws -> Bool in
             if state.closed { return false }
+            if let lost = leaseLost(closed: state.closed) { throw lost }
             if let generation, generation != state.generation { return false }
             if let problem = state.problem { throw problem }
             guard position + 1 > state.committed else { return true }
@@ -130,6 +132,13 @@ public final class Consumer: Sendable {
         }
         store.instrumentation?.consumerLag(consumer: name, lag: lag)
         return done
+    }
+
+    /// ``ConsumerError/leaseLost(consumer:reason:)`` when the store is open but no longer
+    /// holds the consumer's lock (a lease whose database session ended), else `nil`.
+    func leaseLost(closed: Bool? = nil) -> ConsumerError? {
+        guard let lock, !lock.isHeld, !(closed ?? state.withLock { $0.closed }) else { return nil }
+        return .leaseLost(consumer: name, reason: "its session with the database that holds the lease ended")
     }
 
     /// Moves the committed position to `start`, backwards or forwards: the next events

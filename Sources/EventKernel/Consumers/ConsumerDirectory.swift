@@ -118,7 +118,7 @@ public struct ConsumerDirectory: Sendable {
     }
 
     /// Takes the consumer's lock (see ``ConsumerLock``).
-    func lock(consumer name: String) throws(ConsumerError) -> ConsumerLock? {
+    package func lock(consumer name: String) throws(ConsumerError) -> ConsumerLock? {
         try ConsumerLock(consumer: name, in: self)
     }
 

@@ -29,6 +29,14 @@ public enum ConsumerError: Error, Hashable, Sendable, CustomStringConvertible {
     case handlerFailed(consumer: String, position: LogPosition, attempts: Int, errorType: String, error: String)
     /// No parked event of the consumer has this position.
     case notParked(consumer: String, position: LogPosition)
+    /// This instance no longer holds the consumer's lease (on a log several instances share:
+    /// its session with the database ended): nothing more it handled is committed, since
+    /// another instance may be processing the consumer now. Open the consumer again
+    /// (``EventStore/consumer(named:startingAt:options:waitingForLease:)``) to go on.
+    case leaseLost(consumer: String, reason: String)
+    /// The database that keeps the consumers of a shared log could not be read or written
+    /// (`location`: the server and schema).
+    case databaseFailed(location: String, reason: String)
 
     public var description: String {
         switch self {
@@ -48,6 +56,9 @@ public enum ConsumerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .handlerFailed(let consumer, let position, let attempts, let type, let error):
             "consumer \"\(consumer)\" stopped: its handler failed on the event at position \(position) \(attempts) time\(attempts == 1 ? "" : "s") (\(type): \(error)); everything before it is committed"
         case .notParked(let consumer, let position): "consumer \"\(consumer)\" has no parked event at position \(position)"
+        case .leaseLost(let consumer, let reason):
+            "consumer \"\(consumer)\" lost its lease (\(reason)): nothing more is committed by this instance; another may be processing it now: open the consumer again to go on"
+        case .databaseFailed(let location, let reason): "the consumers' tables at \(location) could not be read or written: \(reason)"
         }
     }
 }

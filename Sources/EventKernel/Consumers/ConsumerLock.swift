@@ -7,14 +7,21 @@ import Glibc
 import Darwin
 #endif
 
-/// The lock on `<store>/consumers/<name>.lock` that the one user of a consumer holds: the store
-/// for each consumer it has open (until it closes), `eventkernel tail --consumer` while it runs,
-/// `consumers reset` and `consumers parked --skip` while they write. A second holder is refused,
-/// so two processes never commit or change the parked list of one consumer at once.
+/// The lock the one user of a consumer holds: the store for each consumer it has open (until
+/// it closes), `eventkernel tail --consumer` while it runs, `consumers reset` and
+/// `consumers parked --skip` while they write. A second holder is refused, so two processes
+/// never commit or change the parked list of one consumer at once.
 ///
-/// `flock(2)` locks belong to the open file: the kernel releases it when the process dies.
+/// For a store directory it is `<store>/consumers/<name>.lock`, locked with `flock(2)`: the
+/// lock belongs to the open file, and the kernel releases it when the process dies. A log
+/// that keeps the consumers itself (``ConsumerStorageSource``) supplies a ``ConsumerLease``
+/// instead (on PostgreSQL, an advisory lock held by a session of its own).
 package final class ConsumerLock: Sendable {
-    private let descriptor: Int32
+    private enum Holder: Sendable {
+        case file(Int32)
+        case lease(any ConsumerLease)
+    }
+    private let holder: Holder
 
     /// Takes the lock without waiting (creating the directory and the file if needed).
     /// - Parameters:
@@ -36,11 +43,43 @@ package final class ConsumerLock: Sendable {
             if error.errorNumber == EWOULDBLOCK { throw .inUse(consumer: name, path: path) }
             throw .fileFailed(path: path, reason: "\(error)")
         }
-        self.descriptor = descriptor
+        holder = .file(descriptor)
     }
 
-    /// Releases the lock now (the store's close; the file stays open until the last handle goes).
-    package func release() { _ = flock(descriptor, LOCK_UN) }
+    /// Wraps a lease a log's consumer storage took.
+    package init(lease: any ConsumerLease) {
+        holder = .lease(lease)
+    }
 
-    deinit { close(descriptor) }
+    /// Whether the lock is still held: a file lock is, until released; a lease can be lost
+    /// (its session ended) while its holder runs.
+    package var isHeld: Bool {
+        switch holder {
+        case .file: true
+        case .lease(let lease): lease.isHeld
+        }
+    }
+
+    /// Releases the lock now (the store's close; a lock file stays open until the last handle goes).
+    package func release() {
+        switch holder {
+        case .file(let descriptor): _ = flock(descriptor, LOCK_UN)
+        case .lease(let lease): lease.release()
+        }
+    }
+
+    deinit {
+        switch holder {
+        case .file(let descriptor): close(descriptor)
+        case .lease(let lease): lease.release()
+        }
+    }
+}
+
+/// A consumer's lock held elsewhere than in a file (``ConsumerStorageSource``).
+package protocol ConsumerLease: Sendable {
+    /// Whether the lease is still held (`false` once released or lost).
+    var isHeld: Bool { get }
+    /// Gives the lease up (idempotent).
+    func release()
 }

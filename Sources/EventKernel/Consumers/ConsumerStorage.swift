@@ -3,8 +3,11 @@ import EventLog
 import KernelPrimitives
 
 /// Where a store's consumers keep their committed positions and parked events: files in the
-/// store directory (``ConsumerDirectory``), or memory for an in-memory store.
-protocol ConsumerStorage: Sendable {
+/// store directory (``ConsumerDirectory``), memory for an in-memory store, or what the log
+/// offers (``ConsumerStorageSource``: tables beside a PostgreSQL log, shared by its instances).
+///
+/// Writes are made while the consumer's lock (``lock(consumer:)``) is held, by its holder.
+package protocol ConsumerStorage: Sendable {
     /// The consumer's checkpoint, or `nil` when it has none yet.
     func checkpoint(named name: String) throws(ConsumerError) -> ConsumerCheckpoint?
     /// Replaces the consumer's checkpoint durably.
@@ -15,8 +18,17 @@ protocol ConsumerStorage: Sendable {
     func writeParked(_ events: [ParkedEvent], named name: String) throws(ConsumerError)
     /// The names of the consumers with a checkpoint or parked events, sorted.
     func names() throws(ConsumerError) -> [String]
-    /// Takes the consumer's lock for as long as the result lives (`nil`: nothing to share).
+    /// Takes the consumer's lock for as long as the result lives (`nil`: nothing to share),
+    /// without waiting: ``ConsumerError/inUse(consumer:path:)`` when another holder has it.
     func lock(consumer name: String) throws(ConsumerError) -> ConsumerLock?
+}
+
+/// A log that keeps its store's consumers itself (a log several instances share keeps them
+/// where every instance sees them): the store asks its log for this capability rather than
+/// knowing the log's type.
+package protocol ConsumerStorageSource {
+    /// The storage for the consumers of a store over this log.
+    func makeConsumerStorage() -> any ConsumerStorage
 }
 
 /// The consumers of an in-memory store: gone with the process, as its log is.

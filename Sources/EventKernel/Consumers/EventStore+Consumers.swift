@@ -26,13 +26,46 @@ extension EventStore {
     public func consumer(named name: String, startingAt start: ConsumerStart = .beginning,
                          options: ConsumerOptions = ConsumerOptions()) throws -> Consumer {
         try openConsumers.withLock { (open) throws -> Consumer in
-            if let consumer = open[name] {
+            // One that lost its lease (a log shared by instances) is opened anew: it takes the
+            // lease again, or finds another instance holding it.
+            if let consumer = open[name], consumer.lock?.isHeld != false {
                 guard consumer.options == options else { throw ConsumerError.openWithOtherOptions(consumer: name) }
                 return consumer
             }
             let consumer = try Consumer(store: self, name: name, start: start, options: options)
             open[name] = consumer
             return consumer
+        }
+    }
+
+    /// A named consumer, waiting until this store can take it: until no other instance holds
+    /// its lease (a store over a log several instances share, as PostgreSQL: Docs/Consumers.md,
+    /// "On PostgreSQL") or, for a store directory, its lock file. An instance that stands by
+    /// this way takes the consumer over within about `pollInterval` of its holder closing the
+    /// store, dying, or losing its connection.
+    ///
+    /// ```swift
+    /// let indexer = try await store.consumer(named: "search-index", waitingForLease: .milliseconds(500))
+    /// try await indexer.run { batch in try await index(batch) }
+    /// ```
+    /// - Parameters:
+    ///   - name: The consumer's name (as ``consumer(named:startingAt:options:)``).
+    ///   - start: Where a consumer with no committed position starts.
+    ///   - options: Batch size, retries, failure policy, checkpoint owner.
+    ///   - pollInterval: How often to try again while another holder has it (at least 10 ms).
+    /// - Returns: The consumer, held by this store, at its committed position.
+    /// - Throws: What ``consumer(named:startingAt:options:)`` throws, except
+    ///   ``ConsumerError/inUse(consumer:path:)``, on which it waits; `CancellationError` when the
+    ///   task is cancelled while waiting; ``RepositoryError/closed`` when the store closes meanwhile.
+    public func consumer(named name: String, startingAt start: ConsumerStart = .beginning,
+                         options: ConsumerOptions = ConsumerOptions(), waitingForLease pollInterval: Duration) async throws -> Consumer {
+        while true {
+            if commit.withLock({ $0.closed }) { throw RepositoryError.closed }
+            do {
+                return try consumer(named: name, startingAt: start, options: options)
+            } catch ConsumerError.inUse {
+                try await Task.sleep(for: max(pollInterval, .milliseconds(10)))
+            }
         }
     }
 

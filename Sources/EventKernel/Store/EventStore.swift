@@ -91,7 +91,13 @@ public final class EventStore: Sendable {
         // The snapshots beside a read-only log are its writer's.
         self.snapshotPolicy = access.isWritable ? snapshotPolicy : .never
         self.logger = logger
-        self.consumerStorage = directory.map { ConsumerDirectory(storeDirectory: $0, fileIO: log.fileIO) } ?? ConsumerMemory()
+        // A log shared by several instances keeps their consumers where all of them see them
+        // (the directory is then this instance's own cache).
+        if let source = log as? any ConsumerStorageSource {
+            self.consumerStorage = source.makeConsumerStorage()
+        } else {
+            self.consumerStorage = directory.map { ConsumerDirectory(storeDirectory: $0, fileIO: log.fileIO) } ?? ConsumerMemory()
+        }
         // A writer killed while writing a snapshot leaves its temporary file; the log's only
         // writer (no one else is writing one) removes them.
         if let snapshots, access == .exclusive {

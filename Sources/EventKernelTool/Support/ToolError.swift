@@ -78,7 +78,7 @@ struct ToolError: Error, CustomStringConvertible {
             switch error {
             case .damagedFile, .checkpointAheadOfLog, .checkpointOffHistory: return ToolError(.damage, error.description)
             case .fileFailed, .handlerFailed: return ToolError(.io, error.description)
-            case .inUse, .openWithOtherOptions: return ToolError(.storeUnavailable, error.description)
+            case .inUse, .openWithOtherOptions, .leaseLost, .databaseFailed: return ToolError(.storeUnavailable, error.description)
             case .invalidName, .positionOutOfRange, .notParked: return ToolError(.badInput, error.description)
             }
         default:

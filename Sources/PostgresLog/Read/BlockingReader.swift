@@ -87,6 +87,24 @@ final class BlockingReader: Sendable {
         }
     }
 
+    /// Opens a connection of the caller's own, outside the kept ones, blocking the calling
+    /// thread (a consumer's lease: its session holds the lease's lock, so it is never shared).
+    /// The caller closes it.
+    /// - Parameter what: What it is for, for the error.
+    /// - Throws: ``LogError`` (``LogError/Code/unavailable``, ``LogError/Code/closed``).
+    func dedicatedConnection(what: String) throws -> PostgresConnection {
+        let id = try state.withLock { (state) throws(LogError) -> Int in
+            guard !state.closed else { throw LogError(.closed, "the log is closed") }
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        do {
+            return try PostgresConnection.connect(on: group.any(), configuration: connectionConfiguration, id: id, logger: logger).wait()
+        } catch {
+            throw PostgresFailure.logError(error, while: what, configuration: configuration)
+        }
+    }
+
     /// Returns a connection for reuse, or closes it when it broke or the reader closed.
     private func give(_ connection: PostgresConnection) {
         let keep = !connection.isClosed && state.withLock { state -> Bool in

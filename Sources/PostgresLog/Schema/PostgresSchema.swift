@@ -20,10 +20,16 @@ import PostgresNIO
 /// - `append_round(...)`: the append transaction's body, run in one statement (one round trip),
 ///   so the head's lock is held for the server's work and the commit only, never for a round
 ///   trip to an instance.
+/// - `consumers` (version 2): one row per named consumer (Docs/Consumers.md, "On PostgreSQL"):
+///   its id (the lease's advisory-lock key is built from it), name, and committed position
+///   with what binds it to the log's history (the epoch, and the anchor: the timestamp and
+///   payload CRC-32C of the event before it); the position is null until the first commit.
+/// - `consumer_parked` (version 2): the consumers' parked events, one row each;
+///   `replace_parked(...)` replaces a consumer's list in one statement (one transaction).
 enum PostgresSchema {
     /// The version this code writes and reads. Older schemas are migrated at open; a newer
     /// one is refused (the log was written by a newer EventKernel).
-    static let currentVersion = 1
+    static let currentVersion = 2
 
     /// The statements that bring a schema from `version - 1` to `version`, in order.
     static func migration(to version: Int, schema s: String) -> [String] {
@@ -70,6 +76,45 @@ enum PostgresSchema {
                 )
                 """,
                 appendFunction(schema: s),
+            ]
+        case 2:
+            return [
+                """
+                CREATE TABLE "\(s)".consumers (
+                    id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    name text COLLATE "C" NOT NULL UNIQUE,
+                    committed bigint,
+                    committed_at bigint,
+                    history_epoch bigint,
+                    anchor_recorded_at bigint,
+                    anchor_checksum bigint,
+                    CHECK ((committed IS NULL) = (committed_at IS NULL) AND (committed IS NULL) = (history_epoch IS NULL)),
+                    CHECK ((anchor_recorded_at IS NULL) = (anchor_checksum IS NULL))
+                )
+                """,
+                """
+                CREATE TABLE "\(s)".consumer_parked (
+                    consumer_id integer NOT NULL REFERENCES "\(s)".consumers (id),
+                    position bigint NOT NULL,
+                    stream text NOT NULL,
+                    event_type text NOT NULL,
+                    error_type text NOT NULL,
+                    error text NOT NULL,
+                    attempts integer NOT NULL,
+                    parked_at bigint NOT NULL,
+                    PRIMARY KEY (consumer_id, position)
+                )
+                """,
+                """
+                CREATE OR REPLACE FUNCTION "\(s)".replace_parked(
+                    p_consumer integer, p_position bigint[], p_stream text[], p_event_type text[],
+                    p_error_type text[], p_error text[], p_attempts integer[], p_parked_at bigint[])
+                RETURNS void LANGUAGE sql AS $fn$
+                    DELETE FROM "\(s)".consumer_parked WHERE consumer_id = p_consumer;
+                    INSERT INTO "\(s)".consumer_parked (consumer_id, position, stream, event_type, error_type, error, attempts, parked_at)
+                        SELECT p_consumer, u.* FROM unnest(p_position, p_stream, p_event_type, p_error_type, p_error, p_attempts, p_parked_at) AS u;
+                $fn$
+                """,
             ]
         default:
             return []
