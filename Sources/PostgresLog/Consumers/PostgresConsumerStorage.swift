@@ -213,9 +213,11 @@ final class PostgresConsumerStorage: ConsumerStorage {
         "ek-consumer \(schema).\(consumer)"
     }
 
+    /// Closes `connection` and waits until it is closed (off the event loop): postgres-nio
+    /// asserts that a connection is closed, not closing, when it is released.
     static func close(_ connection: PostgresConnection) {
-        // A connection must be closed before it is released (postgres-nio asserts it).
-        let _: EventLoopFuture<Void> = connection.close()
+        let closing: EventLoopFuture<Void> = connection.close()
+        if !connection.eventLoop.inEventLoop { try? closing.wait() }
     }
 }
 
@@ -274,11 +276,10 @@ final class PostgresConsumerLease: ConsumerLease {
             return !gone
         }
         onRelease(self)
-        guard first, !connection.isClosed else { return }
+        guard first else { return }
         // Ending the session releases the lock: there is no unlock statement to lose. Waited
-        // for (off the event loop) so that the lease is free when the store's close returns.
-        let closing: EventLoopFuture<Void> = connection.close()
-        if !connection.eventLoop.inEventLoop { try? closing.wait() }
+        // for, so that the lease is free when the store's close returns.
+        PostgresConsumerStorage.close(connection)
     }
 }
 #endif
