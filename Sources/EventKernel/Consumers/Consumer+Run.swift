@@ -24,6 +24,8 @@ extension Consumer {
     ///   on failure), ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``,
     ///   ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)`` (until a reset),
     ///   ``ConsumerError/fileFailed(path:reason:)`` (a commit or park could not be written),
+    ///   ``ConsumerError/leaseLost(consumer:reason:)`` (a store over a shared log no longer
+    ///   holds the consumer: checked before each batch and by each commit),
     ///   ``RepositoryError/storage(_:)`` (the log cannot be read), `CancellationError` when the
     ///   task is cancelled while retrying.
     nonisolated(nonsending) public func run(batchSize: Int? = nil, handler: (_ events: [EventEnvelope]) async throws -> Void) async throws {

@@ -16,7 +16,11 @@ import KernelPrimitives
 /// per name per store: every handle shares its committed position and parked list. A store
 /// with a directory also holds the consumer's lock file (`consumers/<name>.lock`) until it
 /// closes, so another process (a second application, `eventkernel tail --consumer`,
-/// `consumers reset`) cannot use the same consumer meanwhile. Within the process, iterate it
+/// `consumers reset`) cannot use the same consumer meanwhile. A store over a log several
+/// instances share (PostgreSQL) keeps the position and parked list in the shared database and
+/// holds the consumer's lease instead: one instance at a time processes it, and another can
+/// stand by for it (``EventStore/consumer(named:startingAt:options:waitingForLease:)``;
+/// Docs/Consumers.md, "On PostgreSQL"). Within the process, iterate it
 /// from one task at a time (one ``run(batchSize:handler:)`` or one ``events()`` loop): two
 /// would each handle every event.
 public final class Consumer: Sendable {
@@ -55,6 +59,7 @@ public final class Consumer: Sendable {
         switch options.checkpoint {
         case .handler:
             if case .checkpoint(let position) = start {
+                try Self.catchUp(store, toHold: position.next)
                 // As a stored checkpoint that does not fit: reading and committing throw its problem until a reset.
                 let problem = try position.checkpoint(consumer: name).bindingProblem(in: store.log, end: store.nextPosition)
                 state = Locked(State(committed: position.next, problem: problem))
@@ -63,6 +68,7 @@ public final class Consumer: Sendable {
             }
         case .store:
             if let checkpoint = try store.consumerStorage.checkpoint(named: name) {
+                try Self.catchUp(store, toHold: checkpoint.committed)
                 let problem = try checkpoint.bindingProblem(in: store.log, end: store.nextPosition)
                 state = Locked(State(committed: checkpoint.committed, problem: problem))
             } else {
@@ -116,6 +122,7 @@ public final class Consumer: Sendable {
     ///   after a reset, or once the store closed (nothing is written then).
     @discardableResult
     func commit(through position: LogPosition, ifGeneration generation: UInt64?) async throws -> Bool {
+        try Self.catchUp(store, toHold: position + 1)
         let end = store.nextPosition
         guard position < end else { throw ConsumerError.positionOutOfRange(consumer: name, position: position, logEnd: end) }
         if options.checkpoint == .store { try await store.log.synchronize() }
@@ -164,7 +171,21 @@ public final class Consumer: Sendable {
 
     /// The position a start names in `store`'s log.
     static func resolve(_ start: ConsumerStart, in store: EventStore, consumer: String) throws -> LogPosition {
-        try resolve(start, in: store.log, end: store.nextPosition, consumer: consumer)
+        switch start {
+        case .position(let position): try catchUp(store, toHold: position)
+        case .checkpoint(let position): try catchUp(store, toHold: position.next)
+        case .beginning, .end, .recordedAt: break
+        }
+        return try resolve(start, in: store.log, end: store.nextPosition, consumer: consumer)
+    }
+
+    /// Folds what others appended when `position` lies past what `store` has folded and others
+    /// append to its log (a log several instances share): a position committed by another
+    /// instance may be ahead of this one's view, which is no sign of a cut log, and must not
+    /// be judged against a stale end (``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``).
+    static func catchUp(_ store: EventStore, toHold position: LogPosition) throws {
+        guard position > store.nextPosition, store.log.access.othersMayAppend else { return }
+        try store.refresh()
     }
 
     /// The position a start names in a log whose next position is `end`: the one rule for the

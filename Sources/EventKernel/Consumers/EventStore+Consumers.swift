@@ -19,13 +19,20 @@ extension EventStore {
     ///   again), so two handles never keep two committed positions or parked lists.
     /// - Throws: ``ConsumerError/openWithOtherOptions(consumer:)`` when the name is open with
     ///   other options; ``ConsumerError/inUse(consumer:path:)`` when another process holds the
-    ///   consumer's lock; ``ConsumerError/invalidName(_:reason:)``, ``ConsumerError/damagedFile(path:reason:)``,
+    ///   consumer's lock (or, over a shared log, another instance its lease: wait for it with
+    ///   ``consumer(named:startingAt:options:waitingForLease:)``);
+    ///   ``ConsumerError/databaseFailed(location:reason:)`` when a shared log's database fails;
+    ///   ``RepositoryError/closed`` once the store is closed; ``ConsumerError/invalidName(_:reason:)``, ``ConsumerError/damagedFile(path:reason:)``,
     ///   ``ConsumerError/fileFailed(path:reason:)``, ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)``,
     ///   ``RepositoryError/storage(_:)`` (a start date, or the check of a
     ///   stored checkpoint against the log, needs the log read).
     public func consumer(named name: String, startingAt start: ConsumerStart = .beginning,
                          options: ConsumerOptions = ConsumerOptions()) throws -> Consumer {
         try openConsumers.withLock { (open) throws -> Consumer in
+            // Checked under this lock, which the close takes after marking the store closed: a
+            // consumer opened here is either released by the close or never opened, so its lock
+            // (a lease other instances wait for) is never kept by a closed store.
+            if commit.withLock({ $0.closed }) { throw RepositoryError.closed }
             // One that lost its lease (a log shared by instances) is opened anew: it takes the
             // lease again, or finds another instance holding it.
             if let consumer = open[name], consumer.lock?.isHeld != false {
@@ -60,7 +67,6 @@ extension EventStore {
     public func consumer(named name: String, startingAt start: ConsumerStart = .beginning,
                          options: ConsumerOptions = ConsumerOptions(), waitingForLease pollInterval: Duration) async throws -> Consumer {
         while true {
-            if commit.withLock({ $0.closed }) { throw RepositoryError.closed }
             do {
                 return try consumer(named: name, startingAt: start, options: options)
             } catch ConsumerError.inUse {
