@@ -209,8 +209,12 @@ case "lease":
                 try? await Task.sleep(for: .milliseconds(20))
             }
         }
-        while consumer.committed < total { try await Task.sleep(for: .milliseconds(5)) }
-        run.cancel()
+        let watch = Task {
+            while consumer.committed < total { try await Task.sleep(for: .milliseconds(5)) }
+            run.cancel()
+        }
+        // A run that fails (a lost lease) ends the process with its error.
+        defer { watch.cancel() }
         try await run.value
         try await store.close()
         say("done")

@@ -277,8 +277,12 @@ final class PostgresConsumerLease: ConsumerLease {
         }
         onRelease(self)
         guard first else { return }
-        // Ending the session releases the lock: there is no unlock statement to lose. Waited
-        // for, so that the lease is free when the store's close returns.
+        // Unlocked first, so the lease is free when the store's close returns (the server ends
+        // a closed session a moment later); if that fails, the session's end releases it.
+        session.withLock { _ in
+            guard !connection.isClosed, !connection.eventLoop.inEventLoop else { return }
+            _ = try? connection.query("SELECT pg_advisory_unlock_all()", logger: logger).wait()
+        }
         PostgresConsumerStorage.close(connection)
     }
 }
