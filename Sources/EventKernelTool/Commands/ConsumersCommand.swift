@@ -46,23 +46,48 @@ struct ConsumersCommand: AsyncParsableCommand {
 
     struct ListConsumers: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "list", abstract: "Each consumer: name, committed position, lag, parked events, time of its last commit (the default).")
+            commandName: "list", abstract: "Each consumer: name, committed position, lag, parked events, time of its last commit (the default).",
+            discussion: "With --postgres URL: the consumers of the PostgreSQL log, kept in its schema (Docs/Consumers.md, \"On PostgreSQL\").")
 
-        @OptionGroup var store: StoreOptions
+        @OptionGroup var store: ReadableStoreOptions
         @OptionGroup var output: OutputOptions
 
         func run() async throws {
-            let (log, end) = try ConsumersCommand.logEnd(store.url)
-            let directory = ConsumerDirectory(storeDirectory: store.url)
+            guard store.postgresURL != nil else {
+                let (log, end) = try ConsumersCommand.logEnd(store.url)
+                return try list(ConsumerDirectory(storeDirectory: store.url), log: log, end: end, files: store.url)
+            }
+            // A shared log keeps its consumers itself (the store asks it the same way).
+            let log = try await StoreLocation.openLog(store)
+            do {
+                guard let source = log as? any ConsumerStorageSource else {
+                    throw ToolError(.io, "the log at \(store.name) does not keep consumers")
+                }
+                try list(source.makeConsumerStorage(), log: log, end: log.bounds.nextPosition, files: nil)
+            } catch {
+                try? await log.close()
+                throw error
+            }
+            try? await log.close()
+        }
+
+        /// Prints each consumer of `storage` against `log`, whose next position is `end`.
+        private func list(_ directory: any ConsumerStorage, log: any RecordLog, end: LogPosition, files: URL?) throws {
+            var end = end
             var listing = Listing(columns: [
                 Column("name"), Column("committed", right: true), Column("lag", right: true), Column("parked", right: true),
                 Column("committed_at", header: "committed at"), Column("problem", tableNull: ""),
             ])
             var damaged = false
-            for name in try withToolErrorsSync(store: store.url, { try directory.names() }) {
+            for name in try withToolErrorsSync(store: files, { try directory.names() }) {
                 var cells: [JSONValue] = [.string(name), .null, .null, .null, .null, .null]
                 do {
                     if let checkpoint = try directory.checkpoint(named: name) {
+                        // Committed since the log was opened here (by its writer or another
+                        // instance): judged against the log as it is now, not as it was.
+                        if checkpoint.committed > end, let shared = log as? any SharedRecordLog {
+                            end = try shared.refresh().nextPosition
+                        }
                         cells[1] = .uint(checkpoint.committed)
                         cells[2] = checkpoint.committed <= end ? .uint(end - checkpoint.committed) : .null
                         cells[4] = .string(ISODate.format(checkpoint.committedAt))
@@ -80,7 +105,7 @@ struct ConsumersCommand: AsyncParsableCommand {
             }
             let format = output.resolved
             if format == .table && listing.rows.isEmpty {
-                print("no consumers in \(store.url.path)")
+                print("no consumers in \(store.name)")
             } else {
                 Output.print(listing, as: format)
             }
