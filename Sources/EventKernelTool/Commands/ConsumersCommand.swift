@@ -12,7 +12,8 @@ struct ConsumersCommand: AsyncParsableCommand {
             A consumer's committed position is the next position it handles; its lag is the log's next position minus it. \
             Reset and skip change the consumer's files in STORE/consumers/: they take the consumer's lock \
             (STORE/consumers/NAME.lock), and refuse (exit 2) while an application or a tail --consumer has the consumer \
-            open. Retrying a parked event needs its handler: the API does that (Consumer.retryParked). See Docs/Consumers.md.
+            open. With --postgres URL they work on the consumers the PostgreSQL log keeps in its schema, under the \
+            consumer's lease. Retrying a parked event needs its handler: the API does that (Consumer.retryParked). See Docs/Consumers.md.
 
             Examples:
               eventkernel consumers demo
@@ -21,6 +22,7 @@ struct ConsumersCommand: AsyncParsableCommand {
               eventkernel consumers reset demo mailer --to 2025-03-01T08:00:00Z
               eventkernel consumers parked demo mailer
               eventkernel consumers parked demo mailer --skip 1234
+              eventkernel consumers --postgres 'postgres://app@db/app?schema=orders'
             """,
         subcommands: [ListConsumers.self, ResetConsumer.self, ParkedEvents.self],
         defaultSubcommand: ListConsumers.self)
@@ -38,6 +40,31 @@ struct ConsumersCommand: AsyncParsableCommand {
         return (log, log.bounds.nextPosition)
     }
 
+    /// Runs `body` with the consumers of the store the arguments name and its log, as a
+    /// store over that log keeps them: a directory's `consumers/` files (its log opened
+    /// read-only beside a running writer), or the tables a PostgreSQL log keeps in its schema
+    /// (Docs/Consumers.md, "On PostgreSQL"), asked of the log the way the store asks it.
+    /// - Parameter body: Gets the storage, the log, its next position, and the directory for
+    ///   error messages (`nil` for PostgreSQL).
+    static func withConsumers<Layout, T>(
+        _ store: ReadableStoreArguments<Layout>,
+        _ body: (_ storage: any ConsumerStorage, _ log: any RecordLog, _ end: LogPosition, _ files: URL?) throws -> T
+    ) async throws -> T {
+        guard store.postgresURL != nil else {
+            let (log, end) = try logEnd(store.url)
+            return try body(ConsumerDirectory(storeDirectory: store.url), log, end, store.url)
+        }
+        let log = try await StoreLocation.openLog(store)
+        let result: Result<T, any Error>
+        if let source = log as? any ConsumerStorageSource {
+            result = Result { try body(source.makeConsumerStorage(), log, log.bounds.nextPosition, nil) }
+        } else {
+            result = .failure(ToolError(.io, "the log at \(store.name) does not keep consumers"))
+        }
+        try? await log.close()
+        return try result.get()
+    }
+
     /// The consumer's name, checked.
     static func validName(_ name: String) throws -> String {
         if let problem = ConsumerFiles.problem(withName: name) { throw ToolError(.badInput, problem) }
@@ -53,22 +80,9 @@ struct ConsumersCommand: AsyncParsableCommand {
         @OptionGroup var output: OutputOptions
 
         func run() async throws {
-            guard store.postgresURL != nil else {
-                let (log, end) = try ConsumersCommand.logEnd(store.url)
-                return try list(ConsumerDirectory(storeDirectory: store.url), log: log, end: end, files: store.url)
+            try await ConsumersCommand.withConsumers(store) { storage, log, end, files in
+                try list(storage, log: log, end: end, files: files)
             }
-            // A shared log keeps its consumers itself (the store asks it the same way).
-            let log = try await StoreLocation.openLog(store)
-            do {
-                guard let source = log as? any ConsumerStorageSource else {
-                    throw ToolError(.io, "the log at \(store.name) does not keep consumers")
-                }
-                try list(source.makeConsumerStorage(), log: log, end: log.bounds.nextPosition, files: nil)
-            } catch {
-                try? await log.close()
-                throw error
-            }
-            try? await log.close()
         }
 
         /// Prints each consumer of `storage` against `log`, whose next position is `end`.
@@ -123,7 +137,7 @@ struct ConsumersCommand: AsyncParsableCommand {
                 one appended. Refused (exit 2) while the consumer is open elsewhere (an application, a tail --consumer).
                 """)
 
-        @OptionGroup var store: StoreArguments<NameOperand>
+        @OptionGroup var store: ReadableStoreArguments<NameOperand>
         @Option(help: ArgumentHelp("POSITION, DATE (ISO 8601), beginning or end.", valueName: "TO")) var to: String
         @OptionGroup var output: OutputOptions
 
@@ -142,16 +156,17 @@ struct ConsumersCommand: AsyncParsableCommand {
         func run() async throws {
             let name = try ConsumersCommand.validName(store.operand ?? "")
             let start = try Self.start(to)
-            let (log, end) = try ConsumersCommand.logEnd(store.url)
-            let directory = ConsumerDirectory(storeDirectory: store.url)
-            // A damaged or ahead checkpoint is what reset is for: read it only to report it.
-            let previous = try? directory.checkpoint(named: name)
-            let position = try withToolErrorsSync(store: store.url) {
-                let lock = try ConsumerLock(consumer: name, in: directory)
-                defer { withExtendedLifetime(lock) {} }
-                let position = try Consumer.resolve(start, in: log, end: end, consumer: name)
-                try directory.write(try ConsumerCheckpoint.bound(name: name, committed: position, in: log))
-                return position
+            let (previous, position, end) = try await ConsumersCommand.withConsumers(store) { directory, log, end, files in
+                // A damaged or ahead checkpoint is what reset is for: read it only to report it.
+                let previous = try? directory.checkpoint(named: name)
+                let position = try withToolErrorsSync(store: files) {
+                    let lock = try directory.lock(consumer: name)
+                    defer { withExtendedLifetime(lock) {} }
+                    let position = try Consumer.resolve(start, in: log, end: end, consumer: name)
+                    try directory.write(try ConsumerCheckpoint.bound(name: name, committed: position, in: log))
+                    return position
+                }
+                return (previous, position, end)
             }
             if output.resolved == .table {
                 print("consumer \(name): committed position \(previous.map { "\($0.committed)" } ?? "(none)") -> \(position) (lag \(end - position))")
@@ -173,30 +188,32 @@ struct ConsumersCommand: AsyncParsableCommand {
                 --skip is refused (exit 2) while the consumer is open elsewhere (an application, a tail --consumer).
                 """)
 
-        @OptionGroup var store: StoreArguments<NameOperand>
+        @OptionGroup var store: ReadableStoreArguments<NameOperand>
         @Option(help: ArgumentHelp("Remove the parked event at this position without handling it.", valueName: "POSITION"))
         var skip: UInt64?
         @OptionGroup var output: OutputOptions
 
         func run() async throws {
             let name = try ConsumersCommand.validName(store.operand ?? "")
-            try StoreLocation.requireStore(store.url)
-            let directory = ConsumerDirectory(storeDirectory: store.url)
             if let skip {
-                let left = try withToolErrorsSync(store: store.url) { () throws -> Int in
-                    // Read and written under the lock: no running consumer parks meanwhile.
-                    let lock = try ConsumerLock(consumer: name, in: directory)
-                    defer { withExtendedLifetime(lock) {} }
-                    var parked = try directory.parked(named: name)
-                    guard parked.contains(where: { $0.position == skip }) else { throw ConsumerError.notParked(consumer: name, position: skip) }
-                    parked.removeAll { $0.position == skip }
-                    try directory.writeParked(parked, named: name)
-                    return parked.count
+                let left = try await ConsumersCommand.withConsumers(store) { directory, _, _, files in
+                    try withToolErrorsSync(store: files) { () throws -> Int in
+                        // Read and written under the lock: no running consumer parks meanwhile.
+                        let lock = try directory.lock(consumer: name)
+                        defer { withExtendedLifetime(lock) {} }
+                        var parked = try directory.parked(named: name)
+                        guard parked.contains(where: { $0.position == skip }) else { throw ConsumerError.notParked(consumer: name, position: skip) }
+                        parked.removeAll { $0.position == skip }
+                        try directory.writeParked(parked, named: name)
+                        return parked.count
+                    }
                 }
                 if output.resolved == .table { print("consumer \(name): skipped the parked event at position \(skip); \(left) left") }
                 return
             }
-            let parked = try withToolErrorsSync(store: store.url) { try directory.parked(named: name) }
+            let parked = try await ConsumersCommand.withConsumers(store) { directory, _, _, files in
+                try withToolErrorsSync(store: files) { try directory.parked(named: name) }
+            }
             let listing = Listing(columns: [
                 Column("position", right: true), Column("stream"), Column("event_type", header: "event type"),
                 Column("attempts", right: true), Column("parked_at", header: "parked at"), Column("error_type", header: "error type"), Column("error"),
