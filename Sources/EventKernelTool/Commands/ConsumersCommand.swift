@@ -65,6 +65,19 @@ struct ConsumersCommand: AsyncParsableCommand {
         return try result.get()
     }
 
+    /// Runs `body` with the consumers' storage alone (as ``withConsumers(_:_:)``), without
+    /// opening a directory's log: the parked lists need no log, and stay readable beside a log
+    /// that does not open.
+    static func withStorage<Layout, T>(
+        _ store: ReadableStoreArguments<Layout>, _ body: (_ storage: any ConsumerStorage, _ files: URL?) throws -> T
+    ) async throws -> T {
+        guard store.postgresURL != nil else {
+            try StoreLocation.requireStore(store.url)
+            return try body(ConsumerDirectory(storeDirectory: store.url), store.url)
+        }
+        return try await withConsumers(store) { storage, _, _, files in try body(storage, files) }
+    }
+
     /// The consumer's name, checked.
     static func validName(_ name: String) throws -> String {
         if let problem = ConsumerFiles.problem(withName: name) { throw ToolError(.badInput, problem) }
@@ -196,7 +209,7 @@ struct ConsumersCommand: AsyncParsableCommand {
         func run() async throws {
             let name = try ConsumersCommand.validName(store.operand ?? "")
             if let skip {
-                let left = try await ConsumersCommand.withConsumers(store) { directory, _, _, files in
+                let left = try await ConsumersCommand.withStorage(store) { directory, files in
                     try withToolErrorsSync(store: files) { () throws -> Int in
                         // Read and written under the lock: no running consumer parks meanwhile.
                         let lock = try directory.lock(consumer: name)
@@ -211,7 +224,7 @@ struct ConsumersCommand: AsyncParsableCommand {
                 if output.resolved == .table { print("consumer \(name): skipped the parked event at position \(skip); \(left) left") }
                 return
             }
-            let parked = try await ConsumersCommand.withConsumers(store) { directory, _, _, files in
+            let parked = try await ConsumersCommand.withStorage(store) { directory, files in
                 try withToolErrorsSync(store: files) { try directory.parked(named: name) }
             }
             let listing = Listing(columns: [
