@@ -156,12 +156,32 @@ extension IndexedRows {
         var consumed: [Bool]
         /// Equality prefixes, one key range each (several for `IN`).
         var prefixes: [[IndexValue]] = [[]]
+        /// The filters whose values make up ``prefixes``, in the index's order: what a plan
+        /// kept for the query's shape (`QueryPlanCache`) rebinds to another query's values.
+        var prefixFilters: [Int] = []
         /// The range filter on the component after the prefix, if any (a filter number).
         var range: Int?
         /// Whether the scan yields results in the query's order.
         var servesOrder = false
         /// Whether the index is scanned backwards.
         var reversed = false
+
+        /// `prefixes` extended by one more fixed component accepting `values`: one key range
+        /// per combination, in the order of the values (sorted).
+        static func extend(_ prefixes: [[IndexValue]], _ values: [IndexValue]) -> [[IndexValue]] {
+            values.count == 1 ? prefixes.map { $0 + values } : prefixes.flatMap { prefix in values.map { prefix + [$0] } }
+        }
+
+        /// This plan with its key ranges' prefixes and its overlap condition taken from
+        /// `filters` and `overlaps`: those of a query of the same shape (`QueryPlanCache`).
+        func rebound(to filters: [FieldFilter], _ overlaps: [OverlapFilter]) -> Plan {
+            var plan = self
+            if !prefixFilters.isEmpty {
+                plan.prefixes = prefixFilters.reduce([[]]) { Self.extend($0, filters[$1].values!) }
+            }
+            if let scan = overlapScan { plan.overlapScan!.filter = overlaps[scan.overlap] }
+            return plan
+        }
 
         /// The filters the scan must still check on each candidate.
         func residual(_ filters: [FieldFilter]) -> [Int] { filters.indices.filter { !consumed[$0] } }
@@ -194,9 +214,8 @@ extension IndexedRows {
                 combinations *= max(1, values.count)
                 plan.consumed[f] = true
                 consumedCount += 1
-                plan.prefixes = values.count == 1
-                    ? plan.prefixes.map { $0 + values }
-                    : plan.prefixes.flatMap { prefix in values.map { prefix + [$0] } }
+                plan.prefixes = Plan.extend(plan.prefixes, values)
+                plan.prefixFilters.append(f)
                 fixed += 1
                 if combinations > 4_096 { break }
             }
@@ -264,9 +283,8 @@ extension IndexedRows {
                 combinations *= max(1, values.count)
                 plan.consumed[f] = true
                 consumedCount += 1
-                plan.prefixes = values.count == 1
-                    ? plan.prefixes.map { $0 + values }
-                    : plan.prefixes.flatMap { prefix in values.map { prefix + [$0] } }
+                plan.prefixes = Plan.extend(plan.prefixes, values)
+                plan.prefixFilters.append(f)
             }
             guard covered, combinations <= 4_096 else { continue }
             // Several key ranges (`IN`) serve it too: their first matches are merged by start.
