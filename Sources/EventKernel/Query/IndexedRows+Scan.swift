@@ -23,7 +23,7 @@ extension IndexedRows {
         let keys = keysOf(index: number)
         let lo: ChunkedPosition
         if let start {
-            let bound = index.prefixProbe(prefix + [start.value])
+            let bound = index.prefixProbe(prefix, then: start.value)
             lo = entries.partitionPoint { e in
                 let c = index.compare(e, prefix: bound, keys: keys)
                 return start.inclusive ? c < 0 : c <= 0
@@ -34,7 +34,7 @@ extension IndexedRows {
         }
         let hi: ChunkedPosition
         if let end {
-            let bound = index.prefixProbe(prefix + [end.value])
+            let bound = index.prefixProbe(prefix, then: end.value)
             hi = entries.partitionPoint { e in
                 let c = index.compare(e, prefix: bound, keys: keys)
                 return end.inclusive ? c <= 0 : c < 0
