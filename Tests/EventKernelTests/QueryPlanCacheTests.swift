@@ -166,4 +166,19 @@ import EventKernelTestSupport
         let (hits, misses) = repository.planCache.statistics
         #expect(hits + misses == 8 * 150, "every compilation found or kept a plan")
     }
+
+    /// An `IN` list is sorted and its repeats dropped (as a `Set` would: equal by
+    /// `IndexValue.compare`, numbers across cases, strings by bytes), without hashing.
+    @Test func inListsAreSortedWithoutRepeats() {
+        typealias Filter = IndexedRows.FieldFilter
+        #expect(Filter.sortedUnique([.int(3), .int(1), .int(3), .int(2), .int(1)]) == [.int(1), .int(2), .int(3)])
+        #expect(Filter.sortedUnique([.int(1), .double(1), .int(0)]).count == 2)
+        #expect(Filter.sortedUnique([.string("\u{e9}va"), .string("e\u{301}va"), .string("\u{e9}va")]).count == 2)
+        #expect(Filter.sortedUnique([.null, .null]) == [.null])
+        #expect(Filter.sortedUnique([]) == [])
+        var filter = Filter(keyPath: \Item.group)
+        filter.merge(values: [.int(2), .int(1), .int(2)])
+        filter.merge(values: [.int(2), .int(3)])
+        #expect(filter.values == [.int(2)])
+    }
 }

@@ -95,7 +95,7 @@ extension EntityTable {
         if let kept {
             cache?.recordHit()
             orderingNumbers = kept.orderingNumbers
-            plan = kept.plan.rebound(to: filters, overlaps)
+            plan = kept.plan.rebound(to: filters, overlaps, keptValues: kept.prefixValues)
         } else {
             // A single-value equality fixes its property: an ordering term on it orders nothing and
             // is dropped, whether an index serves the order or the matches are sorted (ties then

@@ -64,8 +64,22 @@ extension IndexedRows {
 
         /// Narrows this filter by one more condition.
         mutating func merge(values new: [IndexValue]) {
-            let sorted = new.count == 1 ? new : Array(Set(new)).sorted()
-            values = values.map { old in sorted.filter(old.contains) } ?? sorted
+            values = values.map { old in Self.sortedUnique(new).filter(old.contains) } ?? Self.sortedUnique(new)
+        }
+
+        /// `values` sorted, without repeats (equal by ``IndexValue/compare(_:_:)``, as `==`
+        /// and so a `Set` has them): a sort and one pass, where a `Set` hashed every value of
+        /// every `IN` list of every query.
+        static func sortedUnique(_ values: [IndexValue]) -> [IndexValue] {
+            guard values.count > 1 else { return values }
+            var sorted = values.sorted()
+            var kept = 1
+            for i in 1..<sorted.count where IndexValue.compare(sorted[i], sorted[kept - 1]) != 0 {
+                sorted.swapAt(kept, i)
+                kept += 1
+            }
+            sorted.removeLast(sorted.count - kept)
+            return sorted
         }
 
         /// Narrows this filter by one more comparison or range: the one place that says a
@@ -174,9 +188,11 @@ extension IndexedRows {
 
         /// This plan with its key ranges' prefixes and its overlap condition taken from
         /// `filters` and `overlaps`: those of a query of the same shape (`QueryPlanCache`).
-        func rebound(to filters: [FieldFilter], _ overlaps: [OverlapFilter]) -> Plan {
+        /// - Parameter keptValues: Per prefix filter, the values this plan's prefixes were made
+        ///   of: when `filters` accept the same (the same `IN` list again), the prefixes stay.
+        func rebound(to filters: [FieldFilter], _ overlaps: [OverlapFilter], keptValues: [[IndexValue]]) -> Plan {
             var plan = self
-            if !prefixFilters.isEmpty {
+            if !prefixFilters.isEmpty && !prefixFilters.indices.allSatisfy({ filters[prefixFilters[$0]].values! == keptValues[$0] }) {
                 plan.prefixes = prefixFilters.reduce([[]]) { Self.extend($0, filters[$1].values!) }
             }
             if let scan = overlapScan { plan.overlapScan!.filter = overlaps[scan.overlap] }

@@ -49,6 +49,8 @@ final class QueryPlanCache: Sendable {
         let orderingNumbers: [Int]
         /// The plan, with the values of the query that compiled it (rebound on a hit).
         let plan: IndexedRows.Plan
+        /// Per filter of the plan's prefixes (`Plan.prefixFilters`), the values they were made of.
+        let prefixValues: [[IndexValue]]
 
         init(conditions: [QueryCondition], overlaps: [IndexedRows.OverlapFilter], terms: [IndexedField], filterOf: [Int],
              filters: [IndexedRows.FieldFilter], firstCondition: [Int], orderingNumbers: [Int], plan: IndexedRows.Plan) {
@@ -62,6 +64,7 @@ final class QueryPlanCache: Sendable {
             accepted = filters.map { $0.values?.count ?? -1 }
             self.orderingNumbers = orderingNumbers
             self.plan = plan
+            prefixValues = plan.prefixFilters.map { filters[$0].values! }
         }
 
         /// Whether a query with these conditions, overlap conditions and ordering terms groups
