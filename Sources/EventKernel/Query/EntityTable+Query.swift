@@ -17,10 +17,10 @@ extension EntityTable {
     }
 
     /// The checks every query passes before it runs, and its plan: the one place for ``run``,
-    /// ``count(_:cache:)``, `explain` and observation, which checks once up front. Validity and
+    /// `count(_:cache:)`, `explain` and observation, which checks once up front. Validity and
     /// the plan depend only on the query and the declared indexes, never on the rows, so a
     /// query valid once is valid after every commit, and `cache` keeps the plan of each shape
-    /// (``QueryPlanCache``): a query of a shape seen before binds its values to that plan.
+    /// (`QueryPlanCache`): a query of a shape seen before binds its values to that plan.
     /// - Parameters:
     ///   - query: The query.
     ///   - defaultOrder: The ordering when the query has none.
@@ -37,7 +37,7 @@ extension EntityTable {
         return try Self.compile(query.conditions, query.overlaps, terms: terms, cursor: query.cursor, rows: rows, cache: cache)
     }
 
-    /// ``compile(_:defaultOrder:cache:)`` past its generic part: concrete code, compiled once
+    /// `compile(_:defaultOrder:cache:)` past its generic part: concrete code, compiled once
     /// (generic code asks the runtime for metadata at every step).
     private static func compile(
         _ conditions: [QueryCondition], _ overlaps: [IndexedRows.OverlapFilter], terms: [IndexedField], cursor: QueryCursor?,

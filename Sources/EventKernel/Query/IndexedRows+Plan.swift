@@ -170,7 +170,7 @@ extension IndexedRows {
         var consumed: [Bool]
         /// Equality prefixes, one key range each (several for `IN`).
         var prefixes: [[IndexValue]] = [[]]
-        /// The filters whose values make up ``prefixes``, in the index's order: what a plan
+        /// The filters whose values make up `prefixes`, in the index's order: what a plan
         /// kept for the query's shape (`QueryPlanCache`) rebinds to another query's values.
         var prefixFilters: [Int] = []
         /// The range filter on the component after the prefix, if any (a filter number).

@@ -7,7 +7,7 @@ import Synchronization
 /// the checks of its ranges, its key ranges' prefixes).
 ///
 /// Why the plan can be kept: it depends only on the query's shape and the declared indexes,
-/// never on the rows (``EntityTable/compile(_:defaultOrder:cache:)``), and the declared
+/// never on the rows (`EntityTable/compile(_:defaultOrder:cache:)`), and the declared
 /// indexes are fixed for a repository's life. The shape is what the planner reads:
 /// - the properties of the conditions, in order (which conditions merge into one filter);
 /// - after merging, how many values each filter accepts (`nil`: a range), since a single
@@ -23,7 +23,7 @@ import Synchronization
 /// Key paths are compared by identity first (a key path literal is one object per call site,
 /// so a query built again at the same place matches at once), then by `==`; an entry holds its
 /// key paths, so an identity it matched on cannot be reused by another key path.
-/// At most ``capacity`` shapes are kept; the oldest entry is replaced beyond that. The lock
+/// At most `capacity` shapes are kept; the oldest entry is replaced beyond that. The lock
 /// guards only the list: no closure of the caller runs under it.
 /// Not generic: the query's parts it compares are concrete types (`QueryCondition`,
 /// `IndexedField`), so a lookup runs no generic code.
