@@ -321,7 +321,7 @@ import EventKernelTestSupport
         #expect(table.count == then.items.count)
         for _ in 0..<60 {
             let c = Self.randomCase(then, &rng)
-            let (slots, _) = try table.run(c.query, defaultOrder: [])
+            let (slots, _) = try table.run(c.query, defaultOrder: .init())
             #expect(table.entities(at: slots).map(\.id) == c.expected(then).map(\.id))
         }
         try await store.close()

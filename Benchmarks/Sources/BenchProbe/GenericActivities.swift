@@ -144,11 +144,15 @@ enum GenericActivitiesProbe {
         var resident = 0
         let twoTypes: Set<ActivityType> = [.sleep, .tummyTime]
         typealias Query = EntityQuery<ActivityModel>
-        let repeats = 2_000
+        let repeats = Int(ProcessInfo.processInfo.environment["EVENTKERNEL_PROBE_REPEATS"] ?? "") ?? 2_000
+        // CPU time per query beside wall time: on a busy machine (other builds on both
+        // cores) wall time counts the waits for a core; CPU time far less so.
+        var cpu: [Duration] = []
         func time(_ body: () throws -> Int) rethrows -> (Duration, Int) {
             var results = 0
-            let started = ContinuousClock.now
+            let started = ContinuousClock.now, startedCPU = cpuTime()
             for _ in 0..<repeats { results += try body() }
+            cpu.append((cpuTime() - startedCPU) / repeats)
             return ((ContinuousClock.now - started) / repeats, results / repeats)
         }
         if generic {
@@ -167,6 +171,7 @@ enum GenericActivitiesProbe {
             let range = try time { try r.fetch(Query().where(\.startDate, from: BenchEnv.midDayStart, through: BenchEnv.midDayEnd).orderBy(\.startDate)).count }
             let overlap = try time { try r.fetch(Query().where(\.startDate, \.endDate, overlapping: BenchEnv.midDayStart...BenchEnv.midDayEnd).orderBy(\.startDate)).count }
             report("generic", r.count, opens, resident, window, types, range, overlap)
+            print("generic: CPU per query: window \(cpu[0]), two types \(cpu[1]), range \(cpu[2]), overlap \(cpu[3])")
             try await store!.close()
         } else {
             var repository: EventSourcedActivityRepository?
@@ -183,6 +188,7 @@ enum GenericActivitiesProbe {
             let range = try time { try r.activities(in: ActivityRangeQuery(.startingIn, from: BenchEnv.midDayStart, to: BenchEnv.midDayEnd, sortOrder: .oldestFirst)).count }
             let overlap = try time { try r.activities(in: ActivityRangeQuery(.overlapping, from: BenchEnv.midDayStart, to: BenchEnv.midDayEnd, sortOrder: .oldestFirst)).count }
             report("specialised", r.count, opens, resident, window, types, range, overlap)
+            print("specialised: CPU per query: window \(cpu[0]), two types \(cpu[1]), range \(cpu[2]), overlap \(cpu[3])")
             try await r.close()
         }
     }

@@ -205,7 +205,7 @@ func run() async throws {
         let repository = ledger.transactions
         typealias Query = EntityQuery<LedgerTransaction>
         let offset = Ledger.pageOffset(repository.count)
-        let started = ContinuousClock.now
+        let started = ContinuousClock.now, startedCPU = cpuTime()
         var results = 0
         for i in 0..<repeats {
             switch kind {
@@ -216,7 +216,7 @@ func run() async throws {
             }
         }
         let elapsed = ContinuousClock.now - started
-        print("ledger-query \(kind): \(repeats) queries, \(results) results, \(elapsed / repeats) per query")
+        print("ledger-query \(kind): \(repeats) queries, \(results) results, \(elapsed / repeats) per query, CPU \((cpuTime() - startedCPU) / repeats) per query")
         try await ledger.close()
     case "generic-activities":
         try await GenericActivitiesProbe.run(count: count)

@@ -51,20 +51,29 @@ struct IndexStorage: Sendable {
         Probe(key: key, normalized: NormalizedKey(key, descending: descending))
     }
 
-    /// A key prefix (the first `values.count` components) being searched for.
+    /// A key prefix being searched for: the components `values`, then `last` if any (a
+    /// range's bound after an equality prefix, kept apart so that a probe concatenates no
+    /// arrays: two allocations per bound of every query, before).
     struct PrefixProbe {
         let values: [IndexValue]
+        let last: IndexValue?
         let normalized: NormalizedKey
     }
 
-    func prefixProbe(_ values: [IndexValue]) -> PrefixProbe {
-        PrefixProbe(values: values, normalized: NormalizedKey(values, descending: descending))
+    func prefixProbe(_ values: [IndexValue], then last: IndexValue? = nil) -> PrefixProbe {
+        PrefixProbe(values: values, last: last, normalized: NormalizedKey(values, then: last, descending: descending))
     }
 
-    /// Compares the first `partial.count` components of `key` with `partial`, directions applied.
-    func compare(_ key: IndexKey, prefix partial: [IndexValue]) -> Int {
-        for i in partial.indices {
-            let c = IndexValue.compare(key[i], partial[i])
+    /// Compares the first components of `key` with `partial` (its values, then its last),
+    /// directions applied.
+    func compare(_ key: IndexKey, prefix partial: PrefixProbe) -> Int {
+        for i in partial.values.indices {
+            let c = IndexValue.compare(key[i], partial.values[i])
+            if c != 0 { return descending[i] ? -c : c }
+        }
+        if let last = partial.last {
+            let i = partial.values.count
+            let c = IndexValue.compare(key[i], last)
             if c != 0 { return descending[i] ? -c : c }
         }
         return 0
@@ -76,7 +85,7 @@ struct IndexStorage: Sendable {
         let length = Int(prefix.normalized.length)
         if length <= NormalizedKey.inlineBytes { return NormalizedKey.compare(entry.key, prefix.normalized, bytes: length) }
         let c = NormalizedKey.compare(entry.key, prefix.normalized, bytes: NormalizedKey.inlineBytes)
-        return c != 0 ? c : compare(keys.of(entry.slot), prefix: prefix.values)
+        return c != 0 ? c : compare(keys.of(entry.slot), prefix: prefix)
     }
 
     /// Compares two full keys component by component (directions applied), then sequences

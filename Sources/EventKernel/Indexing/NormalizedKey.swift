@@ -49,6 +49,22 @@ struct NormalizedKey: Sendable {
         self = writer.key
     }
 
+    /// Encodes `components` then `last` (when not `nil`), each in its direction: a prefix and
+    /// a range's bound after it, without concatenating them into one array.
+    init(_ components: [IndexValue], then last: IndexValue?, descending: [Bool]) {
+        var writer = Writer()
+        for i in components.indices {
+            writer.invert = i < descending.count && descending[i]
+            writer.put(components[i])
+        }
+        if let last {
+            let i = components.count
+            writer.invert = i < descending.count && descending[i]
+            writer.put(last)
+        }
+        self = writer.key
+    }
+
     /// Encodes `key`'s components, each in its direction. (Not through `IndexKey.values`: that
     /// builds an array, an allocation per index for every add and restored entry.)
     init(_ key: IndexKey, descending: [Bool]) {

@@ -29,39 +29,32 @@
 /// Conditions are combined with AND. A residual ``where(_:)`` predicate runs outside every
 /// lock, like every closure the kernel is given.
 public struct EntityQuery<Entity>: Sendable {
-    /// A condition on one property.
-    struct Condition: Sendable {
-        enum Test: Sendable {
-            case values([IndexValue])
-            case range(lower: IndexedRows.RangeBound?, upper: IndexedRows.RangeBound?)
-        }
-        var keyPath: any PartialKeyPath<Entity> & Sendable
-        var value: @Sendable (Entity) -> IndexValue
-        var test: Test
-    }
-
-    /// One ordering term.
-    struct Ordering: Sendable {
-        var keyPath: any PartialKeyPath<Entity> & Sendable
-        var value: @Sendable (Entity) -> IndexValue
-        var descending: Bool
-    }
-
-    var conditions: [Condition] = []
+    /// The conditions, without their getters: what planning reads. Apart from the getters, in
+    /// types that do not depend on `Entity`, so that compiling a query (and finding its kept
+    /// plan, `QueryPlanCache`) runs concrete code, not generic code that asks the runtime for
+    /// metadata at every step (perf: that was most of compiling a 7-day window).
+    var conditions: [QueryCondition] = []
+    /// Per condition (by number), its property's value.
+    var conditionValues: [@Sendable (Entity) -> IndexValue] = []
     /// Overlap conditions on an interval `[start, end]` (``where(_:_:overlapping:)``).
-    var overlaps: [Overlap] = []
+    var overlaps: [IndexedRows.OverlapFilter] = []
+    /// Per overlap condition, its start's and end's values.
+    var overlapValues: [OverlapValues] = []
 
-    /// An overlap condition: `start ≤ upper` and (`end` is `nil` or `end ≥ lower`).
-    struct Overlap: Sendable {
-        var start: any PartialKeyPath<Entity> & Sendable
-        var end: any PartialKeyPath<Entity> & Sendable
-        var startValue: @Sendable (Entity) -> IndexValue
-        var endValue: @Sendable (Entity) -> IndexValue
-        var lower: IndexedRows.RangeBound
-        var upper: IndexedRows.RangeBound
+    /// An overlap condition's getters.
+    struct OverlapValues: Sendable {
+        var start: @Sendable (Entity) -> IndexValue
+        var end: @Sendable (Entity) -> IndexValue
     }
+
     var predicate: (@Sendable (Entity) -> Bool)?
-    var orderings: [Ordering] = []
+    var orderings = Orderings()
+
+    /// Ordering terms (properties and directions) and their getters, by the same numbers.
+    struct Orderings: Sendable {
+        var terms: [IndexedField] = []
+        var values: [@Sendable (Entity) -> IndexValue] = []
+    }
     /// The maximum number of results; `nil` (and 0, as in Core Data's `fetchLimit`) means all.
     public private(set) var limit: Int?
     /// How many matches to skip, after the cursor.
@@ -72,10 +65,15 @@ public struct EntityQuery<Entity>: Sendable {
     /// A query matching every entity, in the repository's default order.
     public init() {}
 
-    init(conditions: [Condition], overlaps: [Overlap], predicate: (@Sendable (Entity) -> Bool)?) {
-        self.conditions = conditions
-        self.overlaps = overlaps
-        self.predicate = predicate
+    /// The query's conditions alone: no ordering, limit, offset or cursor (what a count reads).
+    var conditionsOnly: Self {
+        var copy = EntityQuery()
+        copy.conditions = conditions
+        copy.conditionValues = conditionValues
+        copy.overlaps = overlaps
+        copy.overlapValues = overlapValues
+        copy.predicate = predicate
+        return copy
     }
 
     /// Keeps entities whose `keyPath` equals `value`.
@@ -182,10 +180,9 @@ public struct EntityQuery<Entity>: Sendable {
         overlappingFrom lower: Value, through upper: Value
     ) -> Self {
         var copy = self
-        copy.overlaps.append(Overlap(
-            start: start, end: end,
-            startValue: { $0[keyPath: start].indexValue }, endValue: { $0[keyPath: end].indexValue },
-            lower: Self.bound(lower, inclusive: true), upper: Self.bound(upper, inclusive: true)))
+        copy.overlaps.append(IndexedRows.OverlapFilter(
+            start: start, end: end, lower: Self.bound(lower, inclusive: true), upper: Self.bound(upper, inclusive: true)))
+        copy.overlapValues.append(OverlapValues(start: { $0[keyPath: start].indexValue }, end: { $0[keyPath: end].indexValue }))
         return copy
     }
 
@@ -208,7 +205,8 @@ public struct EntityQuery<Entity>: Sendable {
     /// Orders results by `keyPath` (after any earlier ordering terms).
     public func orderBy<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, ascending: Bool = true) -> Self {
         var copy = self
-        copy.orderings.append(Ordering(keyPath: keyPath, value: { $0[keyPath: keyPath].indexValue }, descending: !ascending))
+        copy.orderings.terms.append(IndexedField(keyPath: keyPath, descending: !ascending))
+        copy.orderings.values.append { $0[keyPath: keyPath].indexValue }
         return copy
     }
 
@@ -235,14 +233,26 @@ public struct EntityQuery<Entity>: Sendable {
         return copy
     }
 
-    private func adding<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, _ test: Condition.Test) -> Self {
+    private func adding<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, _ test: QueryCondition.Test) -> Self {
         var copy = self
-        copy.conditions.append(Condition(keyPath: keyPath, value: { $0[keyPath: keyPath].indexValue }, test: test))
+        copy.conditions.append(QueryCondition(keyPath: keyPath, test: test))
+        copy.conditionValues.append { $0[keyPath: keyPath].indexValue }
         return copy
     }
 
     /// The effective limit: `nil` for none.
     var effectiveLimit: Int? { limit.flatMap { $0 > 0 ? $0 : nil } }
+}
+
+/// A condition of an ``EntityQuery`` on one property, without its getter (the query keeps
+/// those apart, by the same numbers): not generic, for planning.
+struct QueryCondition: Sendable {
+    enum Test: Sendable {
+        case values([IndexValue])
+        case range(lower: IndexedRows.RangeBound?, upper: IndexedRows.RangeBound?)
+    }
+    var keyPath: any AnyKeyPath & Sendable
+    var test: Test
 }
 
 /// A stable place in a query's results: the sort key of the last result of a page. The next

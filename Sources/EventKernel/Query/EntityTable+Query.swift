@@ -2,85 +2,141 @@
 /// plan, and the slots it finds into entities. It runs on a copy of the table, outside every
 /// lock, because it calls the query's predicate.
 extension EntityTable {
-    /// A checked query, ready to run: its merged filters (with each property's value, for the
-    /// filters no index applies), its ordering and its plan.
+    /// A checked query, ready to run: its merged filters, its ordering and its plan.
     struct CompiledQuery {
         var filters: [IndexedRows.FieldFilter]
-        /// Per filter, the property's value.
-        var values: [@Sendable (Entity) -> IndexValue]
-        /// The overlap conditions, and per condition its start's and end's values.
+        /// Per filter, the number of the query's first condition on its property: whose
+        /// getter reads the property's value, for the filters no index applies.
+        var firstCondition: [Int]
+        /// The overlap conditions (their getters are the query's, by the same numbers).
         var overlaps: [IndexedRows.OverlapFilter]
-        var overlapValues: [(start: @Sendable (Entity) -> IndexValue, end: @Sendable (Entity) -> IndexValue)]
-        var orderings: [EntityQuery<Entity>.Ordering]
+        /// The ordering terms applied (the query's, else the default order's) and their numbers there.
+        var orderings: [IndexedField]
+        var orderingNumbers: [Int]
         var plan: IndexedRows.Plan
     }
 
-    /// The checks every query passes before it runs, and its plan: the one place for ``run``
-    /// and for observation, which checks once up front. Validity depends only on the query and
-    /// the declared indexes, never on the rows, so a query valid once is valid after every commit.
+    /// The checks every query passes before it runs, and its plan: the one place for ``run``,
+    /// `count(_:cache:)`, `explain` and observation, which checks once up front. Validity and
+    /// the plan depend only on the query and the declared indexes, never on the rows, so a
+    /// query valid once is valid after every commit, and `cache` keeps the plan of each shape
+    /// (`QueryPlanCache`): a query of a shape seen before binds its values to that plan.
+    /// - Parameters:
+    ///   - query: The query.
+    ///   - defaultOrder: The ordering when the query has none.
+    ///   - cache: The repository's plans by shape; `nil` plans every query afresh.
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, a range
     ///   whose end precedes its start (after merging every condition on its property), an
     ///   overlapping range that is reversed or has a NaN bound, or a cursor from another query.
-    func compile(_ query: EntityQuery<Entity>, defaultOrder: [EntityQuery<Entity>.Ordering]) throws -> CompiledQuery {
+    func compile(
+        _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings, cache: QueryPlanCache? = nil
+    ) throws -> CompiledQuery {
         guard query.offset >= 0 else { throw RepositoryError.invalidQuery("offset \(query.offset) must not be negative") }
         if let limit = query.limit, limit < 0 { throw RepositoryError.invalidQuery("limit \(limit) must not be negative") }
+        let terms = query.orderings.terms.isEmpty ? defaultOrder.terms : query.orderings.terms
+        return try Self.compile(query.conditions, query.overlaps, terms: terms, cursor: query.cursor, rows: rows, cache: cache)
+    }
+
+    /// `compile(_:defaultOrder:cache:)` past its generic part: concrete code, compiled once
+    /// (generic code asks the runtime for metadata at every step).
+    private static func compile(
+        _ conditions: [QueryCondition], _ overlaps: [IndexedRows.OverlapFilter], terms: [IndexedField], cursor: QueryCursor?,
+        rows: IndexedRows, cache: QueryPlanCache?
+    ) throws -> CompiledQuery {
+        let entries = cache?.entries ?? []
+        // The conditions grouped by property: as a kept shape grouped them, else by comparing
+        // their key paths.
         var filters: [IndexedRows.FieldFilter] = []
-        var values: [@Sendable (Entity) -> IndexValue] = []
-        for condition in query.conditions {
-            let keyPath: any AnyKeyPath & Sendable = condition.keyPath
-            let number: Int
-            if let existing = filters.firstIndex(where: { $0.keyPath == keyPath }) {
-                number = existing
-            } else {
-                number = filters.count
-                filters.append(IndexedRows.FieldFilter(keyPath: keyPath))
-                values.append(condition.value)
+        var filterOf: [Int] = []
+        var firstCondition: [Int] = []
+        var shape: QueryPlanCache.Entry?
+        for entry in entries where entry.matches(conditions, overlaps, terms) {
+            shape = entry
+            break
+        }
+        if let shape {
+            filters.reserveCapacity(shape.filterPaths.count)
+            for path in shape.filterPaths { filters.append(IndexedRows.FieldFilter(keyPath: path)) }
+            filterOf = shape.filterOf
+            firstCondition = shape.firstCondition
+        } else {
+            filterOf.reserveCapacity(conditions.count)
+            for (i, condition) in conditions.enumerated() {
+                if let existing = filters.firstIndex(where: { $0.keyPath == condition.keyPath }) {
+                    filterOf.append(existing)
+                } else {
+                    filterOf.append(filters.count)
+                    filters.append(IndexedRows.FieldFilter(keyPath: condition.keyPath))
+                    firstCondition.append(i)
+                }
             }
-            switch condition.test {
-            case .values(let accepted): filters[number].merge(values: accepted)
-            case .range(let lower, let upper): filters[number].merge(lower: lower, upper: upper)
+        }
+        for i in conditions.indices {
+            switch conditions[i].test {
+            case .values(let accepted): filters[filterOf[i]].merge(values: accepted)
+            case .range(let lower, let upper): filters[filterOf[i]].merge(lower: lower, upper: upper)
             }
         }
         for i in filters.indices {
             if let reversed = filters[i].reversedRange { throw reversed }
             filters[i].settle()
         }
-        let overlaps = query.overlaps.map { IndexedRows.OverlapFilter(start: $0.start, end: $0.end, lower: $0.lower, upper: $0.upper) }
         for overlap in overlaps { if let invalid = overlap.invalid { throw invalid } }
-        // A single-value equality fixes its property: an ordering term on it orders nothing and
-        // is dropped, whether an index serves the order or the matches are sorted (ties then
-        // follow the terms left, else insertion order).
-        let fixed = filters.filter { $0.values?.count == 1 }.map(\.keyPath)
-        let orderings = (query.orderings.isEmpty ? defaultOrder : query.orderings).filter { term in
-            !fixed.contains { $0 == term.keyPath }
+        // The plan: kept for this shape and these numbers of accepted values, else computed.
+        var kept: QueryPlanCache.Entry?
+        if shape != nil {
+            for entry in entries where entry.accepts(filters) && entry.matches(conditions, overlaps, terms) {
+                kept = entry
+                break
+            }
         }
-        let plan = IndexedRows.plan(
-            filters: filters, overlaps: overlaps,
-            orderings: orderings.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) },
-            fields: rows.fields, intervals: rows.intervals)
+        let orderingNumbers: [Int]
+        let plan: IndexedRows.Plan
+        if let kept {
+            cache?.recordHit()
+            orderingNumbers = kept.orderingNumbers
+            plan = kept.plan.rebound(to: filters, overlaps, keptValues: kept.prefixValues)
+        } else {
+            // A single-value equality fixes its property: an ordering term on it orders nothing and
+            // is dropped, whether an index serves the order or the matches are sorted (ties then
+            // follow the terms left, else insertion order).
+            let fixed = filters.filter { $0.values?.count == 1 }.map(\.keyPath)
+            orderingNumbers = terms.indices.filter { t in !fixed.contains { $0 == terms[t].keyPath } }
+            plan = IndexedRows.plan(filters: filters, overlaps: overlaps, orderings: orderingNumbers.map { terms[$0] },
+                                    fields: rows.fields, intervals: rows.intervals)
+            cache?.insert(QueryPlanCache.Entry(
+                conditions: conditions, overlaps: overlaps, terms: terms, filterOf: filterOf, filters: filters,
+                firstCondition: firstCondition, orderingNumbers: orderingNumbers, plan: plan))
+        }
+        let orderings = orderingNumbers.count == terms.count ? terms : orderingNumbers.map { terms[$0] }
         // A cursor holds the key of the plan it came from: the index's whole key when the plan
         // serves the order (none for insertion order), else the ordering's values.
-        let cursorKeyLength = plan.servesOrder ? plan.index.map { rows.fields[$0].count } ?? 0 : orderings.count
-        if let cursor = query.cursor, cursor.plan != IndexedRows.planTag(plan) || cursor.key.count != cursorKeyLength {
-            throw RepositoryError.invalidQuery("the cursor belongs to another query (or the repository's indexes changed); start again without it")
+        if let cursor {
+            let cursorKeyLength = plan.servesOrder ? plan.index.map { rows.fields[$0].count } ?? 0 : orderings.count
+            if cursor.plan != IndexedRows.planTag(plan) || cursor.key.count != cursorKeyLength {
+                throw RepositoryError.invalidQuery("the cursor belongs to another query (or the repository's indexes changed); start again without it")
+            }
         }
-        return CompiledQuery(filters: filters, values: values, overlaps: overlaps,
-                             overlapValues: query.overlaps.map { ($0.startValue, $0.endValue) }, orderings: orderings, plan: plan)
+        return CompiledQuery(filters: filters, firstCondition: firstCondition, overlaps: overlaps,
+                             orderings: orderings, orderingNumbers: orderingNumbers, plan: plan)
     }
 
     /// Checks a candidate against the filters no index applies and the predicate; `nil` when
     /// there is nothing to check.
-    private func acceptor(_ compiled: CompiledQuery, predicate: (@Sendable (Entity) -> Bool)?) -> ((Int32) -> Bool)? {
+    private func acceptor(_ compiled: CompiledQuery, _ query: EntityQuery<Entity>) -> ((Int32) -> Bool)? {
         let residual = compiled.plan.residual(compiled.filters)
         let overlaps = compiled.plan.residual(compiled.overlaps)
+        let predicate = query.predicate
         guard !residual.isEmpty || !overlaps.isEmpty || predicate != nil else { return nil }
         let bySlot = self.bySlot
+        let values = residual.map { query.conditionValues[compiled.firstCondition[$0]] }
+        let overlapValues = overlaps.map { query.overlapValues[$0] }
         return { slot in
             let entity = bySlot[Int(slot)]!
-            for f in residual where !compiled.filters[f].accepts(compiled.values[f](entity)) { return false }
-            for o in overlaps {
-                let (start, end) = compiled.overlapValues[o]
-                if !compiled.overlaps[o].accepts(start: start(entity), end: end(entity)) { return false }
+            for (i, f) in residual.enumerated() where !compiled.filters[f].accepts(values[i](entity)) { return false }
+            for (i, o) in overlaps.enumerated() {
+                let getters = overlapValues[i]
+                if !compiled.overlaps[o].accepts(start: getters.start(entity), end: getters.end(entity)) { return false }
             }
             return predicate?(entity) ?? true
         }
@@ -88,15 +144,19 @@ extension EntityTable {
 
     /// The slots matching `query`, in its order, and the cursor after the last one.
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or a cursor from another query.
-    func run(_ query: EntityQuery<Entity>, defaultOrder: [EntityQuery<Entity>.Ordering]) throws -> (slots: [Int32], next: QueryCursor?) {
-        run(try compile(query, defaultOrder: defaultOrder), query)
+    func run(
+        _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings, cache: QueryPlanCache? = nil
+    ) throws -> (slots: [Int32], next: QueryCursor?) {
+        run(try compile(query, defaultOrder: defaultOrder, cache: cache), query, defaultOrder: defaultOrder)
     }
 
     /// Runs `query` as `compiled` (its checks passed): the slots, in its order, and the cursor.
-    private func run(_ compiled: CompiledQuery, _ query: EntityQuery<Entity>) -> (slots: [Int32], next: QueryCursor?) {
+    private func run(
+        _ compiled: CompiledQuery, _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings
+    ) -> (slots: [Int32], next: QueryCursor?) {
         if compiled.filters.contains(where: { $0.values?.isEmpty == true }) { return ([], nil) }
         let limit = query.effectiveLimit ?? Int.max
-        let accept = acceptor(compiled, predicate: query.predicate)
+        let accept = acceptor(compiled, query)
         let plan = compiled.plan
         if plan.servesOrder {
             return rows.orderedSlots(plan, filters: compiled.filters, offset: query.offset, limit: limit,
@@ -104,11 +164,12 @@ extension EntityTable {
         }
         // The index (if any) narrows the candidates; the matches are then sorted.
         let candidates = rows.candidateSlots(plan, filters: compiled.filters, accept: accept)
-        let orderings = compiled.orderings
+        let getters = (query.orderings.terms.isEmpty ? defaultOrder : query.orderings).values
+        let orderings = compiled.orderingNumbers.map { getters[$0] }
         var keyed = candidates.map { slot in
-            (key: orderings.map { $0.value(bySlot[Int(slot)]!) }, sequence: rows.heads[Int(slot)].sequence, slot: slot)
+            (key: orderings.map { $0(bySlot[Int(slot)]!) }, sequence: rows.heads[Int(slot)].sequence, slot: slot)
         }
-        let descending = orderings.map { $0.descending }
+        let descending = compiled.orderings.map { $0.descending }
         let lastDescending = descending.last ?? false
         func less(_ a: [IndexValue], _ aSequence: UInt64, _ b: [IndexValue], _ bSequence: UInt64) -> Bool {
             for i in 0..<a.count {
@@ -131,20 +192,23 @@ extension EntityTable {
     /// How many rows match `query` (ignoring its limit, offset and cursor).
     /// - Complexity: O(log n + k / c) for chunks of c entries when one index applies every condition; otherwise
     ///   that of ``run(_:defaultOrder:)``.
-    func count(_ query: EntityQuery<Entity>) throws -> Int {
-        let all = EntityQuery<Entity>(conditions: query.conditions, overlaps: query.overlaps, predicate: query.predicate)
-        let compiled = try compile(all, defaultOrder: [])
+    func count(_ query: EntityQuery<Entity>, cache: QueryPlanCache? = nil) throws -> Int {
+        let all = query.conditionsOnly
+        let compiled = try compile(all, defaultOrder: EntityQuery<Entity>.Orderings(), cache: cache)
         if compiled.filters.contains(where: { $0.values?.isEmpty == true }) { return 0 }
         if compiled.filters.isEmpty && compiled.overlaps.isEmpty && query.predicate == nil { return count }
         // Key ranges alone count only when they apply every condition: an overlap condition
         // is never applied by them alone (an overlap plan checks ends as it scans).
         if query.predicate == nil && compiled.overlaps.isEmpty, let n = rows.count(compiled.plan, filters: compiled.filters) { return n }
-        return run(compiled, all).slots.count
+        return run(compiled, all, defaultOrder: EntityQuery<Entity>.Orderings()).slots.count
     }
 
     /// A description of the plan for `query`, for ``EventSourcedRepository/explain(_:)``.
-    func explain(_ query: EntityQuery<Entity>, defaultOrder: [EntityQuery<Entity>.Ordering], declared: [EntityIndex<Entity>]) -> String {
-        guard let compiled = try? compile(query.after(nil), defaultOrder: defaultOrder) else { return "invalid query" }
+    func explain(
+        _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings, declared: [EntityIndex<Entity>],
+        cache: QueryPlanCache? = nil
+    ) -> String {
+        guard let compiled = try? compile(query.after(nil), defaultOrder: defaultOrder, cache: cache) else { return "invalid query" }
         let plan = compiled.plan
         var parts: [String] = []
         if let scan = plan.overlapScan {

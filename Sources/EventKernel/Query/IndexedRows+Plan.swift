@@ -64,8 +64,22 @@ extension IndexedRows {
 
         /// Narrows this filter by one more condition.
         mutating func merge(values new: [IndexValue]) {
-            let sorted = new.count == 1 ? new : Array(Set(new)).sorted()
-            values = values.map { old in sorted.filter(old.contains) } ?? sorted
+            values = values.map { old in Self.sortedUnique(new).filter(old.contains) } ?? Self.sortedUnique(new)
+        }
+
+        /// `values` sorted, without repeats (equal by ``IndexValue/compare(_:_:)``, as `==`
+        /// and so a `Set` has them): a sort and one pass, where a `Set` hashed every value of
+        /// every `IN` list of every query.
+        static func sortedUnique(_ values: [IndexValue]) -> [IndexValue] {
+            guard values.count > 1 else { return values }
+            var sorted = values.sorted()
+            var kept = 1
+            for i in 1..<sorted.count where IndexValue.compare(sorted[i], sorted[kept - 1]) != 0 {
+                sorted.swapAt(kept, i)
+                kept += 1
+            }
+            sorted.removeLast(sorted.count - kept)
+            return sorted
         }
 
         /// Narrows this filter by one more comparison or range: the one place that says a
@@ -156,12 +170,34 @@ extension IndexedRows {
         var consumed: [Bool]
         /// Equality prefixes, one key range each (several for `IN`).
         var prefixes: [[IndexValue]] = [[]]
+        /// The filters whose values make up `prefixes`, in the index's order: what a plan
+        /// kept for the query's shape (`QueryPlanCache`) rebinds to another query's values.
+        var prefixFilters: [Int] = []
         /// The range filter on the component after the prefix, if any (a filter number).
         var range: Int?
         /// Whether the scan yields results in the query's order.
         var servesOrder = false
         /// Whether the index is scanned backwards.
         var reversed = false
+
+        /// `prefixes` extended by one more fixed component accepting `values`: one key range
+        /// per combination, in the order of the values (sorted).
+        static func extend(_ prefixes: [[IndexValue]], _ values: [IndexValue]) -> [[IndexValue]] {
+            values.count == 1 ? prefixes.map { $0 + values } : prefixes.flatMap { prefix in values.map { prefix + [$0] } }
+        }
+
+        /// This plan with its key ranges' prefixes and its overlap condition taken from
+        /// `filters` and `overlaps`: those of a query of the same shape (`QueryPlanCache`).
+        /// - Parameter keptValues: Per prefix filter, the values this plan's prefixes were made
+        ///   of: when `filters` accept the same (the same `IN` list again), the prefixes stay.
+        func rebound(to filters: [FieldFilter], _ overlaps: [OverlapFilter], keptValues: [[IndexValue]]) -> Plan {
+            var plan = self
+            if !prefixFilters.isEmpty && !prefixFilters.indices.allSatisfy({ filters[prefixFilters[$0]].values! == keptValues[$0] }) {
+                plan.prefixes = prefixFilters.reduce([[]]) { Self.extend($0, filters[$1].values!) }
+            }
+            if let scan = overlapScan { plan.overlapScan!.filter = overlaps[scan.overlap] }
+            return plan
+        }
 
         /// The filters the scan must still check on each candidate.
         func residual(_ filters: [FieldFilter]) -> [Int] { filters.indices.filter { !consumed[$0] } }
@@ -194,9 +230,8 @@ extension IndexedRows {
                 combinations *= max(1, values.count)
                 plan.consumed[f] = true
                 consumedCount += 1
-                plan.prefixes = values.count == 1
-                    ? plan.prefixes.map { $0 + values }
-                    : plan.prefixes.flatMap { prefix in values.map { prefix + [$0] } }
+                plan.prefixes = Plan.extend(plan.prefixes, values)
+                plan.prefixFilters.append(f)
                 fixed += 1
                 if combinations > 4_096 { break }
             }
@@ -264,9 +299,8 @@ extension IndexedRows {
                 combinations *= max(1, values.count)
                 plan.consumed[f] = true
                 consumedCount += 1
-                plan.prefixes = values.count == 1
-                    ? plan.prefixes.map { $0 + values }
-                    : plan.prefixes.flatMap { prefix in values.map { prefix + [$0] } }
+                plan.prefixes = Plan.extend(plan.prefixes, values)
+                plan.prefixFilters.append(f)
             }
             guard covered, combinations <= 4_096 else { continue }
             // Several key ranges (`IN`) serve it too: their first matches are merged by start.

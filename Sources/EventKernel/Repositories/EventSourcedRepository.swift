@@ -35,10 +35,13 @@ where Entity.ID: EntityIDConvertible {
     public let indexes: [EntityIndex<Entity>]
     /// The projection folding this type's events (registered with the store).
     public let projection: ProjectedState<State>
-    let defaultOrder: [EntityQuery<Entity>.Ordering]
+    let defaultOrder: EntityQuery<Entity>.Orderings
     let validate: (@Sendable (Entity) throws -> Void)?
     /// Times every query when the store is instrumented (`nil`: no clock is read).
     let queryLatency: (any DurationRecorder)?
+    /// The plans of the query shapes run so far: compiling and planning a query was about half
+    /// of a 50-row page, and a repository runs a few shapes many times (`QueryPlanCache`).
+    let planCache = QueryPlanCache()
 
     /// Creates the repository and registers its projection with `store` (restoring it from a
     /// snapshot and catching up with the log).
@@ -64,7 +67,8 @@ where Entity.ID: EntityIDConvertible {
         self.typeName = typeName
         self.schema = schema
         self.indexes = indexes
-        self.defaultOrder = defaultOrder.map { .init(keyPath: $0.keyPath, value: $0.value, descending: $0.descending) }
+        self.defaultOrder = EntityQuery<Entity>.Orderings(
+            terms: defaultOrder.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) }, values: defaultOrder.map(\.value))
         self.validate = validate
         self.projection = Self.makeProjection(typeName: typeName, schema: schema, indexes: indexes)
         self.queryLatency = store.instrumentation?.queryLatency(repository: projection.name)
