@@ -27,7 +27,8 @@ extension EventSourcedRepository {
             store: store,
             listen: { [projection] poke in
                 let token = projection.addListener { envelopes in
-                    if envelopes.contains(where: { $0.stream.entityType == typeName }) { poke() }
+                    // No events: a rebuild replaced the whole table.
+                    if envelopes.isEmpty || envelopes.contains(where: { $0.stream.entityType == typeName }) { poke() }
                 }
                 return { [weak projection] in projection?.removeListener(token) }
             },

@@ -1,3 +1,5 @@
+import KernelPrimitives
+
 /// A generic event-sourced repository: a domain declares its entity type and gets durable
 /// add, update, save (upsert) and delete (as events), id lookups, predicate and date-range
 /// queries, paging, observation, history and time travel, without writing storage code.
@@ -29,10 +31,12 @@ where Entity.ID: EntityIDConvertible {
     public let store: EventStore
     /// The entity type name: the streams' entity type and the event types' prefix.
     public let typeName: String
-    /// How entities are encoded and upcast.
-    public let schema: EntitySchema<Entity>
-    /// The declared indexes, in declaration order.
-    public let indexes: [EntityIndex<Entity>]
+    /// How entities are encoded and upcast (``rebuild(schema:indexes:progress:)`` may change it).
+    public var schema: EntitySchema<Entity> { declaration.withLock { $0.schema } }
+    /// The declared indexes, in declaration order (a rebuild may change them).
+    public var indexes: [EntityIndex<Entity>] { declaration.withLock { $0.indexes } }
+    /// The schema and indexes in force, switched with the projection's state by a rebuild.
+    let declaration: Locked<Declaration>
     /// The projection folding this type's events (registered with the store).
     public let projection: ProjectedState<State>
     let defaultOrder: [EntityQuery<Entity>.Ordering]
@@ -62,8 +66,7 @@ where Entity.ID: EntityIDConvertible {
     ) throws {
         self.store = store
         self.typeName = typeName
-        self.schema = schema
-        self.indexes = indexes
+        self.declaration = Locked(Declaration(schema: schema, indexes: indexes))
         self.defaultOrder = defaultOrder.map { .init(keyPath: $0.keyPath, value: $0.value, descending: $0.descending) }
         self.validate = validate
         self.projection = Self.makeProjection(typeName: typeName, schema: schema, indexes: indexes)
