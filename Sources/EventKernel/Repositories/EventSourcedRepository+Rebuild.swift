@@ -1,12 +1,6 @@
 /// Rebuilding the repository's projection under a new declaration without downtime, through
 /// the store's one rebuild path (``EventStore/rebuild(_:from:progress:)``).
 extension EventSourcedRepository {
-    /// The schema and indexes the repository's projection folds with and its writes encode with.
-    struct Declaration: Sendable {
-        var schema: EntitySchema<Entity>
-        var indexes: [EntityIndex<Entity>]
-    }
-
     /// Rebuilds the entity table from the log under a new declaration (new indexes, new
     /// upcasters, a new codec) while the current one keeps answering, then switches to it in
     /// one step (blue/green).
@@ -32,11 +26,10 @@ extension EventSourcedRepository {
         schema: EntitySchema<Entity>? = nil, indexes: [EntityIndex<Entity>]? = nil,
         progress: (@Sendable (RebuildProgress) -> Void)? = nil
     ) async throws {
-        let current = declaration.withLock { $0 }
-        let next = Declaration(schema: schema ?? current.schema, indexes: indexes ?? current.indexes)
-        let fresh = Self.makeProjection(typeName: typeName, schema: next.schema, indexes: next.indexes)
+        let schema = schema ?? self.schema
+        let fresh = Self.makeProjection(typeName: typeName, schema: schema, indexes: indexes ?? self.indexes)
         try await store.rebuild(projection, from: fresh, progress: progress, whileSwitching: {
-            declaration.withLock { $0 = next }
+            currentSchema.withLock { $0 = schema }
         })
     }
 }

@@ -32,11 +32,12 @@ where Entity.ID: EntityIDConvertible {
     /// The entity type name: the streams' entity type and the event types' prefix.
     public let typeName: String
     /// How entities are encoded and upcast (``rebuild(schema:indexes:progress:)`` may change it).
-    public var schema: EntitySchema<Entity> { declaration.withLock { $0.schema } }
-    /// The declared indexes, in declaration order (a rebuild may change them).
-    public var indexes: [EntityIndex<Entity>] { declaration.withLock { $0.indexes } }
-    /// The schema and indexes in force, switched with the projection's state by a rebuild.
-    let declaration: Locked<Declaration>
+    public var schema: EntitySchema<Entity> { currentSchema.withLock { $0 } }
+    /// The declared indexes, in declaration order: the table's (a rebuild may change them).
+    public var indexes: [EntityIndex<Entity>] { projection.withLockedState { $0.declared } }
+    /// The schema writes encode with, switched by a rebuild right after the table (under the
+    /// store's commit lock).
+    let currentSchema: Locked<EntitySchema<Entity>>
     /// The projection folding this type's events (registered with the store).
     public let projection: ProjectedState<State>
     let defaultOrder: [EntityQuery<Entity>.Ordering]
@@ -66,7 +67,7 @@ where Entity.ID: EntityIDConvertible {
     ) throws {
         self.store = store
         self.typeName = typeName
-        self.declaration = Locked(Declaration(schema: schema, indexes: indexes))
+        self.currentSchema = Locked(schema)
         self.defaultOrder = defaultOrder.map { .init(keyPath: $0.keyPath, value: $0.value, descending: $0.descending) }
         self.validate = validate
         self.projection = Self.makeProjection(typeName: typeName, schema: schema, indexes: indexes)
