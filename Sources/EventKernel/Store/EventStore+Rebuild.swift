@@ -46,14 +46,19 @@ extension EventStore {
     /// faster than the rebuild folds would otherwise keep it from ever switching).
     static let rebuildMaxRounds = 8
 
+    /// Tries at switching with the last events folded outside the commit lock, before they are
+    /// folded under it.
+    static let rebuildSwitchAttempts = 16
+
     /// Rebuilds `current` from the whole log into `fresh` and switches to it, without downtime.
     ///
     /// 1. `fresh` (a new, empty instance of the same name: a new declaration, new indexes, new
     ///    upcasters, a new codec) folds the log from its start up to the head in batches,
     ///    outside every lock of the store, while `current` keeps folding commits, answering
     ///    queries and telling its observers.
-    /// 2. Under the commit lock, `fresh` folds the few events committed meanwhile, and
-    ///    `current` takes over its state and definition in one step
+    /// 2. `fresh` folds the few events committed meanwhile (outside the lock, unless writers
+    ///    keep committing while it does), and under the commit lock `current` takes over its
+    ///    state and definition in one step
     ///    (``RebuildableProjection/replaceState(with:)``): a query reads either the complete old
     ///    state or the complete new one, never a part. `current` stays the registered instance,
     ///    so repositories, observers (told that everything changed) and stream versions go on.
@@ -77,8 +82,8 @@ extension EventStore {
     ///   ``RepositoryError/storage(_:)`` when the log cannot be read or does not hold the
     ///   whole history; ``RepositoryError/closed``. On every error `current` keeps its state and
     ///   goes on answering, as if the rebuild had never started.
-    /// - Complexity: O(log) events read and folded outside the commit lock, plus the events
-    ///   committed during the last round under it.
+    /// - Complexity: O(log) events read and folded outside the commit lock; under it, at most
+    ///   the events committed during the last try at switching.
     public func rebuild<P: RebuildableProjection>(
         _ current: P, from fresh: P, progress: (@Sendable (RebuildProgress) -> Void)? = nil
     ) async throws {
@@ -131,18 +136,38 @@ extension EventStore {
             progress?(RebuildProgress(projection: name, folded: folded, total: head, switched: false))
         }
 
-        // The switch: the events committed since the last round, then one swap, under the
-        // commit lock, so no commit falls between the two versions.
-        let switchedAt: LogPosition = try commit.withLock { (state) throws in
-            guard !state.closed else { throw RepositoryError.closed }
-            try Self.replay(log, into: [fresh], from: folded, until: state.nextPosition)
+        // The switch: one swap under the commit lock, so no commit falls between the two
+        // versions. The few events committed since the last round are folded outside the lock
+        // when no commit lands meanwhile (the fold runs the domain's closures: upcasters, index
+        // keys); only writers that keep committing have them folded under it.
+        var switchedAt: LogPosition?
+        for attempt in 0...Self.rebuildSwitchAttempts {
+            let lastAttempt = attempt == Self.rebuildSwitchAttempts
+            if !lastAttempt {
+                let target = nextPosition
+                if target > folded {
+                    try Self.replay(log, into: [fresh], from: folded, until: target)
+                    folded = target
+                }
+            }
+            switchedAt = try commit.withLock { (state) throws -> LogPosition? in
+                guard !state.closed else { throw RepositoryError.closed }
+                if lastAttempt {
+                    try Self.replay(log, into: [fresh], from: folded, until: state.nextPosition)
+                } else if state.nextPosition != folded {
+                    return nil
+                }
+                if let failure = fresh.failure { throw RepositoryError.undecodableEvent(failure) }
+                // Cancelled during the last round: the old version stays, as promised.
+                try Task.checkCancellation()
+                current.replaceState(with: fresh)
+                whileSwitching()
+                return state.nextPosition
+            }
+            if switchedAt != nil { break }
             if let failure = fresh.failure { throw RepositoryError.undecodableEvent(failure) }
-            // Cancelled during the last round: the old version stays, as promised.
-            try Task.checkCancellation()
-            current.replaceState(with: fresh)
-            whileSwitching()
-            return state.nextPosition
         }
+        guard let switchedAt else { preconditionFailure("the last attempt switches or throws") }
         if snapshots != nil, log.access.isWritable, snapshotPolicy.everyEvents != nil || snapshotPolicy.onClose {
             do { try await writeSnapshots(of: [current]) } catch {
                 logger.error("snapshot after a rebuild failed; the next open replays", metadata: ["projection": "\(name)", "error": "\(error)"])
