@@ -15,6 +15,11 @@ public struct RebuildProgress: Hashable, Sendable, CustomStringConvertible {
     public var switched: Bool
 
     /// Creates a progress report.
+    /// - Parameters:
+    ///   - projection: The projection being rebuilt.
+    ///   - folded: The events folded into the new version so far.
+    ///   - total: The events to fold, as last seen.
+    ///   - switched: Whether the new version has replaced the old one.
     public init(projection: String, folded: UInt64, total: UInt64, switched: Bool) {
         self.projection = projection
         self.folded = folded
