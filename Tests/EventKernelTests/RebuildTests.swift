@@ -284,6 +284,25 @@ private final class Shared: Sendable {
         }
     }
 
+    /// A commit the store prepared with the definition a rebuild then replaced (prepare runs
+    /// before the commit lock, the switch under it) is prepared again by the new definition,
+    /// never folded with the old one's values.
+    @Test func commitPreparedBeforeTheSwitchIsPreparedAgain() {
+        func projection(_ tag: Int) -> ProjectedState<[Int]> {
+            ProjectedState<[Int]>(name: "tags", schemaVersion: UInt16(tag), initial: [],
+                                  encode: { _ in [] }, decode: { _ in [] },
+                                  prepare: { _ in tag }, fold: { state, _, value in state.append(value) })
+        }
+        let current = projection(1)
+        let envelope = EventEnvelope(position: 0, recordedAt: Date(), eventType: "X.added", schemaVersion: 1,
+                                     stream: StreamID("X", 1.entityID), entityVersion: 1, payload: [])
+        let prepared = current.prepare([envelope])
+        current.replaceState(with: projection(2))
+        current.apply([envelope], prepared: prepared)
+        #expect(current.state == [2])
+        #expect(current.schemaVersion == 2 && current.nextPosition == 1)
+    }
+
     /// Two rebuilds of one projection at once: the second is refused, the first completes.
     @Test func oneRebuildAtATime() async throws {
         let store = try EventStore(log: InMemoryLog(), snapshotPolicy: .never)
