@@ -158,6 +158,24 @@ private final class Shared: Sendable {
         try await store.close()
     }
 
+    /// The switch itself is a change: an observer whose result the new version changes (an
+    /// upcaster that reads old events differently) is told, with no commit after it.
+    @Test func observersAreToldOfTheSwitch() async throws {
+        let store = try EventStore(log: InMemoryLog(), snapshotPolicy: .never)
+        let repository = try await Self.filled(store, count: 40)
+        var results = try repository.observe(Self.inBucket(3)).makeAsyncIterator()
+        #expect(await results.next()?.map(\.value) == [3, 19, 35])
+        let v2 = EntitySchema<Meter>(version: 2).upcasting(from: 1, decoding: Meter.self) { old in
+            Meter(id: old.id, bucket: old.bucket, value: old.value * 10)
+        }
+        try await repository.rebuild(schema: v2)
+        // Closing the store ends the stream: a missed switch fails instead of hanging.
+        let watchdog = Task { try await Task.sleep(for: .seconds(30)); try await store.close() }
+        #expect(await results.next()?.map(\.value) == [30, 190, 350])
+        watchdog.cancel()
+        try await store.close()
+    }
+
     /// Cancelling the rebuild leaves the old declaration and table answering; a later rebuild
     /// runs (the first one's mark is gone).
     @Test func cancellationKeepsTheOldVersion() async throws {

@@ -186,6 +186,10 @@ public final class ProjectedState<State: Sendable>: Projection, RebuildableProje
     /// The current state (a copy-on-write value).
     public var state: State { inner.withLock { $0.state } }
 
+    /// How many rebuilds this instance switched to: what an observation compares, since a
+    /// rebuilt state may hold other values at the same stream versions.
+    package var generation: UInt64 { inner.withLock { $0.generation } }
+
     /// The version of the state's snapshot encoding (a rebuild may change it).
     public var schemaVersion: UInt16 { inner.withLock { $0.definition.schemaVersion } }
 
