@@ -12,7 +12,8 @@ enum ActivityObservation {
             store: store,
             listen: { poke in
                 let token = projection.addListener { changes in
-                    let relevant = changes.contains { change in
+                    // No changes: a rebuild replaced the whole index.
+                    let relevant = changes.isEmpty || changes.contains { change in
                         change.old.map(query.matches) == true || change.new.map(query.matches) == true
                     }
                     if relevant { poke() }

@@ -11,7 +11,7 @@ public import KernelPrimitives
 ///
 /// Snapshots hold the serialized index (``ActivityIndex/serialize(into:)``), so startup from a
 /// snapshot bulk-loads the index instead of re-inserting every activity.
-public final class ActivityProjection: Projection, StreamVersionSource {
+public final class ActivityProjection: Projection, RebuildableProjection, StreamVersionSource {
     /// A change to one activity, as observers are told of it.
     public struct Change: Sendable {
         /// The activity before the event (nil for an add).
@@ -193,6 +193,19 @@ public final class ActivityProjection: Projection, StreamVersionSource {
             state.index = index
             state.nextPosition = snapshot.nextPosition
         }
+    }
+
+    /// Takes over `rebuilt`'s index, position and integrity issues in one step, then tells the
+    /// observers (with no changes: everything may have changed). See
+    /// ``RebuildableProjection/replaceState(with:)`` and ``EventSourcedActivityRepository/rebuild(progress:)``.
+    public func replaceState(with rebuilt: ActivityProjection) {
+        // Moved, not copied: were `rebuilt` to keep sharing the index's storage, the first
+        // commit after the switch would copy the whole index under the commit lock.
+        var taken = State()
+        rebuilt.state.withWriteLock { swap(&$0, &taken) }
+        state.withWriteLock { swap(&$0, &taken) }
+        let callbacks = observers.withLock { Array($0.callbacks.values) }
+        for callback in callbacks { callback([]) }
     }
 
     /// Calls `callback` after each commit that changed activities, with the changes, on the

@@ -248,6 +248,26 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
         }
     }
 
+    // MARK: Rebuilds
+
+    /// Rebuilds the activity index from the log in the background while the current one keeps
+    /// answering, then switches to it in one step, through the store's one rebuild path
+    /// (`EventStore.rebuild(_:from:progress:)`): a query reads either the complete old index or
+    /// the complete new one, observers are told after the switch, and every write committed
+    /// meanwhile is in the new index. A snapshot of it is written when the store writes
+    /// snapshots. The process holds both indexes while it runs.
+    ///
+    /// The fold is this build's: a rebuild picks up what changed in the projection's code
+    /// since the index was built (a fixed fold, a new index layout), and clears integrity
+    /// issues the new fold no longer meets.
+    /// - Parameter progress: Called after each batch and after the switch, outside every lock.
+    /// - Throws: `RepositoryError.undecodableEvent` with the position and cause when an event
+    ///   does not decode; `CancellationError` when the task is cancelled; as the store's
+    ///   rebuild. The current index stays in force on every error.
+    public func rebuild(progress: (@Sendable (RebuildProgress) -> Void)? = nil) async throws {
+        try await store.rebuild(projection, from: ActivityProjection(), progress: progress)
+    }
+
     // MARK: Observation
 
     public func observe(query: ActivityQuery) -> AsyncStream<[ActivityModel]> {

@@ -12,8 +12,12 @@ public struct EntityTable<Entity: Sendable>: Sendable {
     /// By slot; `nil` in a free slot.
     var bySlot: [Entity?] = []
     var rows: IndexedRows
+    /// The indexes `rows` keeps, as declared: kept with the rows, so that a rebuild that
+    /// declares others switches both at once.
+    let declared: [EntityIndex<Entity>]
 
     init(indexes: [EntityIndex<Entity>]) {
+        declared = indexes
         rows = IndexedRows(
             fields: indexes.map { index in
                 index.components.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) }

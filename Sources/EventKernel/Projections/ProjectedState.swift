@@ -12,18 +12,37 @@ import KernelPrimitives
 ///
 /// A reducer that throws marks the projection failed (``failure``): it folds nothing more, the
 /// store refuses to open with it, and its snapshot is never written.
-public final class ProjectedState<State: Sendable>: Projection, StreamVersionSource {
+///
+/// A new version (another reducer, encoding or schema version over the same `State` type) is
+/// built from the log in the background and switched to with ``EventStore/rebuild(_:from:progress:)``:
+/// the definition lives with the state, so both change in one step.
+public final class ProjectedState<State: Sendable>: Projection, RebuildableProjection, StreamVersionSource {
     /// Folds one event into the state.
     public typealias Reducer = @Sendable (inout State, EventEnvelope) throws -> Void
 
     public let name: String
-    public let schemaVersion: UInt16
+
+    /// How events fold and the state encodes: replaced, with the state, by a rebuild.
+    private struct Definition: Sendable {
+        var schemaVersion: UInt16
+        var initial: State
+        /// The one-step reducer; `nil` for a two-step fold.
+        var reduce: Reducer?
+        /// Prepares a commit for a two-step fold; `nil` for a one-step reducer.
+        var prepareEvents: (@Sendable ([EventEnvelope]) -> PreparedEvents)?
+        var encodeState: @Sendable (State) throws -> [UInt8]
+        var decodeState: @Sendable ([UInt8]) throws -> State
+    }
 
     private struct Inner {
         var state: State
         var nextPosition: LogPosition = 0
         var eventsApplied = 0
         var failure: UndecodableEvent?
+        var definition: Definition
+        /// Counts the rebuilds switched to: a commit prepared by an earlier definition is
+        /// prepared again by the current one.
+        var generation: UInt64 = 0
     }
 
     /// How a repository's state answers for its streams' versions.
@@ -48,15 +67,10 @@ public final class ProjectedState<State: Sendable>: Projection, StreamVersionSou
         fileprivate var count: Int
         /// Folds the event at an index of the commit with its prepared value.
         fileprivate var fold: @Sendable (inout State, EventEnvelope, Int) throws -> Void
+        /// The definition's generation that prepared the events.
+        fileprivate var generation: UInt64 = 0
     }
 
-    private let initial: State
-    /// The one-step reducer; `nil` for a two-step fold.
-    private let reduce: Reducer?
-    /// Prepares a commit for a two-step fold; `nil` for a one-step reducer.
-    private let prepareEvents: (@Sendable ([EventEnvelope]) -> PreparedEvents)?
-    private let encodeState: @Sendable (State) throws -> [UInt8]
-    private let decodeState: @Sendable ([UInt8]) throws -> State
     private let inner: Locked<Inner>
     /// The entity type whose stream versions the state keeps, and how to read one: set by the
     /// repositories (see ``StreamVersionSource``).
@@ -78,13 +92,9 @@ public final class ProjectedState<State: Sendable>: Projection, StreamVersionSou
         reducer: @escaping Reducer
     ) {
         self.name = name
-        self.schemaVersion = schemaVersion
-        self.initial = initial
-        self.reduce = reducer
-        self.prepareEvents = nil
-        self.encodeState = encode
-        self.decodeState = decode
-        self.inner = Locked(Inner(state: initial))
+        self.inner = Locked(Inner(state: initial, definition: Definition(
+            schemaVersion: schemaVersion, initial: initial, reduce: reducer, prepareEvents: nil,
+            encodeState: encode, decodeState: decode)))
         self.versioning = nil
     }
 
@@ -121,30 +131,22 @@ public final class ProjectedState<State: Sendable>: Projection, StreamVersionSou
         versioning: Versioning?
     ) {
         self.name = name
-        self.schemaVersion = schemaVersion
-        self.initial = initial
-        self.reduce = nil
-        self.prepareEvents = { envelopes in
+        let prepareEvents: @Sendable ([EventEnvelope]) -> PreparedEvents = { envelopes in
             let results = envelopes.map { envelope in Result { try prepare(envelope) } }
             return PreparedEvents(first: envelopes.first?.position ?? 0, count: envelopes.count) { state, envelope, index in
                 try fold(&state, envelope, results[index].get())
             }
         }
-        self.encodeState = encode
-        self.decodeState = decode
-        self.inner = Locked(Inner(state: initial))
+        self.inner = Locked(Inner(state: initial, definition: Definition(
+            schemaVersion: schemaVersion, initial: initial, reduce: nil, prepareEvents: prepareEvents,
+            encodeState: encode, decodeState: decode)))
         self.versioning = versioning
     }
 
     private init(copying other: ProjectedState<State>) {
         self.name = other.name
-        self.schemaVersion = other.schemaVersion
-        self.initial = other.initial
-        self.reduce = other.reduce
-        self.prepareEvents = other.prepareEvents
-        self.encodeState = other.encodeState
-        self.decodeState = other.decodeState
-        self.inner = Locked(Inner(state: other.initial))
+        let definition = other.inner.withLock { $0.definition }
+        self.inner = Locked(Inner(state: definition.initial, definition: definition))
         // A fresh copy (time travel) is never registered as a source.
         self.versioning = nil
     }
@@ -184,6 +186,13 @@ public final class ProjectedState<State: Sendable>: Projection, StreamVersionSou
     /// The current state (a copy-on-write value).
     public var state: State { inner.withLock { $0.state } }
 
+    /// How many rebuilds this instance switched to: what an observation compares, since a
+    /// rebuilt state may hold other values at the same stream versions.
+    package var generation: UInt64 { inner.withLock { $0.generation } }
+
+    /// The version of the state's snapshot encoding (a rebuild may change it).
+    public var schemaVersion: UInt16 { inner.withLock { $0.definition.schemaVersion } }
+
     public var nextPosition: LogPosition { inner.withLock { $0.nextPosition } }
 
     /// How many events were folded into this instance (snapshot restores excluded).
@@ -198,56 +207,91 @@ public final class ProjectedState<State: Sendable>: Projection, StreamVersionSou
 
     /// Runs the projection's `prepare` closure on each event (nothing else), outside every lock.
     public func prepare(_ envelopes: [EventEnvelope]) -> PreparedEvents? {
-        prepareEvents?(envelopes)
+        let (prepareEvents, generation) = inner.withLock { ($0.definition.prepareEvents, $0.generation) }
+        guard var prepared = prepareEvents?(envelopes) else { return nil }
+        prepared.generation = generation
+        return prepared
     }
 
     public func apply(_ envelopes: [EventEnvelope], prepared: PreparedEvents?) {
         var prepared = prepared
-        if let prepareEvents, prepared == nil || prepared?.first != envelopes.first?.position
-            || prepared?.count != envelopes.count {
-            // Not prepared by the caller (a replay, or a projection registered between the
-            // store's prepare and its commit): prepared here, still outside the state lock.
-            prepared = prepareEvents(envelopes)
+        if let given = prepared, given.first != envelopes.first?.position || given.count != envelopes.count {
+            prepared = nil
         }
-        let folded: [EventEnvelope] = inner.withLock { inner in
-            var folded: [EventEnvelope] = []
-            guard inner.failure == nil else { return folded }
-            for (index, envelope) in envelopes.enumerated() where envelope.position >= inner.nextPosition {
-                do {
-                    if let prepared {
-                        try prepared.fold(&inner.state, envelope, index)
-                    } else if let reduce {
-                        try reduce(&inner.state, envelope)
-                    }
-                } catch {
-                    inner.failure = UndecodableEvent(projection: name, envelope: envelope, cause: error)
-                    break
-                }
-                inner.nextPosition = envelope.position + 1
-                inner.eventsApplied += 1
-                folded.append(envelope)
+        var folded: [EventEnvelope]?
+        while folded == nil {
+            if prepared == nil {
+                // Not prepared by the caller (a replay, or a projection registered between the
+                // store's prepare and its commit): prepared here, still outside the state lock.
+                prepared = prepare(envelopes)
             }
-            return folded
+            folded = inner.withLock { inner -> [EventEnvelope]? in
+                var folded: [EventEnvelope] = []
+                guard inner.failure == nil else { return folded }
+                let reduce = inner.definition.reduce
+                if inner.definition.prepareEvents != nil, prepared?.generation != inner.generation {
+                    // Prepared by the definition a rebuild replaced since: prepare again.
+                    return nil
+                }
+                for (index, envelope) in envelopes.enumerated() where envelope.position >= inner.nextPosition {
+                    do {
+                        if let reduce {
+                            try reduce(&inner.state, envelope)
+                        } else if let prepared {
+                            try prepared.fold(&inner.state, envelope, index)
+                        }
+                    } catch {
+                        inner.failure = UndecodableEvent(projection: name, envelope: envelope, cause: error)
+                        break
+                    }
+                    inner.nextPosition = envelope.position + 1
+                    inner.eventsApplied += 1
+                    folded.append(envelope)
+                }
+                return folded
+            }
+            if folded == nil { prepared = nil }
         }
-        guard !folded.isEmpty else { return }
+        guard let folded, !folded.isEmpty else { return }
         // Outside the state lock: listeners read the state themselves.
         for listener in listeners.withLock({ Array($0.all.values) }) { listener(folded) }
     }
 
     public func snapshotState() throws -> ProjectionSnapshot {
-        let (state, position) = inner.withLock { ($0.state, $0.nextPosition) }
-        return ProjectionSnapshot(bytes: try encodeState(state), nextPosition: position)
+        let (state, position, encode) = inner.withLock { ($0.state, $0.nextPosition, $0.definition.encodeState) }
+        return ProjectionSnapshot(bytes: try encode(state), nextPosition: position)
     }
 
     public func restore(from snapshot: ProjectionSnapshot) throws {
-        let state = try decodeState(snapshot.bytes)
+        let state = try inner.withLock { $0.definition.decodeState }(snapshot.bytes)
         inner.withLock {
             $0.state = state
             $0.nextPosition = snapshot.nextPosition
         }
     }
 
-    /// Registers a listener called after each commit this projection folded, with its events.
+    /// Takes over `rebuilt`'s state, definition and position in one step, then tells the
+    /// listeners (with no events: everything may have changed). See
+    /// ``RebuildableProjection/replaceState(with:)``; the stream-version role stays this
+    /// instance's.
+    public func replaceState(with rebuilt: ProjectedState<State>) {
+        // Moved, not copied: were `rebuilt` to keep sharing the state's storage, the first
+        // commit after the switch would copy the whole state under the commit lock.
+        var taken = rebuilt.inner.withLock { inner in
+            let taken = inner
+            inner.state = inner.definition.initial
+            return taken
+        }
+        inner.withLock { inner in
+            let generation = inner.generation + 1
+            swap(&inner, &taken)
+            inner.generation = generation
+        }
+        for listener in listeners.withLock({ Array($0.all.values) }) { listener([]) }
+    }
+
+    /// Registers a listener called after each commit this projection folded, with its events,
+    /// and with none after a rebuild replaced the whole state.
     /// It runs in the commit path, under the store's commit lock: only the kernel's own
     /// observation uses it (to poke a task that recomputes a query outside every lock).
     /// - Returns: A token for ``removeListener(_:)``.

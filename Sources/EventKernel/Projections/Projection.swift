@@ -108,3 +108,18 @@ extension [PreparedFold] {
         }
     }
 }
+
+/// A projection whose state can be rebuilt from the log in the background and swapped in whole
+/// (blue/green): see ``EventStore/rebuild(_:from:progress:)``.
+///
+/// The registered instance stays the one the store folds into, the repositories read and the
+/// observers listen to; only its state (and its definition: fold, snapshot encoding) changes,
+/// in one step. A query therefore reads either the complete old state or the complete new one.
+public protocol RebuildableProjection: Projection {
+    /// Takes over `rebuilt`'s state, definition and position in one step under this
+    /// projection's lock, then tells this projection's listeners that the whole state changed.
+    /// The store calls it under its commit lock, when `rebuilt` has folded exactly the events
+    /// this projection has; `rebuilt` is not used afterwards.
+    /// - Parameter rebuilt: A fresh instance of the same name, caught up with the log.
+    func replaceState(with rebuilt: Self)
+}

@@ -2,7 +2,9 @@
 /// appends, so that several repositories' changes can share one atomic command.
 extension EventSourcedRepository {
     func event(_ kind: String, _ id: EntityID, _ entity: Entity?) throws -> EncodedEvent {
-        EncodedEvent(eventType: "\(typeName).\(kind)", schemaVersion: schema.version, stream: StreamID(typeName, id),
+        // Read once: a rebuild may switch the schema, and the version must be the encoder's.
+        let schema = self.schema
+        return EncodedEvent(eventType: "\(typeName).\(kind)", schemaVersion: schema.version, stream: StreamID(typeName, id),
                      payload: try entity.map(schema.encode) ?? [])
     }
 

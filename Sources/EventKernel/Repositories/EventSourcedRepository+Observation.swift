@@ -27,13 +27,20 @@ extension EventSourcedRepository {
             store: store,
             listen: { [projection] poke in
                 let token = projection.addListener { envelopes in
-                    if envelopes.contains(where: { $0.stream.entityType == typeName }) { poke() }
+                    // No events: a rebuild replaced the whole table.
+                    if envelopes.isEmpty || envelopes.contains(where: { $0.stream.entityType == typeName }) { poke() }
                 }
                 return { [weak projection] in projection?.removeListener(token) }
             },
-            fetch: { [weak self] in (try? self?.matches(query)) ?? [] },
-            isDuplicate: { old, new in Self.sameRows(old, new) },
-            output: { $0.map(\.entity) })
+            // The generation is read before the rows: a rebuild may fold the same events (same
+            // ids and versions) into other values, so rows read after a switch never count as
+            // the same as rows read before it.
+            fetch: { [weak self, projection] () -> (generation: UInt64, rows: [Match]) in
+                let generation = projection.generation
+                return (generation, (try? self?.matches(query)) ?? [])
+            },
+            isDuplicate: { old, new in old.generation == new.generation && Self.sameRows(old.rows, new.rows) },
+            output: { $0.rows.map(\.entity) })
     }
 
     private static func sameRows(_ old: [Match], _ new: [Match]) -> Bool {

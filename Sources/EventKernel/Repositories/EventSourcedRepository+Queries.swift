@@ -68,7 +68,8 @@ extension EventSourcedRepository {
     /// after. For tests and tuning, like SQL's `EXPLAIN QUERY PLAN`. A query that ``fetch(_:)``
     /// would refuse (a negative offset or limit) is described as `"invalid query"`.
     public func explain(_ query: EntityQuery<Entity>) -> String {
-        publishedTable.explain(query, defaultOrder: defaultOrder, declared: indexes, cache: planCache)
+        let table = publishedTable
+        return table.explain(query, defaultOrder: defaultOrder, declared: table.declared, cache: planCache)
     }
 
     /// The entities matching `query`, with their ids and versions.

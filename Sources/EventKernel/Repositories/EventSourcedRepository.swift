@@ -1,3 +1,5 @@
+import KernelPrimitives
+
 /// A generic event-sourced repository: a domain declares its entity type and gets durable
 /// add, update, save (upsert) and delete (as events), id lookups, predicate and date-range
 /// queries, paging, observation, history and time travel, without writing storage code.
@@ -29,10 +31,13 @@ where Entity.ID: EntityIDConvertible {
     public let store: EventStore
     /// The entity type name: the streams' entity type and the event types' prefix.
     public let typeName: String
-    /// How entities are encoded and upcast.
-    public let schema: EntitySchema<Entity>
-    /// The declared indexes, in declaration order.
-    public let indexes: [EntityIndex<Entity>]
+    /// How entities are encoded and upcast (``rebuild(schema:indexes:progress:)`` may change it).
+    public var schema: EntitySchema<Entity> { currentSchema.withLock { $0 } }
+    /// The declared indexes, in declaration order: the table's (a rebuild may change them).
+    public var indexes: [EntityIndex<Entity>] { projection.withLockedState { $0.declared } }
+    /// The schema writes encode with, switched by a rebuild right after the table (under the
+    /// store's commit lock).
+    let currentSchema: Locked<EntitySchema<Entity>>
     /// The projection folding this type's events (registered with the store).
     public let projection: ProjectedState<State>
     let defaultOrder: EntityQuery<Entity>.Orderings
@@ -65,8 +70,7 @@ where Entity.ID: EntityIDConvertible {
     ) throws {
         self.store = store
         self.typeName = typeName
-        self.schema = schema
-        self.indexes = indexes
+        self.currentSchema = Locked(schema)
         self.defaultOrder = EntityQuery<Entity>.Orderings(
             terms: defaultOrder.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) }, values: defaultOrder.map(\.value))
         self.validate = validate

@@ -76,6 +76,10 @@ public struct Misuse: Error, Hashable, Sendable, CustomStringConvertible {
         case streamChangedTwice
         /// A batch update changed an entity's id.
         case idChanged
+        /// A rebuild of a projection that is not registered with the store, from an instance
+        /// that is not a fresh one of the same name, or while another rebuild of it is under way
+        /// (``EventStore/rebuild(_:from:progress:)``).
+        case invalidRebuild
     }
 
     /// The rule broken.

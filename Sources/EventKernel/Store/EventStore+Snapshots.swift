@@ -90,13 +90,19 @@ extension EventStore {
     ///   ``RepositoryError/storage(_:)`` when the sync or a write fails, or (code
     ///   `LogError.Code.readOnly`) when the log is read-only: its snapshots are its writer's.
     public func writeSnapshots() async throws {
+        try await writeSnapshots(of: nil)
+    }
+
+    /// ``writeSnapshots()`` of `only` these projections (a rebuilt one), or of every projection
+    /// and the version table (`nil`).
+    func writeSnapshots(of only: [any Projection]?) async throws {
         guard log.access.isWritable else {
             throw RepositoryError.storage(StorageFailure(LogError(.readOnly,
                 "the store's log is read-only: the snapshots beside it are its writer's, not written by a reader")))
         }
         guard let snapshots else { throw RepositoryError.misuse(Misuse(.noSnapshotDirectory, "the store was opened without a directory for snapshots")) }
-        let projections: [any Projection] = [versions] + commit.withLock { $0.projections }
-        var captured: [(projection: any Projection, state: ProjectionSnapshot, encoding: Duration)] = []
+        let projections: [any Projection] = only ?? [versions] + commit.withLock { $0.projections }
+        var captured: [(projection: any Projection, schemaVersion: UInt16, state: ProjectionSnapshot, encoding: Duration)] = []
         for projection in projections {
             // A projection that failed to fold an event holds a partial state: snapshotting it
             // would turn an error into lost data.
@@ -105,7 +111,15 @@ extension EventStore {
                 continue
             }
             let started = ContinuousClock.now
-            captured.append((projection, try projection.snapshotState(), ContinuousClock.now - started))
+            let schemaVersion = projection.schemaVersion
+            let state = try projection.snapshotState()
+            // A rebuild switched the projection's definition in between: the state may be of
+            // the other version; the next snapshot takes it.
+            guard projection.schemaVersion == schemaVersion else {
+                logger.notice("snapshot skipped: the projection was rebuilt while it was taken", metadata: ["projection": "\(projection.name)"])
+                continue
+            }
+            captured.append((projection, schemaVersion, state, ContinuousClock.now - started))
         }
         // Under buffered durability the captured states may include events not yet on disk.
         do { try await log.synchronize() } catch {
@@ -114,7 +128,7 @@ extension EventStore {
         let epoch = log.historyEpoch
         // Projections usually stand at the same position: read each anchor record once.
         var anchors: [LogPosition: SnapshotAnchor?] = [:]
-        for (projection, state, encoding) in captured {
+        for (projection, schemaVersion, state, encoding) in captured {
             let started = ContinuousClock.now
             let anchor: SnapshotAnchor?
             if let known = anchors[state.nextPosition] { anchor = known } else {
@@ -122,7 +136,7 @@ extension EventStore {
                 anchors[state.nextPosition] = .some(anchor)
             }
             try snapshots.write(
-                SnapshotFile(projectionName: projection.name, schemaVersion: projection.schemaVersion,
+                SnapshotFile(projectionName: projection.name, schemaVersion: schemaVersion,
                              nextPosition: state.nextPosition, historyEpoch: epoch, anchor: anchor, body: state.bytes),
                 keep: snapshotPolicy.keep)
             instrumentation?.snapshotWritten(projection: projection.name, bytes: state.bytes.count,

@@ -48,6 +48,8 @@ public final class EventStore: Sendable {
         var eventsSinceSnapshot = 0
         var snapshotInFlight = false
         var closed = false
+        /// The projections a rebuild is under way for (one at a time per projection).
+        var rebuilding: Set<ObjectIdentifier> = []
     }
 
     let admission = Locked(Admission())
