@@ -12,6 +12,12 @@ public struct EntityTable<Entity: Sendable>: Sendable {
     /// By slot; `nil` in a free slot.
     var bySlot: [Entity?] = []
     var rows: IndexedRows
+    /// The plans of the query shapes run on this table (`QueryPlanCache`). They depend on the
+    /// declared indexes (a plan names an index by number), so the cache belongs to the
+    /// declaration, not to the repository: created here with it, shared by every copy of the
+    /// table (the commits that follow), and a table built for another declaration starts with
+    /// an empty one, so that no plan of the old indexes runs on the new ones.
+    let planCache = QueryPlanCache()
 
     init(indexes: [EntityIndex<Entity>]) {
         rows = IndexedRows(

@@ -263,7 +263,7 @@ public struct QueryCursor: Hashable, Sendable {
     let key: [IndexValue]
     /// Its insertion sequence, the final tie-break.
     let sequence: UInt64
-    /// The plan that produced it (`IndexedRows.planTag`: the index, and whether it served the
+    /// The plan that produced it (`IndexedRows.planTag`: the indexes' declaration, the index, and whether it served the
     /// order or sorted), so that a cursor is never applied to an order it was not taken in.
     let plan: UInt64
 }

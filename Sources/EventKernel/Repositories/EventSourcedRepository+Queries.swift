@@ -39,7 +39,7 @@ extension EventSourcedRepository {
     private func run(_ query: EntityQuery<Entity>) throws -> (table: State, slots: [Int32], next: QueryCursor?) {
         try queryLatency.time {
             let table = publishedTable
-            let (slots, next) = try table.run(query, defaultOrder: defaultOrder, cache: planCache)
+            let (slots, next) = try table.run(query, defaultOrder: defaultOrder, cached: true)
             return (table, slots, next)
         }
     }
@@ -61,14 +61,14 @@ extension EventSourcedRepository {
     /// - Complexity: O(log n + k / c) when one index applies every condition, for chunks of c
     ///   entries (see ``EntityQuery``).
     public func count(_ query: EntityQuery<Entity>) throws -> Int {
-        try queryLatency.time { try publishedTable.count(query, cache: planCache) }
+        try queryLatency.time { try publishedTable.count(query, cached: true) }
     }
 
     /// How a query is answered: which index, in which direction, what is filtered or sorted
     /// after. For tests and tuning, like SQL's `EXPLAIN QUERY PLAN`. A query that ``fetch(_:)``
     /// would refuse (a negative offset or limit) is described as `"invalid query"`.
     public func explain(_ query: EntityQuery<Entity>) -> String {
-        publishedTable.explain(query, defaultOrder: defaultOrder, declared: indexes, cache: planCache)
+        publishedTable.explain(query, defaultOrder: defaultOrder, declared: indexes, cached: true)
     }
 
     /// The entities matching `query`, with their ids and versions.
