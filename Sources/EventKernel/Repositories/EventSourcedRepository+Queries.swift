@@ -24,8 +24,9 @@ extension EventSourcedRepository {
     }
 
     /// The entities matching `query`, in its order (see ``EntityQuery`` for costs).
-    /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, or a
-    ///   cursor taken from another query.
+    /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, a NaN
+    ///   equality or `IN` value, or a cursor taken from another query (or under another
+    ///   declaration of the indexes).
     public func fetch(_ query: EntityQuery<Entity>) throws -> [Entity] {
         let (table, slots, _) = try run(query)
         return table.entities(at: slots)
