@@ -317,6 +317,13 @@ import EventKernelTestSupport
         try filter.merge(values: [.int(2), .int(1), .int(2)])
         try filter.merge(values: [.int(2), .int(3)])
         #expect(filter.values == [.int(2)])
+        // The intersection of sorted lists, against a search of one in the other.
+        var rng = SplitMix64(seed: 8)
+        for _ in 0..<200 {
+            let a = Filter.sortedUnique((0..<Int(rng.next() % 12)).map { _ in .int(Int64(rng.next() % 16)) })
+            let b = Filter.sortedUnique((0..<Int(rng.next() % 12)).map { _ in rng.next() % 2 == 0 ? .int(Int64(rng.next() % 16)) : .double(Double(rng.next() % 32) / 2) })
+            #expect(Filter.intersection(a, b) == b.filter(a.contains))
+        }
     }
 
     /// NaN in an equality or `IN` list is refused with a typed error, by the index path and

@@ -53,8 +53,10 @@ extension EntityTable {
         var filterOf: [Int] = []
         var firstCondition: [Int] = []
         var shape: QueryPlanCache.Entry?
-        for entry in entries where entry.matches(conditions, overlaps, terms) {
+        var firstMatch = entries.endIndex
+        for (i, entry) in entries.enumerated() where entry.matches(conditions, overlaps, terms) {
             shape = entry
+            firstMatch = i
             break
         }
         if let shape {
@@ -87,11 +89,11 @@ extension EntityTable {
         for overlap in overlaps { if let invalid = overlap.invalid { throw invalid } }
         // The plan: kept for this shape and these numbers of accepted values, else computed.
         var kept: QueryPlanCache.Entry?
-        if shape != nil {
-            for entry in entries where entry.accepts(filters) && entry.matches(conditions, overlaps, terms) {
-                kept = entry
-                break
-            }
+        // Only entries from the first that matched can match: the search goes on from there,
+        // comparing the counts (a few integers) before the key paths.
+        for entry in entries[firstMatch...] where entry.accepts(filters) && entry.matches(conditions, overlaps, terms) {
+            kept = entry
+            break
         }
         let orderingNumbers: [Int]
         let plan: IndexedRows.Plan

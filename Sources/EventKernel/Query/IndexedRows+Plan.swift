@@ -74,7 +74,20 @@ extension IndexedRows {
                         "the equality or IN condition on \(String(describing: keyPath)) has a value that is not a number (NaN)")
                 }
             }
-            values = values.map { old in Self.sortedUnique(new).filter(old.contains) } ?? Self.sortedUnique(new)
+            let new = Self.sortedUnique(new)
+            values = values.map { Self.intersection($0, new) } ?? new
+        }
+
+        /// The values in both `a` and `b` (each sorted and unique): one pass over both, where
+        /// a search of `a` for each value of `b` was O(|a| × |b|).
+        static func intersection(_ a: [IndexValue], _ b: [IndexValue]) -> [IndexValue] {
+            var out: [IndexValue] = []
+            var i = 0, j = 0
+            while i < a.count && j < b.count {
+                let c = IndexValue.compare(a[i], b[j])
+                if c == 0 { out.append(b[j]); i += 1; j += 1 } else if c < 0 { i += 1 } else { j += 1 }
+            }
+            return out
         }
 
         /// `values` sorted, without repeats (equal by ``IndexValue/compare(_:_:)``, as `==`
