@@ -343,7 +343,7 @@ extension IndexedRows {
     static var maxMergedRanges: Int { 64 }
 
     /// What a cursor records of the plan it was taken from: the declaration of the indexes
-    /// (``declaration``: an index number means another index under another declaration), the
+    /// (`declaration`: an index number means another index under another declaration), the
     /// index, and whether the plan serves the order (its cursors hold the index's whole key)
     /// or sorts the matches (theirs hold the ordering's values), so that a cursor is never read
     /// with another key's shape.
