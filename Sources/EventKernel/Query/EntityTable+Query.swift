@@ -89,11 +89,15 @@ extension EntityTable {
         for overlap in overlaps { if let invalid = overlap.invalid { throw invalid } }
         // The plan: kept for this shape and these numbers of accepted values, else computed.
         var kept: QueryPlanCache.Entry?
-        // Only entries from the first that matched can match: the search goes on from there,
-        // comparing the counts (a few integers) before the key paths.
-        for entry in entries[firstMatch...] where entry.accepts(filters) && entry.matches(conditions, overlaps, terms) {
-            kept = entry
-            break
+        // Only entries from the first that matched can match (the common case: that one), so
+        // the search goes on from there, comparing the counts (a few integers) before the key paths.
+        if let shape, shape.accepts(filters) {
+            kept = shape
+        } else if firstMatch < entries.endIndex {
+            for entry in entries[(firstMatch + 1)...] where entry.accepts(filters) && entry.matches(conditions, overlaps, terms) {
+                kept = entry
+                break
+            }
         }
         let orderingNumbers: [Int]
         let plan: IndexedRows.Plan
