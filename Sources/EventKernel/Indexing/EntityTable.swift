@@ -15,6 +15,12 @@ public struct EntityTable<Entity: Sendable>: Sendable {
     /// The indexes `rows` keeps, as declared: kept with the rows, so that a rebuild that
     /// declares others switches both at once.
     let declared: [EntityIndex<Entity>]
+    /// The plans of the query shapes run on this table (`QueryPlanCache`). They depend on the
+    /// declared indexes (a plan names an index by number), so the cache belongs to the
+    /// declaration, not to the repository: created here with it, shared by every copy of the
+    /// table (the commits that follow), and a table built for another declaration starts with
+    /// an empty one, so that no plan of the old indexes runs on the new ones.
+    let planCache = QueryPlanCache()
 
     init(indexes: [EntityIndex<Entity>]) {
         declared = indexes

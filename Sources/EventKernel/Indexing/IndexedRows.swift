@@ -28,6 +28,11 @@ struct RowHead: Sendable {
 struct IndexedRows: Sendable {
     /// Each declared index's components.
     let fields: [[IndexedField]]
+    /// The declaration's number (`IndexedRows.declarationNumber`): equal declarations share
+    /// one, another declaration has another. A cursor records it (`planTag(_:)`), so that a
+    /// cursor taken before the table's indexes were declared otherwise is refused, not resumed
+    /// on another index that has the same number.
+    let declaration: UInt64
     /// The interval indexes' ends, histograms and open entries (see `IndexedRows+Intervals.swift`);
     /// empty for a repository without one, whose paths then skip them after one check.
     var intervals: [IntervalIndex]
@@ -58,6 +63,7 @@ struct IndexedRows: Sendable {
     ///     index (missing: ordinary).
     init(fields: [[IndexedField]], intervalEnds: [(any AnyKeyPath & Sendable)?] = []) {
         self.fields = fields
+        self.declaration = Self.declarationNumber(fields, intervalEnds)
         self.indexes = fields.map { IndexStorage(descending: $0.map(\.descending)) }
         var intervals: [IntervalIndex] = []
         for (number, end) in intervalEnds.enumerated() {
@@ -70,6 +76,34 @@ struct IndexedRows: Sendable {
     }
 
     var count: Int { slotsByID.count }
+
+    /// The declarations numbered so far (a program declares a few): by content, so that equal
+    /// declarations (a table restored from a snapshot, another repository of the same type)
+    /// share a number and their cursors stay valid.
+    private static let declarations = Locked<[(fields: [[IndexedField]], ends: [(any AnyKeyPath & Sendable)?], number: UInt64)]>([])
+
+    /// The number of the declaration `fields` and `intervalEnds`, assigned at its first use.
+    private static func declarationNumber(_ fields: [[IndexedField]], _ intervalEnds: [(any AnyKeyPath & Sendable)?]) -> UInt64 {
+        let ends = fields.indices.map { $0 < intervalEnds.count ? intervalEnds[$0] : nil }
+        func same(_ a: (any AnyKeyPath & Sendable)?, _ b: (any AnyKeyPath & Sendable)?) -> Bool {
+            switch (a, b) {
+            case (nil, nil): true
+            case (let a?, let b?): (a as AnyKeyPath) == (b as AnyKeyPath)
+            default: false
+            }
+        }
+        func sameFields(_ a: [[IndexedField]]) -> Bool {
+            a.count == fields.count && zip(a, fields).allSatisfy { x, y in
+                x.count == y.count && zip(x, y).allSatisfy { $0.descending == $1.descending && same($0.keyPath, $1.keyPath) }
+            }
+        }
+        return declarations.withLock { known in
+            if let found = known.first(where: { sameFields($0.fields) && zip($0.ends, ends).allSatisfy(same) }) { return found.number }
+            let number = UInt64(known.count + 1)
+            known.append((fields, ends, number))
+            return number
+        }
+    }
 
     /// The committed stream version of `id`: its row's, a deleted entity's last, or 0.
     /// - Complexity: O(1) on average.

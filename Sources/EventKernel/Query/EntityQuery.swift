@@ -77,11 +77,22 @@ public struct EntityQuery<Entity>: Sendable {
     }
 
     /// Keeps entities whose `keyPath` equals `value`.
+    /// - Parameters:
+    ///   - keyPath: The property.
+    ///   - value: The value it must equal.
+    /// - Throws: Nothing here; running the query throws ``RepositoryError/invalidQuery(_:)``
+    ///   when `value` is NaN (it equals nothing, not even itself).
     public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, equals value: Value) -> Self {
         adding(keyPath, .values([value.indexValue]))
     }
 
-    /// Keeps entities whose `keyPath` is one of `values` (SQL's `IN`; empty matches nothing).
+    /// Keeps entities whose `keyPath` is one of `values` (SQL's `IN`; empty matches nothing,
+    /// repeats count once).
+    /// - Parameters:
+    ///   - keyPath: The property.
+    ///   - values: The values it may equal.
+    /// - Throws: Nothing here; running the query throws ``RepositoryError/invalidQuery(_:)``
+    ///   when a value is NaN.
     public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, isIn values: some Sequence<Value>) -> Self {
         adding(keyPath, .values(values.map(\.indexValue)))
     }
@@ -263,7 +274,7 @@ public struct QueryCursor: Hashable, Sendable {
     let key: [IndexValue]
     /// Its insertion sequence, the final tie-break.
     let sequence: UInt64
-    /// The plan that produced it (`IndexedRows.planTag`: the index, and whether it served the
+    /// The plan that produced it (`IndexedRows.planTag`: the indexes' declaration, the index, and whether it served the
     /// order or sorted), so that a cursor is never applied to an order it was not taken in.
     let plan: UInt64
 }

@@ -17,27 +17,30 @@ extension EntityTable {
     }
 
     /// The checks every query passes before it runs, and its plan: the one place for ``run``,
-    /// `count(_:cache:)`, `explain` and observation, which checks once up front. Validity and
+    /// `count(_:cached:)`, `explain` and observation, which checks once up front. Validity and
     /// the plan depend only on the query and the declared indexes, never on the rows, so a
-    /// query valid once is valid after every commit, and `cache` keeps the plan of each shape
-    /// (`QueryPlanCache`): a query of a shape seen before binds its values to that plan.
+    /// query valid once is valid after every commit, and the table's `planCache` keeps the plan
+    /// of each shape (`QueryPlanCache`): a query of a shape seen before binds its values to that plan.
     /// - Parameters:
     ///   - query: The query.
     ///   - defaultOrder: The ordering when the query has none.
-    ///   - cache: The repository's plans by shape; `nil` plans every query afresh.
+    ///   - cached: Whether to use the table's plans by shape (`planCache`: its declaration's,
+    ///     so a plan is never run against another declaration's indexes); `false` plans afresh.
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, a range
     ///   whose end precedes its start (after merging every condition on its property), an
-    ///   overlapping range that is reversed or has a NaN bound, or a cursor from another query.
+    ///   overlapping range that is reversed or has a NaN bound, an equality or `IN` value that
+    ///   is NaN, or a cursor from another query (or another declaration of the indexes).
     func compile(
-        _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings, cache: QueryPlanCache? = nil
+        _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings, cached: Bool = false
     ) throws -> CompiledQuery {
         guard query.offset >= 0 else { throw RepositoryError.invalidQuery("offset \(query.offset) must not be negative") }
         if let limit = query.limit, limit < 0 { throw RepositoryError.invalidQuery("limit \(limit) must not be negative") }
         let terms = query.orderings.terms.isEmpty ? defaultOrder.terms : query.orderings.terms
-        return try Self.compile(query.conditions, query.overlaps, terms: terms, cursor: query.cursor, rows: rows, cache: cache)
+        return try Self.compile(query.conditions, query.overlaps, terms: terms, cursor: query.cursor, rows: rows,
+                                  cache: cached ? planCache : nil)
     }
 
-    /// `compile(_:defaultOrder:cache:)` past its generic part: concrete code, compiled once
+    /// `compile(_:defaultOrder:cached:)` past its generic part: concrete code, compiled once
     /// (generic code asks the runtime for metadata at every step).
     private static func compile(
         _ conditions: [QueryCondition], _ overlaps: [IndexedRows.OverlapFilter], terms: [IndexedField], cursor: QueryCursor?,
@@ -50,8 +53,10 @@ extension EntityTable {
         var filterOf: [Int] = []
         var firstCondition: [Int] = []
         var shape: QueryPlanCache.Entry?
-        for entry in entries where entry.matches(conditions, overlaps, terms) {
+        var firstMatch = entries.endIndex
+        for (i, entry) in entries.enumerated() where entry.matches(conditions, overlaps, terms) {
             shape = entry
+            firstMatch = i
             break
         }
         if let shape {
@@ -73,7 +78,7 @@ extension EntityTable {
         }
         for i in conditions.indices {
             switch conditions[i].test {
-            case .values(let accepted): filters[filterOf[i]].merge(values: accepted)
+            case .values(let accepted): try filters[filterOf[i]].merge(values: accepted)
             case .range(let lower, let upper): filters[filterOf[i]].merge(lower: lower, upper: upper)
             }
         }
@@ -84,8 +89,12 @@ extension EntityTable {
         for overlap in overlaps { if let invalid = overlap.invalid { throw invalid } }
         // The plan: kept for this shape and these numbers of accepted values, else computed.
         var kept: QueryPlanCache.Entry?
-        if shape != nil {
-            for entry in entries where entry.accepts(filters) && entry.matches(conditions, overlaps, terms) {
+        // Only entries from the first that matched can match (the common case: that one), so
+        // the search goes on from there, comparing the counts (a few integers) before the key paths.
+        if let shape, shape.accepts(filters) {
+            kept = shape
+        } else if firstMatch < entries.endIndex {
+            for entry in entries[(firstMatch + 1)...] where entry.accepts(filters) && entry.matches(conditions, overlaps, terms) {
                 kept = entry
                 break
             }
@@ -93,7 +102,7 @@ extension EntityTable {
         let orderingNumbers: [Int]
         let plan: IndexedRows.Plan
         if let kept {
-            cache?.recordHit()
+            cache?.recordHit(kept)
             orderingNumbers = kept.orderingNumbers
             plan = kept.plan.rebound(to: filters, overlaps, keptValues: kept.prefixValues)
         } else {
@@ -113,7 +122,7 @@ extension EntityTable {
         // serves the order (none for insertion order), else the ordering's values.
         if let cursor {
             let cursorKeyLength = plan.servesOrder ? plan.index.map { rows.fields[$0].count } ?? 0 : orderings.count
-            if cursor.plan != IndexedRows.planTag(plan) || cursor.key.count != cursorKeyLength {
+            if cursor.plan != rows.planTag(plan) || cursor.key.count != cursorKeyLength {
                 throw RepositoryError.invalidQuery("the cursor belongs to another query (or the repository's indexes changed); start again without it")
             }
         }
@@ -145,9 +154,9 @@ extension EntityTable {
     /// The slots matching `query`, in its order, and the cursor after the last one.
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or a cursor from another query.
     func run(
-        _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings, cache: QueryPlanCache? = nil
+        _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings, cached: Bool = false
     ) throws -> (slots: [Int32], next: QueryCursor?) {
-        run(try compile(query, defaultOrder: defaultOrder, cache: cache), query, defaultOrder: defaultOrder)
+        run(try compile(query, defaultOrder: defaultOrder, cached: cached), query, defaultOrder: defaultOrder)
     }
 
     /// Runs `query` as `compiled` (its checks passed): the slots, in its order, and the cursor.
@@ -185,16 +194,16 @@ extension EntityTable {
         let start = min(query.offset, keyed.count)
         let end = limit >= keyed.count - start ? keyed.count : start + limit
         let page = keyed[start..<end]
-        let tag = IndexedRows.planTag(plan)
+        let tag = rows.planTag(plan)
         return (page.map { $0.slot }, page.last.map { QueryCursor(key: $0.key, sequence: $0.sequence, plan: tag) })
     }
 
     /// How many rows match `query` (ignoring its limit, offset and cursor).
     /// - Complexity: O(log n + k / c) for chunks of c entries when one index applies every condition; otherwise
     ///   that of ``run(_:defaultOrder:)``.
-    func count(_ query: EntityQuery<Entity>, cache: QueryPlanCache? = nil) throws -> Int {
+    func count(_ query: EntityQuery<Entity>, cached: Bool = false) throws -> Int {
         let all = query.conditionsOnly
-        let compiled = try compile(all, defaultOrder: EntityQuery<Entity>.Orderings(), cache: cache)
+        let compiled = try compile(all, defaultOrder: EntityQuery<Entity>.Orderings(), cached: cached)
         if compiled.filters.contains(where: { $0.values?.isEmpty == true }) { return 0 }
         if compiled.filters.isEmpty && compiled.overlaps.isEmpty && query.predicate == nil { return count }
         // Key ranges alone count only when they apply every condition: an overlap condition
@@ -206,9 +215,9 @@ extension EntityTable {
     /// A description of the plan for `query`, for ``EventSourcedRepository/explain(_:)``.
     func explain(
         _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings, declared: [EntityIndex<Entity>],
-        cache: QueryPlanCache? = nil
+        cached: Bool = false
     ) -> String {
-        guard let compiled = try? compile(query.after(nil), defaultOrder: defaultOrder, cache: cache) else { return "invalid query" }
+        guard let compiled = try? compile(query.after(nil), defaultOrder: defaultOrder, cached: cached) else { return "invalid query" }
         let plan = compiled.plan
         var parts: [String] = []
         if let scan = plan.overlapScan {

@@ -68,7 +68,7 @@ extension IndexedRows {
     func overlapOrderedSlots(
         _ plan: Plan, _ scan: OverlapScan, offset: Int, limit: Int, cursor: QueryCursor?, accept: ((Int32) -> Bool)?
     ) -> (slots: [Int32], next: QueryCursor?) {
-        let interval = intervals[scan.interval], number = interval.number, tag = Self.planTag(plan)
+        let interval = intervals[scan.interval], number = interval.number, tag = planTag(plan)
         func cursorAfter(_ slot: Int32?) -> QueryCursor? {
             slot.map { QueryCursor(key: key($0, number).values, sequence: heads[Int($0)].sequence, plan: tag) }
         }

@@ -63,8 +63,31 @@ extension IndexedRows {
         }
 
         /// Narrows this filter by one more condition.
-        mutating func merge(values new: [IndexValue]) {
-            values = values.map { old in Self.sortedUnique(new).filter(old.contains) } ?? Self.sortedUnique(new)
+        /// - Throws: ``RepositoryError/invalidQuery(_:)`` when a value is NaN: it equals
+        ///   nothing by `==` (a scan would match no row) while an index key files every NaN as
+        ///   one value (a key range would match NaN rows), and it has no place in a sorted list
+        ///   (`IndexValue.compare` calls it greater both ways, so repeats would survive).
+        mutating func merge(values new: [IndexValue]) throws {
+            for value in new {
+                if case .double(let x) = value, x.isNaN {
+                    throw RepositoryError.invalidQuery(
+                        "the equality or IN condition on \(String(describing: keyPath)) has a value that is not a number (NaN)")
+                }
+            }
+            let new = Self.sortedUnique(new)
+            values = values.map { Self.intersection($0, new) } ?? new
+        }
+
+        /// The values in both `a` and `b` (each sorted and unique): one pass over both, where
+        /// a search of `a` for each value of `b` was O(|a| × |b|).
+        static func intersection(_ a: [IndexValue], _ b: [IndexValue]) -> [IndexValue] {
+            var out: [IndexValue] = []
+            var i = 0, j = 0
+            while i < a.count && j < b.count {
+                let c = IndexValue.compare(a[i], b[j])
+                if c == 0 { out.append(b[j]); i += 1; j += 1 } else if c < 0 { i += 1 } else { j += 1 }
+            }
+            return out
         }
 
         /// `values` sorted, without repeats (equal by ``IndexValue/compare(_:_:)``, as `==`
@@ -319,11 +342,13 @@ extension IndexedRows {
     /// match is as cheap.
     static var maxMergedRanges: Int { 64 }
 
-    /// What a cursor records of the plan it was taken from: the index, and whether the plan
-    /// serves the order (its cursors hold the index's whole key) or sorts the matches (theirs
-    /// hold the ordering's values), so that a cursor is never read with another key's shape.
-    static func planTag(_ plan: Plan) -> UInt64 {
-        (plan.index.map(UInt64.init) ?? UInt64(UInt32.max)) << 1 | (plan.servesOrder ? 0 : 1)
+    /// What a cursor records of the plan it was taken from: the declaration of the indexes
+    /// (`declaration`: an index number means another index under another declaration), the
+    /// index, and whether the plan serves the order (its cursors hold the index's whole key)
+    /// or sorts the matches (theirs hold the ordering's values), so that a cursor is never read
+    /// with another key's shape.
+    func planTag(_ plan: Plan) -> UInt64 {
+        declaration << 33 | (plan.index.map(UInt64.init) ?? UInt64(UInt32.max)) << 1 | (plan.servesOrder ? 0 : 1)
     }
 }
 

@@ -57,7 +57,7 @@ extension IndexedRows {
         if let scan = plan.overlapScan {
             return overlapOrderedSlots(plan, scan, offset: offset, limit: limit, cursor: cursor, accept: accept)
         }
-        let tag = Self.planTag(plan)
+        let tag = planTag(plan)
         var skip = offset
         var out: [Int32] = []
         if limit != Int.max { out.reserveCapacity(limit) }
@@ -112,6 +112,14 @@ extension IndexedRows {
     /// sequence, in the directions the ranges are scanned in: the order a sort of every match
     /// gives, without collecting every match (a window of two types, newest 50, reads about
     /// 100 entries instead of every match in the window).
+    /// How many entries a merge of `ranges` key ranges reserves for, each giving up to `wanted`
+    /// (`Int.max`: no limit, nothing reserved) of an index of `entries`: the ranges are
+    /// disjoint, so together they give at most `entries`, and a small table reserves little
+    /// (the bound per range alone reserved up to 64 × 4,096 entries for a 10-row table).
+    static func mergeReservation(wanted: Int, ranges: Int, entries: Int) -> Int {
+        wanted == Int.max ? 0 : min(min(wanted, 4_096).multipliedReportingOverflow(by: ranges).partialValue, entries)
+    }
+
     /// - Complexity: O(r log n + r (offset + k)) for r ranges, without `accept`.
     private func mergedOrderedSlots(
         _ plan: Plan, number: Int, filters: [FieldFilter], offset: Int, limit: Int, cursor: QueryCursor?,
@@ -124,7 +132,7 @@ extension IndexedRows {
         // merge compares read once: the components after the prefix, flat, and the sequence.
         let width = components.count - fixed
         var slots: [Int32] = [], values: [IndexValue] = [], sequences: [UInt64] = []
-        let expected = wanted == Int.max ? 0 : min(wanted, 4_096) &* plan.prefixes.count
+        let expected = Self.mergeReservation(wanted: wanted, ranges: plan.prefixes.count, entries: index.entries.count)
         slots.reserveCapacity(expected)
         sequences.reserveCapacity(expected)
         values.reserveCapacity(expected &* width)
@@ -154,7 +162,9 @@ extension IndexedRows {
                     slots.append(entry.slot)
                     sequences.append(entry.sequence)
                     let at = Int(entry.slot) &* rowWidth &+ number
-                    assert(at < allKeys.count, "an index entry's slot has its keys")
+                    // Checked in every build: the read below is unchecked, and a wrong slot would
+                    // read another row's memory rather than trap.
+                    precondition(at < allKeys.count, "an index entry's slot has its keys")
                     let key = allKeys.baseAddress! + at
                     for c in fixed..<components.count {
                         values.append(c == 0 ? key.pointee.first : c == 1 ? key.pointee.second : key.pointee[c])
@@ -195,7 +205,7 @@ extension IndexedRows {
                 last = i
             }
         }
-        let tag = Self.planTag(plan)
+        let tag = planTag(plan)
         return (out, last.map { QueryCursor(key: key(slots[$0], number).values, sequence: sequences[$0], plan: tag) })
     }
 

@@ -1,14 +1,17 @@
 import KernelPrimitives
 import Synchronization
 
-/// The plans of the query shapes a repository has run, so that a query run again with other
+/// The plans of the query shapes run on one declaration of a table's indexes, so that a query run again with other
 /// values (the next 7-day window, another account) pays neither the grouping of its
 /// conditions nor the planner again: only binding its values (merging them per property,
 /// the checks of its ranges, its key ranges' prefixes).
 ///
 /// Why the plan can be kept: it depends only on the query's shape and the declared indexes,
-/// never on the rows (`EntityTable/compile(_:defaultOrder:cache:)`), and the declared
-/// indexes are fixed for a repository's life. The shape is what the planner reads:
+/// never on the rows (`EntityTable/compile(_:defaultOrder:cached:)`), and the cache belongs to
+/// the declaration: it is the table's (`EntityTable.planCache`), created with the table's
+/// indexes, so a table built for other indexes (a rebuild) starts with an empty one and a
+/// query that read the old table inserts its plan into the old table's cache, never the new
+/// one's. The shape is what the planner reads:
 /// - the properties of the conditions, in order (which conditions merge into one filter);
 /// - after merging, how many values each filter accepts (`nil`: a range), since a single
 ///   value fixes its property and a list is one key range per value (so `IN` lists of other
@@ -23,8 +26,12 @@ import Synchronization
 /// Key paths are compared by identity first (a key path literal is one object per call site,
 /// so a query built again at the same place matches at once), then by `==`; an entry holds its
 /// key paths, so an identity it matched on cannot be reused by another key path.
-/// At most `capacity` shapes are kept; the oldest entry is replaced beyond that. The lock
-/// guards only the list: no closure of the caller runs under it.
+/// At most `capacity` shapes are kept; beyond that the one used least recently is replaced
+/// (each entry keeps the stamp of its last use, set without the lock), and a shape already
+/// kept is not kept twice (tasks that missed it at once all compute it; one keeps it).
+/// `IN` lists of other lengths stay other shapes: the planner reads the product of the
+/// lengths (key-range combinations) as well as each, so no coarser class is safe to key on.
+/// The lock guards only the list: no closure of the caller runs under it.
 /// Not generic: the query's parts it compares are concrete types (`QueryCondition`,
 /// `IndexedField`), so a lookup runs no generic code.
 final class QueryPlanCache: Sendable {
@@ -51,6 +58,8 @@ final class QueryPlanCache: Sendable {
         let plan: IndexedRows.Plan
         /// Per filter of the plan's prefixes (`Plan.prefixFilters`), the values they were made of.
         let prefixValues: [[IndexValue]]
+        /// When it was last used (the cache's clock): the least recent is replaced first.
+        let lastUse = Atomic<UInt64>(0)
 
         init(conditions: [QueryCondition], overlaps: [IndexedRows.OverlapFilter], terms: [IndexedField], filterOf: [Int],
              filters: [IndexedRows.FieldFilter], firstCondition: [Int], orderingNumbers: [Int], plan: IndexedRows.Plan) {
@@ -82,6 +91,21 @@ final class QueryPlanCache: Sendable {
             return true
         }
 
+        /// Whether `other` is the same shape: what `matches` and `accepts` compare.
+        func sameShape(as other: Entry) -> Bool {
+            guard conditionPaths.count == other.conditionPaths.count, overlapStarts.count == other.overlapStarts.count,
+                  terms.count == other.terms.count, accepted == other.accepted else { return false }
+            for i in conditionPaths.indices where !QueryPlanCache.same(conditionPaths[i], other.conditionPaths[i]) { return false }
+            for i in overlapStarts.indices {
+                guard QueryPlanCache.same(overlapStarts[i], other.overlapStarts[i]),
+                      QueryPlanCache.same(overlapEnds[i], other.overlapEnds[i]) else { return false }
+            }
+            for i in terms.indices {
+                guard terms[i].descending == other.terms[i].descending, QueryPlanCache.same(terms[i].keyPath, other.terms[i].keyPath) else { return false }
+            }
+            return true
+        }
+
         /// Whether the merged `filters` accept as many values each as this entry's did.
         func accepts(_ filters: [IndexedRows.FieldFilter]) -> Bool {
             guard filters.count == accepted.count else { return false }
@@ -96,11 +120,11 @@ final class QueryPlanCache: Sendable {
     private let state = Locked(State())
     private let hits = Atomic<Int>(0)
     private let misses = Atomic<Int>(0)
+    /// Counts uses (hits and insertions): the stamps of `Entry.lastUse`.
+    private let clock = Atomic<UInt64>(0)
 
     private struct State: Sendable {
         var entries: [Entry] = []
-        /// The entry replaced next when the list is full (the oldest).
-        var next = 0
     }
 
     init() {}
@@ -111,19 +135,29 @@ final class QueryPlanCache: Sendable {
     /// How many compilations found their plan here (`hits`) and computed it (`misses`): for tests.
     var statistics: (hits: Int, misses: Int) { (hits.load(ordering: .relaxed), misses.load(ordering: .relaxed)) }
 
-    /// Counts a compilation that found its plan here.
-    func recordHit() { hits.add(1, ordering: .relaxed) }
+    /// Counts a compilation that found its plan in `entry`, and stamps the entry as used.
+    func recordHit(_ entry: Entry) {
+        hits.add(1, ordering: .relaxed)
+        entry.lastUse.store(clock.wrappingAdd(1, ordering: .relaxed).newValue, ordering: .relaxed)
+    }
 
-    /// Keeps a newly compiled shape.
+    /// Keeps a newly compiled shape, unless an equal shape is kept already (another task
+    /// compiled it meanwhile); when the list is full, in place of the entry used least recently.
     func insert(_ entry: Entry) {
         misses.add(1, ordering: .relaxed)
+        entry.lastUse.store(clock.wrappingAdd(1, ordering: .relaxed).newValue, ordering: .relaxed)
         state.withLock { state in
+            if state.entries.contains(where: { $0.sameShape(as: entry) }) { return }
             if state.entries.count < Self.capacity {
                 state.entries.append(entry)
-            } else {
-                state.entries[state.next] = entry
-                state.next = (state.next + 1) % Self.capacity
+                return
             }
+            var oldest = 0
+            for i in state.entries.indices.dropFirst()
+            where state.entries[i].lastUse.load(ordering: .relaxed) < state.entries[oldest].lastUse.load(ordering: .relaxed) {
+                oldest = i
+            }
+            state.entries[oldest] = entry
         }
     }
 

@@ -10,7 +10,7 @@ extension EventSourcedRepository {
     ///   negative offset or limit, a reversed range, a cursor from another query): checked once, here, because
     ///   validity does not change with the rows; an observation never answers with a silent `[]`.
     public func observe(_ query: EntityQuery<Entity>) throws -> AsyncStream<[Entity]> {
-        _ = try publishedTable.compile(query, defaultOrder: defaultOrder, cache: planCache)
+        _ = try publishedTable.compile(query, defaultOrder: defaultOrder, cached: true)
         return observation(of: query)
     }
 

@@ -24,8 +24,9 @@ extension EventSourcedRepository {
     }
 
     /// The entities matching `query`, in its order (see ``EntityQuery`` for costs).
-    /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, or a
-    ///   cursor taken from another query.
+    /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or limit, a NaN
+    ///   equality or `IN` value, or a cursor taken from another query (or under another
+    ///   declaration of the indexes).
     public func fetch(_ query: EntityQuery<Entity>) throws -> [Entity] {
         let (table, slots, _) = try run(query)
         return table.entities(at: slots)
@@ -39,7 +40,7 @@ extension EventSourcedRepository {
     private func run(_ query: EntityQuery<Entity>) throws -> (table: State, slots: [Int32], next: QueryCursor?) {
         try queryLatency.time {
             let table = publishedTable
-            let (slots, next) = try table.run(query, defaultOrder: defaultOrder, cache: planCache)
+            let (slots, next) = try table.run(query, defaultOrder: defaultOrder, cached: true)
             return (table, slots, next)
         }
     }
@@ -61,7 +62,7 @@ extension EventSourcedRepository {
     /// - Complexity: O(log n + k / c) when one index applies every condition, for chunks of c
     ///   entries (see ``EntityQuery``).
     public func count(_ query: EntityQuery<Entity>) throws -> Int {
-        try queryLatency.time { try publishedTable.count(query, cache: planCache) }
+        try queryLatency.time { try publishedTable.count(query, cached: true) }
     }
 
     /// How a query is answered: which index, in which direction, what is filtered or sorted
@@ -69,7 +70,7 @@ extension EventSourcedRepository {
     /// would refuse (a negative offset or limit) is described as `"invalid query"`.
     public func explain(_ query: EntityQuery<Entity>) -> String {
         let table = publishedTable
-        return table.explain(query, defaultOrder: defaultOrder, declared: table.declared, cache: planCache)
+        return table.explain(query, defaultOrder: defaultOrder, declared: table.declared, cached: true)
     }
 
     /// The entities matching `query`, with their ids and versions.

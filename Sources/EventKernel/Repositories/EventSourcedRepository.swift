@@ -44,9 +44,10 @@ where Entity.ID: EntityIDConvertible {
     let validate: (@Sendable (Entity) throws -> Void)?
     /// Times every query when the store is instrumented (`nil`: no clock is read).
     let queryLatency: (any DurationRecorder)?
-    /// The plans of the query shapes run so far: compiling and planning a query was about half
-    /// of a 50-row page, and a repository runs a few shapes many times (`QueryPlanCache`).
-    let planCache = QueryPlanCache()
+    /// The plans of the query shapes run so far on the published table's declaration of
+    /// indexes (`EntityTable.planCache`, where they are kept): compiling and planning a query
+    /// was about half of a 50-row page, and a repository runs a few shapes many times.
+    var planCache: QueryPlanCache { publishedTable.planCache }
 
     /// Creates the repository and registers its projection with `store` (restoring it from a
     /// snapshot and catching up with the log).
