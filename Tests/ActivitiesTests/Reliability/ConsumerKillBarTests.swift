@@ -60,7 +60,7 @@ struct ConsumerKillBarTests {
             let elapsed = (ContinuousClock.now - started).seconds
             let expected = ledger.firstUnhandled == 0 ? 0.1
                 : Double(total - ledger.firstUnhandled) / (Double(ledger.firstUnhandled) / elapsed) / Double(Self.kills - round)
-            let delay = Double.random(in: 0...(2 * min(2, max(0.01, expected))), using: &rng)
+            let delay = Double.random(in: 0...(2 * min(30, max(0.01, expected))), using: &rng)
             let hitWriter = running.writer != nil && (running.consumer == nil || Bool.random(using: &rng))
             let victim = hitWriter ? running.writer! : running.consumer!
             // Most kills count from when the victim has opened the store (a process takes a
