@@ -29,7 +29,8 @@
 //   ActivitiesTestHelper follow DIR HANDLED TOTAL
 //                                    the kill bar's consumer, beside a writer in another process:
 //                                    cuts a line a kill tore off the end of the file HANDLED, opens
-//                                    DIR read-only (refreshed every millisecond) and runs named
+//                                    DIR read-only (refreshed every millisecond until it holds
+//                                    TOTAL events) and runs named
 //                                    consumer "bar" (batches of at most 64, commits every 50 ms): its
 //                                    handler appends each handled position to HANDLED (one line
 //                                    each, one write per batch, fsynced before it returns, so before
@@ -192,9 +193,10 @@ case "follow":
         let consumer = try store.consumer(named: "bar", startingAt: .beginning,
                                           options: ConsumerOptions(readBatchSize: 64, commitInterval: .milliseconds(50)))
         say("start \(consumer.committed)")
-        // The writer is another process: its commits reach this store when it refreshes.
+        // The writer is another process: its commits reach this store when it refreshes (until
+        // it holds all TOTAL: a refresh re-reads the log's index files once its writer closed).
         let poller = Task {
-            while !Task.isCancelled {
+            while !Task.isCancelled && store.nextPosition < total {
                 do {
                     try store.refresh()
                 } catch {

@@ -29,15 +29,20 @@ struct ConsumerReader: Sendable {
                 throw ConsumerError.checkpointAheadOfLog(consumer: consumer.name, committed: next, logEnd: end)
             }
             if next < end {
+                // At most `limit` positions, and below `end`: the log may hold records whose
+                // commit is not folded yet. Asking for no more than is wanted keeps the log from
+                // reading ahead what the batch does not take (a segmented log reads every
+                // adjacent batch in range, up to 4 MiB, in one go; through the log's end, each
+                // batch of a catch-up cost a 4 MiB read).
+                let last = min(end - 1, next + UInt64(limit) - 1)
                 var batch: [EventEnvelope] = []
-                batch.reserveCapacity(min(limit, Int(clamping: end - next)))
-                // Through `end - 1`: the log may hold records whose commit is not folded yet.
-                try store.forEachEnvelope(from: next, through: end - 1) { envelope in
+                batch.reserveCapacity(Int(last - next + 1))
+                try store.forEachEnvelope(from: next, through: last) { envelope in
                     batch.append(envelope)
-                    return batch.count < limit
+                    return true
                 }
-                // Fewer than asked: everything up to `end` was read (compaction leaves gaps).
-                next = batch.count < limit ? end : batch[batch.count - 1].position + 1
+                // Fewer than asked when compaction left gaps: every position through `last` was read.
+                next = last + 1
                 if !batch.isEmpty { return batch }
                 continue
             }
