@@ -9,7 +9,8 @@ import EventKernelTestSupport
 /// and the consumer (`ActivitiesTestHelper follow`: the store opened read-only beside the writer,
 /// named consumer "bar") are separate processes; the consumer's handler appends each handled
 /// position to a side file, fsynced before it returns, so the handled set is known at every
-/// instant. After every kill (the checkpoint read first, then the side file: a checkpoint the
+/// instant. The kills land at random points of the victim's progress (and some at random
+/// instants of a restart), all before the work is done. After every kill (the checkpoint read first, then the side file: a checkpoint the
 /// file does not cover yet cannot be read) every position below the committed one must have been
 /// handled; each process must hand positions on without a gap (a position never comes after one
 /// more than one below it); at the end every appended position was handled at least once and
@@ -45,6 +46,12 @@ struct ConsumerKillBarTests {
         var killed = (writer: 0, consumer: 0)
         var killedAhead = 0
         let started = ContinuousClock.now
+        // Where the kills land: at random points of the victim's progress (below 90%, so that
+        // the consumer is not done before the last kill), each a random few milliseconds after
+        // the writer acknowledged it or the side file shows it handled; one round in four
+        // instead kills a process at a random instant up to 300 ms from now (a restarted one is
+        // then often still opening the store).
+        let targets = (0..<Self.kills).map { _ in Int.random(in: 0..<(total * 9 / 10), using: &rng) }.sorted()
         for round in 0..<Self.kills {
             // Children that ended by themselves must have finished, not failed.
             for child in [running.writer, running.consumer].compactMap({ $0 }) where !child.isRunning {
@@ -54,23 +61,29 @@ struct ConsumerKillBarTests {
             if running.writer?.isRunning == false { running.writer = nil }
             if running.consumer?.isRunning == false { running.consumer = nil }
             guard running.writer != nil || running.consumer != nil else { break }
-            // Spread the kills over the work left: the delay's mean is the time the rest of the
-            // run is expected to take (at the rate so far) over the kills left.
-            // Before anything was handled there is no rate yet: the first kills come early.
-            let elapsed = (ContinuousClock.now - started).seconds
-            let expected = ledger.firstUnhandled == 0 ? 0.1
-                : Double(total - ledger.firstUnhandled) / (Double(ledger.firstUnhandled) / elapsed) / Double(Self.kills - round)
-            let delay = Double.random(in: 0...(2 * min(30, max(0.01, expected))), using: &rng)
-            let hitWriter = running.writer != nil && (running.consumer == nil || Bool.random(using: &rng))
-            let victim = hitWriter ? running.writer! : running.consumer!
-            // Most kills count from when the victim has opened the store (a process takes a
-            // while to start on a loaded machine: counted from the spawn, they would all land
-            // in its start); one in four counts from now, so that some land while it opens.
-            if Int.random(in: 0..<4, using: &rng) > 0 {
-                _ = await offThePool { victim.waitForLine(timeout: .seconds(60)) { $0.hasPrefix("start") } }
+            var hitWriter = running.writer != nil && (running.consumer == nil || Bool.random(using: &rng))
+            var victim = hitWriter ? running.writer! : running.consumer!
+            if Int.random(in: 0..<4, using: &rng) == 0 {
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...300_000, using: &rng)))
+            } else {
+                // The victim's own progress: what the writer acknowledged, what the consumers handled.
+                func reached() throws -> Int {
+                    if hitWriter { return victim.lines.last { $0.hasPrefix("ack ") }.flatMap { Int($0.dropFirst(4)) } ?? 0 }
+                    try ledger.read(file)
+                    return ledger.firstUnhandled
+                }
+                let deadline = ContinuousClock.now + .seconds(600)
+                while try reached() < targets[round], victim.isRunning {
+                    try #require(ContinuousClock.now < deadline, "round \(round): no progress to \(targets[round]) in 10 minutes: \(victim.lines.suffix(3))")
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...30_000, using: &rng)))
             }
-            try await Task.sleep(for: .seconds(delay))
-            guard victim.isRunning else { continue }  // it finished meanwhile: checked next round
+            if !victim.isRunning, let other = hitWriter ? running.consumer : running.writer, other.isRunning {
+                // It finished meanwhile (checked next round): the other one takes this kill.
+                (hitWriter, victim) = (!hitWriter, other)
+            }
+            guard victim.isRunning else { continue }
             victim.kill()
             try #require(!victim.lines.contains { $0.hasPrefix("error") }, "round \(round): \(victim.lines.filter { $0.hasPrefix("error") })")
             if hitWriter { killed.writer += 1 } else { killed.consumer += 1 }
@@ -98,6 +111,7 @@ struct ConsumerKillBarTests {
         #expect(ledger.firstUnhandled == total, "position \(ledger.firstUnhandled) was never handled")
         #expect(ledger.gaps.isEmpty, "positions handed on after a gap: \(ledger.gaps.prefix(5))")
         #expect(ledger.outOfRange.isEmpty, "positions past the log's end handled: \(ledger.outOfRange.prefix(5))")
+        #expect(killed.writer + killed.consumer == Self.kills, "the processes finished before every kill landed: \(killed)")
         if Self.kills >= 10 {
             // Both kinds of kill happened (the seed and the timing decide how many of each).
             #expect(killed.writer > 0 && killed.consumer > 0, "kills: \(killed)")
