@@ -225,6 +225,9 @@ def main():
     consumer_rows = []
     speed("Consumer run vs full replay (same log, every event)", "Consumer.Throughput.EventKernel",
           "Consumer.FullReplay.EventKernel", "full replay (forEachEnvelope)", 0.8, out=consumer_rows)
+    # The same log opened by full replay into the activity projections (StartupBenchmarks).
+    speed("Consumer run vs open by full replay (same log)", "Consumer.Throughput.EventKernel",
+          "Startup.FullReplay.EventKernel", "open + replay into projections", 0.8, out=consumer_rows)
     for test, what in [("Consumer.FullReplay.EventKernel", "Full replay, events/s"),
                        ("Consumer.Throughput.EventKernel", "Consumer run, events/s")]:
         eps = metric(data, test, "eventspersecond")
