@@ -46,9 +46,10 @@ struct ConsumerKillBarTests {
         var killed = (writer: 0, consumer: 0)
         var killedAhead = 0
         let started = ContinuousClock.now
-        // Where the kills land: at random points of the victim's progress (below 90%, so that
-        // the consumer is not done before the last kill), each a random few milliseconds after
-        // the writer acknowledged it or the side file shows it handled; one round in four
+        // Where the kills land: at random points of the consumer's progress (below 90%, so that
+        // it is not done before the last kill) or a random stretch of the writer's, each a
+        // random few milliseconds after the side file shows it handled or the writer
+        // acknowledged it; one round in four
         // instead kills a process at a random instant up to 300 ms from now (a restarted one is
         // then often still opening the store).
         let targets = (0..<Self.kills).map { _ in Int.random(in: 0..<(total * 9 / 10), using: &rng) }.sorted()
@@ -72,9 +73,14 @@ struct ConsumerKillBarTests {
                     try ledger.read(file)
                     return ledger.firstUnhandled
                 }
+                // The writer runs ahead of the consumer: its kills land a random stretch of its
+                // own progress after this round starts (a mean of a kill's share of the run),
+                // so that it is killed all along, not only while the consumer catches up.
+                let target = hitWriter ? min(total, try reached() + Int.random(in: 0...max(1, 2 * total / Self.kills), using: &rng))
+                    : targets[round]
                 let deadline = ContinuousClock.now + .seconds(600)
-                while try reached() < targets[round], victim.isRunning {
-                    try #require(ContinuousClock.now < deadline, "round \(round): no progress to \(targets[round]) in 10 minutes: \(victim.lines.suffix(3))")
+                while try reached() < target, victim.isRunning {
+                    try #require(ContinuousClock.now < deadline, "round \(round): no progress to \(target) in 10 minutes: \(victim.lines.suffix(3))")
                     try await Task.sleep(for: .milliseconds(2))
                 }
                 try await Task.sleep(for: .microseconds(Int.random(in: 0...30_000, using: &rng)))
