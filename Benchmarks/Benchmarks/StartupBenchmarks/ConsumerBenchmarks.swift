@@ -21,10 +21,11 @@ import Foundation
 import Synchronization
 
 /// The full-replay fixture's log, opened read-only (it stays as cached), with the consumers'
-/// files in a scratch directory of this process.
+/// files in a scratch directory (one name: benchmark processes run one at a time, and each
+/// starts by removing what the previous one left).
 private let replayStore = Once<EventStore> {
     let url = try await EventKernelFixtures.replayOnlyStore()
-    let scratch = FileManager.default.temporaryDirectory.appending(path: "ek-bench-consumers-\(getpid())")
+    let scratch = FileManager.default.temporaryDirectory.appending(path: "ek-bench-consumers")
     try? FileManager.default.removeItem(at: scratch)
     try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
     return try EventStore(log: try SegmentedLog.openReadOnly(at: url), directory: scratch, snapshotPolicy: .never)
@@ -63,7 +64,7 @@ private final class LagRecorder: Sendable {
 
 /// A synced store in a scratch directory with a consumer following it from its end.
 private let lagStore = Once<(store: EventStore, recorder: LagRecorder)> {
-    let scratch = FileManager.default.temporaryDirectory.appending(path: "ek-bench-consumer-lag-\(getpid())")
+    let scratch = FileManager.default.temporaryDirectory.appending(path: "ek-bench-consumer-lag")
     try? FileManager.default.removeItem(at: scratch)
     let store = try EventStore.open(at: scratch, snapshotPolicy: .never)
     let consumer = try store.consumer(named: "lag", startingAt: .end)
