@@ -219,6 +219,27 @@ def main():
         status = "" if latency99 is None else "MET" if latency99 < 50e6 else f"MISSED ({latency99 / 50e6:.2f}x the limit)"
         so_rows.append(("Add on A until observe yields it on B, p99", fmt_time(latency99), "", "", "", "< 50 ms", status))
 
+    # Consumers (StartupBenchmarks, ConsumerBenchmarks.swift): a named consumer's run against the
+    # store's full replay of the same log, same run; the lag of a consumer following 64 writer
+    # tasks. Targets from issue 29.
+    consumer_rows = []
+    speed("Consumer run vs full replay (same log, every event)", "Consumer.Throughput.EventKernel",
+          "Consumer.FullReplay.EventKernel", "full replay (forEachEnvelope)", 0.8, out=consumer_rows)
+    # The same log opened by full replay into the activity projections (StartupBenchmarks).
+    speed("Consumer run vs open by full replay (same log)", "Consumer.Throughput.EventKernel",
+          "Startup.FullReplay.EventKernel", "open + replay into projections", 0.8, out=consumer_rows)
+    for test, what in [("Consumer.FullReplay.EventKernel", "Full replay, events/s"),
+                       ("Consumer.Throughput.EventKernel", "Consumer run, events/s")]:
+        eps = metric(data, test, "eventspersecond")
+        if eps is not None:
+            consumer_rows.append((what, f"{eps:,.0f}", "", "", "", "", ""))
+    lag50 = metric(data, "Consumer.Lag.64Writers.EventKernel", "lagmicroseconds")
+    lag99 = metric(data, "Consumer.Lag.64Writers.EventKernel", "lagmicroseconds@p99")
+    if lag50 is not None:
+        consumer_rows.append(("Lag following 64 writer tasks, p50", fmt_time(lag50 * 1e3), "", "", "", "", ""))
+        status = "" if lag99 is None else "MET" if lag99 < 50e3 else f"MISSED ({lag99 / 50e3:.2f}x the limit)"
+        consumer_rows.append(("Lag following 64 writer tasks, p99", fmt_time(None if lag99 is None else lag99 * 1e3), "", "", "", "< 50 ms", status))
+
     # Ledger (LedgerBenchmarks): the finance domain on the generic repository, per transaction,
     # query or open. Targets from the ledger issue.
     lg = "Ledger."
@@ -290,6 +311,8 @@ def main():
             print_md(("Ledger",) + header[1:], ledger_rows)
         if so_rows:
             print_md(("Scale-out (PostgreSQL log)",) + header[1:], so_rows)
+        if consumer_rows:
+            print_md(("Consumers",) + header[1:], consumer_rows)
         if log_rows:
             print_md(("EventLog alone (context: the log under the repository)", "time"), log_rows)
         if scaling_rows:
@@ -313,6 +336,10 @@ def main():
             print()
             print("Scale-out (the repository on a PostgreSQL log; peers from AppendBenchmarks, same run):")
             print_table([("Scale-out",) + header[1:]] + so_rows)
+        if consumer_rows:
+            print()
+            print("Consumers (a named consumer's run against the store's full replay of the same log, same run; lag following 64 writers):")
+            print_table([("Consumers",) + header[1:]] + consumer_rows)
         if log_rows:
             print()
             print("EventLog alone (context: the log under the repository):")

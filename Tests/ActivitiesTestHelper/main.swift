@@ -21,6 +21,22 @@
 //                                    batch is split and P parked), and once per process on one
 //                                    holding P % 37 == 5 (a retry handles it). Prints "done" and
 //                                    exits once every event is appended and committed
+//   ActivitiesTestHelper append DIR TOTAL BATCH
+//                                    the kill bar's writer: opens an EventStore in DIR (synced, no
+//                                    snapshots) and appends "Counted" events, BATCH per append,
+//                                    until the log holds TOTAL; prints "start N" first, "ack P" (P:
+//                                    the last position appended) every 16 appends, then "done"
+//   ActivitiesTestHelper follow DIR HANDLED TOTAL
+//                                    the kill bar's consumer, beside a writer in another process:
+//                                    cuts a line a kill tore off the end of the file HANDLED, opens
+//                                    DIR read-only (refreshed every millisecond until it holds
+//                                    TOTAL events) and runs named
+//                                    consumer "bar" (batches of at most 64, commits every 50 ms): its
+//                                    handler appends each handled position to HANDLED (one line
+//                                    each, one write per batch, fsynced before it returns, so before
+//                                    the commit). Prints "start C" (C: the committed position), then
+//                                    "done C" once it has handled and committed every position
+//                                    below TOTAL
 //   ActivitiesTestHelper instance DIR SCHEMA NAME SECONDS WRITERS
 //                                    one service instance on the PostgreSQL log in SCHEMA (server:
 //                                    $EVENTKERNEL_POSTGRES_URL), snapshots in DIR: WRITERS tasks
@@ -137,6 +153,84 @@ case "consume":
         try await run.value
         try await store.close()
         say("done")
+        exit(0)
+    } catch {
+        say("error: \(error)")
+        exit(1)
+    }
+case "append":
+    do {
+        guard arguments.count == 5, let total = UInt64(arguments[3]), let batch = UInt64(arguments[4]), batch > 0 else {
+            FileHandle.standardError.write(Data("usage: ActivitiesTestHelper append DIR TOTAL BATCH\n".utf8))
+            exit(2)
+        }
+        let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+        say("start \(store.nextPosition)")
+        var appends = 0
+        while store.nextPosition < total {
+            let first = store.nextPosition
+            let count = min(batch, total - first)
+            let appended = try await store.append((0..<count).map { i in
+                PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1, stream: StreamID("Counted", .string("e\((first + i) % 97)")), payload: [1]))
+            })
+            appends += 1
+            if appends % 16 == 0 { say("ack \(appended[appended.count - 1].position)") }
+        }
+        try await store.close()
+        say("done")
+        exit(0)
+    } catch {
+        say("error: \(error)")
+        exit(1)
+    }
+case "follow":
+    do {
+        guard arguments.count == 5, let total = UInt64(arguments[4]) else {
+            FileHandle.standardError.write(Data("usage: ActivitiesTestHelper follow DIR HANDLED TOTAL\n".utf8))
+            exit(2)
+        }
+        let handled = open(arguments[3], O_RDWR | O_CREAT | O_APPEND, 0o644)
+        guard handled >= 0 else { throw POSIXError(.EIO) }
+        // A kill in the middle of a write may leave part of a line: that batch's handler never
+        // returned, so it was not committed; cut it, or the next line would be glued to it.
+        let text = try Data(contentsOf: URL(filePath: arguments[3]))
+        if let last = text.lastIndex(of: UInt8(ascii: "\n")).map({ $0 + 1 }) ?? (text.isEmpty ? nil : 0), last < text.count {
+            guard ftruncate(handled, off_t(last)) == 0, fsync(handled) == 0 else { throw POSIXError(.EIO) }
+        }
+        let store = try EventStore(log: try SegmentedLog.openReadOnly(at: directory), directory: directory, snapshotPolicy: .never)
+        let consumer = try store.consumer(named: "bar", startingAt: .beginning,
+                                          options: ConsumerOptions(readBatchSize: 64, commitInterval: .milliseconds(50)))
+        say("start \(consumer.committed)")
+        // The writer is another process: its commits reach this store when it refreshes (until
+        // it holds all TOTAL: a refresh re-reads the log's index files once its writer closed).
+        let poller = Task {
+            while !Task.isCancelled && store.nextPosition < total {
+                do {
+                    try store.refresh()
+                } catch {
+                    say("error: refresh: \(error)")
+                    exit(1)
+                }
+                try? await Task.sleep(for: .milliseconds(1))
+            }
+        }
+        if consumer.committed < total {
+            try await Task {
+                try await consumer.run { events in
+                    let text = events.map { "\($0.position)\n" }.joined()
+                    let written = text.utf8CString.withUnsafeBufferPointer { write(handled, $0.baseAddress, $0.count - 1) }
+                    guard written == text.utf8.count, fsync(handled) == 0 else { throw POSIXError(.EIO) }
+                    // Everything handled: end the run, which commits it.
+                    if events[events.count - 1].position + 1 >= total { withUnsafeCurrentTask { $0?.cancel() } }
+                }
+            }.value
+        }
+        poller.cancel()
+        await poller.value
+        let committed = consumer.committed
+        try await store.close()
+        guard committed >= total else { throw POSIXError(.EIO) }
+        say("done \(committed)")
         exit(0)
     } catch {
         say("error: \(error)")

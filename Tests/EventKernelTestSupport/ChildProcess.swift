@@ -77,6 +77,9 @@ public final class ChildProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 
+    /// Whether it is still running.
+    public var isRunning: Bool { process.isRunning }
+
     /// Whether it died of a signal.
     public var wasKilled: Bool { !process.isRunning && process.terminationReason == .uncaughtSignal }
 

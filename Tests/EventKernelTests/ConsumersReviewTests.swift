@@ -5,43 +5,6 @@ import Testing
 @testable import EventKernel
 import EventKernelTestSupport
 
-/// Blocks handlers until opened.
-actor Gate {
-    private var isOpen = false
-    private var waiting: [CheckedContinuation<Void, Never>] = []
-    func wait() async {
-        if isOpen { return }
-        await withCheckedContinuation { waiting.append($0) }
-    }
-    func open() {
-        isOpen = true
-        for continuation in waiting { continuation.resume() }
-        waiting.removeAll()
-    }
-}
-
-/// Records the syncs of the store's files and can fail the data syncs of its segments.
-final class WatchedFileIO: LogFileIO, Sendable {
-    let real = PosixFileIO()
-    let synced = Mutex<[String]>([])
-    let dataSyncs = Atomic<Int>(0)
-    let failDataSyncs = Atomic<Bool>(false)
-    func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, descriptor: Int32, path: String) throws(LogError) -> Int {
-        try real.write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
-    }
-    func synchronizeData(descriptor: Int32, path: String) throws(LogError) {
-        if failDataSyncs.load(ordering: .relaxed) { throw LogError(.io, "fdatasync failed (injected)", file: path, systemErrorNumber: 5) }
-        dataSyncs.add(1, ordering: .relaxed)
-        try real.synchronizeData(descriptor: descriptor, path: path)
-    }
-    func synchronize(descriptor: Int32, path: String) throws(LogError) {
-        synced.withLock { $0.append(path) }
-        try real.synchronize(descriptor: descriptor, path: path)
-    }
-    func preallocate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try real.preallocate(descriptor: descriptor, path: path, length: length) }
-    func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try real.truncate(descriptor: descriptor, path: path, length: length) }
-}
-
 /// The defects of the consumers review (Docs/Consumers.md), each with the test that fails without its fix.
 @Suite("Consumers: review fixes")
 struct ConsumersReviewTests {
@@ -49,13 +12,13 @@ struct ConsumersReviewTests {
     @Test func aCheckpointLeftBehindByACutIsNotUsedEvenOnceTheLogGrewPastIt() async throws {
         let directory = TemporaryDirectory("ek-consumers-cut")
         let before = TemporaryDirectory("ek-consumers-cut-copy")
-        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        var store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 9)
         try await store.close()
         // The history without event 9, as a cut (a repair, a lost unsynced tail) leaves it.
         try FileManager.default.removeItem(at: before.url)
         try FileManager.default.copyItem(at: directory.url, to: before.url)
-        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 1, prefix: "lost")
         try await store.consumer(named: "index").commit(through: 9)
         try await store.close()
@@ -84,12 +47,12 @@ struct ConsumersReviewTests {
 
     @Test func aCheckpointStaysValidWhenTheLogIsCutOnlyAfterIt() async throws {
         let directory = TemporaryDirectory("ek-consumers-epoch")
-        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        var store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 5)
         try await store.consumer(named: "a").commit(through: 2)
         try await store.close()
         _ = try SegmentedLog.startNewHistoryEpoch(at: directory.url)
-        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        store = try consumerTestStore(at: directory.url)
         var iterator = try store.consumer(named: "a").events().makeAsyncIterator()
         #expect(try await iterator.next()?.position == 3)
         try await store.close()
@@ -99,10 +62,7 @@ struct ConsumersReviewTests {
     @Test func aCommitUnderBufferedDurabilitySyncsTheLogFirst() async throws {
         let directory = TemporaryDirectory("ek-consumers-buffered")
         let io = WatchedFileIO()
-        var configuration = SegmentedLog.Configuration(durability: .buffered(syncInterval: .seconds(3600)))
-        configuration.fileIO = io
-        let store = try EventStore(log: try SegmentedLog.open(at: directory.url, configuration: configuration),
-                                   directory: directory.url, projections: [], snapshotPolicy: .never)
+        let store = try consumerTestStore(at: directory.url, io: io, durability: .buffered(syncInterval: .seconds(3600)))
         try await appendCounted(store, 3)
         let consumer = try store.consumer(named: "durable")
         let syncsBefore = io.dataSyncs.load(ordering: .relaxed)
@@ -114,7 +74,7 @@ struct ConsumersReviewTests {
     // D: one consumer per name per store, locked against other processes.
     @Test func aNameIsOneConsumerPerStoreAndItsLockKeepsOthersOut() async throws {
         let directory = TemporaryDirectory("ek-consumers-one")
-        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        let store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 3)
         let first = try store.consumer(named: "mail", options: ConsumerOptions(retry: quickRetry))
         let second = try store.consumer(named: "mail", startingAt: .end, options: ConsumerOptions(retry: quickRetry))
@@ -149,10 +109,7 @@ struct ConsumersReviewTests {
     @Test func theEventsABatchParksAreWrittenOnce() async throws {
         let directory = TemporaryDirectory("ek-consumers-parkbatch")
         let io = WatchedFileIO()
-        var configuration = SegmentedLog.Configuration()
-        configuration.fileIO = io
-        let store = try EventStore(log: try SegmentedLog.open(at: directory.url, configuration: configuration),
-                                   directory: directory.url, projections: [], snapshotPolicy: .never)
+        let store = try consumerTestStore(at: directory.url, io: io)
         try await appendCounted(store, 8)
         let consumer = try store.consumer(named: "picky", options: ConsumerOptions(retry: RetryPolicy(maxAttempts: 1)))
         try await runUntil(consumer, batchSize: 8, seen: Seen(), { consumer.committed == 8 }) { batch in
@@ -167,10 +124,7 @@ struct ConsumersReviewTests {
     @Test func creatingTheConsumersDirectorySyncsTheStoreDirectory() async throws {
         let directory = TemporaryDirectory("ek-consumers-dirsync")
         let io = WatchedFileIO()
-        var configuration = SegmentedLog.Configuration()
-        configuration.fileIO = io
-        let store = try EventStore(log: try SegmentedLog.open(at: directory.url, configuration: configuration),
-                                   directory: directory.url, projections: [], snapshotPolicy: .never)
+        let store = try consumerTestStore(at: directory.url, io: io)
         io.synced.withLock { $0.removeAll() }
         _ = try store.consumer(named: "first")
         let storePath = directory.url.path
@@ -182,10 +136,7 @@ struct ConsumersReviewTests {
     @Test func aFailedSyncAtCloseStillEndsWaitingConsumers() async throws {
         let directory = TemporaryDirectory("ek-consumers-close")
         let io = WatchedFileIO()
-        var configuration = SegmentedLog.Configuration(durability: .buffered(syncInterval: .seconds(3600)))
-        configuration.fileIO = io
-        let store = try EventStore(log: try SegmentedLog.open(at: directory.url, configuration: configuration),
-                                   directory: directory.url, projections: [], snapshotPolicy: .never)
+        let store = try consumerTestStore(at: directory.url, io: io, durability: .buffered(syncInterval: .seconds(3600)))
         let consumer = try store.consumer(named: "waiting", options: ConsumerOptions(checkpoint: .handler))
         let ended = Atomic<Bool>(false)
         let task = Task {

@@ -1,49 +1,41 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import EventLog
 @testable import EventKernel
 import EventKernelTestSupport
 
-/// Collects what a handler saw, across the handler's calls.
-final class Seen: @unchecked Sendable {
-    private let lock = NSLock()
-    private var values: [UInt64] = []
-    func add(_ positions: [UInt64]) { lock.withLock { values += positions } }
-    var positions: [UInt64] { lock.withLock { values } }
-}
-
-/// A handler error with a description to find in the parked list.
-struct Refused: Error, CustomStringConvertible {
-    var position: UInt64
-    var description: String { "refused \(position)" }
-}
-
-/// Tiny delays: retries are exercised, not waited for.
-let quickRetry = RetryPolicy(maxAttempts: 3, initialDelay: .microseconds(10), maxDelay: .microseconds(100))
-
-func appendCounted(_ store: EventStore, _ count: Int, prefix: String = "c") async throws {
-    for i in 0..<count { try await store.append(event("\(prefix)\(i % 7)", 1)) }
-}
-
-/// Runs `consumer` until `stop` says so (checked after each batch), then cancels it.
-func runUntil(_ consumer: Consumer, batchSize: Int? = nil, seen: Seen, _ stop: @escaping @Sendable () -> Bool,
-              handler: @escaping @Sendable ([EventEnvelope]) async throws -> Void = { _ in }) async throws {
-    let task = Task {
-        try await consumer.run(batchSize: batchSize) { batch in
-            try await handler(batch)
-            seen.add(batch.map(\.position))
-        }
+/// An in-memory log that records the range of every read asked of it.
+final class ReadWatchingLog: RecordLog {
+    let base = InMemoryLog()
+    /// The (from, through) of each `forEachRecord(from:through:)` call.
+    let reads = Mutex<[ClosedRange<UInt64>]>([])
+    var bounds: LogBounds { base.bounds }
+    var access: LogAccess { base.access }
+    var fileIO: any LogFileIO { base.fileIO }
+    var historyEpoch: UInt64 { base.historyEpoch }
+    func append(_ entries: [LogEntry]) async throws -> Range<LogPosition> { try await base.append(entries) }
+    func enqueueAppend(_ entries: [LogEntry], committer: AppendCommitter,
+                       completion: @escaping @Sendable (Result<Range<LogPosition>, LogError>) -> Void) {
+        base.enqueueAppend(entries, committer: committer, completion: completion)
     }
-    #expect(try await eventually { stop() })
-    task.cancel()
-    try await task.value
+    func commitEnqueuedAppends() { base.commitEnqueuedAppends() }
+    func forEachRecord(from start: LogPosition, through end: LogPosition?, _ body: (LogRecordView) throws -> Bool) throws {
+        reads.withLock { $0.append(start...(end ?? .max)) }
+        try base.forEachRecord(from: start, through: end, body)
+    }
+    func forEachRecord(timestampsIn range: ClosedRange<LogTimestamp>, _ body: (LogRecordView) throws -> Bool) throws {
+        try base.forEachRecord(timestampsIn: range, body)
+    }
+    func synchronize() async throws { try await base.synchronize() }
+    func close() async throws { try await base.close() }
 }
 
 @Suite("Consumers")
 struct ConsumersTests {
     @Test func catchUpThenLiveWithConcurrentAppendersDeliversEveryEventOnceInOrder() async throws {
         let directory = TemporaryDirectory("ek-consumers")
-        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        let store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 300)
         let consumer = try store.consumer(named: "orders.v1", options: ConsumerOptions(readBatchSize: 16))
         let seen = Seen()
@@ -63,7 +55,7 @@ struct ConsumersTests {
 
     @Test func eventsYieldsFromTheCommittedPositionAndCommitIsDurable() async throws {
         let directory = TemporaryDirectory("ek-consumers")
-        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        var store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 10)
         var consumer = try store.consumer(named: "audit")
         var iterator = consumer.events().makeAsyncIterator()
@@ -75,7 +67,7 @@ struct ConsumersTests {
         await #expect(throws: ConsumerError.positionOutOfRange(consumer: "audit", position: 10, logEnd: 10)) { try await consumer.commit(through: 10) }
         try await store.close()
 
-        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        store = try consumerTestStore(at: directory.url)
         consumer = try store.consumer(named: "audit", startingAt: .end)  // the start is ignored: it has a position
         #expect(consumer.committed == 4)
         #expect(consumer.lag == 6)
@@ -89,13 +81,13 @@ struct ConsumersTests {
         let directory = TemporaryDirectory("ek-consumers-handler-cut")
         let before = TemporaryDirectory("ek-consumers-handler-cut-copy")
         let options = ConsumerOptions(checkpoint: .handler)
-        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        var store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 9)
         try await store.close()
         // The history without event 9, as a cut (a repair, a lost unsynced tail) leaves it.
         try FileManager.default.removeItem(at: before.url)
         try FileManager.default.copyItem(at: directory.url, to: before.url)
-        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 1, prefix: "lost")
         let events = try store.read(from: 0)
         let consumer = try store.consumer(named: "index", options: options)
@@ -156,7 +148,7 @@ struct ConsumersTests {
     @Test(arguments: ["a/b", "", ".hidden", "..", "a b", "naïve", String(repeating: "x", count: 129)])
     func invalidNamesAreRejected(name: String) async throws {
         let directory = TemporaryDirectory("ek-consumers")
-        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        let store = try consumerTestStore(at: directory.url)
         #expect {
             try store.consumer(named: name)
         } throws: { error in
@@ -170,7 +162,7 @@ struct ConsumersTests {
 
     @Test func restartResumesAfterTheLastCommitNothingSkipped() async throws {
         let directory = TemporaryDirectory("ek-consumers")
-        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        var store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 50)
         let seen = Seen()
         // The handler "crashes" (the run stops) in the middle of the batch at 20...29: that
@@ -185,7 +177,7 @@ struct ConsumersTests {
         #expect(consumer.committed == 20)
         try await store.close()
 
-        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        store = try consumerTestStore(at: directory.url)
         consumer = try store.consumer(named: "mail")
         #expect(consumer.committed == 20)
         try await runUntil(consumer, batchSize: 10, seen: seen) { seen.positions.count >= 50 }
@@ -195,7 +187,7 @@ struct ConsumersTests {
 
     @Test func failingEventsRetryThenParkAndTheConsumerGoesOn() async throws {
         let directory = TemporaryDirectory("ek-consumers")
-        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        var store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 20)
         let consumer = try store.consumer(named: "index", options: ConsumerOptions(retry: quickRetry))
         let seen = Seen()
@@ -216,7 +208,7 @@ struct ConsumersTests {
         try await store.close()
 
         // Durable: a new process sees the parked list; retry handles one, the other stays.
-        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        store = try consumerTestStore(at: directory.url)
         let again = try store.consumer(named: "index")
         #expect(try again.parked().map(\.position) == [5, 13])
         let remaining = try await again.retryParked { event in
@@ -294,14 +286,14 @@ struct ConsumersTests {
 
     @Test func aDamagedCheckpointIsATypedErrorNamingTheFile() async throws {
         let directory = TemporaryDirectory("ek-consumers")
-        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        var store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 5)
         let consumer = try store.consumer(named: "damaged")
         try await consumer.commit(through: 2)
         try await store.close()
         let file = directory.file("consumers/damaged.checkpoint").path
         try flipBit(in: file, at: 8)
-        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        store = try consumerTestStore(at: directory.url)
         #expect(throws: ConsumerError.damagedFile(path: file, reason: "its CRC-32C does not match its contents")) {
             try store.consumer(named: "damaged")
         }
@@ -348,7 +340,7 @@ struct ConsumersTests {
 
     @Test func aDamagedParkedListIsATypedErrorNamingTheFile() async throws {
         let directory = TemporaryDirectory("ek-consumers")
-        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        let store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 3)
         let consumer = try store.consumer(named: "p")
         try consumer.park([ParkedEvent(position: 1, stream: "Counted/c1", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now())])
@@ -361,12 +353,12 @@ struct ConsumersTests {
 
     @Test func aCheckpointAheadOfTheLogIsReportedUntilReset() async throws {
         let directory = TemporaryDirectory("ek-consumers")
-        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        var store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 5)
         try await store.close()
         // As after a truncation: the checkpoint says 9 were handled, the log holds 5.
         try ConsumerDirectory(storeDirectory: directory.url).write(ConsumerCheckpoint(name: "ahead", committed: 9, committedAt: .now()))
-        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        store = try consumerTestStore(at: directory.url)
         let consumer = try store.consumer(named: "ahead")
         var iterator = consumer.events().makeAsyncIterator()
         await #expect(throws: ConsumerError.checkpointAheadOfLog(consumer: "ahead", committed: 9, logEnd: 5)) { try await iterator.next() }
@@ -426,7 +418,7 @@ struct ConsumersTests {
 
     @Test func aHandlerOwnedCheckpointStartsWhereTheHandlerSaysAndWritesNoFile() async throws {
         let directory = TemporaryDirectory("ek-consumers")
-        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        let store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 6)
         let consumer = try store.consumer(named: "grdb", startingAt: .position(4), options: ConsumerOptions(checkpoint: .handler))
         let seen = Seen()
@@ -467,7 +459,7 @@ struct ConsumersTests {
 
     @Test func removeStoreKnowsTheConsumersDirectory() async throws {
         let directory = TemporaryDirectory("ek-consumers")
-        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        let store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 3)
         let consumer = try store.consumer(named: "gone")
         try consumer.park([ParkedEvent(position: 1, stream: "Counted/c1", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now())])
@@ -487,7 +479,7 @@ struct ConsumersTests {
     /// with a short one, a consumer that caught up commits once the interval passes idle.
     @Test func aRunCommitsOnItsIntervalWhenIdleAndWhenItEnds() async throws {
         let directory = TemporaryDirectory("ek-consumers")
-        let store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        let store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 50)
         let slow = try store.consumer(named: "slow", options: ConsumerOptions(readBatchSize: 4, commitInterval: .seconds(600)))
         let seen = Seen()
@@ -516,7 +508,7 @@ struct ConsumersTests {
     /// it handled before it; after the store gave the consumer up, a commit writes nothing.
     @Test func aRunEndsCleanlyOnCloseAndOnCancellationMidRetry() async throws {
         let directory = TemporaryDirectory("ek-consumers")
-        var store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        var store = try consumerTestStore(at: directory.url)
         try await appendCounted(store, 12)
         let idle = try store.consumer(named: "idle", options: ConsumerOptions(readBatchSize: 4, commitInterval: .seconds(600)))
         let seen = Seen()
@@ -525,7 +517,7 @@ struct ConsumersTests {
         try await store.close()
         try await run.value
 
-        store = try EventStore.open(at: directory.url, snapshotPolicy: .never)
+        store = try consumerTestStore(at: directory.url)
         let retrying = try store.consumer(named: "retrying", options: ConsumerOptions(
             readBatchSize: 4, retry: RetryPolicy(maxAttempts: 50, initialDelay: .seconds(1)), commitInterval: .seconds(600)))
         let handled = Seen()
@@ -546,5 +538,57 @@ struct ConsumersTests {
         #expect(retrying.committed == 8)
         try await store.close()
         #expect(try ConsumerDirectory(storeDirectory: directory.url).checkpoint(named: "retrying")?.committed == 8)
+    }
+
+    @Test func aTimedWaitEndsOnTheCommitOnItsTimeoutOnCancellationAndOnClose() async throws {
+        let signal = CommitSignal()
+        signal.advance(to: 3)
+        // Already committed: at once, nothing left waiting.
+        #expect(await signal.wait(forCommitOf: 2, timeout: .seconds(600)))
+        // Nothing comes: false once the time passed, and the waiter is gone.
+        let clock = ContinuousClock()
+        var answer = true
+        let waited = await clock.measure { answer = await signal.wait(forCommitOf: 3, timeout: .milliseconds(30)) }
+        #expect(!answer && waited >= .milliseconds(30))
+        #expect(signal.waiterCount == 0)
+        // The commit comes long before the time is up.
+        let committed = Task { await signal.wait(forCommitOf: 3, timeout: .seconds(600)) }
+        #expect(try await eventually { signal.waiterCount == 1 })
+        signal.advance(to: 4)
+        #expect(await committed.value)
+        // Cancelled, or the store closes: false, long before the time is up.
+        let cancelled = Task { await signal.wait(forCommitOf: 4, timeout: .seconds(600)) }
+        #expect(try await eventually { signal.waiterCount == 1 })
+        cancelled.cancel()
+        #expect(await cancelled.value == false)
+        let closed = Task { await signal.wait(forCommitOf: 4, timeout: .seconds(600)) }
+        #expect(try await eventually { signal.waiterCount == 1 })
+        signal.close()
+        #expect(await closed.value == false)
+        #expect(signal.waiterCount == 0)
+    }
+
+    // A consumer asks the log for `readBatchSize` positions at a time, not for everything to the
+    // log's end (a segmented log reads all adjacent batches in range, up to 4 MiB, in one go, so
+    // a catch-up read 4 MiB per batch of 512: Consumer.Throughput was 0.2x of the full replay),
+    // nor a read per batch handed out when the batches are smaller.
+    @Test func aConsumerReadsTheLogReadBatchSizeAtATime() async throws {
+        let log = ReadWatchingLog()
+        let store = try EventStore(log: log, snapshotPolicy: .never)
+        try await appendCounted(store, 100)
+        let consumer = try store.consumer(named: "narrow", options: ConsumerOptions(readBatchSize: 16, checkpoint: .handler))
+        log.reads.withLock { $0.removeAll() }
+        var batches = consumer.batches(maxCount: 10).makeAsyncIterator()
+        #expect(try await batches.next()?.map(\.position) == Array(0..<10))
+        #expect(try await batches.next()?.map(\.position) == Array(10..<16))
+        #expect(try await batches.next()?.map(\.position) == Array(16..<26))
+        #expect(log.reads.withLock { $0 } == [0...15, 16...31])
+        // A run's batches of 4: one read per 16, to the log's end and not past it.
+        log.reads.withLock { $0.removeAll() }
+        let seen = Seen()
+        try await runUntil(consumer, batchSize: 4, seen: seen) { seen.positions.count == 100 }
+        #expect(seen.positions == Array(0..<100))
+        #expect(log.reads.withLock { $0 } == stride(from: 0, to: 100, by: 16).map { $0...min($0 + 15, 99) })
+        try await store.close()
     }
 }

@@ -46,4 +46,6 @@ let benchmarks: @Sendable () -> Void = {
         blackHole(repository.memory.fetch(firstQuery))
         benchmark.stopMeasurement()
     }
+
+    consumerBenchmarks()
 }

@@ -42,14 +42,18 @@ final class CommitSignal: Sendable {
         for continuation in all { continuation.resume(returning: false) }
     }
 
-    /// Waits until an event at `position` is committed.
-    /// - Returns: `true` when it is, `false` when the store closed or the task was cancelled first.
-    func wait(forCommitOf position: LogPosition) async -> Bool {
+    /// Waits until an event at `position` is committed, for at most `timeout` (`nil`: no limit).
+    /// - Returns: `true` when it is; `false` when the time passed first, the store closed or the
+    ///   task was cancelled.
+    func wait(forCommitOf position: LogPosition, timeout: Duration? = nil) async -> Bool {
         let id = state.withLock { state -> UInt64 in
             state.nextWaiter += 1
             return state.nextWaiter
         }
-        return await withTaskCancellationHandler {
+        // One sleeping task per timed wait, which gives the waiter up when it wakes; it is
+        // cancelled as soon as the wait ends some other way.
+        var timer: Task<Void, Never>?
+        let answer = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
                 let answer: Bool? = state.withLock { state in
                     if state.closed { return false }
@@ -58,28 +62,26 @@ final class CommitSignal: Sendable {
                     state.waiters[id] = Waiter(past: position, continuation: continuation)
                     return nil
                 }
-                if let answer { continuation.resume(returning: answer) }
+                if let answer {
+                    continuation.resume(returning: answer)
+                } else if let timeout {
+                    timer = Task { [self] in
+                        guard (try? await Task.sleep(for: timeout)) != nil else { return }
+                        giveUp(id)
+                    }
+                }
             }
         } onCancel: {
-            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
-            waiter?.continuation.resume(returning: false)
+            giveUp(id)
         }
+        timer?.cancel()
+        return answer
     }
 
-    /// Waits until an event at `position` is committed, for at most `timeout`.
-    /// - Returns: `true` when it is; `false` when the time passed first, the store closed or the
-    ///   task was cancelled.
-    func wait(forCommitOf position: LogPosition, timeout: Duration) async -> Bool {
-        await withTaskGroup(of: Bool.self) { group in
-            group.addTask { await self.wait(forCommitOf: position) }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+    /// Ends waiter `id`'s wait with `false`, if it still waits.
+    private func giveUp(_ id: UInt64) {
+        let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+        waiter?.continuation.resume(returning: false)
     }
 
     /// Tasks waiting now (for tests).

@@ -31,64 +31,72 @@ extension Consumer {
     nonisolated(nonsending) public func run(batchSize: Int? = nil, handler: (_ events: [EventEnvelope]) async throws -> Void) async throws {
         let limit = min(max(1, batchSize ?? options.readBatchSize), options.readBatchSize)
         let interval = options.commitInterval
-        var (generation, start) = state.withLock { ($0.generation, $0.committed) }
-        var reader = ConsumerReader(consumer: self, from: start)
-        // The last handled position not committed yet, and when the run last committed.
+        // The generation the run reads in (a reset bumps it), its reader, the last handled
+        // position not committed yet, and when the run last committed.
+        var generation: UInt64 = 0
+        var reader = ConsumerReader(consumer: self, from: 0)
         var pending: LogPosition?
         var lastCommit = ContinuousClock.now
+        // At the start and after a reset: read from the committed position; what was handled
+        // since the reset's generation began is never committed over it.
+        func readFromCommitted() {
+            let start: LogPosition
+            (generation, start) = state.withLock { ($0.generation, $0.committed) }
+            reader = ConsumerReader(consumer: self, from: start)
+            pending = nil
+        }
+        // Commits what was handled, checked in the commit's own lock against a reset since.
+        // - Returns: `false` when the run ends (the store closed or the task was cancelled).
+        func commitPending() async throws -> Bool {
+            guard let position = pending else { return true }
+            guard let committed = try await commitHandled(through: position, generation: generation) else { return false }
+            if committed {
+                pending = nil
+                lastCommit = ContinuousClock.now
+            } else {
+                readFromCommitted()
+            }
+            return true
+        }
+        // Ending (cancelled, or the store closed): what was handled is committed if it still
+        // can be; if not, it is handled again next time (at-least-once).
+        func commitEnding() async {
+            if let position = pending { _ = try? await commit(through: position, ifGeneration: generation) }
+        }
+        readFromCommitted()
         while true {
             // Caught up with handled events not committed: commit them unless new events come
             // within what is left of the interval (they are then committed with their batch).
-            if let position = pending, reader.isCaughtUp {
+            if pending != nil, reader.isCaughtUp {
                 // The lag counts from the committed position: what a crash would hand again.
                 store.instrumentation?.consumerLag(consumer: name, lag: lag)
                 let left = interval - (ContinuousClock.now - lastCommit)
                 let arrived = left > .zero ? await store.commitSignal.wait(forCommitOf: reader.next, timeout: left) : false
-                if !arrived {
-                    guard let committed = try await commitHandled(through: position, generation: generation) else { return }
-                    guard committed else {
-                        pending = nil
-                        (generation, start) = state.withLock { ($0.generation, $0.committed) }
-                        reader = ConsumerReader(consumer: self, from: start)
-                        continue
-                    }
-                    pending = nil
-                    lastCommit = ContinuousClock.now
-                }
+                if !arrived, !(try await commitPending()) { return }
             }
             guard let batch = try await reader.fetch(limit: limit) else {
-                // Ending (cancelled, or the store closed): what was handled is committed if it
-                // still can be; if not, it is handled again next time (at-least-once).
-                if let position = pending { _ = try? await commit(through: position, ifGeneration: generation) }
+                await commitEnding()
                 return
             }
             // Another instance may hold the consumer now: stop before handling more.
             if let lost = leaseLost() { throw lost }
-            if state.withLock({ $0.generation }) == generation {
-                do {
-                    try await handle(batch, handler, generation: generation)
-                } catch let error as CancellationError {
-                    // Cancelled while retrying this batch: the batches before it were handled.
-                    if let position = pending { _ = try? await commit(through: position, ifGeneration: generation) }
-                    throw error
-                }
-                pending = batch[batch.count - 1].position
-                if ContinuousClock.now - lastCommit < interval {
-                    store.instrumentation?.consumerLag(consumer: name, lag: lag)
-                    continue
-                }
-                // Checked again in the commit's own lock: a reset after the handler is not committed over.
-                guard let committed = try await commitHandled(through: pending!, generation: generation) else { return }
-                if committed {
-                    pending = nil
-                    lastCommit = ContinuousClock.now
-                    continue
-                }
+            guard state.withLock({ $0.generation }) == generation else {
+                readFromCommitted()
+                continue
             }
-            // Reset meanwhile: read again from the new position; nothing since is committed.
-            pending = nil
-            (generation, start) = state.withLock { ($0.generation, $0.committed) }
-            reader = ConsumerReader(consumer: self, from: start)
+            do {
+                try await handle(batch, handler, generation: generation)
+            } catch let error as CancellationError {
+                // Cancelled while retrying this batch: the batches before it were handled.
+                await commitEnding()
+                throw error
+            }
+            pending = batch[batch.count - 1].position
+            if ContinuousClock.now - lastCommit < interval {
+                store.instrumentation?.consumerLag(consumer: name, lag: lag)
+                continue
+            }
+            guard try await commitPending() else { return }
         }
     }
 

@@ -78,7 +78,11 @@ public enum CheckpointOwner: Hashable, Sendable {
 
 /// How a named consumer reads, retries and commits.
 public struct ConsumerOptions: Hashable, Sendable {
-    /// Events read from the log at a time: the most a consumer holds in memory.
+    /// Events read from the log at a time: the most a consumer holds in memory, and the
+    /// largest batch it hands out. Each read decompresses and checks whole the log batches it
+    /// touches, so reads much smaller than the log's batches (a thousand events each for
+    /// batches of appends, more when many appends are written together) read each of them again
+    /// and again.
     public var readBatchSize: Int
     /// How a failing handler is retried.
     public var retry: RetryPolicy
@@ -97,13 +101,13 @@ public struct ConsumerOptions: Hashable, Sendable {
 
     /// Creates options.
     /// - Parameters:
-    ///   - readBatchSize: Events read from the log at a time (clamped to at least 1).
+    ///   - readBatchSize: Events read from the log at a time (clamped to at least 1; 4,096 by default).
     ///   - retry: How a failing handler is retried.
     ///   - onFailure: Park the event, or stop.
     ///   - checkpoint: The store keeps the committed position, or the handler's target does.
     ///   - commitInterval: How often a run commits (`.zero`: after every batch; negative
     ///     durations are zero).
-    public init(readBatchSize: Int = 512, retry: RetryPolicy = .default, onFailure: FailurePolicy = .park,
+    public init(readBatchSize: Int = 4_096, retry: RetryPolicy = .default, onFailure: FailurePolicy = .park,
                 checkpoint: CheckpointOwner = .store, commitInterval: Duration = .milliseconds(200)) {
         self.readBatchSize = max(1, readBatchSize)
         self.retry = retry

@@ -1,22 +1,26 @@
 import EventLog
 
 /// Reads a consumer's events from the log in bounded batches, waiting on the store's commit
-/// signal when it has caught up. It holds the batch it returns and nothing else.
+/// signal when it has caught up. It reads up to ``ConsumerOptions/readBatchSize`` events at a
+/// time and holds them until they are handed out, and nothing else.
 struct ConsumerReader: Sendable {
     let consumer: Consumer
-    /// The next position to read.
+    /// The next position to read from the log.
     private(set) var next: LogPosition
+    /// Events read and not handed out yet: `read[handedOut...]`.
+    private var read: [EventEnvelope] = []
+    private var handedOut = 0
 
     init(consumer: Consumer, from position: LogPosition) {
         self.consumer = consumer
         self.next = position
     }
 
-    /// Whether every committed event has been read: the next ``fetch(limit:)`` waits.
-    var isCaughtUp: Bool { next >= consumer.store.commit.withLock { $0.nextPosition } }
+    /// Whether every committed event has been handed out: the next ``fetch(limit:)`` waits.
+    var isCaughtUp: Bool { handedOut == read.count && next >= consumer.store.commit.withLock { $0.nextPosition } }
 
-    /// The next events, at most `limit`, in position order: at once when the store has
-    /// committed some past `next`, else once it does.
+    /// The next events, at most `limit`, in position order: at once when some were read and
+    /// not handed out yet or the store has committed some past `next`, else once it does.
     /// - Returns: A non-empty batch, or `nil` when the store closed or the task was cancelled.
     /// - Throws: ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``, ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)``, ``RepositoryError/storage(_:)``.
     mutating func fetch(limit: Int) async throws -> [EventEnvelope]? {
@@ -25,20 +29,39 @@ struct ConsumerReader: Sendable {
             if let problem = consumer.state.withLock({ $0.problem }) { throw problem }
             let (end, closed) = store.commit.withLock { ($0.nextPosition, $0.closed) }
             if closed { return nil }
+            if handedOut < read.count {
+                // The whole read at once when it fits (no copy), else the next `limit` of it.
+                if handedOut == 0 && read.count <= limit {
+                    defer { read = [] }
+                    handedOut = 0
+                    return read
+                }
+                let batch = Array(read[handedOut..<min(read.count, handedOut + limit)])
+                handedOut += batch.count
+                if handedOut == read.count { (read, handedOut) = ([], 0) }
+                return batch
+            }
             if next > end {
                 throw ConsumerError.checkpointAheadOfLog(consumer: consumer.name, committed: next, logEnd: end)
             }
             if next < end {
-                var batch: [EventEnvelope] = []
-                batch.reserveCapacity(min(limit, Int(clamping: end - next)))
-                // Through `end - 1`: the log may hold records whose commit is not folded yet.
-                try store.forEachEnvelope(from: next, through: end - 1) { envelope in
-                    batch.append(envelope)
-                    return batch.count < limit
+                // Up to `readBatchSize` positions (or `limit`, if larger), below `end`: the log
+                // may hold records whose commit is not folded yet. Not through `end - 1`: a
+                // segmented log reads every adjacent log batch in the range asked, up to 4 MiB,
+                // in one go, so a catch-up read 4 MiB per batch handed out. Not just `limit`:
+                // each read decompresses and checks the log batches it touches whole, so small
+                // reads (a `run` of batches of 10) do that again for every batch handed out.
+                let size = UInt64(max(limit, consumer.options.readBatchSize))
+                let last = min(end - 1, next + size - 1)
+                var fresh: [EventEnvelope] = []
+                fresh.reserveCapacity(Int(last - next + 1))
+                try store.forEachEnvelope(from: next, through: last) { envelope in
+                    fresh.append(envelope)
+                    return true
                 }
-                // Fewer than asked: everything up to `end` was read (compaction leaves gaps).
-                next = batch.count < limit ? end : batch[batch.count - 1].position + 1
-                if !batch.isEmpty { return batch }
+                // Fewer than asked when compaction left gaps: every position through `last` was
+                // read. (Kept only once the whole read succeeded: a failed one is read again.)
+                (read, handedOut, next) = (fresh, 0, last + 1)
                 continue
             }
             store.instrumentation?.consumerLag(consumer: consumer.name, lag: consumer.lag)

@@ -21,7 +21,7 @@ struct ActivityReadModelConsumer: AsyncParsableCommand {
     @Option(help: "The consumer's name (its checkpoint row).")
     var name = "activity-read-model"
 
-    @Option(help: "The most events per transaction (default 512).")
+    @Option(help: "The most events per transaction (default 4,096: the consumer's readBatchSize).")
     var batchSize: Int?
 
     @Flag(help: "Keep following the store's writer until interrupted (default: stop once caught up).")

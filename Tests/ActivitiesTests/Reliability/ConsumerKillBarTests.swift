@@ -1,0 +1,193 @@
+import EventKernel
+import EventLog
+import Foundation
+import Testing
+import EventKernelTestSupport
+
+/// Issue 29's kill bar: SIGKILLs of a consumer process, and of the writer process, at random
+/// instants while events are appended and consumed. The writer (`ActivitiesTestHelper append`)
+/// and the consumer (`ActivitiesTestHelper follow`: the store opened read-only beside the writer,
+/// named consumer "bar") are separate processes; the consumer's handler appends each handled
+/// position to a side file, fsynced before it returns, so the handled set is known at every
+/// instant. The kills land at random points of the victim's progress (and some at random
+/// instants of a restart), all before the work is done. After every kill (the checkpoint read first, then the side file: a checkpoint the
+/// file does not cover yet cannot be read) every position below the committed one must have been
+/// handled; each process must hand positions on without a gap (a position never comes after one
+/// more than one below it); at the end every appended position was handled at least once and
+/// the committed position is the log's end.
+///
+/// `EVENTKERNEL_CONSUMER_BAR_KILLS` (default 20), `EVENTKERNEL_CONSUMER_BAR_EVENTS` (default
+/// 20,000), `EVENTKERNEL_CRASH_SEED`; the issue's bar is 100 kills of 1,000,000 events
+/// (Docs/Consumers.md has the command).
+@Suite("Reliability: consumer kill bar (issue 29)", .serialized)
+struct ConsumerKillBarTests {
+    static let kills = environmentInt("EVENTKERNEL_CONSUMER_BAR_KILLS", default: 20)
+    static let events = environmentInt("EVENTKERNEL_CONSUMER_BAR_EVENTS", default: 20_000)
+    /// Events per append of the writer.
+    static let batch = environmentInt("EVENTKERNEL_CONSUMER_BAR_BATCH", default: 1)
+    static let seed = UInt64(environmentInt("EVENTKERNEL_CRASH_SEED", default: 0xBA_2529))
+
+    @Test func killedWritersAndConsumersHandleEveryEventNoneSkippedNeverCommittedAhead() async throws {
+        let temp = TemporaryDirectory("ek-consumer-bar")
+        let store = temp.file("store")
+        let file = temp.file("handled.txt")
+        let total = Self.events
+        try await EventStore.open(at: store, snapshotPolicy: .never).close()
+        let helper = builtExecutable("ActivitiesTestHelper")
+        func writer() throws -> ChildProcess {
+            try ChildProcess(helper, arguments: ["append", store.path, String(total), String(Self.batch)], scratch: temp.url)
+        }
+        func consumer() throws -> ChildProcess {
+            try ChildProcess(helper, arguments: ["follow", store.path, file.path, String(total)], scratch: temp.url)
+        }
+        var ledger = HandledLedger(total: total)
+        var rng = SplitMix64(seed: Self.seed)
+        var running: (writer: ChildProcess?, consumer: ChildProcess?) = (try writer(), try consumer())
+        var killed = (writer: 0, consumer: 0)
+        var killedAhead = 0
+        let started = ContinuousClock.now
+        // Where the kills land: at random points of the consumer's progress (below 90%, so that
+        // it is not done before the last kill) or a random stretch of the writer's, each a
+        // random few milliseconds after the side file shows it handled or the writer
+        // acknowledged it; one round in four
+        // instead kills a process at a random instant up to 300 ms from now (a restarted one is
+        // then often still opening the store).
+        let targets = (0..<Self.kills).map { _ in Int.random(in: 0..<(total * 9 / 10), using: &rng) }.sorted()
+        for round in 0..<Self.kills {
+            // Children that ended by themselves must have finished, not failed.
+            for child in [running.writer, running.consumer].compactMap({ $0 }) where !child.isRunning {
+                try #require(child.lines.last?.hasPrefix("done") == true,
+                             "round \(round): a child ended with \(child.lines.suffix(3)) \(child.errorOutput.suffix(500))")
+            }
+            if running.writer?.isRunning == false { running.writer = nil }
+            if running.consumer?.isRunning == false { running.consumer = nil }
+            guard running.writer != nil || running.consumer != nil else { break }
+            // Three in four go to the writer while it runs: it is done long before the consumer.
+            var hitWriter = running.writer != nil && (running.consumer == nil || Int.random(in: 0..<4, using: &rng) > 0)
+            var victim = hitWriter ? running.writer! : running.consumer!
+            if Int.random(in: 0..<4, using: &rng) == 0 {
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...300_000, using: &rng)))
+            } else {
+                // The victim's own progress: what the writer acknowledged, what the consumers handled.
+                func reached() throws -> Int {
+                    if hitWriter { return victim.lines.last { $0.hasPrefix("ack ") }.flatMap { Int($0.dropFirst(4)) } ?? 0 }
+                    try ledger.read(file)
+                    return ledger.firstUnhandled
+                }
+                // The writer runs ahead of the consumer: its kills land a random stretch of its
+                // own progress after this round starts (a mean of a kill's share of the run),
+                // so that it is killed all along, not only while the consumer catches up.
+                let target = hitWriter ? min(total, try reached() + Int.random(in: 0...max(1, 2 * total / Self.kills), using: &rng))
+                    : targets[round]
+                let deadline = ContinuousClock.now + .seconds(600)
+                while try reached() < target, victim.isRunning {
+                    try #require(ContinuousClock.now < deadline, "round \(round): no progress to \(target) in 10 minutes: \(victim.lines.suffix(3))")
+                    try await Task.sleep(for: .milliseconds(2))
+                }
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...30_000, using: &rng)))
+            }
+            if !victim.isRunning, let other = hitWriter ? running.consumer : running.writer, other.isRunning {
+                // It finished meanwhile (checked next round): the other one takes this kill.
+                (hitWriter, victim) = (!hitWriter, other)
+            }
+            guard victim.isRunning else { continue }
+            victim.kill()
+            try #require(!victim.lines.contains { $0.hasPrefix("error") }, "round \(round): \(victim.lines.filter { $0.hasPrefix("error") })")
+            if hitWriter { killed.writer += 1 } else { killed.consumer += 1 }
+            // The checkpoint first, then what was handled: a running consumer writes the file
+            // before it commits, so whatever checkpoint is read, the file already covers it.
+            let committed = try ConsumerDirectory(storeDirectory: store).checkpoint(named: "bar")?.committed ?? 0
+            try ledger.read(file)
+            #expect(Int(committed) <= ledger.firstUnhandled,
+                    "round \(round), \(hitWriter ? "writer" : "consumer") killed: committed \(committed) but position \(ledger.firstUnhandled) was never handled")
+            // A consumer killed with handled events not committed yet: they are handled again.
+            if !hitWriter && ledger.firstUnhandled > Int(committed) { killedAhead += 1 }
+            if hitWriter { running.writer = try writer() } else { running.consumer = try consumer() }
+        }
+        // Both run to the end: the writer appends the rest, the consumer handles and commits it.
+        for child in [running.writer, running.consumer].compactMap({ $0 }) {
+            let status = await offThePool { child.waitForExit(timeout: .seconds(max(120, total / 1_000))) }
+            try #require(status == 0 && child.lines.last?.hasPrefix("done") == true,
+                         "a child did not finish (status \(status.map(String.init) ?? "killed at the timeout")): \(child.lines.suffix(3)) \(child.errorOutput.suffix(500))")
+        }
+        try ledger.read(file)
+        let committed = try ConsumerDirectory(storeDirectory: store).checkpoint(named: "bar")?.committed
+        let log = try SegmentedLog.openReadOnly(at: store)
+        #expect(log.bounds.nextPosition == UInt64(total))
+        #expect(committed == UInt64(total))
+        #expect(ledger.firstUnhandled == total, "position \(ledger.firstUnhandled) was never handled")
+        #expect(ledger.gaps.isEmpty, "positions handed on after a gap: \(ledger.gaps.prefix(5))")
+        #expect(ledger.outOfRange.isEmpty, "positions past the log's end handled: \(ledger.outOfRange.prefix(5))")
+        #expect(killed.writer + killed.consumer == Self.kills, "the processes finished before every kill landed: \(killed)")
+        if Self.kills >= 10 {
+            // Both kinds of kill happened (the seed and the timing decide how many of each).
+            #expect(killed.writer > 0 && killed.consumer > 0, "kills: \(killed)")
+            // Some consumer kills must land between a handler's return and its commit: the
+            // instants where a checkpoint ahead of what was handled would show.
+            #expect(killedAhead > 0, "no consumer kill landed with handled events not committed yet (\(killed.consumer) consumer kills)")
+        }
+        print("consumer kill bar: \(total) events, \(killed.writer) writer and \(killed.consumer) consumer kills (\(killedAhead) with handled events not committed yet), \(ledger.lines) positions handled (\(ledger.lines - total) again), \(ContinuousClock.now - started)")
+    }
+}
+
+/// What the consumer processes handled, read from the side file as it grows.
+private struct HandledLedger {
+    let total: Int
+    /// Whether each position was handled.
+    private var seen: [Bool]
+    /// The first position not handled yet: every one below it was.
+    private(set) var firstUnhandled = 0
+    /// Positions handled, counting repeats.
+    private(set) var lines = 0
+    /// Positions that came after one lower than them by more than one: skips.
+    private(set) var gaps: [(after: Int, got: Int)] = []
+    /// Positions at or past `total`.
+    private(set) var outOfRange: [Int] = []
+    private var offset: UInt64 = 0
+    private var last = -1
+
+    init(total: Int) {
+        self.total = total
+        seen = Array(repeating: false, count: total)
+    }
+
+    /// Reads the complete lines added since the last read (a line still being written, or cut
+    /// by a kill, is left for later: the next consumer process cuts a torn one).
+    mutating func read(_ file: URL) throws {
+        guard FileManager.default.fileExists(atPath: file.path) else { return }
+        let handle = try FileHandle(forReadingFrom: file)
+        defer { try? handle.close() }
+        try handle.seek(toOffset: offset)
+        let data = try handle.readToEnd() ?? Data()
+        guard let end = data.lastIndex(of: UInt8(ascii: "\n")) else { return }
+        offset += UInt64(end - data.startIndex + 1)
+        for line in data[data.startIndex..<end].split(separator: UInt8(ascii: "\n")) {
+            guard let position = Int(String(decoding: line, as: UTF8.self)) else {
+                outOfRange.append(-1)
+                continue
+            }
+            lines += 1
+            // A consumer hands on positions in order from its committed position, which is at
+            // most one past the last handled: a higher one skipped something.
+            if position > last + 1 { gaps.append((last, position)) }
+            last = position
+            guard position < total else {
+                outOfRange.append(position)
+                continue
+            }
+            seen[position] = true
+        }
+        while firstUnhandled < total && seen[firstUnhandled] { firstUnhandled += 1 }
+    }
+}
+
+/// Runs `body` (which blocks) on a thread of its own, not on one of Swift's cooperative threads.
+private func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(returning: body()) }
+    }
+}
+
+extension Duration {
+    fileprivate var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
