@@ -24,7 +24,7 @@ struct ConsumerReader: Sendable {
         while !Task.isCancelled {
             if let problem = consumer.state.withLock({ $0.problem }) { throw problem }
             let (end, closed) = store.commit.withLock { ($0.nextPosition, $0.closed) }
-            if closed { return nil }
+            if closed || consumer.state.withLock({ $0.closed }) { return nil }
             if next > end {
                 throw ConsumerError.checkpointAheadOfLog(consumer: consumer.name, committed: next, logEnd: end)
             }
@@ -38,7 +38,11 @@ struct ConsumerReader: Sendable {
                 }
                 // Fewer than asked: everything up to `end` was read (compaction leaves gaps).
                 next = batch.count < limit ? end : batch[batch.count - 1].position + 1
-                if !batch.isEmpty { return batch }
+                if !batch.isEmpty {
+                    // Another instance may hold the consumer now: stop before it is handled.
+                    try consumer.confirmLease()
+                    return batch
+                }
                 continue
             }
             store.instrumentation?.consumerLag(consumer: consumer.name, lag: consumer.lag)

@@ -28,20 +28,27 @@ extension EventStore {
     ///   stored checkpoint against the log, needs the log read).
     public func consumer(named name: String, startingAt start: ConsumerStart = .beginning,
                          options: ConsumerOptions = ConsumerOptions()) throws -> Consumer {
-        try openConsumers.withLock { (open) throws -> Consumer in
+        try openConsumer(named: name, startingAt: start, options: options).consumer
+    }
+
+    /// The consumer, and whether this call opened it (rather than finding it open).
+    private func openConsumer(named name: String, startingAt start: ConsumerStart,
+                              options: ConsumerOptions) throws -> (consumer: Consumer, opened: Bool) {
+        try openConsumers.withLock { (open) throws -> (consumer: Consumer, opened: Bool) in
             // Checked under this lock, which the close takes after marking the store closed: a
             // consumer opened here is either released by the close or never opened, so its lock
             // (a lease other instances wait for) is never kept by a closed store.
             if commit.withLock({ $0.closed }) { throw RepositoryError.closed }
             // One that lost its lease (a log shared by instances) is opened anew: it takes the
-            // lease again, or finds another instance holding it.
+            // lease again, or finds another instance holding it. The old handle keeps its own
+            // (lost) lease, so it writes nothing through the new one.
             if let consumer = open[name], consumer.lock?.isHeld != false {
                 guard consumer.options == options else { throw ConsumerError.openWithOtherOptions(consumer: name) }
-                return consumer
+                return (consumer, false)
             }
             let consumer = try Consumer(store: self, name: name, start: start, options: options)
             open[name] = consumer
-            return consumer
+            return (consumer, true)
         }
     }
 
@@ -67,15 +74,24 @@ extension EventStore {
     public func consumer(named name: String, startingAt start: ConsumerStart = .beginning,
                          options: ConsumerOptions = ConsumerOptions(), waitingForLease pollInterval: Duration) async throws -> Consumer {
         while true {
+            try Task.checkCancellation()
             do {
-                return try consumer(named: name, startingAt: start, options: options)
+                let (consumer, opened) = try openConsumer(named: name, startingAt: start, options: options)
+                // Cancelled while it was being opened (a blocking connect): the cancelled task
+                // would keep a lease others wait for, so the one this call took is given back.
+                if Task.isCancelled {
+                    if opened { consumer.close() }
+                    throw CancellationError()
+                }
+                return consumer
             } catch ConsumerError.inUse {
                 try await Task.sleep(for: max(pollInterval, .milliseconds(10)))
             }
         }
     }
 
-    /// Forgets the open consumers and releases their locks (at close).
+    /// Forgets the open consumers and releases their locks (at close; one consumer alone:
+    /// ``Consumer/close()``).
     func closeConsumers() {
         let consumers = openConsumers.withLock { open in
             defer { open.removeAll() }

@@ -176,7 +176,7 @@ struct ConsumersCommand: AsyncParsableCommand {
                     let lock = try directory.lock(consumer: name)
                     defer { withExtendedLifetime(lock) {} }
                     let position = try Consumer.resolve(start, in: log, end: end, consumer: name)
-                    try directory.write(try ConsumerCheckpoint.bound(name: name, committed: position, in: log))
+                    try directory.write(try ConsumerCheckpoint.bound(name: name, committed: position, in: log), under: lock)
                     return position
                 }
                 return (previous, position, end)
@@ -217,7 +217,7 @@ struct ConsumersCommand: AsyncParsableCommand {
                         var parked = try directory.parked(named: name)
                         guard parked.contains(where: { $0.position == skip }) else { throw ConsumerError.notParked(consumer: name, position: skip) }
                         parked.removeAll { $0.position == skip }
-                        try directory.writeParked(parked, named: name)
+                        try directory.writeParked(parked, named: name, under: lock)
                         return parked.count
                     }
                 }

@@ -23,7 +23,8 @@ import PostgresNIO
 /// - `consumers` (version 2): one row per named consumer (Docs/Consumers.md, "On PostgreSQL"):
 ///   its id (the lease's advisory-lock key is built from it), name, and committed position
 ///   with what binds it to the log's history (the epoch, and the anchor: the timestamp and
-///   payload CRC-32C of the event before it); the position is null until the first commit.
+///   payload CRC-32C of the event before it); the position is null until the first commit;
+///   `lease_epoch`, the fencing token bumped each time an instance takes the consumer's lease.
 /// - `consumer_parked` (version 2): the consumers' parked events, one row each;
 ///   `replace_parked(...)` replaces a consumer's list in one statement (one transaction).
 enum PostgresSchema {
@@ -81,8 +82,9 @@ enum PostgresSchema {
             return [
                 """
                 CREATE TABLE "\(s)".consumers (
-                    id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY CHECK (id > 0),
                     name text COLLATE "C" NOT NULL UNIQUE,
+                    lease_epoch bigint NOT NULL DEFAULT 0,
                     committed bigint,
                     committed_at bigint,
                     history_epoch bigint,
