@@ -44,17 +44,21 @@ struct ConsumersCommand: AsyncParsableCommand {
     /// store over that log keeps them: a directory's `consumers/` files (its log opened
     /// read-only beside a running writer), or the tables a PostgreSQL log keeps in its schema
     /// (Docs/Consumers.md, "On PostgreSQL"), asked of the log the way the store asks it.
-    /// - Parameter body: Gets the storage, the log, its next position, and the directory for
-    ///   error messages (`nil` for PostgreSQL).
+    /// - Parameters:
+    ///   - writing: Whether `body` writes: a PostgreSQL log's schema is then created or
+    ///     migrated as a store would; else it is read as it is (a log at version 1 has no
+    ///     consumers), and a missing log is an error.
+    ///   - body: Gets the storage, the log, its next position, and the directory for error
+    ///     messages (`nil` for PostgreSQL).
     static func withConsumers<Layout, T>(
-        _ store: ReadableStoreArguments<Layout>,
+        _ store: ReadableStoreArguments<Layout>, writing: Bool = false,
         _ body: (_ storage: any ConsumerStorage, _ log: any RecordLog, _ end: LogPosition, _ files: URL?) throws -> T
     ) async throws -> T {
         guard store.postgresURL != nil else {
             let (log, end) = try logEnd(store.url)
             return try body(ConsumerDirectory(storeDirectory: store.url), log, end, store.url)
         }
-        let log = try await StoreLocation.openLog(store)
+        let log = try await StoreLocation.openLog(store, preparingSchema: writing)
         let result: Result<T, any Error>
         if let source = log as? any ConsumerStorageSource {
             result = Result { try body(source.makeConsumerStorage(), log, log.bounds.nextPosition, nil) }
@@ -69,13 +73,13 @@ struct ConsumersCommand: AsyncParsableCommand {
     /// opening a directory's log: the parked lists need no log, and stay readable beside a log
     /// that does not open.
     static func withStorage<Layout, T>(
-        _ store: ReadableStoreArguments<Layout>, _ body: (_ storage: any ConsumerStorage, _ files: URL?) throws -> T
+        _ store: ReadableStoreArguments<Layout>, writing: Bool = false, _ body: (_ storage: any ConsumerStorage, _ files: URL?) throws -> T
     ) async throws -> T {
         guard store.postgresURL != nil else {
             try StoreLocation.requireStore(store.url)
             return try body(ConsumerDirectory(storeDirectory: store.url), store.url)
         }
-        return try await withConsumers(store) { storage, _, _, files in try body(storage, files) }
+        return try await withConsumers(store, writing: writing) { storage, _, _, files in try body(storage, files) }
     }
 
     /// The consumer's name, checked.
@@ -124,6 +128,11 @@ struct ConsumersCommand: AsyncParsableCommand {
                         }
                     }
                     cells[3] = .int(Int64(try directory.parked(named: name).count))
+                } catch let error as ConsumerError {
+                    // The database failing is no problem of this consumer's: the listing cannot be made.
+                    if case .databaseFailed = error { throw ToolError.from(error) }
+                    damaged = true
+                    cells[5] = .string("\(error)")
                 } catch {
                     damaged = true
                     cells[5] = .string("\(error)")
@@ -169,7 +178,7 @@ struct ConsumersCommand: AsyncParsableCommand {
         func run() async throws {
             let name = try ConsumersCommand.validName(store.operand ?? "")
             let start = try Self.start(to)
-            let (previous, position, end) = try await ConsumersCommand.withConsumers(store) { directory, log, end, files in
+            let (previous, position, end) = try await ConsumersCommand.withConsumers(store, writing: true) { directory, log, end, files in
                 // A damaged or ahead checkpoint is what reset is for: read it only to report it.
                 let previous = try? directory.checkpoint(named: name)
                 let position = try withToolErrorsSync(store: files) {
@@ -209,7 +218,7 @@ struct ConsumersCommand: AsyncParsableCommand {
         func run() async throws {
             let name = try ConsumersCommand.validName(store.operand ?? "")
             if let skip {
-                let left = try await ConsumersCommand.withStorage(store) { directory, files in
+                let left = try await ConsumersCommand.withStorage(store, writing: true) { directory, files in
                     try withToolErrorsSync(store: files) { () throws -> Int in
                         // Read and written under the lock: no running consumer parks meanwhile.
                         let lock = try directory.lock(consumer: name)

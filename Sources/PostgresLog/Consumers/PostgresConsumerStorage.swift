@@ -50,6 +50,9 @@ final class PostgresConsumerStorage: ConsumerStorage {
     }
 
     private var schema: String { log.configuration.schema }
+    /// Whether the log's schema has the consumers' tables: a log opened without migrating
+    /// (a read-only tool) may be at version 1, which has none, and so no consumers.
+    private var hasTables: Bool { log.schemaRevision >= 2 }
     /// Where the consumers live, for messages (the URL without its password, and the schema).
     var location: String { "\(log.configuration)" }
 
@@ -69,6 +72,7 @@ final class PostgresConsumerStorage: ConsumerStorage {
     // MARK: Reads
 
     func checkpoint(named name: String) throws(ConsumerError) -> ConsumerCheckpoint? {
+        guard hasTables else { return nil }
         let rows = try read(PostgresQuery(unsafeSQL: """
             SELECT committed, committed_at, history_epoch, anchor_recorded_at, anchor_checksum
             FROM "\(schema)".consumers WHERE name = $1 AND committed IS NOT NULL
@@ -92,6 +96,7 @@ final class PostgresConsumerStorage: ConsumerStorage {
     }
 
     func parked(named name: String) throws(ConsumerError) -> [ParkedEvent] {
+        guard hasTables else { return [] }
         let rows = try read(PostgresQuery(unsafeSQL: """
             SELECT p.position, p.stream, p.event_type, p.error_type, p.error, p.attempts, p.parked_at
             FROM "\(schema)".consumer_parked p JOIN "\(schema)".consumers c ON c.id = p.consumer_id
@@ -115,6 +120,7 @@ final class PostgresConsumerStorage: ConsumerStorage {
     }
 
     func names() throws(ConsumerError) -> [String] {
+        guard hasTables else { return [] }
         let rows = try read(PostgresQuery(unsafeSQL: """
             SELECT c.name FROM "\(schema)".consumers c
             WHERE c.committed IS NOT NULL OR EXISTS (SELECT 1 FROM "\(schema)".consumer_parked p WHERE p.consumer_id = c.id)

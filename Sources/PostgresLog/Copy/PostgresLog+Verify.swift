@@ -111,7 +111,7 @@ extension PostgresLog {
             types.append(try row.decode((String, Int64).self))
         }
         return Statistics(
-            schemaVersion: Int(facts["schema_version"] ?? "") ?? 0, createdAt: facts["created_at"], events: events, streams: streams,
+            schemaVersion: Int(facts["schema_revision"] ?? facts["schema_version"] ?? "") ?? 0, createdAt: facts["created_at"], events: events, streams: streams,
             transactions: transactions, eventTypes: types, storedPayloadBytes: stored, uncompressedPayloadBytes: uncompressed,
             tableBytes: bytes, firstRecordedAt: first.map(LogTimestamp.init(nanosecondsSince1970:)),
             lastRecordedAt: last.map(LogTimestamp.init(nanosecondsSince1970:)))
