@@ -21,7 +21,7 @@ extension EventStore {
     ///   other options; ``ConsumerError/inUse(consumer:path:)`` when another process holds the
     ///   consumer's lock (or, over a shared log, another instance its lease: wait for it with
     ///   ``consumer(named:startingAt:options:waitingForLease:)``);
-    ///   ``ConsumerError/databaseFailed(location:reason:)`` when a shared log's database fails;
+    ///   ``ConsumerError/databaseFailed(location:cause:)`` when a shared log's database fails, ``ConsumerError/damagedRow(location:consumer:reason:)`` for a row no EventKernel writes;
     ///   ``RepositoryError/closed`` once the store is closed; ``ConsumerError/invalidName(_:reason:)``, ``ConsumerError/damagedFile(path:reason:)``,
     ///   ``ConsumerError/fileFailed(path:reason:)``, ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)``,
     ///   ``RepositoryError/storage(_:)`` (a start date, or the check of a
@@ -66,13 +66,19 @@ extension EventStore {
     ///   - name: The consumer's name (as ``consumer(named:startingAt:options:)``).
     ///   - start: Where a consumer with no committed position starts.
     ///   - options: Batch size, retries, failure policy, checkpoint owner.
-    ///   - pollInterval: How often to try again while another holder has it (at least 10 ms).
+    ///   - pollInterval: How often to try again while another holder has it (at least 100 ms:
+    ///     each try may open a connection to a shared log's database).
     /// - Returns: The consumer, held by this store, at its committed position.
     /// - Throws: What ``consumer(named:startingAt:options:)`` throws, except
-    ///   ``ConsumerError/inUse(consumer:path:)``, on which it waits; `CancellationError` when the
+    ///   ``ConsumerError/inUse(consumer:path:)``, on which it waits, and a shared log's database
+    ///   being unreachable (``ConsumerError/databaseFailed(location:cause:)`` with
+    ///   ``ConsumerDatabaseFailure/isUnavailable``: a restart, no free connection), on which it
+    ///   waits longer each time (up to 30 s) and tries again; `CancellationError` when the
     ///   task is cancelled while waiting; ``RepositoryError/closed`` when the store closes meanwhile.
     public func consumer(named name: String, startingAt start: ConsumerStart = .beginning,
                          options: ConsumerOptions = ConsumerOptions(), waitingForLease pollInterval: Duration) async throws -> Consumer {
+        let interval = max(pollInterval, .milliseconds(100))
+        var backoff = interval
         while true {
             try Task.checkCancellation()
             do {
@@ -85,7 +91,12 @@ extension EventStore {
                 }
                 return consumer
             } catch ConsumerError.inUse {
-                try await Task.sleep(for: max(pollInterval, .milliseconds(10)))
+                backoff = interval
+                try await Task.sleep(for: interval)
+            } catch ConsumerError.databaseFailed(_, let cause) where cause.isUnavailable {
+                // A standby outlives a database restart: it keeps waiting, less often.
+                backoff = min(backoff * 2, .seconds(30))
+                try await Task.sleep(for: backoff)
             }
         }
     }

@@ -223,7 +223,11 @@ final class PostgresConsumerStorage: ConsumerStorage {
         let what = "taking consumer \"\(name)\"'s lease"
         let connection: PostgresConnection
         do { connection = try log.reader.dedicatedConnection(what: what) } catch {
-            throw .databaseFailed(location: location, cause: Self.failure(error, while: what, configuration: log.configuration))
+            // No session to be had (down, restarting, out of connections, refusing logins for
+            // now): unavailable, whatever the server said, so a standby waits and tries again.
+            let failure = Self.failure(error, while: what, configuration: log.configuration)
+            throw .databaseFailed(location: location, cause: ConsumerDatabaseFailure(code: failure.code == .closed ? .closed : .unavailable,
+                                                                                   sqlState: failure.sqlState, message: failure.message))
         }
         let logger = log.logger
         func run(_ query: PostgresQuery) throws -> [PostgresRow] { try Self.wait(connection.query(query, logger: logger), on: connection).rows }
