@@ -110,32 +110,41 @@ struct ConsumersCommand: AsyncParsableCommand {
                 Column("committed_at", header: "committed at"), Column("problem", tableNull: ""),
             ])
             var damaged = false
+            // Every checkpoint is read first, then the log's end once: each row's lag is against
+            // the same end, and no checkpoint committed since the log was opened here (by its
+            // writer or another instance) is taken for one ahead of the log.
+            var read: [(cells: [JSONValue], checkpoint: ConsumerCheckpoint?)] = []
             for name in try withToolErrorsSync(store: files, { try directory.names() }) {
                 var cells: [JSONValue] = [.string(name), .null, .null, .null, .null, .null]
+                var checkpoint: ConsumerCheckpoint?
                 do {
-                    if let checkpoint = try directory.checkpoint(named: name) {
-                        // Committed since the log was opened here (by its writer or another
-                        // instance): judged against the log as it is now, not as it was.
-                        if checkpoint.committed > end, let shared = log as? any SharedRecordLog {
-                            end = try shared.refresh().nextPosition
-                        }
-                        cells[1] = .uint(checkpoint.committed)
-                        cells[2] = checkpoint.committed <= end ? .uint(end - checkpoint.committed) : .null
-                        cells[4] = .string(ISODate.format(checkpoint.committedAt))
-                        if let problem = try checkpoint.bindingProblem(in: log, end: end) {
-                            damaged = true
-                            cells[5] = .string(problem.description)
-                        }
-                    }
+                    checkpoint = try directory.checkpoint(named: name)
                     cells[3] = .int(Int64(try directory.parked(named: name).count))
-                } catch let error as ConsumerError {
+                } catch {
                     // The database failing is no problem of this consumer's: the listing cannot be made.
                     if case .databaseFailed = error { throw ToolError.from(error) }
                     damaged = true
                     cells[5] = .string("\(error)")
-                } catch {
-                    damaged = true
-                    cells[5] = .string("\(error)")
+                }
+                read.append((cells, checkpoint))
+            }
+            if !read.isEmpty, let shared = log as? any SharedRecordLog {
+                end = try withToolErrorsSync(store: files) { try shared.refresh().nextPosition }
+            }
+            for (var cells, checkpoint) in read {
+                if let checkpoint {
+                    cells[1] = .uint(checkpoint.committed)
+                    cells[2] = checkpoint.committed <= end ? .uint(end - checkpoint.committed) : .null
+                    cells[4] = .string(ISODate.format(checkpoint.committedAt))
+                    do {
+                        if let problem = try checkpoint.bindingProblem(in: log, end: end) {
+                            damaged = true
+                            cells[5] = .string(problem.description)
+                        }
+                    } catch {
+                        damaged = true
+                        cells[5] = .string("\(error)")
+                    }
                 }
                 listing.rows.append(Listing.Row(cells))
             }
@@ -181,14 +190,15 @@ struct ConsumersCommand: AsyncParsableCommand {
             let (previous, position, end) = try await ConsumersCommand.withConsumers(store, writing: true) { directory, log, end, files in
                 // A damaged or ahead checkpoint is what reset is for: read it only to report it.
                 let previous = try? directory.checkpoint(named: name)
-                let position = try withToolErrorsSync(store: files) {
+                return try withToolErrorsSync(store: files) { () throws -> (ConsumerCheckpoint?, LogPosition, LogPosition) in
                     let lock = try directory.lock(consumer: name)
                     defer { withExtendedLifetime(lock) {} }
+                    // The log as it is now, not as it was when opened: a position appended since is valid.
+                    let end = try (log as? any SharedRecordLog)?.refresh().nextPosition ?? end
                     let position = try Consumer.resolve(start, in: log, end: end, consumer: name)
                     try directory.write(try ConsumerCheckpoint.bound(name: name, committed: position, in: log), under: lock)
-                    return position
+                    return (previous, position, end)
                 }
-                return (previous, position, end)
             }
             if output.resolved == .table {
                 print("consumer \(name): committed position \(previous.map { "\($0.committed)" } ?? "(none)") -> \(position) (lag \(end - position))")
