@@ -46,7 +46,7 @@ struct PostgresConsumerLeaseTests {
         try await store.close()
     }
 
-    @Test("a run with a handler-owned checkpoint stops with leaseLost within a batch of losing its lease, though it never writes")
+    @Test("a run with a handler-owned checkpoint stops with leaseLost within a batch of losing its lease, though it never writes (coverage: the closed socket alone shows it here)")
     func runNoticesALostLease() async throws {
         let configuration = try PostgresTestDatabase.configuration()
         defer { Task { await PostgresTestDatabase.drop(configuration) } }
@@ -135,6 +135,25 @@ struct PostgresConsumerLeaseTests {
         #expect(try #require(again.leaseEpoch) > second)
         try await a.close()
         try await b.close()
+    }
+
+    @Test("a consumer with a checkpoint file in the snapshot directory and no row in the database is refused, not started afresh")
+    func checkpointFileBesideIsNotIgnored() async throws {
+        let configuration = try PostgresTestDatabase.configuration()
+        defer { Task { await PostgresTestDatabase.drop(configuration) } }
+        let cache = TemporaryDirectory("ek-pg-consumer-files")
+        try ConsumerDirectory(storeDirectory: cache.url).write(ConsumerCheckpoint(name: "mail", committed: 2, committedAt: .now()))
+        let store = try await EventStore.open(postgres: configuration, snapshotsIn: cache.url)
+        try await appendCounted(store, 3)
+        #expect {
+            _ = try store.consumer(named: "mail")
+        } throws: { error in
+            guard case .checkpointElsewhere(let name, _, _) = error as? ConsumerError else { return false }
+            return name == "mail"
+        }
+        // A consumer with no file there opens as before.
+        _ = try store.consumer(named: "audit")
+        try await store.close()
     }
 
     @Test("a parked event whose error holds NUL and backslashes is parked and read back as it was")

@@ -72,6 +72,9 @@ public final class Consumer: Sendable {
                 let problem = try checkpoint.bindingProblem(in: store.log, end: store.nextPosition)
                 state = Locked(State(committed: checkpoint.committed, problem: problem))
             } else {
+                if let files = store.consumerFilesBeside, try files.checkpoint(named: name) != nil || !files.parked(named: name).isEmpty {
+                    throw ConsumerError.checkpointElsewhere(consumer: name, path: files.url.path, location: store.consumerStorage.location)
+                }
                 // Written now: a consumer created at `.end` and killed before its first commit
                 // must resume where it was created, not at a later end.
                 let committed = try Self.resolve(start, in: store, consumer: name)

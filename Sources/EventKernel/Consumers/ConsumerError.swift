@@ -38,6 +38,12 @@ public enum ConsumerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// (`location`: the server and schema; `cause`: the log's error code and the server's
     /// SQLSTATE, to tell an unreachable server from a refused statement).
     case databaseFailed(location: String, cause: ConsumerDatabaseFailure)
+    /// The consumer has a checkpoint or parked events in the store directory's `consumers/`
+    /// (kept there by an earlier build) but none where the store keeps its consumers now (a
+    /// shared log's database, `location`): starting it afresh would deliver from its start
+    /// again, or skip. Carry its position over (`eventkernel consumers reset --postgres URL
+    /// NAME --to POSITION`, or ``Consumer/reset(to:)``) and remove the files.
+    case checkpointElsewhere(consumer: String, path: String, location: String)
     /// A consumer's row in a shared log's database holds what no EventKernel writes (a
     /// negative position, a checksum out of range): nothing in it is used. The database's
     /// counterpart of ``damagedFile(path:reason:)``.
@@ -64,6 +70,8 @@ public enum ConsumerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .leaseLost(let consumer, let reason):
             "consumer \"\(consumer)\" lost its lease (\(reason)): nothing more is committed by this instance; another may be processing it now: open the consumer again to go on"
         case .databaseFailed(let location, let cause): "the consumers' tables at \(location) could not be read or written: \(cause)"
+        case .checkpointElsewhere(let consumer, let path, let location):
+            "consumer \"\(consumer)\" has a checkpoint or parked events in \(path) but none in \(location), where this store keeps its consumers: carry its position over (eventkernel consumers reset --postgres URL \(consumer) --to POSITION) and remove its files there"
         case .damagedRow(let location, let consumer, let reason):
             "consumer \"\(consumer)\"'s row in \(location) is damaged: \(reason); reset the consumer (eventkernel consumers reset) to write a new one"
         }

@@ -24,6 +24,12 @@ package protocol ConsumerStorage: Sendable {
     /// Takes the consumer's lock for as long as the result lives (`nil`: nothing to share),
     /// without waiting: ``ConsumerError/inUse(consumer:path:)`` when another holder has it.
     func lock(consumer name: String) throws(ConsumerError) -> ConsumerLock?
+    /// Where the consumers are kept, for messages.
+    var location: String { get }
+}
+
+extension ConsumerStorage {
+    package var location: String { "the store" }
 }
 
 /// A log that keeps its store's consumers itself (a log several instances share keeps them

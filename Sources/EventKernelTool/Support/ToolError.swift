@@ -80,7 +80,7 @@ struct ToolError: Error, CustomStringConvertible {
             case .fileFailed, .handlerFailed: return ToolError(.io, error.description)
             case .databaseFailed(_, let cause) where !cause.isUnavailable: return ToolError(.io, error.description)
             case .inUse, .openWithOtherOptions, .leaseLost, .databaseFailed: return ToolError(.storeUnavailable, error.description)
-            case .invalidName, .positionOutOfRange, .notParked: return ToolError(.badInput, error.description)
+            case .invalidName, .positionOutOfRange, .notParked, .checkpointElsewhere: return ToolError(.badInput, error.description)
             }
         default:
             return ToolError(.io, "\(error)")

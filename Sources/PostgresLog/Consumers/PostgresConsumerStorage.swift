@@ -54,7 +54,7 @@ final class PostgresConsumerStorage: ConsumerStorage {
     /// (a read-only tool) may be at version 1, which has none, and so no consumers.
     private var hasTables: Bool { log.schemaRevision >= 2 }
     /// Where the consumers live, for messages (the URL without its password, and the schema).
-    var location: String { "\(log.configuration)" }
+    package var location: String { "\(log.configuration)" }
 
     /// How long the server lets a statement on a lease's session run.
     static let statementTimeout = "10s"
