@@ -210,6 +210,26 @@ struct PostgresConsumerLeaseTests {
         }
     }
 
+    @Test("verify checks the consumers' rows: a committed or parked position outside the log is a problem")
+    func verifyChecksConsumers() async throws {
+        let configuration = try PostgresTestDatabase.configuration()
+        defer { Task { await PostgresTestDatabase.drop(configuration) } }
+        let store = try await EventStore.open(postgres: configuration)
+        try await appendCounted(store, 3)
+        try await store.consumer(named: "mail").commit(through: 1)
+        try await store.close()
+        let log = try await PostgresLog.open(configuration)
+        #expect(try log.verify().isIntact)
+        let s = configuration.schema
+        _ = try await sql(configuration, #"UPDATE "\#(s)".consumers SET committed = 99 WHERE name = 'mail' RETURNING id"#, as: Int32.self)
+        let id = try await sql(configuration, #"SELECT id FROM "\#(s)".consumers WHERE name = 'mail'"#, as: Int32.self)
+        _ = try await sql(configuration, #"INSERT INTO "\#(s)".consumer_parked VALUES (\#(id[0]), -1, 's', 't', 'e', 'x', 1, 0) RETURNING position"#, as: Int64.self)
+        let problems = try log.verify().problems.map(\.description)
+        #expect(problems.count == 2, "\(problems)")
+        #expect(problems.allSatisfy { $0.contains("consumer \"mail\"") })
+        try await log.close()
+    }
+
     @Test("a database failure is typed: the server unreachable says unavailable, a refused statement its SQLSTATE")
     func typedDatabaseFailure() async throws {
         let configuration = try PostgresTestDatabase.configuration()
