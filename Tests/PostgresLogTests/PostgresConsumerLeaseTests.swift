@@ -4,7 +4,6 @@ import EventKernelTestSupport
 import EventLog
 import Foundation
 import PostgresLog
-import Synchronization
 import Testing
 
 /// An error whose description holds a NUL and a backslash, as a handler's error may.
@@ -53,7 +52,7 @@ struct PostgresConsumerLeaseTests {
         let store = try await EventStore.open(postgres: configuration)
         try await appendCounted(store, 1)
         let consumer = try store.consumer(named: "target", options: ConsumerOptions(checkpoint: .handler))
-        let handled = Counter()
+        let handled = TestCounter()
         let run = Task { try await consumer.run { batch in handled.add(batch.count) } }
         #expect(try await eventually { handled.value == 1 })
         #expect(try await endLeaseSession(configuration, "target"))
@@ -248,10 +247,4 @@ struct PostgresConsumerLeaseTests {
     }
 }
 
-/// A count one task adds to and another reads.
-final class Counter: Sendable {
-    private let count = Mutex(0)
-    func add(_ n: Int) { count.withLock { $0 += n } }
-    var value: Int { count.withLock { $0 } }
-}
 #endif
