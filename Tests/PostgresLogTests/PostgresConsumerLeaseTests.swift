@@ -45,6 +45,23 @@ struct PostgresConsumerLeaseTests {
         try await store.close()
     }
 
+    @Test("a held lease is confirmed by the server: events() goes on past the confirmation interval")
+    func heldLeaseIsConfirmed() async throws {
+        let configuration = try PostgresTestDatabase.configuration()
+        defer { Task { await PostgresTestDatabase.drop(configuration) } }
+        let store = try await EventStore.open(postgres: configuration)
+        try await appendCounted(store, 1)
+        let consumer = try store.consumer(named: "target", options: ConsumerOptions(checkpoint: .handler))
+        var events = consumer.events().makeAsyncIterator()
+        #expect(try await events.next()?.position == 0)
+        for round in 1...2 {
+            try await Task.sleep(for: .milliseconds(1100))
+            try await appendCounted(store, 1)
+            #expect(try await events.next()?.position == LogPosition(round))
+        }
+        try await store.close()
+    }
+
     @Test("a run with a handler-owned checkpoint stops with leaseLost within a batch of losing its lease, though it never writes (coverage: the closed socket alone shows it here)")
     func runNoticesALostLease() async throws {
         let configuration = try PostgresTestDatabase.configuration()
