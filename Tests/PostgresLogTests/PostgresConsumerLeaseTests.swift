@@ -172,6 +172,19 @@ struct PostgresConsumerLeaseTests {
         try await store.close()
     }
 
+    @Test("tasks opening one name at once (opened outside the store's consumer lock) all get the one instance")
+    func concurrentOpensShareOneInstance() async throws {
+        let configuration = try PostgresTestDatabase.configuration()
+        defer { Task { await PostgresTestDatabase.drop(configuration) } }
+        let store = try await EventStore.open(postgres: configuration)
+        let opened = try await withThrowingTaskGroup(of: ObjectIdentifier.self) { group in
+            for _ in 0..<6 { group.addTask { ObjectIdentifier(try store.consumer(named: "mail")) } }
+            return try await group.reduce(into: Set<ObjectIdentifier>()) { $0.insert($1) }
+        }
+        #expect(opened.count == 1)
+        try await store.close()
+    }
+
     @Test("a parked event whose error holds NUL and backslashes is parked and read back as it was")
     func parkedTextWithNUL() async throws {
         let configuration = try PostgresTestDatabase.configuration()

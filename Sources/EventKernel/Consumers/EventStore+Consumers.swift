@@ -1,3 +1,5 @@
+import KernelPrimitives
+
 extension EventStore {
     /// A named consumer of this store's events: where it starts, how far it got, what it parked.
     ///
@@ -34,20 +36,36 @@ extension EventStore {
     /// The consumer, and whether this call opened it (rather than finding it open).
     private func openConsumer(named name: String, startingAt start: ConsumerStart,
                               options: ConsumerOptions) throws -> (consumer: Consumer, opened: Bool) {
-        try openConsumers.withLock { (open) throws -> (consumer: Consumer, opened: Bool) in
-            // Checked under this lock, which the close takes after marking the store closed: a
-            // consumer opened here is either released by the close or never opened, so its lock
-            // (a lease other instances wait for) is never kept by a closed store.
-            if commit.withLock({ $0.closed }) { throw RepositoryError.closed }
+        if commit.withLock({ $0.closed }) { throw RepositoryError.closed }
+        let gate = consumerGates.withLock { gates -> Locked<Void> in
+            if let gate = gates[name] { return gate }
+            let gate = Locked(())
+            gates[name] = gate
+            return gate
+        }
+        return try gate.withLock { (_) throws -> (consumer: Consumer, opened: Bool) in
             // One that lost its lease (a log shared by instances) is opened anew: it takes the
             // lease again, or finds another instance holding it. The old handle keeps its own
             // (lost) lease, so it writes nothing through the new one.
-            if let consumer = open[name], consumer.lock?.isHeld != false {
+            let found = try openConsumers.withLock { (open) throws -> Consumer? in
+                if commit.withLock({ $0.closed }) { throw RepositoryError.closed }
+                guard let consumer = open[name], consumer.lock?.isHeld != false else { return nil }
                 guard consumer.options == options else { throw ConsumerError.openWithOtherOptions(consumer: name) }
-                return (consumer, false)
+                return consumer
             }
+            if let found { return (found, false) }
             let consumer = try Consumer(store: self, name: name, start: start, options: options)
-            open[name] = consumer
+            // Checked under the lock the close takes after marking the store closed: a consumer
+            // opened here is either released by the close or by this, never kept by a closed
+            // store (its lock is a lease other instances wait for).
+            try openConsumers.withLock { (open) throws in
+                if commit.withLock({ $0.closed }) {
+                    consumer.state.withLock { $0.closed = true }
+                    consumer.lock?.release()
+                    throw RepositoryError.closed
+                }
+                open[name] = consumer
+            }
             return (consumer, true)
         }
     }

@@ -38,6 +38,10 @@ public final class EventStore: Sendable {
     let commitSignal = CommitSignal()
     /// The consumers open on this store, one per name (their locks are released at close).
     let openConsumers = Locked<[String: Consumer]>([:])
+    /// One gate per consumer name, held while that name is being opened: opening (a lease's
+    /// connection, a checkpoint read) happens outside ``openConsumers``, so a slow database
+    /// holds up only the callers opening the same name, never the store's close or other names.
+    let consumerGates = Locked<[String: Locked<Void>]>([:])
 
     struct Admission { var closed = false }
 
