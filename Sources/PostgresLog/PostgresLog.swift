@@ -68,9 +68,15 @@ public final class PostgresLog: SharedRecordLog {
     /// The table the records live in, for messages.
     var table: String { "\(configuration.schema).events" }
 
-    private init(configuration: Configuration, logID: String, head: LogView, client: PostgresClient, reader: BlockingReader, logger: Logger) {
+    /// The version the schema is at: ``PostgresSchema/currentVersion`` once prepared; lower
+    /// when opened without preparing (``Configuration/preparesSchema``), the later versions'
+    /// tables then missing (a version 1 schema has no consumers' tables).
+    let schemaRevision: Int
+
+    private init(configuration: Configuration, logID: String, schemaRevision: Int, head: LogView, client: PostgresClient, reader: BlockingReader, logger: Logger) {
         self.configuration = configuration
         self.logID = logID
+        self.schemaRevision = schemaRevision
         self.view = Locked(head)
         self.client = client
         self.reader = reader
@@ -95,9 +101,10 @@ public final class PostgresLog: SharedRecordLog {
         // name, rather than in a pool that retries for a minute.
         let connection = try await reader.connect()
         let logID: String
+        let schemaRevision: Int
         let head: LogView
         do {
-            logID = try await PostgresSchema.prepare(on: connection, configuration: configuration, logger: logger)
+            (logID, schemaRevision) = try await PostgresSchema.prepare(on: connection, configuration: configuration, logger: logger)
             var found: (Int64, Int64?, Int64?) = (0, nil, nil)
             let rows = try await connection.query(PostgresQuery(unsafeSQL: #"SELECT next_position, min_recorded_at, max_recorded_at FROM "\#(configuration.schema)".head"#), logger: logger)
             for try await row in rows.decode((Int64, Int64?, Int64?).self) { found = row }
@@ -113,7 +120,7 @@ public final class PostgresLog: SharedRecordLog {
         var background = logger
         background.logLevel = max(background.logLevel, .notice)
         let client = PostgresClient(configuration: configuration.clientConfiguration(), eventLoopGroup: group, backgroundLogger: background)
-        let log = PostgresLog(configuration: configuration, logID: logID, head: head, client: client, reader: reader, logger: logger)
+        let log = PostgresLog(configuration: configuration, logID: logID, schemaRevision: schemaRevision, head: head, client: client, reader: reader, logger: logger)
         log.start()
         return log
     }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import EventLog
 @testable import EventKernel
@@ -8,13 +7,6 @@ import EventKernelTestSupport
 /// `EventStore.consumer(named:startingAt:options:waitingForLease:)` on a store directory: it
 /// waits while another holder has the consumer's lock file (as `tail --consumer` does), takes it
 /// once released, and stops on cancellation and on the store's close.
-/// Set by the task that took the consumer.
-final class TakenFlag: Sendable {
-    private let value = Mutex(false)
-    func set() { value.withLock { $0 = true } }
-    var isSet: Bool { value.withLock { $0 } }
-}
-
 @Suite("Consumers: waiting for a consumer another holder has")
 struct ConsumerLeaseWaitTests {
     @Test("waits while another holder has the lock file, then takes the consumer at its committed position")
@@ -28,7 +20,7 @@ struct ConsumerLeaseWaitTests {
         let reopened = try EventStore.open(at: directory.url, snapshotPolicy: .never)
         let other = try ConsumerLock(consumer: "mail", in: ConsumerDirectory(storeDirectory: directory.url))
         #expect(throws: ConsumerError.self) { try reopened.consumer(named: "mail") }
-        let taken = TakenFlag()
+        let taken = TestFlag()
         let waiting = Task {
             let consumer = try await reopened.consumer(named: "mail", waitingForLease: .milliseconds(20))
             taken.set()

@@ -4,20 +4,11 @@ import EventKernelTestSupport
 import EventLog
 import Foundation
 import PostgresLog
-import Synchronization
 import Testing
 
-/// Appends `count` events (batches of at most 10) to `store`.
+/// Appends `count` events to `store`, to streams `Counted/e0`, `Counted/e1`, ... (each call from `e0`).
 func appendCounted(_ store: EventStore, _ count: Int) async throws {
-    var done = 0
-    while done < count {
-        let n = min(10, count - done)
-        try await store.append((0..<n).map { i in
-            PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1,
-                                      stream: StreamID("Counted", .string("e\(done + i)")), payload: [1]))
-        })
-        done += n
-    }
+    try await appendDistinctEvents(store, count)
 }
 
 /// The session name a consumer's lease takes (`PostgresConsumerStorage.applicationName`): how a
@@ -27,13 +18,6 @@ func leaseSession(_ configuration: PostgresLog.Configuration, _ consumer: String
 }
 
 struct HandlerFailure: Error {}
-
-/// A flag one task sets and another reads.
-final class Flag: Sendable {
-    private let value = Mutex(false)
-    func set() { value.withLock { $0 = true } }
-    var isSet: Bool { value.withLock { $0 } }
-}
 
 /// Issue 29, item 6: named consumers on PostgreSQL: the committed position and the parked
 /// events live in the shared database, and one instance at a time holds a consumer (a lease).
@@ -128,7 +112,7 @@ struct PostgresConsumerTests {
         // Another consumer is not held by it.
         _ = try b.consumer(named: "other")
 
-        let taken = Flag()
+        let taken = TestFlag()
         let waiting = Task {
             let consumer = try await b.consumer(named: "index", waitingForLease: .milliseconds(100))
             taken.set()
@@ -208,12 +192,15 @@ struct PostgresConsumerTests {
         let s = configuration.schema
         _ = try await sql(configuration, #"DROP FUNCTION "\#(s)".replace_parked"#, as: String.self)
         _ = try await sql(configuration, #"DROP TABLE "\#(s)".consumer_parked, "\#(s)".consumers"#, as: String.self)
+        _ = try await sql(configuration, #"DELETE FROM "\#(s)".meta WHERE key = 'schema_revision' RETURNING key"#, as: String.self)
         _ = try await sql(configuration, #"UPDATE "\#(s)".meta SET value = '1' WHERE key = 'schema_version' RETURNING key"#, as: String.self)
         let store = try await EventStore.open(postgres: configuration)
         try await appendCounted(store, 2)
         try await store.consumer(named: "mail").commit(through: 1)
         #expect(try store.consumerNames() == ["mail"])
-        #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_version'"#, as: String.self) == ["2"])
+        // Version 2 only adds tables: a version 1 build (which checks schema_version) still opens the log.
+        #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_version'"#, as: String.self) == ["1"])
+        #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_revision'"#, as: String.self) == ["2"])
         try await store.close()
     }
 

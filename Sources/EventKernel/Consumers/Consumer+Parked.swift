@@ -79,7 +79,7 @@ extension Consumer {
             var list = try store.consumerStorage.parked(named: name)
             let before = list
             try change(&list)
-            if list != before { try store.consumerStorage.writeParked(list, named: name) }
+            if list != before { try store.consumerStorage.writeParked(list, named: name, under: lock) }
         }
     }
 }

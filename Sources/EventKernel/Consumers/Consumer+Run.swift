@@ -25,7 +25,8 @@ extension Consumer {
     ///   ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)`` (until a reset),
     ///   ``ConsumerError/fileFailed(path:reason:)`` (a commit or park could not be written),
     ///   ``ConsumerError/leaseLost(consumer:reason:)`` (a store over a shared log no longer
-    ///   holds the consumer: checked before each batch and by each commit),
+    ///   holds the consumer: confirmed with the database before each batch, at most about once a
+    ///   second, and by each commit),
     ///   ``RepositoryError/storage(_:)`` (the log cannot be read), `CancellationError` when the
     ///   task is cancelled while retrying.
     nonisolated(nonsending) public func run(batchSize: Int? = nil, handler: (_ events: [EventEnvelope]) async throws -> Void) async throws {
@@ -78,8 +79,6 @@ extension Consumer {
                 await commitEnding()
                 return
             }
-            // Another instance may hold the consumer now: stop before handling more.
-            if let lost = leaseLost() { throw lost }
             guard state.withLock({ $0.generation }) == generation else {
                 readFromCommitted()
                 continue

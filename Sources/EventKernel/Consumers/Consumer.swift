@@ -72,10 +72,13 @@ public final class Consumer: Sendable {
                 let problem = try checkpoint.bindingProblem(in: store.log, end: store.nextPosition)
                 state = Locked(State(committed: checkpoint.committed, problem: problem))
             } else {
+                if let files = store.consumerFilesBeside, try files.checkpoint(named: name) != nil || !files.parked(named: name).isEmpty {
+                    throw ConsumerError.checkpointElsewhere(consumer: name, path: files.url.path, location: store.consumerStorage.location)
+                }
                 // Written now: a consumer created at `.end` and killed before its first commit
                 // must resume where it was created, not at a later end.
                 let committed = try Self.resolve(start, in: store, consumer: name)
-                try store.consumerStorage.write(try ConsumerCheckpoint.bound(name: name, committed: committed, in: store.log))
+                try store.consumerStorage.write(try ConsumerCheckpoint.bound(name: name, committed: committed, in: store.log), under: lock)
                 state = Locked(State(committed: committed))
             }
         }
@@ -98,8 +101,11 @@ public final class Consumer: Sendable {
     ///
     /// Iterating throws ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)`` or
     /// ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)`` when the stored
-    /// checkpoint does not fit the log (until ``reset(to:)``), and ``RepositoryError/storage(_:)``
-    /// when the log cannot be read.
+    /// checkpoint does not fit the log (until ``reset(to:)``), ``RepositoryError/storage(_:)``
+    /// when the log cannot be read, and, on a log several instances share,
+    /// ``ConsumerError/leaseLost(consumer:reason:)`` when this store no longer holds the
+    /// consumer's lease (confirmed with the database before each batch is read, at most about
+    /// once a second), or ``ConsumerError/databaseFailed(location:cause:)`` when that check fails.
     public func events() -> ConsumerEvents { ConsumerEvents(reader: ConsumerReader(consumer: self, from: committed)) }
 
     /// Marks every event through `position` as handled, durably before it returns: under
@@ -133,12 +139,47 @@ public final class Consumer: Sendable {
             if let generation, generation != state.generation { return false }
             if let problem = state.problem { throw problem }
             guard position + 1 > state.committed else { return true }
-            if let checkpoint { try store.consumerStorage.write(checkpoint) }
+            if let checkpoint { try store.consumerStorage.write(checkpoint, under: lock) }
             state.committed = position + 1
             return true
         }
         store.instrumentation?.consumerLag(consumer: name, lag: lag)
         return done
+    }
+
+    /// The fencing token of this store's lease on the consumer (a log several instances share):
+    /// each instance that takes the lease gets a greater one than every holder before it.
+    /// With ``CheckpointOwner/handler``, store it with the position in the target's own
+    /// transaction and make that transaction compare and set it (`... WHERE stored_epoch <= $epoch`):
+    /// a write from an instance that lost the lease, still running before it learns so, is
+    /// then refused by the target. `nil` when the store needs no lease (a directory or memory).
+    public var leaseEpoch: Int64? { lock?.lease?.epoch }
+
+    /// Confirms with the database that this store still holds the consumer's lease (rate-limited:
+    /// ``ConsumerLease/confirm()``); nothing to confirm once the store closed the consumer.
+    /// - Throws: ``ConsumerError/leaseLost(consumer:reason:)``, ``ConsumerError/databaseFailed(location:cause:)``.
+    func confirmLease() throws {
+        guard let lock, !state.withLock({ $0.closed }) else { return }
+        do {
+            try lock.confirm()
+        } catch {
+            // Released by a close meanwhile: the reader ends at its next look.
+            if state.withLock({ $0.closed }) { return }
+            throw error
+        }
+    }
+
+    /// Gives the consumer up without closing the store: its lease (or lock file) is released,
+    /// so another instance standing by takes it, and the store forgets it (a later
+    /// ``EventStore/consumer(named:startingAt:options:)`` opens it anew). A run or an
+    /// ``events()`` loop on it ends at its next batch; a commit still on its way writes nothing.
+    /// Closing twice does nothing.
+    public func close() {
+        store.openConsumers.withLock { open in
+            if open[name] === self { open[name] = nil }
+        }
+        state.withLock { $0.closed = true }
+        lock?.release()
     }
 
     /// ``ConsumerError/leaseLost(consumer:reason:)`` when the store is open but no longer
@@ -154,15 +195,20 @@ public final class Consumer: Sendable {
     /// problem (``ConsumerError/checkpointOffHistory(consumer:committed:reason:)``).
     /// - Parameter start: The new position (``ConsumerStart/end``: skip everything committed so far).
     /// - Throws: ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)``,
-    ///   ``ConsumerError/fileFailed(path:reason:)``, ``RepositoryError/storage(_:)``; for a
+    ///   ``ConsumerError/fileFailed(path:reason:)``, ``RepositoryError/storage(_:)``,
+    ///   ``ConsumerError/leaseLost(consumer:reason:)`` when this store no longer holds the
+    ///   consumer's lease (a log several instances share); for a
     ///   ``ConsumerStart/checkpoint(_:)`` that does not fit the log,
     ///   ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)`` or
     ///   ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``.
     public func reset(to start: ConsumerStart) throws {
+        // With a handler-owned checkpoint nothing is written here: asked, so an instance that
+        // lost the lease does not move a consumer another holds.
+        try confirmLease()
         let position = try Self.resolve(start, in: store, consumer: name)
         let checkpoint = options.checkpoint == .store ? try ConsumerCheckpoint.bound(name: name, committed: position, in: store.log) : nil
         try state.withLock { (state) throws in
-            if let checkpoint { try store.consumerStorage.write(checkpoint) }
+            if let checkpoint { try store.consumerStorage.write(checkpoint, under: lock) }
             state.committed = position
             state.generation += 1
             state.problem = nil

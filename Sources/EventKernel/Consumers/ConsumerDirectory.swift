@@ -117,6 +117,16 @@ public struct ConsumerDirectory: Sendable {
         }
     }
 
+    /// As ``write(_:)``: the lock file is held by its process, whichever handle wrote.
+    package func write(_ checkpoint: ConsumerCheckpoint, under lock: ConsumerLock?) throws(ConsumerError) {
+        try write(checkpoint)
+    }
+
+    /// As ``writeParked(_:named:)``: the lock file is held by its process, whichever handle wrote.
+    package func writeParked(_ events: [ParkedEvent], named name: String, under lock: ConsumerLock?) throws(ConsumerError) {
+        try writeParked(events, named: name)
+    }
+
     /// Takes the consumer's lock (see ``ConsumerLock``).
     package func lock(consumer name: String) throws(ConsumerError) -> ConsumerLock? {
         try ConsumerLock(consumer: name, in: self)

@@ -35,8 +35,19 @@ public enum ConsumerError: Error, Hashable, Sendable, CustomStringConvertible {
     /// (``EventStore/consumer(named:startingAt:options:waitingForLease:)``) to go on.
     case leaseLost(consumer: String, reason: String)
     /// The database that keeps the consumers of a shared log could not be read or written
-    /// (`location`: the server and schema).
-    case databaseFailed(location: String, reason: String)
+    /// (`location`: the server and schema; `cause`: the log's error code and the server's
+    /// SQLSTATE, to tell an unreachable server from a refused statement).
+    case databaseFailed(location: String, cause: ConsumerDatabaseFailure)
+    /// The consumer has a checkpoint or parked events in the store directory's `consumers/`
+    /// (kept there by an earlier build) but none where the store keeps its consumers now (a
+    /// shared log's database, `location`): starting it afresh would deliver from its start
+    /// again, or skip. Carry its position over (`eventkernel consumers reset --postgres URL
+    /// NAME --to POSITION`, or ``Consumer/reset(to:)``) and remove the files.
+    case checkpointElsewhere(consumer: String, path: String, location: String)
+    /// A consumer's row in a shared log's database holds what no EventKernel writes (a
+    /// negative position, a checksum out of range): nothing in it is used. The database's
+    /// counterpart of ``damagedFile(path:reason:)``.
+    case damagedRow(location: String, consumer: String, reason: String)
 
     public var description: String {
         switch self {
@@ -58,7 +69,35 @@ public enum ConsumerError: Error, Hashable, Sendable, CustomStringConvertible {
         case .notParked(let consumer, let position): "consumer \"\(consumer)\" has no parked event at position \(position)"
         case .leaseLost(let consumer, let reason):
             "consumer \"\(consumer)\" lost its lease (\(reason)): nothing more is committed by this instance; another may be processing it now: open the consumer again to go on"
-        case .databaseFailed(let location, let reason): "the consumers' tables at \(location) could not be read or written: \(reason)"
+        case .databaseFailed(let location, let cause): "the consumers' tables at \(location) could not be read or written: \(cause)"
+        case .checkpointElsewhere(let consumer, let path, let location):
+            "consumer \"\(consumer)\" has a checkpoint or parked events in \(path) but none in \(location), where this store keeps its consumers: carry its position over (eventkernel consumers reset --postgres URL \(consumer) --to POSITION) and remove its files there"
+        case .damagedRow(let location, let consumer, let reason):
+            "consumer \"\(consumer)\"'s row in \(location) is damaged: \(reason); reset the consumer (eventkernel consumers reset) to write a new one"
         }
     }
+}
+
+/// Why a shared log's database failed a consumer's read or write, as values a caller can act on.
+public struct ConsumerDatabaseFailure: Hashable, Sendable, CustomStringConvertible {
+    /// The log's error code (``LogError/Code``): ``LogError/Code/unavailable`` or
+    /// ``LogError/Code/closed`` when the server could not be reached (try again later),
+    /// ``LogError/Code/io`` when it refused the statement.
+    public let code: LogError.Code
+    /// The server's SQLSTATE when it refused the statement (`57014`: canceled by a timeout).
+    public let sqlState: String?
+    /// The whole message: what was being done, where, and what the server or driver said.
+    public let message: String
+
+    /// A failure with `code`, the server's `sqlState` if any, and `message`.
+    public init(code: LogError.Code, sqlState: String?, message: String) {
+        self.code = code
+        self.sqlState = sqlState
+        self.message = message
+    }
+
+    /// Whether the database could not be reached (rather than refusing what was asked).
+    public var isUnavailable: Bool { code == .unavailable || code == .closed }
+
+    public var description: String { message }
 }

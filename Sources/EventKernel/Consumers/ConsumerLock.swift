@@ -60,6 +60,21 @@ package final class ConsumerLock: Sendable {
         }
     }
 
+    /// The lease this lock wraps (`nil` for a lock file): a log's storage writes through it.
+    package var lease: (any ConsumerLease)? {
+        switch holder {
+        case .file: nil
+        case .lease(let lease): lease
+        }
+    }
+
+    /// Confirms with whoever grants the lock that it is still held: a lock file always is; a
+    /// lease asks its server (at most about once a second: ``ConsumerLease/confirm()``).
+    /// - Throws: ``ConsumerError/leaseLost(consumer:reason:)`` when the lease is gone.
+    package func confirm() throws(ConsumerError) {
+        if case .lease(let lease) = holder { try lease.confirm() }
+    }
+
     /// Releases the lock now (the store's close; a lock file stays open until the last handle goes).
     package func release() {
         switch holder {
@@ -82,4 +97,12 @@ package protocol ConsumerLease: Sendable {
     var isHeld: Bool { get }
     /// Gives the lease up (idempotent).
     func release()
+    /// The fencing token: bumped each time any instance takes this consumer's lease, so a
+    /// later holder's is always greater than an earlier one's.
+    var epoch: Int64 { get }
+    /// Checks with the server that the lease is still held (rate-limited: a check made less
+    /// than about a second ago stands), so a holder whose session ended learns it before it
+    /// handles more.
+    /// - Throws: ``ConsumerError/leaseLost(consumer:reason:)`` when it is not.
+    func confirm() throws(ConsumerError)
 }

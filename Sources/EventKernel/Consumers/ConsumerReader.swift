@@ -28,8 +28,10 @@ struct ConsumerReader: Sendable {
         while !Task.isCancelled {
             if let problem = consumer.state.withLock({ $0.problem }) { throw problem }
             let (end, closed) = store.commit.withLock { ($0.nextPosition, $0.closed) }
-            if closed { return nil }
+            if closed || consumer.state.withLock({ $0.closed }) { return nil }
             if handedOut < read.count {
+                // Another instance may hold the consumer now: stop before it is handled.
+                try consumer.confirmLease()
                 // The whole read at once when it fits (no copy), else the next `limit` of it.
                 if handedOut == 0 && read.count <= limit {
                     defer { read = [] }

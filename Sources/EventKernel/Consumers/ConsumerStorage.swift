@@ -6,21 +6,30 @@ import KernelPrimitives
 /// store directory (``ConsumerDirectory``), memory for an in-memory store, or what the log
 /// offers (``ConsumerStorageSource``: tables beside a PostgreSQL log, shared by its instances).
 ///
-/// Writes are made while the consumer's lock (``lock(consumer:)``) is held, by its holder.
+/// Writes are made while the consumer's lock (``lock(consumer:)``) is held, by its holder,
+/// which passes that lock: a log's storage writes through that very lease (never through
+/// another lease this process took later for the same name), so a handle whose lease ended
+/// writes nothing.
 package protocol ConsumerStorage: Sendable {
     /// The consumer's checkpoint, or `nil` when it has none yet.
     func checkpoint(named name: String) throws(ConsumerError) -> ConsumerCheckpoint?
-    /// Replaces the consumer's checkpoint durably.
-    func write(_ checkpoint: ConsumerCheckpoint) throws(ConsumerError)
+    /// Replaces the consumer's checkpoint durably, as the holder of `lock`.
+    func write(_ checkpoint: ConsumerCheckpoint, under lock: ConsumerLock?) throws(ConsumerError)
     /// The consumer's parked events, in position order.
     func parked(named name: String) throws(ConsumerError) -> [ParkedEvent]
-    /// Replaces the consumer's parked events durably.
-    func writeParked(_ events: [ParkedEvent], named name: String) throws(ConsumerError)
+    /// Replaces the consumer's parked events durably, as the holder of `lock`.
+    func writeParked(_ events: [ParkedEvent], named name: String, under lock: ConsumerLock?) throws(ConsumerError)
     /// The names of the consumers with a checkpoint or parked events, sorted.
     func names() throws(ConsumerError) -> [String]
     /// Takes the consumer's lock for as long as the result lives (`nil`: nothing to share),
     /// without waiting: ``ConsumerError/inUse(consumer:path:)`` when another holder has it.
     func lock(consumer name: String) throws(ConsumerError) -> ConsumerLock?
+    /// Where the consumers are kept, for messages.
+    var location: String { get }
+}
+
+extension ConsumerStorage {
+    package var location: String { "the store" }
 }
 
 /// A log that keeps its store's consumers itself (a log several instances share keeps them
@@ -40,9 +49,9 @@ final class ConsumerMemory: ConsumerStorage {
     private let state = Locked(State())
 
     func checkpoint(named name: String) -> ConsumerCheckpoint? { state.withLock { $0.checkpoints[name] } }
-    func write(_ checkpoint: ConsumerCheckpoint) { state.withLock { $0.checkpoints[checkpoint.name] = checkpoint } }
+    func write(_ checkpoint: ConsumerCheckpoint, under lock: ConsumerLock?) { state.withLock { $0.checkpoints[checkpoint.name] = checkpoint } }
     func parked(named name: String) -> [ParkedEvent] { state.withLock { $0.parked[name] ?? [] } }
-    func writeParked(_ events: [ParkedEvent], named name: String) { state.withLock { $0.parked[name] = events } }
+    func writeParked(_ events: [ParkedEvent], named name: String, under lock: ConsumerLock?) { state.withLock { $0.parked[name] = events } }
     func names() -> [String] { state.withLock { Set($0.checkpoints.keys).union($0.parked.keys).sorted() } }
     // Nothing outside this process can see an in-memory store.
     func lock(consumer name: String) -> ConsumerLock? { nil }

@@ -1,3 +1,5 @@
+import KernelPrimitives
+
 extension EventStore {
     /// A named consumer of this store's events: where it starts, how far it got, what it parked.
     ///
@@ -21,27 +23,50 @@ extension EventStore {
     ///   other options; ``ConsumerError/inUse(consumer:path:)`` when another process holds the
     ///   consumer's lock (or, over a shared log, another instance its lease: wait for it with
     ///   ``consumer(named:startingAt:options:waitingForLease:)``);
-    ///   ``ConsumerError/databaseFailed(location:reason:)`` when a shared log's database fails;
+    ///   ``ConsumerError/databaseFailed(location:cause:)`` when a shared log's database fails, ``ConsumerError/damagedRow(location:consumer:reason:)`` for a row no EventKernel writes;
     ///   ``RepositoryError/closed`` once the store is closed; ``ConsumerError/invalidName(_:reason:)``, ``ConsumerError/damagedFile(path:reason:)``,
     ///   ``ConsumerError/fileFailed(path:reason:)``, ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)``,
     ///   ``RepositoryError/storage(_:)`` (a start date, or the check of a
     ///   stored checkpoint against the log, needs the log read).
     public func consumer(named name: String, startingAt start: ConsumerStart = .beginning,
                          options: ConsumerOptions = ConsumerOptions()) throws -> Consumer {
-        try openConsumers.withLock { (open) throws -> Consumer in
-            // Checked under this lock, which the close takes after marking the store closed: a
-            // consumer opened here is either released by the close or never opened, so its lock
-            // (a lease other instances wait for) is never kept by a closed store.
-            if commit.withLock({ $0.closed }) { throw RepositoryError.closed }
+        try openConsumer(named: name, startingAt: start, options: options).consumer
+    }
+
+    /// The consumer, and whether this call opened it (rather than finding it open).
+    private func openConsumer(named name: String, startingAt start: ConsumerStart,
+                              options: ConsumerOptions) throws -> (consumer: Consumer, opened: Bool) {
+        if commit.withLock({ $0.closed }) { throw RepositoryError.closed }
+        let gate = consumerGates.withLock { gates -> Locked<Void> in
+            if let gate = gates[name] { return gate }
+            let gate = Locked(())
+            gates[name] = gate
+            return gate
+        }
+        return try gate.withLock { (_) throws -> (consumer: Consumer, opened: Bool) in
             // One that lost its lease (a log shared by instances) is opened anew: it takes the
-            // lease again, or finds another instance holding it.
-            if let consumer = open[name], consumer.lock?.isHeld != false {
+            // lease again, or finds another instance holding it. The old handle keeps its own
+            // (lost) lease, so it writes nothing through the new one.
+            let found = try openConsumers.withLock { (open) throws -> Consumer? in
+                if commit.withLock({ $0.closed }) { throw RepositoryError.closed }
+                guard let consumer = open[name], consumer.lock?.isHeld != false else { return nil }
                 guard consumer.options == options else { throw ConsumerError.openWithOtherOptions(consumer: name) }
                 return consumer
             }
+            if let found { return (found, false) }
             let consumer = try Consumer(store: self, name: name, start: start, options: options)
-            open[name] = consumer
-            return consumer
+            // Checked under the lock the close takes after marking the store closed: a consumer
+            // opened here is either released by the close or by this, never kept by a closed
+            // store (its lock is a lease other instances wait for).
+            try openConsumers.withLock { (open) throws in
+                if commit.withLock({ $0.closed }) {
+                    consumer.state.withLock { $0.closed = true }
+                    consumer.lock?.release()
+                    throw RepositoryError.closed
+                }
+                open[name] = consumer
+            }
+            return (consumer, true)
         }
     }
 
@@ -59,23 +84,43 @@ extension EventStore {
     ///   - name: The consumer's name (as ``consumer(named:startingAt:options:)``).
     ///   - start: Where a consumer with no committed position starts.
     ///   - options: Batch size, retries, failure policy, checkpoint owner.
-    ///   - pollInterval: How often to try again while another holder has it (at least 10 ms).
+    ///   - pollInterval: How often to try again while another holder has it (at least 100 ms:
+    ///     each try may open a connection to a shared log's database).
     /// - Returns: The consumer, held by this store, at its committed position.
     /// - Throws: What ``consumer(named:startingAt:options:)`` throws, except
-    ///   ``ConsumerError/inUse(consumer:path:)``, on which it waits; `CancellationError` when the
+    ///   ``ConsumerError/inUse(consumer:path:)``, on which it waits, and a shared log's database
+    ///   being unreachable (``ConsumerError/databaseFailed(location:cause:)`` with
+    ///   ``ConsumerDatabaseFailure/isUnavailable``: a restart, no free connection), on which it
+    ///   waits longer each time (up to 30 s) and tries again; `CancellationError` when the
     ///   task is cancelled while waiting; ``RepositoryError/closed`` when the store closes meanwhile.
     public func consumer(named name: String, startingAt start: ConsumerStart = .beginning,
                          options: ConsumerOptions = ConsumerOptions(), waitingForLease pollInterval: Duration) async throws -> Consumer {
+        let interval = max(pollInterval, .milliseconds(100))
+        var backoff = interval
         while true {
+            try Task.checkCancellation()
             do {
-                return try consumer(named: name, startingAt: start, options: options)
+                let (consumer, opened) = try openConsumer(named: name, startingAt: start, options: options)
+                // Cancelled while it was being opened (a blocking connect): the cancelled task
+                // would keep a lease others wait for, so the one this call took is given back.
+                if Task.isCancelled {
+                    if opened { consumer.close() }
+                    throw CancellationError()
+                }
+                return consumer
             } catch ConsumerError.inUse {
-                try await Task.sleep(for: max(pollInterval, .milliseconds(10)))
+                backoff = interval
+                try await Task.sleep(for: interval)
+            } catch ConsumerError.databaseFailed(_, let cause) where cause.isUnavailable {
+                // A standby outlives a database restart: it keeps waiting, less often.
+                backoff = min(backoff * 2, .seconds(30))
+                try await Task.sleep(for: backoff)
             }
         }
     }
 
-    /// Forgets the open consumers and releases their locks (at close).
+    /// Forgets the open consumers and releases their locks (at close; one consumer alone:
+    /// ``Consumer/close()``).
     func closeConsumers() {
         let consumers = openConsumers.withLock { open in
             defer { open.removeAll() }

@@ -30,10 +30,18 @@ public final class EventStore: Sendable {
     let versions = VersionTable()
     /// Where named consumers keep their committed positions and parked events.
     let consumerStorage: any ConsumerStorage
+    /// The directory's consumer files when the log keeps the consumers instead: a consumer
+    /// found there and not in the log's storage was kept by an earlier build, and is refused
+    /// rather than silently started afresh (``ConsumerError/checkpointElsewhere(consumer:path:location:)``).
+    let consumerFilesBeside: ConsumerDirectory?
     /// Wakes consumers waiting for commits (it carries no events).
     let commitSignal = CommitSignal()
     /// The consumers open on this store, one per name (their locks are released at close).
     let openConsumers = Locked<[String: Consumer]>([:])
+    /// One gate per consumer name, held while that name is being opened: opening (a lease's
+    /// connection, a checkpoint read) happens outside ``openConsumers``, so a slow database
+    /// holds up only the callers opening the same name, never the store's close or other names.
+    let consumerGates = Locked<[String: Locked<Void>]>([:])
 
     struct Admission { var closed = false }
 
@@ -97,8 +105,10 @@ public final class EventStore: Sendable {
         // (the directory is then this instance's own cache).
         if let source = log as? any ConsumerStorageSource {
             self.consumerStorage = source.makeConsumerStorage()
+            self.consumerFilesBeside = directory.map { ConsumerDirectory(storeDirectory: $0, fileIO: log.fileIO) }
         } else {
             self.consumerStorage = directory.map { ConsumerDirectory(storeDirectory: $0, fileIO: log.fileIO) } ?? ConsumerMemory()
+            self.consumerFilesBeside = nil
         }
         // A writer killed while writing a snapshot leaves its temporary file; the log's only
         // writer (no one else is writing one) removes them.

@@ -44,17 +44,21 @@ struct ConsumersCommand: AsyncParsableCommand {
     /// store over that log keeps them: a directory's `consumers/` files (its log opened
     /// read-only beside a running writer), or the tables a PostgreSQL log keeps in its schema
     /// (Docs/Consumers.md, "On PostgreSQL"), asked of the log the way the store asks it.
-    /// - Parameter body: Gets the storage, the log, its next position, and the directory for
-    ///   error messages (`nil` for PostgreSQL).
+    /// - Parameters:
+    ///   - writing: Whether `body` writes: a PostgreSQL log's schema is then created or
+    ///     migrated as a store would; else it is read as it is (a log at version 1 has no
+    ///     consumers), and a missing log is an error.
+    ///   - body: Gets the storage, the log, its next position, and the directory for error
+    ///     messages (`nil` for PostgreSQL).
     static func withConsumers<Layout, T>(
-        _ store: ReadableStoreArguments<Layout>,
+        _ store: ReadableStoreArguments<Layout>, writing: Bool = false,
         _ body: (_ storage: any ConsumerStorage, _ log: any RecordLog, _ end: LogPosition, _ files: URL?) throws -> T
     ) async throws -> T {
         guard store.postgresURL != nil else {
             let (log, end) = try logEnd(store.url)
             return try body(ConsumerDirectory(storeDirectory: store.url), log, end, store.url)
         }
-        let log = try await StoreLocation.openLog(store)
+        let log = try await StoreLocation.openLog(store, preparingSchema: writing)
         let result: Result<T, any Error>
         if let source = log as? any ConsumerStorageSource {
             result = Result { try body(source.makeConsumerStorage(), log, log.bounds.nextPosition, nil) }
@@ -69,13 +73,13 @@ struct ConsumersCommand: AsyncParsableCommand {
     /// opening a directory's log: the parked lists need no log, and stay readable beside a log
     /// that does not open.
     static func withStorage<Layout, T>(
-        _ store: ReadableStoreArguments<Layout>, _ body: (_ storage: any ConsumerStorage, _ files: URL?) throws -> T
+        _ store: ReadableStoreArguments<Layout>, writing: Bool = false, _ body: (_ storage: any ConsumerStorage, _ files: URL?) throws -> T
     ) async throws -> T {
         guard store.postgresURL != nil else {
             try StoreLocation.requireStore(store.url)
             return try body(ConsumerDirectory(storeDirectory: store.url), store.url)
         }
-        return try await withConsumers(store) { storage, _, _, files in try body(storage, files) }
+        return try await withConsumers(store, writing: writing) { storage, _, _, files in try body(storage, files) }
     }
 
     /// The consumer's name, checked.
@@ -106,27 +110,41 @@ struct ConsumersCommand: AsyncParsableCommand {
                 Column("committed_at", header: "committed at"), Column("problem", tableNull: ""),
             ])
             var damaged = false
+            // Every checkpoint is read first, then the log's end once: each row's lag is against
+            // the same end, and no checkpoint committed since the log was opened here (by its
+            // writer or another instance) is taken for one ahead of the log.
+            var read: [(cells: [JSONValue], checkpoint: ConsumerCheckpoint?)] = []
             for name in try withToolErrorsSync(store: files, { try directory.names() }) {
                 var cells: [JSONValue] = [.string(name), .null, .null, .null, .null, .null]
+                var checkpoint: ConsumerCheckpoint?
                 do {
-                    if let checkpoint = try directory.checkpoint(named: name) {
-                        // Committed since the log was opened here (by its writer or another
-                        // instance): judged against the log as it is now, not as it was.
-                        if checkpoint.committed > end, let shared = log as? any SharedRecordLog {
-                            end = try shared.refresh().nextPosition
-                        }
-                        cells[1] = .uint(checkpoint.committed)
-                        cells[2] = checkpoint.committed <= end ? .uint(end - checkpoint.committed) : .null
-                        cells[4] = .string(ISODate.format(checkpoint.committedAt))
+                    checkpoint = try directory.checkpoint(named: name)
+                    cells[3] = .int(Int64(try directory.parked(named: name).count))
+                } catch {
+                    // The database failing is no problem of this consumer's: the listing cannot be made.
+                    if case .databaseFailed = error { throw ToolError.from(error) }
+                    damaged = true
+                    cells[5] = .string("\(error)")
+                }
+                read.append((cells, checkpoint))
+            }
+            if !read.isEmpty, let shared = log as? any SharedRecordLog {
+                end = try withToolErrorsSync(store: files) { try shared.refresh().nextPosition }
+            }
+            for (var cells, checkpoint) in read {
+                if let checkpoint {
+                    cells[1] = .uint(checkpoint.committed)
+                    cells[2] = checkpoint.committed <= end ? .uint(end - checkpoint.committed) : .null
+                    cells[4] = .string(ISODate.format(checkpoint.committedAt))
+                    do {
                         if let problem = try checkpoint.bindingProblem(in: log, end: end) {
                             damaged = true
                             cells[5] = .string(problem.description)
                         }
+                    } catch {
+                        damaged = true
+                        cells[5] = .string("\(error)")
                     }
-                    cells[3] = .int(Int64(try directory.parked(named: name).count))
-                } catch {
-                    damaged = true
-                    cells[5] = .string("\(error)")
                 }
                 listing.rows.append(Listing.Row(cells))
             }
@@ -169,17 +187,18 @@ struct ConsumersCommand: AsyncParsableCommand {
         func run() async throws {
             let name = try ConsumersCommand.validName(store.operand ?? "")
             let start = try Self.start(to)
-            let (previous, position, end) = try await ConsumersCommand.withConsumers(store) { directory, log, end, files in
+            let (previous, position, end) = try await ConsumersCommand.withConsumers(store, writing: true) { directory, log, end, files in
                 // A damaged or ahead checkpoint is what reset is for: read it only to report it.
                 let previous = try? directory.checkpoint(named: name)
-                let position = try withToolErrorsSync(store: files) {
+                return try withToolErrorsSync(store: files) { () throws -> (ConsumerCheckpoint?, LogPosition, LogPosition) in
                     let lock = try directory.lock(consumer: name)
                     defer { withExtendedLifetime(lock) {} }
+                    // The log as it is now, not as it was when opened: a position appended since is valid.
+                    let end = try (log as? any SharedRecordLog)?.refresh().nextPosition ?? end
                     let position = try Consumer.resolve(start, in: log, end: end, consumer: name)
-                    try directory.write(try ConsumerCheckpoint.bound(name: name, committed: position, in: log))
-                    return position
+                    try directory.write(try ConsumerCheckpoint.bound(name: name, committed: position, in: log), under: lock)
+                    return (previous, position, end)
                 }
-                return (previous, position, end)
             }
             if output.resolved == .table {
                 print("consumer \(name): committed position \(previous.map { "\($0.committed)" } ?? "(none)") -> \(position) (lag \(end - position))")
@@ -209,7 +228,7 @@ struct ConsumersCommand: AsyncParsableCommand {
         func run() async throws {
             let name = try ConsumersCommand.validName(store.operand ?? "")
             if let skip {
-                let left = try await ConsumersCommand.withStorage(store) { directory, files in
+                let left = try await ConsumersCommand.withStorage(store, writing: true) { directory, files in
                     try withToolErrorsSync(store: files) { () throws -> Int in
                         // Read and written under the lock: no running consumer parks meanwhile.
                         let lock = try directory.lock(consumer: name)
@@ -217,7 +236,7 @@ struct ConsumersCommand: AsyncParsableCommand {
                         var parked = try directory.parked(named: name)
                         guard parked.contains(where: { $0.position == skip }) else { throw ConsumerError.notParked(consumer: name, position: skip) }
                         parked.removeAll { $0.position == skip }
-                        try directory.writeParked(parked, named: name)
+                        try directory.writeParked(parked, named: name, under: lock)
                         return parked.count
                     }
                 }

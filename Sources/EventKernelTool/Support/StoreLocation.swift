@@ -185,11 +185,18 @@ enum StoreLocation {
         #endif
     }
 
-    /// Opens the log alone, for reading: the segmented log read-only, or the PostgreSQL log.
-    static func openLog<Layout>(_ store: ReadableStoreArguments<Layout>) async throws -> any SharedRecordLog {
+    /// Opens the log alone, for reading: the segmented log read-only, or the PostgreSQL log,
+    /// which must exist and is opened as it is (its schema neither created nor migrated: a
+    /// read-only command must not leave a log older builds refuse, nor make an empty one
+    /// for a mistyped schema) unless `preparingSchema` (a command that writes, as a store does).
+    static func openLog<Layout>(_ store: ReadableStoreArguments<Layout>, preparingSchema: Bool = false) async throws -> any SharedRecordLog {
         if store.postgresURL != nil {
             #if PostgreSQL
-            do { return try await PostgresLog.open(try store.postgres()!, logger: logger) } catch { throw ToolError.from(error) }
+            do {
+                var configuration = try store.postgres()!
+                configuration.preparesSchema = preparingSchema
+                return try await PostgresLog.open(configuration, logger: logger)
+            } catch { throw ToolError.from(error) }
             #else
             throw ToolError.withoutPostgreSQL
             #endif

@@ -76,10 +76,11 @@ struct ToolError: Error, CustomStringConvertible {
             return ToolError(.badInput, error.description)
         case let error as ConsumerError:
             switch error {
-            case .damagedFile, .checkpointAheadOfLog, .checkpointOffHistory: return ToolError(.damage, error.description)
+            case .damagedFile, .damagedRow, .checkpointAheadOfLog, .checkpointOffHistory: return ToolError(.damage, error.description)
             case .fileFailed, .handlerFailed: return ToolError(.io, error.description)
+            case .databaseFailed(_, let cause) where !cause.isUnavailable: return ToolError(.io, error.description)
             case .inUse, .openWithOtherOptions, .leaseLost, .databaseFailed: return ToolError(.storeUnavailable, error.description)
-            case .invalidName, .positionOutOfRange, .notParked: return ToolError(.badInput, error.description)
+            case .invalidName, .positionOutOfRange, .notParked, .checkpointElsewhere: return ToolError(.badInput, error.description)
             }
         default:
             return ToolError(.io, "\(error)")

@@ -72,6 +72,10 @@ extension PostgresLog {
         public var compression: CompressionCodec
         /// The most connections the instance opens for appends, following and reads (at least 3).
         public var maximumConnections: Int
+        /// Whether opening creates the schema or migrates it to this EventKernel's version
+        /// (the default). `false` for tools that only read: the log must exist (else
+        /// ``LogError/Code/notAStore``) and is opened as it is, its schema never changed.
+        public var preparesSchema: Bool
 
         /// Creates a configuration.
         /// - Parameters:
@@ -100,6 +104,7 @@ extension PostgresLog {
             self.readPageSize = 4_096
             self.compression = .lz4
             self.maximumConnections = 6
+            self.preparesSchema = true
         }
 
         /// Parses a URL in libpq's form: `postgres://user:password@host:port/database`, with

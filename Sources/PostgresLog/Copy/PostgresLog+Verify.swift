@@ -67,7 +67,32 @@ extension PostgresLog {
         if report.records > 0, minimum != seenMin || maximum != seenMax {
             report.problems.append(LogError(.corruption, "the head's recorded-at range \(minimum.map(String.init) ?? "-")...\(maximum.map(String.init) ?? "-") is not the rows' \(seenMin.map(String.init) ?? "-")...\(seenMax.map(String.init) ?? "-") (nanoseconds)", file: "\(schema).head"))
         }
+        if schemaRevision >= 2 { try verifyConsumers(next: next, into: &report) }
         return report
+    }
+
+    /// Checks the consumers' rows (schema version 2) as a consumer reads them: committed
+    /// positions and parked positions within the log, anchor checksums that fit 32 bits,
+    /// attempts not negative. Each bad row is a problem naming the consumer.
+    private func verifyConsumers(next: Int64, into report: inout Verification) throws {
+        let schema = configuration.schema
+        let consumers = "\(schema).consumers", parked = "\(schema).consumer_parked"
+        var binds = PostgresBindings(capacity: 1)
+        binds.append(next)
+        for row in try reader.rows(PostgresQuery(unsafeSQL: """
+            SELECT name, committed, anchor_checksum FROM "\(schema)".consumers
+            WHERE committed < 0 OR committed > $1 OR anchor_checksum < 0 OR anchor_checksum > 4294967295 ORDER BY name
+            """, binds: binds), what: "verifying the consumers") {
+            let (name, committed, checksum) = try row.decode((String, Int64?, Int64?).self)
+            report.problems.append(LogError(.corruption, "consumer \"\(name)\"'s row holds committed position \(committed.map(String.init) ?? "null") and anchor checksum \(checksum.map(String.init) ?? "null") (the log's next position is \(next))", file: consumers))
+        }
+        for row in try reader.rows(PostgresQuery(unsafeSQL: """
+            SELECT c.name, p.position, p.attempts FROM "\(schema)".consumer_parked p JOIN "\(schema)".consumers c ON c.id = p.consumer_id
+            WHERE p.position < 0 OR p.position >= $1 OR p.attempts < 0 ORDER BY c.name, p.position
+            """, binds: binds), what: "verifying the consumers") {
+            let (name, position, attempts) = try row.decode((String, Int64, Int32).self)
+            report.problems.append(LogError(.corruption, "consumer \"\(name)\" has a parked event at position \(position) with \(attempts) attempts (the log's next position is \(next))", file: parked))
+        }
     }
 
     /// Facts about the log for `eventkernel inspect`, read from the server.
@@ -111,7 +136,7 @@ extension PostgresLog {
             types.append(try row.decode((String, Int64).self))
         }
         return Statistics(
-            schemaVersion: Int(facts["schema_version"] ?? "") ?? 0, createdAt: facts["created_at"], events: events, streams: streams,
+            schemaVersion: Int(facts["schema_revision"] ?? facts["schema_version"] ?? "") ?? 0, createdAt: facts["created_at"], events: events, streams: streams,
             transactions: transactions, eventTypes: types, storedPayloadBytes: stored, uncompressedPayloadBytes: uncompressed,
             tableBytes: bytes, firstRecordedAt: first.map(LogTimestamp.init(nanosecondsSince1970:)),
             lastRecordedAt: last.map(LogTimestamp.init(nanosecondsSince1970:)))

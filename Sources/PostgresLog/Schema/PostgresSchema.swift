@@ -6,7 +6,9 @@ import PostgresNIO
 /// The log's tables in PostgreSQL, versioned: created at the first open and migrated by later
 /// ones (Docs/ScaleOut.md, "The schema").
 ///
-/// - `meta`: key/value facts about the log: `schema_version`, `log_id`, `created_at`.
+/// - `meta`: key/value facts about the log: `schema_version` (the oldest schema version a
+///   reader must understand: what older builds check), `schema_revision` (the version the
+///   schema is at; missing before version 2, when it equals `schema_version`), `log_id`, `created_at`.
 /// - `head`: one row: the next position and the smallest and largest recorded-at times. Its row
 ///   lock is what serializes position assignment: an append transaction locks it first, so
 ///   positions follow commit order and a rolled-back transaction leaves no gap.
@@ -23,13 +25,18 @@ import PostgresNIO
 /// - `consumers` (version 2): one row per named consumer (Docs/Consumers.md, "On PostgreSQL"):
 ///   its id (the lease's advisory-lock key is built from it), name, and committed position
 ///   with what binds it to the log's history (the epoch, and the anchor: the timestamp and
-///   payload CRC-32C of the event before it); the position is null until the first commit.
+///   payload CRC-32C of the event before it); the position is null until the first commit;
+///   `lease_epoch`, the fencing token bumped each time an instance takes the consumer's lease.
 /// - `consumer_parked` (version 2): the consumers' parked events, one row each;
 ///   `replace_parked(...)` replaces a consumer's list in one statement (one transaction).
 enum PostgresSchema {
     /// The version this code writes and reads. Older schemas are migrated at open; a newer
     /// one is refused (the log was written by a newer EventKernel).
     static let currentVersion = 2
+    /// The oldest version whose readers can use a schema at ``currentVersion``: version 2 only
+    /// adds tables (the consumers'), so a version 1 build still opens the log (it checks
+    /// `schema_version`, which stays at this). A change older readers would misread raises it.
+    static let minimumReaderVersion = 1
 
     /// The statements that bring a schema from `version - 1` to `version`, in order.
     static func migration(to version: Int, schema s: String) -> [String] {
@@ -81,8 +88,9 @@ enum PostgresSchema {
             return [
                 """
                 CREATE TABLE "\(s)".consumers (
-                    id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                    id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY CHECK (id > 0),
                     name text COLLATE "C" NOT NULL UNIQUE,
+                    lease_epoch bigint NOT NULL DEFAULT 0,
                     committed bigint,
                     committed_at bigint,
                     history_epoch bigint,
@@ -245,46 +253,61 @@ enum PostgresSchema {
     }
 
     /// Creates or migrates the schema on `connection`, in one transaction under an advisory
-    /// lock (instances opening at once migrate one at a time; the others find it done).
-    /// - Returns: The log's id (a UUID made when the schema was created).
+    /// lock (instances opening at once migrate one at a time; the others find it done); with
+    /// ``PostgresLog/Configuration/preparesSchema`` off, only reads what is there.
+    /// - Returns: The log's id (a UUID made when the schema was created) and the version its
+    ///   schema is at (below ``currentVersion`` only when not prepared: then the tables of
+    ///   later versions are missing).
     /// - Throws: ``LogError`` with code ``LogError/Code/unsupportedVersion`` for a schema newer
-    ///   than this code, or the server's error.
-    static func prepare(on connection: PostgresConnection, configuration: PostgresLog.Configuration, logger: Logger) async throws -> String {
+    ///   than this code can read, ``LogError/Code/notAStore`` for a missing log that is not to
+    ///   be created, or the server's error.
+    static func prepare(on connection: PostgresConnection, configuration: PostgresLog.Configuration, logger: Logger) async throws -> (logID: String, revision: Int) {
         let s = configuration.schema
         try await connection.query("BEGIN", logger: logger)
         do {
-            // Two-key advisory lock: a fixed class ("EVKN") and the schema's hash.
-            try await connection.query(PostgresQuery(unsafeSQL: "SELECT pg_advisory_xact_lock(1163283278, hashtext($1))", binds: binds(s)), logger: logger)
-            try await connection.query(PostgresQuery(unsafeSQL: #"CREATE SCHEMA IF NOT EXISTS "\#(s)""#), logger: logger)
-            try await connection.query(PostgresQuery(unsafeSQL: #"CREATE TABLE IF NOT EXISTS "\#(s)".meta (key text PRIMARY KEY, value text NOT NULL)"#), logger: logger)
-            var found = 0
-            for try await value in try await connection.query(PostgresQuery(unsafeSQL: #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_version'"#), logger: logger).decode(String.self) {
-                found = Int(value) ?? Int.max
+            if configuration.preparesSchema {
+                // Two-key advisory lock: a fixed class ("EVKN") and the schema's hash.
+                try await connection.query(PostgresQuery(unsafeSQL: "SELECT pg_advisory_xact_lock(1163283278, hashtext($1))", binds: binds(s)), logger: logger)
+                try await connection.query(PostgresQuery(unsafeSQL: #"CREATE SCHEMA IF NOT EXISTS "\#(s)""#), logger: logger)
+                try await connection.query(PostgresQuery(unsafeSQL: #"CREATE TABLE IF NOT EXISTS "\#(s)".meta (key text PRIMARY KEY, value text NOT NULL)"#), logger: logger)
+            } else {
+                var exists = false
+                for try await found in try await connection.query(PostgresQuery(unsafeSQL: "SELECT to_regclass($1) IS NOT NULL", binds: binds("\"\(s)\".meta")), logger: logger).decode(Bool.self) {
+                    exists = found
+                }
+                guard exists else { throw LogError(.notAStore, "there is no EventKernel log in \(configuration) (no schema \"\(s)\" with its tables): check the URL's schema") }
             }
-            guard found <= currentVersion else {
-                throw LogError(.unsupportedVersion, "the log in \(configuration) has schema version \(found); this EventKernel reads up to version \(currentVersion): upgrade it")
+            var facts: [String: String] = [:]
+            for try await (key, value) in try await connection.query(PostgresQuery(unsafeSQL: #"SELECT key, value FROM "\#(s)".meta WHERE key IN ('schema_version', 'schema_revision', 'log_id')"#), logger: logger).decode((String, String).self) {
+                facts[key] = value
             }
-            if found < currentVersion {
-                for version in (found + 1)...currentVersion {
+            let readers = facts["schema_version"].map { Int($0) ?? Int.max } ?? 0
+            let revision = facts["schema_revision"].map { Int($0) ?? Int.max } ?? readers
+            guard readers <= currentVersion else {
+                throw LogError(.unsupportedVersion, "the log in \(configuration) has schema version \(readers); this EventKernel reads up to version \(currentVersion): upgrade it")
+            }
+            if revision < currentVersion, configuration.preparesSchema {
+                for version in (revision + 1)...currentVersion {
                     for statement in migration(to: version, schema: s) {
                         try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                     }
                 }
                 try await connection.query(PostgresQuery(unsafeSQL: """
-                    INSERT INTO "\(s)".meta (key, value) VALUES ('schema_version', $1)
+                    INSERT INTO "\(s)".meta (key, value) VALUES ('schema_version', $1), ('schema_revision', $2)
                     ON CONFLICT (key) DO UPDATE SET value = excluded.value
-                    """, binds: binds(String(currentVersion))), logger: logger)
+                    """, binds: binds(String(max(readers, minimumReaderVersion)), String(currentVersion))), logger: logger)
                 try await connection.query(PostgresQuery(unsafeSQL: """
                     INSERT INTO "\(s)".meta (key, value) VALUES ('log_id', gen_random_uuid()::text), ('created_at', now()::text)
                     ON CONFLICT (key) DO NOTHING
                     """), logger: logger)
-            }
-            var logID = ""
-            for try await value in try await connection.query(PostgresQuery(unsafeSQL: #"SELECT value FROM "\#(s)".meta WHERE key = 'log_id'"#), logger: logger).decode(String.self) {
-                logID = value
+                var logID = ""
+                for try await value in try await connection.query(PostgresQuery(unsafeSQL: #"SELECT value FROM "\#(s)".meta WHERE key = 'log_id'"#), logger: logger).decode(String.self) {
+                    logID = value
+                }
+                facts["log_id"] = logID
             }
             try await connection.query("COMMIT", logger: logger)
-            return logID
+            return (facts["log_id"] ?? "", configuration.preparesSchema ? max(revision, currentVersion) : revision)
         } catch {
             _ = try? await connection.query("ROLLBACK", logger: logger)
             throw error
