@@ -197,7 +197,7 @@ public final class ActivityProjection: Projection, RebuildableProjection, Stream
 
     /// Takes over `rebuilt`'s index, position and integrity issues in one step, then tells the
     /// observers (with no changes: everything may have changed). See
-    /// ``RebuildableProjection/replaceState(with:)`` and ``EventSourcedActivityRepository/rebuild(progress:)``.
+    /// `RebuildableProjection.replaceState(with:)` and ``EventSourcedActivityRepository/rebuild(progress:)``.
     public func replaceState(with rebuilt: ActivityProjection) {
         // Moved, not copied: were `rebuilt` to keep sharing the index's storage, the first
         // commit after the switch would copy the whole index under the commit lock.

@@ -80,9 +80,8 @@ public enum ConsumerError: Error, Hashable, Sendable, CustomStringConvertible {
 
 /// Why a shared log's database failed a consumer's read or write, as values a caller can act on.
 public struct ConsumerDatabaseFailure: Hashable, Sendable, CustomStringConvertible {
-    /// The log's error code (``LogError/Code``): ``LogError/Code/unavailable`` or
-    /// ``LogError/Code/closed`` when the server could not be reached (try again later),
-    /// ``LogError/Code/io`` when it refused the statement.
+    /// The log's error code (`LogError.Code`): `.unavailable` or `.closed` when the server
+    /// could not be reached (try again later), `.io` when it refused the statement.
     public let code: LogError.Code
     /// The server's SQLSTATE when it refused the statement (`57014`: canceled by a timeout).
     public let sqlState: String?
