@@ -63,6 +63,15 @@ import EventKernelTestSupport
 import PostgresLog
 #endif
 
+/// Appends the events' positions, one per line, to the side file `fd` and fsyncs it: a
+/// consumer's handler records what it handled durably before it returns, so the tests know
+/// the handled set at every kill.
+func recordHandled(_ events: [EventEnvelope], in fd: Int32) throws {
+    let text = events.map { "\($0.position)\n" }.joined()
+    let written = text.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) }
+    guard written == text.utf8.count, fsync(fd) == 0 else { throw POSIXError(.EIO) }
+}
+
 func say(_ line: String) {
     // Unbuffered: a parent that kills this process must see every acknowledgement.
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
@@ -141,9 +150,7 @@ case "consume":
                     failedOnce.insert(flaky.position)
                     throw POSIXError(.EBUSY)
                 }
-                let text = events.map { "\($0.position)\n" }.joined()
-                let written = text.utf8CString.withUnsafeBufferPointer { write(handled, $0.baseAddress, $0.count - 1) }
-                guard written == text.utf8.count, fsync(handled) == 0 else { throw POSIXError(.EIO) }
+                try recordHandled(events, in: handled)
                 say("ack \(events[events.count - 1].position)")
             }
         }
@@ -217,9 +224,7 @@ case "follow":
         if consumer.committed < total {
             try await Task {
                 try await consumer.run { events in
-                    let text = events.map { "\($0.position)\n" }.joined()
-                    let written = text.utf8CString.withUnsafeBufferPointer { write(handled, $0.baseAddress, $0.count - 1) }
-                    guard written == text.utf8.count, fsync(handled) == 0 else { throw POSIXError(.EIO) }
+                    try recordHandled(events, in: handled)
                     // Everything handled: end the run, which commits it.
                     if events[events.count - 1].position + 1 >= total { withUnsafeCurrentTask { $0?.cancel() } }
                 }

@@ -184,8 +184,9 @@ public final class Consumer: Sendable {
 
     /// ``ConsumerError/leaseLost(consumer:reason:)`` when the store is open but no longer
     /// holds the consumer's lock (a lease whose database session ended), else `nil`.
-    func leaseLost(closed: Bool? = nil) -> ConsumerError? {
-        guard let lock, !lock.isHeld, !(closed ?? state.withLock { $0.closed }) else { return nil }
+    /// - Parameter closed: Whether the consumer is closed, read by the caller under its lock.
+    func leaseLost(closed: Bool) -> ConsumerError? {
+        guard let lock, !lock.isHeld, !closed else { return nil }
         return .leaseLost(consumer: name, reason: "its session with the database that holds the lease ended")
     }
 
