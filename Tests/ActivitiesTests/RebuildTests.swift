@@ -12,6 +12,14 @@ private final class Shared: Sendable {
     let stopped = Mutex(false)
     let reports = Mutex<[RebuildProgress]>([])
     var isStopped: Bool { stopped.withLock { $0 } }
+    /// Readers that have made their first check.
+    let started = Mutex(0)
+    /// Waits until `count` readers have made a check: on a busy machine (the whole suite in
+    /// parallel) a reader task could otherwise first run after the rebuild, and the race the
+    /// test is about would not happen.
+    func waitForReaders(_ count: Int) async {
+        while started.withLock({ $0 }) < count { try? await Task.sleep(for: .milliseconds(1)) }
+    }
     func fail(_ message: String) { failures.withLock { $0.append(message) } }
 }
 
@@ -54,6 +62,7 @@ private final class Shared: Sendable {
                         shared.fail("reader \(reader): \(error)")
                     }
                     checks += 1
+                    if checks == 1 { shared.started.withLock { $0 += 1 } }
                     try? await Task.sleep(for: .microseconds(200))
                 }
                 return checks
@@ -72,6 +81,7 @@ private final class Shared: Sendable {
             return written
         }
 
+        await shared.waitForReaders(readers.count)
         try await repository.rebuild { report in shared.reports.withLock { $0.append(report) } }
         shared.stopped.withLock { $0 = true }
         var checks = 0

@@ -18,6 +18,14 @@ private final class Shared: Sendable {
     let failures = Mutex<[String]>([])
     let progress = Mutex<[RebuildProgress]>([])
     var isStopped: Bool { stopped.withLock { $0 } }
+    /// Readers that have made their first check.
+    let started = Mutex(0)
+    /// Waits until `count` readers have made a check: on a busy machine (the whole suite in
+    /// parallel) a reader task could otherwise first run after the rebuild, and the race the
+    /// test is about would not happen.
+    func waitForReaders(_ count: Int) async {
+        while started.withLock({ $0 }) < count { try? await Task.sleep(for: .milliseconds(1)) }
+    }
     func fail(_ message: String) { failures.withLock { if $0.count < 20 { $0.append(message) } } }
 }
 
@@ -81,6 +89,7 @@ private final class Shared: Sendable {
                         shared.fail("reader \(reader): query failed: \(error)")
                     }
                     checks += 1
+                    if checks == 1 { shared.started.withLock { $0 += 1 } }
                     try? await Task.sleep(for: .microseconds(200))
                 }
                 return checks
@@ -105,6 +114,7 @@ private final class Shared: Sendable {
             }
         }
 
+        await shared.waitForReaders(readers.count)
         try await repository.rebuild(indexes: Self.v2Indexes) { report in shared.progress.withLock { $0.append(report) } }
         let rebuildTime = ContinuousClock.now - started
         shared.stopped.withLock { $0 = true }
