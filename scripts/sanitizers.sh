@@ -35,6 +35,7 @@ seed_scratch() {
 }
 
 status=0
+failed=()
 for sanitizer in "${sanitizers[@]}"; do
   case $sanitizer in
     thread) scratch=.build/tsan ;;
@@ -49,8 +50,19 @@ for sanitizer in "${sanitizers[@]}"; do
   bash scripts/swiftpm.sh build --build-tests "${args[@]}"
   built=$(date +%s)
   echo "== $sanitizer: testing (EVENTKERNEL_TEST_SCALE=$EVENTKERNEL_TEST_SCALE${FILTER:+, filter $FILTER})"
-  if ! bash scripts/swiftpm.sh test --skip-build "${args[@]}" ${FILTER:+--filter "$FILTER"}; then status=1; fi
+  # The output is kept in a file as well, so that a failure is named again at the very end:
+  # CI shows the tail of a run, and the thread run's failures would be above the address run's.
+  log="$scratch/test-output.log"
+  if ! bash scripts/swiftpm.sh test --skip-build "${args[@]}" ${FILTER:+--filter "$FILTER"} 2>&1 | tee "$log"; then
+    status=1
+    failed+=("$sanitizer")
+  fi
   end=$(date +%s)
   echo "== $sanitizer: build $((built - start)) s, tests $((end - built)) s, total $((end - start)) s"
+done
+for sanitizer in "${failed[@]}"; do
+  case $sanitizer in thread) scratch=.build/tsan ;; address) scratch=.build/asan ;; esac
+  echo "== $sanitizer: FAILED; its failing tests and sanitizer reports ($scratch/test-output.log has the whole output):"
+  grep -E -A3 '✘|^(WARNING|ERROR): (ThreadSanitizer|AddressSanitizer)|^SUMMARY: |Fatal error|fatalError|Crash' "$scratch/test-output.log" | head -80 || true
 done
 exit $status
