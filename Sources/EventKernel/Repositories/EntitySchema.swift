@@ -30,6 +30,8 @@ public struct EntitySchema<Entity: Codable & Sendable>: Sendable {
         var many: @Sendable ([UInt8]) throws -> [Entity]
     }
     private var decoders: [UInt16: Decoder] = [:]
+    /// The field events registered (``recording(_:)``), by name.
+    var fieldEvents: [String: RegisteredFieldEvent<Entity>] = [:]
 
     /// Creates a schema at `version` (bump it whenever `Entity`'s coding changes, and add an
     /// upcaster from the old version).

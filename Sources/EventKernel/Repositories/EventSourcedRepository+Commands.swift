@@ -39,6 +39,45 @@ extension EventSourcedRepository {
         command.append(try event("added", stream.entityID, entity))
     }
 
+    /// Sets one property of an existing entity by a field event, as part of `command`: the log
+    /// records `"<typeName>.<name>"` with the value alone.
+    /// - Parameters:
+    ///   - event: The field event; it must be registered on the repository's schema
+    ///     (``EntitySchema/recording(_:)``).
+    ///   - value: The property's new value.
+    ///   - id: The entity's id; it must exist.
+    ///   - expectedVersion: When given, the entity's version must be this (see
+    ///     ``version(of:)``), or the command fails with a conflict instead of retrying.
+    ///   - command: The command the change joins (``EventStore/execute(maxAttempts:_:)``).
+    /// - Throws: ``RepositoryError/notFound(_:)``; ``RepositoryError/misuse(_:)`` with
+    ///   ``Misuse/Code/unregisteredFieldEvent`` for an event the schema does not hold; the
+    ///   validator's error (it sees the entity with the new value).
+    public func apply<Value>(
+        _ event: FieldEvent<Entity, Value>, _ value: Value, to id: Entity.ID, expectedVersion: UInt64? = nil,
+        in command: inout CommandContext
+    ) throws {
+        try checkUsable()
+        // Read once: a rebuild may switch the schema, and the version must be the encoder's.
+        let schema = self.schema
+        guard let registered = schema.fieldEvents[event.name], registered.keyPath == event.keyPath as AnyKeyPath else {
+            throw RepositoryError.misuse(Misuse(.unregisteredFieldEvent,
+                "the field event \"\(event.name)\" (setting \(event.keyPath)) is not registered on the schema of \(typeName)"))
+        }
+        let stream = stream(of: id)
+        try checkOnce(stream, in: command)
+        guard var entity = current(stream, in: &command) else { throw RepositoryError.notFound(stream.entityID) }
+        entity[keyPath: event.keyPath] = value
+        try validate?(entity)
+        var payload: [UInt8] = []
+        try event.encode(value, &payload)
+        let encoded = EncodedEvent(eventType: "\(typeName).\(event.name)", schemaVersion: schema.version, stream: stream, payload: payload)
+        if let expectedVersion {
+            command.append(encoded, expectedVersion: expectedVersion)
+        } else {
+            command.append(encoded)
+        }
+    }
+
     /// Replaces `entity` as part of `command`.
     /// - Parameters:
     ///   - entity: The new value; an entity with its id must exist.

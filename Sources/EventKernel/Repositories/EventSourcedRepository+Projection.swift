@@ -4,9 +4,11 @@
 extension EventSourcedRepository {
     /// What `prepare` computes for one event outside every lock: the decoded (upcast) entity
     /// and its index keys, or `nil` for a deletion.
-    struct Prepared: Sendable {
-        var entity: Entity
-        var keys: [IndexKey]
+    enum Prepared: Sendable {
+        /// The whole entity (added or updated) and its keys.
+        case entity(Entity, keys: [IndexKey])
+        /// A field event's write, applied to the entity the table holds when folded.
+        case field(FieldWrite<Entity>)
     }
 
     static func keys(of entity: Entity, _ indexes: [EntityIndex<Entity>], ends: [@Sendable (Entity) -> IndexValue]) -> [IndexKey] {
@@ -59,6 +61,7 @@ extension EventSourcedRepository {
     ) -> ProjectedState<State> {
         let ends = intervalEnds(indexes)
         let added = typeName + ".added", updated = typeName + ".updated", deleted = typeName + ".deleted"
+        let fieldEvents = Dictionary(uniqueKeysWithValues: schema.fieldEvents.values.map { (typeName + "." + $0.name, $0) })
         return ProjectedState<State>(
             name: "repository:\(typeName)", schemaVersion: snapshotLayoutVersion, initial: State(indexes: indexes),
             encode: { table in try encodeSnapshot(table, schema: schema, indexes: indexes) },
@@ -70,18 +73,31 @@ extension EventSourcedRepository {
                 switch envelope.eventType {
                 case added, updated:
                     let entity = try schema.decode(envelope.payload, schemaVersion: envelope.schemaVersion, id: envelope.entityID)
-                    return Prepared(entity: entity, keys: keys(of: entity, indexes, ends: ends))
+                    return .entity(entity, keys: keys(of: entity, indexes, ends: ends))
                 case deleted:
                     return nil
                 default:
-                    throw EventDecodingError.unknownEventType(envelope.eventType, entityType: typeName)
+                    guard let field = fieldEvents[envelope.eventType] else {
+                        throw EventDecodingError.unknownEventType(envelope.eventType, entityType: typeName)
+                    }
+                    return .field(try field.decode(envelope.payload, envelope.schemaVersion))
                 }
             },
             fold: { table, envelope, prepared in
                 guard envelope.stream.entityType == typeName else { return }
-                if let prepared {
-                    table.upsert(prepared.entity, id: envelope.entityID, version: envelope.entityVersion, keys: prepared.keys)
-                } else {
+                switch prepared {
+                case .entity(let entity, let keys)?:
+                    table.upsert(entity, id: envelope.entityID, version: envelope.entityVersion, keys: keys)
+                case .field(let write)?:
+                    // The entity as the log stood before this event is only known here: the
+                    // write and the new keys are made under the lock (a key path's store, and
+                    // the indexed properties' reads: no closure of the domain's).
+                    guard var entity = table[envelope.entityID] else {
+                        throw EventDecodingError.noEntityForFieldEvent(eventType: envelope.eventType, stream: envelope.stream)
+                    }
+                    write.apply(&entity)
+                    table.upsert(entity, id: envelope.entityID, version: envelope.entityVersion, keys: keys(of: entity, indexes, ends: ends))
+                case nil:
                     table.remove(envelope.entityID, version: envelope.entityVersion)
                 }
             },

@@ -22,6 +22,20 @@ extension EventSourcedRepository {
         try await store.execute { try self.update(entity, expectedVersion: expectedVersion, in: &$0) }
     }
 
+    /// Sets one property of an existing entity by a field event (``FieldEvent``), in a command
+    /// of its own. See ``apply(_:_:to:expectedVersion:in:)``.
+    /// - Parameters:
+    ///   - event: The field event, registered on the repository's schema.
+    ///   - value: The property's new value.
+    ///   - id: The entity's id; it must exist.
+    ///   - expectedVersion: When given, the entity's version must be this, or the call fails
+    ///     with ``RepositoryError/conflict(stream:expected:actual:)``.
+    /// - Throws: ``RepositoryError/notFound(_:)``, ``RepositoryError/misuse(_:)`` for an
+    ///   unregistered event, the validator's error.
+    public func apply<Value>(_ event: FieldEvent<Entity, Value>, _ value: Value, to id: Entity.ID, expectedVersion: UInt64? = nil) async throws {
+        try await store.execute { try self.apply(event, value, to: id, expectedVersion: expectedVersion, in: &$0) }
+    }
+
     /// Inserts or replaces an entity (an upsert). Concurrent saves of one entity all succeed,
     /// in commit order: the last one committed is the entity's state, and its history shows all.
     /// - Throws: The validator's error, storage errors.

@@ -80,6 +80,8 @@ public struct Misuse: Error, Hashable, Sendable, CustomStringConvertible {
         /// that is not a fresh one of the same name, or while another rebuild of it is under way
         /// (``EventStore/rebuild(_:from:progress:)``).
         case invalidRebuild
+        /// A field event not registered on the repository's schema (``EntitySchema/recording(_:)``).
+        case unregisteredFieldEvent
     }
 
     /// The rule broken.
@@ -148,6 +150,9 @@ public enum EventDecodingError: Error, Hashable, Sendable, CustomStringConvertib
     case unknownEventType(String, entityType: String)
     /// The event type's schema version is neither the current one nor one with an upcaster.
     case unknownSchemaVersion(UInt16, eventType: String, current: UInt16)
+    /// A field event (``FieldEvent``) of a stream whose entity does not exist at that point of
+    /// the log: only a writer that bypassed the repository's commands can append one.
+    case noEntityForFieldEvent(eventType: String, stream: StreamID)
 
     public var description: String {
         switch self {
@@ -155,6 +160,8 @@ public enum EventDecodingError: Error, Hashable, Sendable, CustomStringConvertib
             "unknown event type \"\(type)\" for entity type \(entityType)"
         case .unknownSchemaVersion(let version, let type, let current):
             "event type \"\(type)\" schema version \(version) is unknown to this codec (current \(current)); register an upcaster"
+        case .noEntityForFieldEvent(let type, let stream):
+            "the field event \"\(type)\" sets a property of \(stream), which does not exist at that point of the log"
         }
     }
 }
