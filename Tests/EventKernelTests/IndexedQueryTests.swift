@@ -407,7 +407,7 @@ import EventKernelTestSupport
         }
         func slots(_ rows: IndexedRows, _ number: Int) -> [Int32] {
             var slots: [Int32] = []
-            let entries = rows.indexes[number].entries
+            let entries = rows.indexes[number]
             entries.scan(from: entries.startPosition, to: entries.endPosition, reversed: false) { slots.append($0.slot); return true }
             return slots
         }

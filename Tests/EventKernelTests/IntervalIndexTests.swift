@@ -409,7 +409,7 @@ import EventKernelTestSupport
         // Open intervals are not in the histogram: they are found through the open entries.
         try await spans.add(Span(id: UUID(), kind: 0, start: Self.day0 - 1e9, end: nil, tick: 0, until: nil, weight: 0))
         #expect(bound() == 64)
-        #expect(spans.projection.state.rows.intervals[0].open.entries.count == 1)
+        #expect(spans.projection.state.rows.intervals[0].open.count == 1)
         // Durations that are not finite numbers leave the scan unbounded rather than wrong.
         #expect(IntervalIndex.bucket(start: .double(0), end: .double(.infinity)) == 63)
         #expect(IntervalIndex.bucket(start: .double(0), end: .double(.nan)) == 63)
@@ -435,7 +435,7 @@ import EventKernelTestSupport
         miscounted.intervals[0].buckets[7] += 1
         #expect(miscounted.intervalInvariantViolations().contains { $0.contains("interval index 0: the histogram") })
         var lostOpen = rows
-        lostOpen.intervals[1].open.entries = lostOpen.intervals[0].open.entries
+        lostOpen.intervals[1].open = lostOpen.intervals[0].open
         #expect(lostOpen.intervalInvariantViolations().contains { $0.contains("interval index 1: the open entries are not the rows without an end (1 entries, 1 rows, 1 of them missing)") })
         #expect(rows.keyInvariantViolations() == [])
         var movedKey = rows
@@ -445,7 +445,7 @@ import EventKernelTestSupport
         lostEnd.ends.removeLast()
         #expect(lostEnd.keyInvariantViolations() == ["3 interval ends for 2 slots of 2"])
         var lostEntry = rows
-        lostEntry.indexes[2].entries.remove(at: lostEntry.indexes[2].entries.startPosition)
+        lostEntry.indexes[2].remove(at: lostEntry.indexes[2].startPosition)
         #expect(lostEntry.keyInvariantViolations() == ["index 2: 1 entries for 2 rows"])
     }
     #endif

@@ -129,19 +129,14 @@ extension IndexedRows {
         for j in intervals.indices {
             let interval = intervals[j]
             var buckets = [Int](repeating: 0, count: 64)
-            var open = ChunkedSortedArray<KeyedSlot>.Builder()
-            let entries = indexes[interval.number].entries
-            entries.scan(from: entries.startPosition, to: entries.endPosition, reversed: false) { entry in
-                let end = intervalEnd(entry.slot, interval)
-                if case .null = end {
-                    open.append(entry)
-                } else {
-                    buckets[IntervalIndex.bucket(start: intervalStart(entry.slot, interval), end: end)] += 1
-                }
-                return true
+            let open = indexes[interval.number].filtered { slot in
+                let end = intervalEnd(slot, interval)
+                if case .null = end { return true }
+                buckets[IntervalIndex.bucket(start: intervalStart(slot, interval), end: end)] += 1
+                return false
             }
             intervals[j].buckets = buckets
-            intervals[j].open.entries = open.finish()
+            intervals[j].open = open
         }
     }
 }

@@ -210,18 +210,19 @@ extension IndexedRows {
         // Each index is built from the rows alone, so they are built in parallel (serially,
         // restoring three indexes of a million rows was a quarter of a snapshot open).
         let rows = self
-        let built = Locked([Result<ChunkedSortedArray<KeyedSlot>, BinaryDecodingError>?](repeating: nil, count: names.count))
+        let built = Locked([Result<IndexStorage, BinaryDecodingError>?](repeating: nil, count: names.count))
         DispatchQueue.concurrentPerform(iterations: names.count) { number in
             let result = Result { () throws(BinaryDecodingError) in try rows.restoredEntries(ofIndex: number, name: names[number], order: orders[names[number]]) }
             built.withLock { $0[number] = result }
         }
-        for (number, result) in built.withLock({ $0 }).enumerated() { indexes[number].entries = try result!.get() }
+        for (number, result) in built.withLock({ $0 }).enumerated() { indexes[number] = try result!.get() }
         if !intervals.isEmpty { rebuildIntervals() }
     }
 
     /// The entries of index `number`: from its stored `order` (checked, not trusted), else by one sort.
-    private func restoredEntries(ofIndex number: Int, name: String, order: [Int32]?) throws(BinaryDecodingError) -> ChunkedSortedArray<KeyedSlot> {
-        let storage = indexes[number], all = keysOf(index: number)
+    private func restoredEntries(ofIndex number: Int, name: String, order: [Int32]?) throws(BinaryDecodingError) -> IndexStorage {
+        var storage = indexes[number]
+        let all = keysOf(index: number)
         if let order, order.count != heads.count {
             throw BinaryDecodingError(.invalidValue("index \(name) holds \(order.count) of \(heads.count) entities"), at: 0)
         }
@@ -242,8 +243,7 @@ extension IndexedRows {
                 throw BinaryDecodingError(.invalidValue("index \(name) out of order"), at: 0)
             }
         }
-        var built = ChunkedSortedArray<KeyedSlot>.Builder()
-        for entry in entries { built.append(entry) }
-        return built.finish()
+        storage.replaceEntries(withSorted: entries)
+        return storage
     }
 }

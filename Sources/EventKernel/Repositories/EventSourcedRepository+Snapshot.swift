@@ -48,7 +48,7 @@ extension EventSourcedRepository {
         writer.writeVarint(UInt64(indexes.count))
         for (number, index) in indexes.enumerated() {
             writer.writeString(index.name)
-            let entries = rows.indexes[number].entries
+            let entries = rows.indexes[number]
             entries.scan(from: entries.startPosition, to: entries.endPosition, reversed: false) { entry in
                 writer.writeVarint(UInt64(ordinals[Int(entry.slot)]))
                 return true
