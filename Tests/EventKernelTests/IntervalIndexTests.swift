@@ -439,7 +439,8 @@ import EventKernelTestSupport
         #expect(lostOpen.intervalInvariantViolations().contains { $0.contains("interval index 1: the open entries are not the rows without an end (1 entries, 1 rows, 1 of them missing)") })
         #expect(rows.keyInvariantViolations() == [])
         var movedKey = rows
-        movedKey.keys[0] = IndexKey(.int(9), .double(0))
+        let moved = IndexKey(.int(9), .double(0))
+        movedKey.columns[0].set(0, moved, normalized: NormalizedKey(moved, descending: movedKey.indexes[0].descending))
         #expect(movedKey.keyInvariantViolations() == ["index 0: 1 entries do not encode their row's key, sequence or a live slot"])
         var lostEnd = rows
         lostEnd.ends.removeLast()

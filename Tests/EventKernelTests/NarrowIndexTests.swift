@@ -12,15 +12,21 @@ import EventKernelTestSupport
     struct Fixture {
         var storage: IndexStorage
         var keys: [IndexKey] = []
+        var column: KeyColumn
 
-        init(descending: Bool) { storage = IndexStorage(descending: [descending]) }
+        init(descending: Bool) {
+            storage = IndexStorage(descending: [descending])
+            column = KeyColumn(descending: [descending])
+        }
 
-        var all: IndexStorage.Keys { IndexStorage.Keys(all: keys, width: 1, number: 0) }
+        var all: IndexStorage.Keys { IndexStorage.Keys(column: column) }
 
         mutating func insert(_ value: IndexValue) {
             keys.append(IndexKey(value))
             let slot = Int32(keys.count - 1)
+            column.set(slot, keys[Int(slot)], normalized: NormalizedKey(keys[Int(slot)], descending: storage.descending))
             storage.insert(keys[Int(slot)], sequence: UInt64(slot), slot: slot, keys: all)
+            #expect(column.isNarrow == storage.isNarrow, "the column and the entries widen together")
         }
 
         mutating func remove(slot: Int32) {
@@ -138,6 +144,40 @@ import EventKernelTestSupport
         #if EVENTKERNEL_INTERNAL_CHECKS
         #expect(fixture.storage.invariantViolations(keys: fixture.all) == [])
         #endif
+    }
+
+    /// A row's key read back from its column finds the same entry: it encodes exactly as the
+    /// stored key, and compares equal to it (NaN aside: every NaN reads back as one NaN).
+    @Test(arguments: [false, true])
+    func narrowKeysReadBackAsTheirValues(descending: Bool) {
+        let strings: [IndexValue] = [.string(""), .string("a"), .string("ab\u{0}"), .string("\u{0}\u{0}"), .string("é"), .string("abcdef")]
+        let values = Self.doubles + Self.integers + Self.booleans + strings
+        for value in values {
+            var column = KeyColumn(descending: [descending])
+            let key = IndexKey(value), encoded = NormalizedKey(key, descending: [descending])
+            column.set(0, key, normalized: encoded)
+            #expect(column.isNarrow, "\(value) fits nine bytes")
+            let back = column[0]
+            let reencoded = NormalizedKey(back, descending: [descending])
+            #expect(reencoded.w0 == encoded.w0 && reencoded.w1 == encoded.w1 && reencoded.length == encoded.length, "\(value) read back as \(back.first)")
+            if case .double(let d) = value, d.isNaN {
+                if case .double(let e) = back.first { #expect(e.isNaN) } else { Issue.record("NaN read back as \(back.first)") }
+            } else {
+                #expect(IndexValue.compare(back.first, value) == 0, "\(value) read back as \(back.first)")
+                #expect(column.component(0, 0) == back.first)
+            }
+        }
+        // A key that does not fit moves the whole column to whole keys, the others read back.
+        var column = KeyColumn(descending: [descending])
+        for (slot, value) in [IndexValue.int(-7), .string("ab"), .string("longer than nine bytes")].enumerated() {
+            let key = IndexKey(value)
+            column.set(Int32(slot), key, normalized: NormalizedKey(key, descending: [descending]))
+        }
+        #expect(!column.isNarrow && column.count == 3)
+        #expect(column[0].first == .int(-7) && column[1].first == .string("ab") && column[2].first == .string("longer than nine bytes"))
+        column.restore([IndexKey(.int(1)), IndexKey(.null)])
+        #expect(column.isNarrow && column.count == 2 && column[1].first == .null)
+        #expect(!KeyColumn(descending: [false, true]).isNarrow)
     }
 
     /// Restoring (``IndexStorage/replaceEntries(withSorted:)``) picks the representation from

@@ -68,8 +68,7 @@ struct SequencedSlot: Sendable {
 ///
 /// Entries hold keys' encodings, not their components: a comparison that the first 32 bytes
 /// of two encodings do not decide (keys longer than that, tied) compares the components, which
-/// the table keeps by slot and hands in as `keys` (the key of slot `s` in index `number` is
-/// `keys[s * width + number]`).
+/// the table keeps by slot and hands in as `keys` (the index's ``KeyColumn``).
 ///
 /// Two representations behind one interface: an index of one component starts with 24-byte
 /// ``NarrowSlot`` entries and keeps them while every key's encoding fits 9 bytes (numbers,
@@ -172,11 +171,9 @@ struct IndexStorage: Sendable {
 
     /// Where the components of the entries' keys are: what a tie on long keys compares.
     struct Keys {
-        let all: [IndexKey]
-        let width: Int
-        let number: Int
+        let column: KeyColumn
 
-        func of(_ slot: Int32) -> IndexKey { all[Int(slot) * width + number] }
+        func of(_ slot: Int32) -> IndexKey { column[slot] }
     }
 
     /// A key being searched for: its components and its encoding.

@@ -113,9 +113,8 @@ extension IndexedRows {
     /// Untracks the row in `slot` when `newKeys` change an interval index's start or end.
     /// - Returns: Whether it did (the caller then tracks it again once the keys are stored).
     mutating func untrackChangedIntervals(_ slot: Int32, newKeys: [IndexKey]) -> Bool {
-        let base = Int(slot) * width
         let changed = intervals.contains { interval in
-            let old = keys[base + interval.number], new = newKeys[interval.number]
+            let old = key(slot, interval.number), new = newKeys[interval.number]
             return !indexes[interval.number].sameKey(old, new)
                 || IndexValue.compare(intervalEnd(slot, interval), newKeys[width + interval.column].first) != 0
         }

@@ -47,7 +47,7 @@ extension IndexedRows {
 
     /// What is wrong with the declared indexes' entries against the rows, empty when nothing
     /// is: each index holds one entry per row, for a live slot, with that row's sequence, and
-    /// encoding the key the row keeps for it (``keys``); and the row keeps an end per interval
+    /// encoding the key the row keeps for it (``columns``); and the row keeps an end per interval
     /// index (``ends``). What an upsert that moves an entry, or one that leaves it because the key
     /// is the same, must preserve.
     ///
@@ -56,8 +56,8 @@ extension IndexedRows {
     func keyInvariantViolations() -> [String] {
         var violations: [String] = []
         let live = Set(slotsByID.values)
-        if keys.count != heads.count * width {
-            violations.append("\(keys.count) keys for \(heads.count) slots of \(width)")
+        for number in columns.indices where columns[number].count != heads.count {
+            violations.append("index \(number): \(columns[number].count) keys for \(heads.count) slots")
         }
         if ends.count != heads.count * intervals.count {
             violations.append("\(ends.count) interval ends for \(heads.count) slots of \(intervals.count)")

@@ -36,16 +36,14 @@ struct IndexedRows: Sendable {
     /// The interval indexes' ends, histograms and open entries (see `IndexedRows+Intervals.swift`);
     /// empty for a repository without one, whose paths then skip them after one check.
     var intervals: [IntervalIndex]
-    /// Keys per slot: one per declared index.
+    /// The number of declared indexes.
     let width: Int
     /// By slot; a free slot's head is stale.
     var heads: [RowHead] = []
-    /// By slot, ``width`` keys per slot (slot × width + index number): one array for all rows
-    /// rather than one per row.
-    var keys: [IndexKey] = []
-    /// By slot, each interval index's end (slot × intervals.count + ``IntervalIndex/column``).
-    /// Apart from ``keys`` because an end is one value: a 24-byte `IndexValue` rather than a
-    /// 56-byte `IndexKey` per row and interval index.
+    /// Per declared index, each slot's key in it (a free slot's is stale).
+    var columns: [KeyColumn]
+    /// By slot, each interval index's end (slot × intervals.count + ``IntervalIndex/column``):
+    /// a 24-byte `IndexValue` per row and interval index.
     var ends: [IndexValue] = []
     var freeSlots: [Int32] = []
     var slotsByID: [EntityID: Int32] = [:]
@@ -65,6 +63,7 @@ struct IndexedRows: Sendable {
         self.fields = fields
         self.declaration = Self.declarationNumber(fields, intervalEnds)
         self.indexes = fields.map { IndexStorage(descending: $0.map(\.descending)) }
+        self.columns = fields.map { KeyColumn(descending: $0.map(\.descending)) }
         var intervals: [IntervalIndex] = []
         for (number, end) in intervalEnds.enumerated() {
             guard let end else { continue }
@@ -113,10 +112,15 @@ struct IndexedRows: Sendable {
     }
 
     /// The key of the row in `slot` in index `number`.
-    func key(_ slot: Int32, _ number: Int) -> IndexKey { keys[Int(slot) * width + number] }
+    func key(_ slot: Int32, _ number: Int) -> IndexKey { columns[number][slot] }
 
     /// Where index `number`'s entries find their keys' components (for ties on long keys).
-    func keysOf(index number: Int) -> IndexStorage.Keys { IndexStorage.Keys(all: keys, width: width, number: number) }
+    func keysOf(index number: Int) -> IndexStorage.Keys { IndexStorage.Keys(column: columns[number]) }
+
+    /// Stores `key` as the key of `slot` in index `number` (appending a new slot).
+    private mutating func store(_ key: IndexKey, slot: Int32, index number: Int) {
+        columns[number].set(slot, key, normalized: NormalizedKey(key, descending: indexes[number].descending))
+    }
 
     /// Inserts or replaces the row of `id`.
     /// - Parameter newKeys: Its key in each declared index, then each interval index's end
@@ -127,13 +131,14 @@ struct IndexedRows: Sendable {
         let width = self.width
         if let slot = slotsByID[id] {
             let sequence = heads[Int(slot)].sequence
-            let base = Int(slot) * width
             // Checked once: a repository without an interval index does no more than this.
             let retrack = !intervals.isEmpty && untrackChangedIntervals(slot, newKeys: newKeys)
-            for i in 0..<indexes.count where !indexes[i].sameKey(keys[base + i], newKeys[i]) {
-                indexes[i].remove(keys[base + i], sequence: sequence, keys: keysOf(index: i))
+            for i in 0..<indexes.count {
+                let old = key(slot, i)
+                if indexes[i].sameKey(old, newKeys[i]) { continue }
+                indexes[i].remove(old, sequence: sequence, keys: keysOf(index: i))
                 indexes[i].insert(newKeys[i], sequence: sequence, slot: slot, keys: keysOf(index: i))
-                keys[base + i] = newKeys[i]
+                store(newKeys[i], slot: slot, index: i)
             }
             if retrack { trackIntervals(slot, newKeys: newKeys) }
             heads[Int(slot)].version = version
@@ -152,14 +157,13 @@ struct IndexedRows: Sendable {
         if let free = freeSlots.popLast() {
             slot = free
             heads[Int(slot)] = head
-            for i in 0..<width { keys[Int(slot) * width + i] = newKeys[i] }
             for j in intervals.indices { ends[Int(slot) * intervals.count + j] = newKeys[width + j].first }
         } else {
             slot = Int32(heads.count)
             heads.append(head)
-            keys.append(contentsOf: newKeys[..<width])
             for j in intervals.indices { ends.append(newKeys[width + j].first) }
         }
+        for i in 0..<width { store(newKeys[i], slot: slot, index: i) }
         slotsByID[id] = slot
         bySequence.appendSorted(SequencedSlot(sequence: sequence, slot: slot))
         for i in 0..<indexes.count { indexes[i].insert(newKeys[i], sequence: sequence, slot: slot, keys: keysOf(index: i)) }
@@ -188,7 +192,7 @@ struct IndexedRows: Sendable {
     }
 
     /// Appends a row restored from a snapshot, in insertion order, to the id map and the
-    /// insertion-order index; its keys and ends are already in ``keys`` and ``ends`` (set in bulk), and the declared
+    /// insertion-order index; its keys and ends are set in bulk (``restoreKeys(_:)``, ``ends``), and the declared
     /// indexes are restored separately.
     /// - Returns: `false` when the id is already present.
     mutating func appendRestored(_ head: RowHead) -> Bool {
@@ -201,6 +205,14 @@ struct IndexedRows: Sendable {
 }
 
 extension IndexedRows {
+    /// Sets every row's keys from a snapshot's: ``width`` per slot (slot × width + index number).
+    mutating func restoreKeys(_ all: [IndexKey]) {
+        let width = self.width
+        for number in columns.indices {
+            columns[number].restore((0..<all.count / width).lazy.map { all[$0 * width + number] })
+        }
+    }
+
     /// Restores the declared indexes after ``appendRestored(_:)`` of every row: each from
     /// its stored order (ordinals in insertion order, so restoring sorts nothing) when the
     /// snapshot has one under its name, else by one sort (an index declared since).

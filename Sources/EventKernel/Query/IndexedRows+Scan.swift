@@ -136,12 +136,11 @@ extension IndexedRows {
         sequences.reserveCapacity(expected)
         values.reserveCapacity(expected &* width)
         var runs: [Range<Int>] = []
-        // Read through a pointer outside the scan's closure: `self.keys` inside it copied the
-        // whole `IndexedRows` (a retain and release of each of its arrays) per entry (perf: a
-        // sixth of a two-types window), and a key read by value is copied whole (56 bytes and
-        // a retain) for one component.
-        let rowWidth = self.width
-        self.keys.withUnsafeBufferPointer { allKeys in
+        // The column taken outside the scan's closure: `self` inside it copied the whole
+        // `IndexedRows` (a retain and release of each of its arrays) per entry (perf: a sixth
+        // of a two-types window); a component is read without copying its whole key.
+        let column = columns[number]
+        do {
             for prefix in plan.prefixes {
                 var (lo, hi) = bounds(of: number, prefix: prefix, range: plan.range.map { filters[$0] })
                 if let cursor {
@@ -160,14 +159,10 @@ extension IndexedRows {
                     if let accept, !accept(entry.slot) { return true }
                     slots.append(entry.slot)
                     sequences.append(entry.sequence)
-                    let at = Int(entry.slot) &* rowWidth &+ number
                     // Checked in every build: the read below is unchecked, and a wrong slot would
                     // read another row's memory rather than trap.
-                    precondition(at < allKeys.count, "an index entry's slot has its keys")
-                    let key = allKeys.baseAddress! + at
-                    for c in fixed..<components.count {
-                        values.append(c == 0 ? key.pointee.first : c == 1 ? key.pointee.second : key.pointee[c])
-                    }
+                    precondition(Int(entry.slot) < column.count, "an index entry's slot has its keys")
+                    for c in fixed..<components.count { values.append(column.component(entry.slot, c)) }
                     return slots.count - first < wanted
                 }
                 if slots.count > first { runs.append(first..<slots.count) }

@@ -175,7 +175,9 @@ extension EventSourcedRepository {
             }
         }
         table.bySlot = bySlot.withLock { $0 }
-        (table.rows.keys, table.rows.ends) = keys.withLock { $0 }
+        let (restoredKeys, restoredEnds) = keys.withLock { $0 }
+        table.rows.restoreKeys(restoredKeys)
+        table.rows.ends = restoredEnds
         guard table.bySlot.count == count else {
             throw BinaryDecodingError(.invalidValue("\(count) ids for \(table.bySlot.count) entities"), at: 0)
         }
