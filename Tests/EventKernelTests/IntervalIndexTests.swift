@@ -203,7 +203,8 @@ import EventKernelTestSupport
     static func expectKeysMatchEntities(_ table: EntityTable<Span>) {
         let rows = table.rows
         var wrong: [String] = []
-        for (id, slot) in rows.slotsByID {
+        for slot in rows.slotsByID.slots {
+            let id = rows.heads[Int(slot)].id
             guard let span = table.bySlot[Int(slot)] else { wrong.append("\(id): no entity"); continue }
             for (number, index) in indexed.enumerated() {
                 let stored = rows.key(slot, number), expected = index.key(of: span)

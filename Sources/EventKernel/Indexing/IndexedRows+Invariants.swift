@@ -55,7 +55,8 @@ extension IndexedRows {
     /// - Complexity: O(n) per index.
     func keyInvariantViolations() -> [String] {
         var violations: [String] = []
-        let live = Set(slotsByID.values)
+        let live = Set(slotsByID.slots)
+        violations += slotsByID.invariantViolations(heads: heads).map { "id map: \($0)" }
         for number in columns.indices where columns[number].count != heads.count {
             violations.append("index \(number): \(columns[number].count) keys for \(heads.count) slots")
         }

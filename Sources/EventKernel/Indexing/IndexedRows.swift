@@ -46,7 +46,8 @@ struct IndexedRows: Sendable {
     /// a 24-byte `IndexValue` per row and interval index.
     var ends: [IndexValue] = []
     var freeSlots: [Int32] = []
-    var slotsByID: [EntityID: Int32] = [:]
+    /// The slot of each live row's id (compared through ``heads``).
+    var slotsByID = SlotMap()
     /// The stream version of each deleted entity: the repository's projection is the source of
     /// its streams' versions (``StreamVersionSource``), and a deleted entity added again
     /// continues its stream. (Entries of entities added again may linger; a row always wins.)
@@ -104,10 +105,14 @@ struct IndexedRows: Sendable {
         }
     }
 
+    /// The slot of the row of `id`, if it has one.
+    /// - Complexity: O(1) on average.
+    func slot(of id: EntityID) -> Int32? { slotsByID.find(id, heads: heads) }
+
     /// The committed stream version of `id`: its row's, a deleted entity's last, or 0.
     /// - Complexity: O(1) on average.
     func version(of id: EntityID) -> UInt64 {
-        if let slot = slotsByID[id] { return heads[Int(slot)].version }
+        if let slot = slot(of: id) { return heads[Int(slot)].version }
         return deletedVersions.isEmpty ? 0 : deletedVersions[id] ?? 0
     }
 
@@ -129,7 +134,7 @@ struct IndexedRows: Sendable {
     /// - Complexity: O(log n + c) per index whose key changed, for chunks of c entries.
     mutating func upsert(id: EntityID, version: UInt64, keys newKeys: [IndexKey]) -> Int32 {
         let width = self.width
-        if let slot = slotsByID[id] {
+        if let slot = slot(of: id) {
             let sequence = heads[Int(slot)].sequence
             // Checked once: a repository without an interval index does no more than this.
             let retrack = !intervals.isEmpty && untrackChangedIntervals(slot, newKeys: newKeys)
@@ -164,7 +169,8 @@ struct IndexedRows: Sendable {
             for j in intervals.indices { ends.append(newKeys[width + j].first) }
         }
         for i in 0..<width { store(newKeys[i], slot: slot, index: i) }
-        slotsByID[id] = slot
+        let added = slotsByID.insert(slot, heads: heads)
+        precondition(added, "an id without a row is not in the id map")
         bySequence.appendSorted(SequencedSlot(sequence: sequence, slot: slot))
         for i in 0..<indexes.count { indexes[i].insert(newKeys[i], sequence: sequence, slot: slot, keys: keysOf(index: i)) }
         if !intervals.isEmpty { trackIntervals(slot, newKeys: nil) }
@@ -178,7 +184,7 @@ struct IndexedRows: Sendable {
     /// - Returns: The slot it occupied (now free).
     mutating func remove(_ id: EntityID, version: UInt64) -> Int32? {
         deletedVersions[id] = version
-        guard let slot = slotsByID.removeValue(forKey: id) else { return nil }
+        guard let slot = slotsByID.remove(id, heads: heads) else { return nil }
         let sequence = heads[Int(slot)].sequence
         if !intervals.isEmpty { untrackIntervals(slot) }
         for i in indexes.indices { indexes[i].remove(key(slot, i), sequence: sequence, keys: keysOf(index: i)) }
@@ -197,8 +203,11 @@ struct IndexedRows: Sendable {
     /// - Returns: `false` when the id is already present.
     mutating func appendRestored(_ head: RowHead) -> Bool {
         let slot = Int32(heads.count)
-        guard slotsByID.updateValue(slot, forKey: head.id) == nil else { return false }
         heads.append(head)
+        guard slotsByID.insert(slot, heads: heads) else {
+            heads.removeLast()
+            return false
+        }
         bySequence.appendSorted(SequencedSlot(sequence: head.sequence, slot: slot))
         return true
     }

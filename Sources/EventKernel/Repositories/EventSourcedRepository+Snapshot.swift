@@ -39,7 +39,7 @@ extension EventSourcedRepository {
             return true
         }
         // Versions of deleted entities that were not added again.
-        let deleted = rows.deletedVersions.filter { rows.slotsByID[$0.key] == nil }
+        let deleted = rows.deletedVersions.filter { rows.slot(of: $0.key) == nil }
         writer.writeVarint(UInt64(deleted.count))
         for (id, version) in deleted {
             writer.writeEntityID(id)
