@@ -122,9 +122,12 @@ struct IndexedRows: Sendable {
     /// Where index `number`'s entries find their keys' components (for ties on long keys).
     func keysOf(index number: Int) -> IndexStorage.Keys { IndexStorage.Keys(column: columns[number]) }
 
-    /// Stores `key` as the key of `slot` in index `number` (appending a new slot).
-    private mutating func store(_ key: IndexKey, slot: Int32, index number: Int) {
-        columns[number].set(slot, key, normalized: NormalizedKey(key, descending: indexes[number].descending))
+    /// Stores `key` as the key of `slot` in index `number` (appending a new slot to the
+    /// column), then inserts its entry: the key encoded once for both.
+    private mutating func insert(_ key: IndexKey, sequence: UInt64, slot: Int32, index number: Int) {
+        let probe = indexes[number].probe(key)
+        columns[number].set(slot, key, normalized: probe.normalized)
+        indexes[number].insert(probe, sequence: sequence, slot: slot, keys: keysOf(index: number))
     }
 
     /// Inserts or replaces the row of `id`.
@@ -142,8 +145,7 @@ struct IndexedRows: Sendable {
                 let old = key(slot, i)
                 if indexes[i].sameKey(old, newKeys[i]) { continue }
                 indexes[i].remove(old, sequence: sequence, keys: keysOf(index: i))
-                indexes[i].insert(newKeys[i], sequence: sequence, slot: slot, keys: keysOf(index: i))
-                store(newKeys[i], slot: slot, index: i)
+                insert(newKeys[i], sequence: sequence, slot: slot, index: i)
             }
             if retrack { trackIntervals(slot, newKeys: newKeys) }
             heads[Int(slot)].version = version
@@ -168,11 +170,10 @@ struct IndexedRows: Sendable {
             heads.append(head)
             for j in intervals.indices { ends.append(newKeys[width + j].first) }
         }
-        for i in 0..<width { store(newKeys[i], slot: slot, index: i) }
         let added = slotsByID.insert(slot, heads: heads)
         precondition(added, "an id without a row is not in the id map")
         bySequence.appendSorted(SequencedSlot(sequence: sequence, slot: slot))
-        for i in 0..<indexes.count { indexes[i].insert(newKeys[i], sequence: sequence, slot: slot, keys: keysOf(index: i)) }
+        for i in 0..<width { insert(newKeys[i], sequence: sequence, slot: slot, index: i) }
         if !intervals.isEmpty { trackIntervals(slot, newKeys: nil) }
         #if EVENTKERNEL_INTERNAL_CHECKS
         checkIntervalCounts()
