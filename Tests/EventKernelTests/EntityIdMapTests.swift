@@ -4,8 +4,7 @@ import Foundation
 import Testing
 
 /// The third hash table: the id map of ``EntityTable`` (`IndexedRows.slotsByID`, with the
-/// deleted entities' versions beside it), a `Dictionary` keyed by ``EntityID``'s own byte-wise
-/// hash. Tested directly against a model: random upserts and removals through the table's
+/// deleted entities' versions beside it), a ``SlotMap`` comparing ids through the row heads. Tested directly against a model: random upserts and removals through the table's
 /// growth, slot reuse, insertion order, the versions of deleted entities, ids that are equal
 /// only byte for byte, and the empty and one-entry edges.
 @Suite struct EntityIdMapTests {
@@ -13,11 +12,15 @@ import Testing
     static func checkConsistency(_ table: EntityTable<String>, _ comment: Comment? = nil) {
         let rows = table.rows
         var used = Set<Int32>()
-        for (id, slot) in rows.slotsByID {
-            #expect(rows.heads[Int(slot)].id == id, comment)
+        for slot in rows.slotsByID.slots {
+            #expect(rows.slot(of: rows.heads[Int(slot)].id) == slot, comment)
             #expect(used.insert(slot).inserted, comment)
             #expect(table.bySlot[Int(slot)] != nil, comment)
         }
+        #expect(used.count == rows.count, comment)
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        #expect(rows.slotsByID.invariantViolations(heads: rows.heads) == [], comment)
+        #endif
         #expect(used.isDisjoint(with: rows.freeSlots), comment)
         #expect(used.count + rows.freeSlots.count == rows.heads.count, comment)
         #expect(rows.bySequence.count == table.count, comment)
@@ -103,5 +106,70 @@ import Testing
         #expect(table.entities == order.map { live[$0]!.entity }, "insertion order")
         #expect(table.rows.heads.count <= 1_500, "freed slots are reused")
         Self.checkConsistency(table, "seed \(seed) at the end")
+    }
+
+    /// The map alone, against a dictionary: random inserts, repeated inserts and removals of a
+    /// few ids at a time (so that the 16-bucket table stays nearly full and its probe runs wrap
+    /// around its end, where backward-shift deletion goes wrong first), then through growth.
+    @Test(arguments: [3, 4] as [UInt64])
+    func slotMapMatchesADictionary(seed: UInt64) {
+        var rng = SplitMix64(seed: seed)
+        let ids: [EntityID] = (0..<400).map { n in
+            n % 3 == 0 ? .string("id-\(n)") : .uuid(UUID(uuid: withUnsafeBytes(of: (rng.next(), rng.next())) { $0.load(as: uuid_t.self) }))
+        }
+        var map = SlotMap()
+        var heads: [RowHead] = []
+        var model: [EntityID: Int32] = [:]
+        var free: [Int32] = []
+        for step in 0..<20_000 {
+            // The first half keeps at most 12 ids (one 16-bucket table); the second grows.
+            let pool = step < 10_000 ? 14 : ids.count
+            let id = ids[Int(rng.next() % UInt64(pool))]
+            if rng.next() % 2 == 0 && (step >= 10_000 || model.count < 12) {
+                let fresh = free.isEmpty
+                let slot = free.popLast() ?? Int32(heads.count)
+                let head = RowHead(id: id, version: 1, sequence: UInt64(step))
+                if Int(slot) == heads.count { heads.append(head) } else { heads[Int(slot)] = head }
+                let added = map.insert(slot, heads: heads)
+                #expect(added == (model[id] == nil), "seed \(seed) step \(step)")
+                if added { model[id] = slot } else if fresh { heads.removeLast() } else { free.append(slot) }
+            } else {
+                let removed = map.remove(id, heads: heads)
+                #expect(removed == model.removeValue(forKey: id), "seed \(seed) step \(step)")
+                if let removed { free.append(removed) }
+            }
+            if step % 97 == 0 {
+                #expect(map.count == model.count)
+                for probe in ids.prefix(pool) { #expect(map.find(probe, heads: heads) == model[probe], "seed \(seed) step \(step)") }
+                #if EVENTKERNEL_INTERNAL_CHECKS
+                #expect(map.invariantViolations(heads: heads) == [], "seed \(seed) step \(step)")
+                #endif
+            }
+        }
+        #expect(map.buckets.count > 16, "the second half grew the table")
+        #expect(Set(map.slots) == Set(model.values))
+    }
+
+    /// The empty map finds nothing and removes nothing; ids equal only byte for byte are two ids.
+    @Test func slotMapEdges() {
+        var map = SlotMap()
+        let composed = EntityID.string("\u{E9}"), decomposed = EntityID.string("e\u{301}")
+        let removedFromEmpty = map.remove(composed, heads: [])
+        #expect(map.find(composed, heads: []) == nil && removedFromEmpty == nil && map.slots.isEmpty)
+        let heads = [RowHead(id: composed, version: 1, sequence: 0), RowHead(id: decomposed, version: 1, sequence: 1)]
+        let first = map.insert(0, heads: heads), second = map.insert(1, heads: heads), again = map.insert(0, heads: heads)
+        #expect(first && second)
+        #expect(!again, "an id already present is refused")
+        #expect(map.find(composed, heads: heads) == 0 && map.find(decomposed, heads: heads) == 1 && map.count == 2)
+        map.reserveCapacity(1_000)
+        #expect(map.buckets.count >= 1_334 && map.find(decomposed, heads: heads) == 1, "growing keeps every id")
+        let removed = map.remove(composed, heads: heads)
+        #expect(removed == 0 && map.find(composed, heads: heads) == nil && map.find(decomposed, heads: heads) == 1)
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        #expect(map.invariantViolations(heads: heads) == [])
+        var broken = map
+        broken.corruptForTesting()
+        #expect(!broken.invariantViolations(heads: heads).isEmpty, "the checks see a wrong bucket")
+        #endif
     }
 }

@@ -397,17 +397,21 @@ import EventKernelTestSupport
         let names = (0..<300).map { i in i % 3 == 0 ? long + String(i % 7) : String(i % 11) }
         func restoredRows() -> IndexedRows {
             var rows = IndexedRows(fields: [[IndexedField(keyPath: \Item.name, descending: false)], [IndexedField(keyPath: \Item.group, descending: true)]])
+            var keys: [IndexKey] = []
             for (i, name) in names.enumerated() {
                 let appended = rows.appendRestored(RowHead(id: .string("\(i)"), version: 1, sequence: UInt64(i * 2)))
                 #expect(appended)
-                rows.keys.append(IndexKey([.string(name)]))
-                rows.keys.append(IndexKey([.int(Int64(i % 5))]))
+                keys.append(IndexKey([.string(name)]))
+                keys.append(IndexKey([.int(Int64(i % 5))]))
             }
+            rows.restoreKeys(keys)
+            // The strings are long, the groups fit nine bytes.
+            #expect(!rows.columns[0].isNarrow && rows.columns[1].isNarrow)
             return rows
         }
         func slots(_ rows: IndexedRows, _ number: Int) -> [Int32] {
             var slots: [Int32] = []
-            let entries = rows.indexes[number].entries
+            let entries = rows.indexes[number]
             entries.scan(from: entries.startPosition, to: entries.endPosition, reversed: false) { slots.append($0.slot); return true }
             return slots
         }

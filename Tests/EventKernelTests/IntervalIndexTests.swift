@@ -203,7 +203,8 @@ import EventKernelTestSupport
     static func expectKeysMatchEntities(_ table: EntityTable<Span>) {
         let rows = table.rows
         var wrong: [String] = []
-        for (id, slot) in rows.slotsByID {
+        for slot in rows.slotsByID.slots {
+            let id = rows.heads[Int(slot)].id
             guard let span = table.bySlot[Int(slot)] else { wrong.append("\(id): no entity"); continue }
             for (number, index) in indexed.enumerated() {
                 let stored = rows.key(slot, number), expected = index.key(of: span)
@@ -409,7 +410,7 @@ import EventKernelTestSupport
         // Open intervals are not in the histogram: they are found through the open entries.
         try await spans.add(Span(id: UUID(), kind: 0, start: Self.day0 - 1e9, end: nil, tick: 0, until: nil, weight: 0))
         #expect(bound() == 64)
-        #expect(spans.projection.state.rows.intervals[0].open.entries.count == 1)
+        #expect(spans.projection.state.rows.intervals[0].open.count == 1)
         // Durations that are not finite numbers leave the scan unbounded rather than wrong.
         #expect(IntervalIndex.bucket(start: .double(0), end: .double(.infinity)) == 63)
         #expect(IntervalIndex.bucket(start: .double(0), end: .double(.nan)) == 63)
@@ -435,17 +436,18 @@ import EventKernelTestSupport
         miscounted.intervals[0].buckets[7] += 1
         #expect(miscounted.intervalInvariantViolations().contains { $0.contains("interval index 0: the histogram") })
         var lostOpen = rows
-        lostOpen.intervals[1].open.entries = lostOpen.intervals[0].open.entries
+        lostOpen.intervals[1].open = lostOpen.intervals[0].open
         #expect(lostOpen.intervalInvariantViolations().contains { $0.contains("interval index 1: the open entries are not the rows without an end (1 entries, 1 rows, 1 of them missing)") })
         #expect(rows.keyInvariantViolations() == [])
         var movedKey = rows
-        movedKey.keys[0] = IndexKey(.int(9), .double(0))
+        let moved = IndexKey(.int(9), .double(0))
+        movedKey.columns[0].set(0, moved, normalized: NormalizedKey(moved, descending: movedKey.indexes[0].descending))
         #expect(movedKey.keyInvariantViolations() == ["index 0: 1 entries do not encode their row's key, sequence or a live slot"])
         var lostEnd = rows
         lostEnd.ends.removeLast()
         #expect(lostEnd.keyInvariantViolations() == ["3 interval ends for 2 slots of 2"])
         var lostEntry = rows
-        lostEntry.indexes[2].entries.remove(at: lostEntry.indexes[2].entries.startPosition)
+        lostEntry.indexes[2].remove(at: lostEntry.indexes[2].startPosition)
         #expect(lostEntry.keyInvariantViolations() == ["index 2: 1 entries for 2 rows"])
     }
     #endif

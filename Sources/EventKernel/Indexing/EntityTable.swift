@@ -32,7 +32,7 @@ public struct EntityTable<Entity: Sendable>: Sendable {
     }
 
     /// The entity with `id`, if it exists.
-    public subscript(id: EntityID) -> Entity? { rows.slotsByID[id].flatMap { bySlot[Int($0)] } }
+    public subscript(id: EntityID) -> Entity? { rows.slot(of: id).flatMap { bySlot[Int($0)] } }
     /// The number of entities.
     public var count: Int { rows.count }
     /// Every entity, in insertion order.

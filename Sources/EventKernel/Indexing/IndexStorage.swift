@@ -8,6 +8,52 @@ struct KeyedSlot: Sendable {
     var sequence: UInt64
 }
 
+/// An entry of a declared index whose keys all encode in at most ``NormalizedKey/narrowBytes``
+/// (9) bytes: one component that is `nil`, a Bool, an integer, a Double or a Date. The
+/// encoding's first byte (its tag) and its next eight, the slot and the sequence: 24 bytes
+/// where a ``KeyedSlot`` is 48, the fields declared so that the slot and the tag share the
+/// last word.
+///
+/// Why: an index of dates or numbers (most of them) held a 32-byte inline encoding per entry
+/// of which 9 bytes were used; the entries were half of the generic engine's memory per row
+/// and every insert moved twice the bytes it needed (`BenchProbe generic-activities`).
+struct NarrowSlot: Sendable {
+    /// Bytes 1 to 8 of the encoding, big-endian (zeros past its end).
+    var bits: UInt64
+    var sequence: UInt64
+    var slot: Int32
+    /// Byte 0 of the encoding: the component's tag (inverted when descending).
+    var tag: UInt8
+
+    @inline(__always)
+    init(_ entry: KeyedSlot) {
+        tag = UInt8(truncatingIfNeeded: entry.key.w0 >> 56)
+        bits = entry.key.w0 << 8 | entry.key.w1 >> 56
+        slot = entry.slot
+        sequence = entry.sequence
+    }
+
+    /// The entry as a ``KeyedSlot``: the same encoding, so it compares exactly as the wide
+    /// entry would. Its length is recorded as ``NormalizedKey/narrowBytes``: only whether a key
+    /// is exact (at most 32 bytes) matters to a comparison, and a narrow one always is.
+    @inline(__always)
+    var keyed: KeyedSlot {
+        var key = NormalizedKey()
+        key.w0 = UInt64(tag) << 56 | bits >> 8
+        key.w1 = bits << 56
+        key.length = UInt16(NormalizedKey.narrowBytes)
+        return KeyedSlot(key: key, slot: slot, sequence: sequence)
+    }
+}
+
+extension NormalizedKey {
+    /// The longest encoding a ``NarrowSlot`` holds: a tag and eight bytes.
+    static let narrowBytes = 9
+
+    /// Whether a ``NarrowSlot`` holds this encoding whole.
+    var fitsNarrow: Bool { length <= UInt16(Self.narrowBytes) }
+}
+
 /// An entry of the insertion-order index.
 struct SequencedSlot: Sendable {
     var sequence: UInt64
@@ -22,23 +68,161 @@ struct SequencedSlot: Sendable {
 ///
 /// Entries hold keys' encodings, not their components: a comparison that the first 32 bytes
 /// of two encodings do not decide (keys longer than that, tied) compares the components, which
-/// the table keeps by slot and hands in as `keys` (the key of slot `s` in index `number` is
-/// `keys[s * width + number]`).
+/// the table keeps by slot and hands in as `keys` (the index's ``KeyColumn``).
+///
+/// Two representations behind one interface: an index of one component starts with 24-byte
+/// ``NarrowSlot`` entries and keeps them while every key's encoding fits 9 bytes (numbers,
+/// dates, Booleans, `nil`); the first longer key (a string, a UUID) moves every entry to 48-byte
+/// ``KeyedSlot``s, for good. Callers see every entry as a ``KeyedSlot`` (``partitionPoint(_:)``,
+/// ``scan(from:to:reversed:_:)``), so the comparisons, and so the order, are the same code for
+/// both: a narrow entry is the first 9 bytes of the same encoding.
 struct IndexStorage: Sendable {
     let descending: [Bool]
-    var entries = ChunkedSortedArray<KeyedSlot>()
+    /// The entries while ``isNarrow``; empty otherwise.
+    private(set) var narrow = ChunkedSortedArray<NarrowSlot>()
+    /// The entries unless ``isNarrow``; empty otherwise.
+    private(set) var wide = ChunkedSortedArray<KeyedSlot>()
+    /// Whether the entries are ``narrow`` (every key fits 9 bytes so far).
+    private(set) var isNarrow: Bool
 
     init(descending: [Bool]) {
         self.descending = descending
+        self.isNarrow = descending.count == 1
+    }
+
+    /// The number of entries.
+    var count: Int { isNarrow ? narrow.count : wide.count }
+
+    var startPosition: ChunkedPosition { ChunkedPosition(chunk: 0, offset: 0) }
+
+    var endPosition: ChunkedPosition { isNarrow ? narrow.endPosition : wide.endPosition }
+
+    /// The first position whose entry does not satisfy `isBefore`, which must hold for a
+    /// prefix of the entries (see ``ChunkedSortedArray/partitionPoint(_:)``).
+    ///
+    /// Written out, as ``scan(from:to:reversed:_:)`` is, so that `isBefore` inlines into the
+    /// search: through the array's own with a wrapping closure it was a call per comparison,
+    /// and a ledger add (three searches per index and transaction) took 15% more CPU.
+    @inline(__always)
+    func partitionPoint(_ isBefore: (KeyedSlot) -> Bool) -> ChunkedPosition {
+        let narrow = isNarrow
+        let narrowLasts = self.narrow.lastEntries, wideLasts = wide.lastEntries
+        let chunkCount = narrow ? narrowLasts.count : wideLasts.count
+        var lo = 0
+        var hi = chunkCount
+        while lo < hi {
+            let mid = (lo &+ hi) >> 1
+            if isBefore(narrow ? narrowLasts[mid].keyed : wideLasts[mid]) { lo = mid &+ 1 } else { hi = mid }
+        }
+        if lo == chunkCount { return ChunkedPosition(chunk: chunkCount, offset: 0) }
+        let narrowChunk = narrow ? self.narrow.chunks[lo] : [], wideChunk = narrow ? [] : wide.chunks[lo]
+        var l = 0
+        var h = narrow ? narrowChunk.count : wideChunk.count
+        while l < h {
+            let mid = (l &+ h) >> 1
+            if isBefore(narrow ? narrowChunk[mid].keyed : wideChunk[mid]) { l = mid &+ 1 } else { h = mid }
+        }
+        return ChunkedPosition(chunk: lo, offset: l)
+    }
+
+    /// Visits the entries in `[lo, hi)`, forwards or backwards, until `body` returns `false`.
+    ///
+    /// Written out rather than through ``ChunkedSortedArray/scan(from:to:reversed:_:)``: calling
+    /// the array's with a closure wrapping `body` (for narrow entries) left the caller's closure
+    /// a call per entry, and `IndexValue.compare` in it out of line, which made an overlap scan
+    /// (a thousand entries, a row's end checked for each) take 60% longer (perf). Here `body`
+    /// is called directly, so it inlines with this function into the caller.
+    @inline(__always)
+    func scan(from lo: ChunkedPosition, to hi: ChunkedPosition, reversed: Bool, _ body: (KeyedSlot) -> Bool) {
+        guard lo < hi else { return }
+        let narrow = isNarrow
+        let narrowChunks = self.narrow.chunks, wideChunks = wide.chunks
+        let chunkCount = narrow ? narrowChunks.count : wideChunks.count
+        if !reversed {
+            var c = lo.chunk
+            while c <= hi.chunk && c < chunkCount {
+                var i = c == lo.chunk ? lo.offset : 0
+                let to = c == hi.chunk ? hi.offset : (narrow ? narrowChunks[c].count : wideChunks[c].count)
+                while i < to {
+                    if !body(narrow ? narrowChunks[c][i].keyed : wideChunks[c][i]) { return }
+                    i += 1
+                }
+                c += 1
+            }
+        } else {
+            var c = hi.offset == 0 ? hi.chunk - 1 : hi.chunk
+            while c >= lo.chunk {
+                let from = c == lo.chunk ? lo.offset : 0
+                var i = (c == hi.chunk ? hi.offset : (narrow ? narrowChunks[c].count : wideChunks[c].count)) - 1
+                while i >= from {
+                    if !body(narrow ? narrowChunks[c][i].keyed : wideChunks[c][i]) { return }
+                    i -= 1
+                }
+                c -= 1
+            }
+        }
+    }
+
+    /// The number of entries in `[lo, hi)`.
+    func distance(from lo: ChunkedPosition, to hi: ChunkedPosition) -> Int {
+        isNarrow ? narrow.distance(from: lo, to: hi) : wide.distance(from: lo, to: hi)
+    }
+
+    /// The position `distance` entries into `[lo, hi)` from its start (from its end, `reversed`).
+    func position(_ distance: Int, from lo: ChunkedPosition, to hi: ChunkedPosition, reversed: Bool) -> ChunkedPosition {
+        isNarrow ? narrow.position(distance, from: lo, to: hi, reversed: reversed)
+            : wide.position(distance, from: lo, to: hi, reversed: reversed)
+    }
+
+    /// Removes the entry at a valid, non-end `position` (tests break an index with it).
+    mutating func remove(at position: ChunkedPosition) {
+        if isNarrow { narrow.remove(at: position) } else { wide.remove(at: position) }
+    }
+
+    /// Replaces the entries with `sorted`, which are in the index's order: narrow when this
+    /// index has one component and every key fits.
+    mutating func replaceEntries(withSorted sorted: [KeyedSlot]) {
+        narrow = ChunkedSortedArray()
+        wide = ChunkedSortedArray()
+        isNarrow = descending.count == 1 && sorted.allSatisfy { $0.key.fitsNarrow }
+        if isNarrow {
+            var built = ChunkedSortedArray<NarrowSlot>.Builder()
+            for entry in sorted { built.append(NarrowSlot(entry)) }
+            narrow = built.finish()
+        } else {
+            var built = ChunkedSortedArray<KeyedSlot>.Builder()
+            for entry in sorted { built.append(entry) }
+            wide = built.finish()
+        }
+    }
+
+    /// This index's entries whose slot passes `keep`, in order, in a storage of the same
+    /// directions (an interval index's open entries, rebuilt from its entries).
+    func filtered(_ keep: (Int32) -> Bool) -> IndexStorage {
+        var kept: [KeyedSlot] = []
+        scan(from: startPosition, to: endPosition, reversed: false) { entry in
+            if keep(entry.slot) { kept.append(entry) }
+            return true
+        }
+        var out = IndexStorage(descending: descending)
+        out.replaceEntries(withSorted: kept)
+        return out
+    }
+
+    /// Moves every entry to the wide representation: a key that does not fit 9 bytes is coming.
+    private mutating func widen() {
+        var built = ChunkedSortedArray<KeyedSlot>.Builder()
+        narrow.scan(from: narrow.startPosition, to: narrow.endPosition, reversed: false) { built.append($0.keyed); return true }
+        wide = built.finish()
+        narrow = ChunkedSortedArray()
+        isNarrow = false
     }
 
     /// Where the components of the entries' keys are: what a tie on long keys compares.
     struct Keys {
-        let all: [IndexKey]
-        let width: Int
-        let number: Int
+        let column: KeyColumn
 
-        func of(_ slot: Int32) -> IndexKey { all[Int(slot) * width + number] }
+        func of(_ slot: Int32) -> IndexKey { column[slot] }
     }
 
     /// A key being searched for: its components and its encoding.
@@ -137,9 +321,16 @@ struct IndexStorage: Sendable {
 
     /// Inserts the entry of `slot`, whose key is `key`.
     mutating func insert(_ key: IndexKey, sequence: UInt64, slot: Int32, keys: Keys) {
-        let probe = probe(key)
-        let p = entries.partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
-        entries.insert(KeyedSlot(key: probe.normalized, slot: slot, sequence: sequence), at: p)
+        insert(probe(key), sequence: sequence, slot: slot, keys: keys)
+    }
+
+    /// Inserts the entry of `slot`, whose key is `probe`'s (encoded by the caller, which keeps
+    /// the encoding too).
+    mutating func insert(_ probe: Probe, sequence: UInt64, slot: Int32, keys: Keys) {
+        if isNarrow && !probe.normalized.fitsNarrow { widen() }
+        let p = partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
+        let entry = KeyedSlot(key: probe.normalized, slot: slot, sequence: sequence)
+        if isNarrow { narrow.insert(NarrowSlot(entry), at: p) } else { wide.insert(entry, at: p) }
         #if EVENTKERNEL_INTERNAL_CHECKS
         checkOrder(around: probe, sequence, keys: keys)
         #endif
@@ -148,9 +339,9 @@ struct IndexStorage: Sendable {
     /// Removes the entry of the row whose key is `key` and sequence `sequence`.
     mutating func remove(_ key: IndexKey, sequence: UInt64, keys: Keys) {
         let probe = probe(key)
-        let p = entries.partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
-        guard p < entries.endPosition, entries[p].sequence == sequence else { return }
-        entries.remove(at: p)
+        let p = partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
+        guard p < endPosition, (isNarrow ? narrow[p].sequence : wide[p].sequence) == sequence else { return }
+        remove(at: p)
         #if EVENTKERNEL_INTERNAL_CHECKS
         checkOrder(around: probe, sequence, keys: keys)
         #endif
@@ -162,12 +353,31 @@ struct IndexStorage: Sendable {
     /// The entry of `sequence` is compared through `probe`: an upsert inserts the new entry
     /// before it stores the row's new key, so `keys` still has the old one for its slot.
     private func checkOrder(around probe: Probe, _ sequence: UInt64, keys: Keys) {
-        let p = entries.partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
-        entries.checkOrder(around: p) { a, b in
+        let p = partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
+        func less(_ a: KeyedSlot, _ b: KeyedSlot) -> Bool {
             if a.sequence == sequence { return compare(b, probe, sequence, keys: keys) > 0 }
             if b.sequence == sequence { return compare(a, probe, sequence, keys: keys) < 0 }
             return compare(a, b, keys: keys) < 0
         }
+        if isNarrow {
+            precondition(wide.isEmpty, "a narrow index has no wide entries")
+            narrow.checkOrder(around: p) { less($0.keyed, $1.keyed) }
+        } else {
+            precondition(narrow.isEmpty, "a wide index has no narrow entries")
+            wide.checkOrder(around: p, less)
+        }
+    }
+
+    /// What is wrong with the entries' layout and order, empty when nothing is (and, narrow,
+    /// that every entry fits; wide, that there is no narrow entry left).
+    func invariantViolations(keys: Keys) -> [String] {
+        if isNarrow {
+            return narrow.invariantViolations { compare($0.keyed, $1.keyed, keys: keys) < 0 }
+                + (wide.isEmpty ? [] : ["\(wide.count) wide entries in a narrow index"])
+                + (descending.count == 1 ? [] : ["a narrow index of \(descending.count) components"])
+        }
+        return wide.invariantViolations { compare($0, $1, keys: keys) < 0 }
+            + (narrow.isEmpty ? [] : ["\(narrow.count) narrow entries in a wide index"])
     }
     #endif
 }

@@ -113,9 +113,8 @@ extension IndexedRows {
     /// Untracks the row in `slot` when `newKeys` change an interval index's start or end.
     /// - Returns: Whether it did (the caller then tracks it again once the keys are stored).
     mutating func untrackChangedIntervals(_ slot: Int32, newKeys: [IndexKey]) -> Bool {
-        let base = Int(slot) * width
         let changed = intervals.contains { interval in
-            let old = keys[base + interval.number], new = newKeys[interval.number]
+            let old = key(slot, interval.number), new = newKeys[interval.number]
             return !indexes[interval.number].sameKey(old, new)
                 || IndexValue.compare(intervalEnd(slot, interval), newKeys[width + interval.column].first) != 0
         }
@@ -129,19 +128,14 @@ extension IndexedRows {
         for j in intervals.indices {
             let interval = intervals[j]
             var buckets = [Int](repeating: 0, count: 64)
-            var open = ChunkedSortedArray<KeyedSlot>.Builder()
-            let entries = indexes[interval.number].entries
-            entries.scan(from: entries.startPosition, to: entries.endPosition, reversed: false) { entry in
-                let end = intervalEnd(entry.slot, interval)
-                if case .null = end {
-                    open.append(entry)
-                } else {
-                    buckets[IntervalIndex.bucket(start: intervalStart(entry.slot, interval), end: end)] += 1
-                }
-                return true
+            let open = indexes[interval.number].filtered { slot in
+                let end = intervalEnd(slot, interval)
+                if case .null = end { return true }
+                buckets[IntervalIndex.bucket(start: intervalStart(slot, interval), end: end)] += 1
+                return false
             }
             intervals[j].buckets = buckets
-            intervals[j].open.entries = open.finish()
+            intervals[j].open = open
         }
     }
 }

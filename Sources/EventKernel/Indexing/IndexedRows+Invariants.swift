@@ -17,7 +17,7 @@ extension IndexedRows {
             let name = "interval index \(interval.number)"
             var buckets = [Int](repeating: 0, count: 64)
             var open: Set<Int32> = []
-            let entries = indexes[interval.number].entries
+            let entries = indexes[interval.number]
             entries.scan(from: entries.startPosition, to: entries.endPosition, reversed: false) { entry in
                 let end = intervalEnd(entry.slot, interval)
                 if case .null = end {
@@ -31,7 +31,7 @@ extension IndexedRows {
                 violations.append("\(name): the histogram is \(interval.buckets) but the ended rows' durations fall in \(buckets)")
             }
             var listed: [Int32] = []
-            interval.open.entries.scan(from: interval.open.entries.startPosition, to: interval.open.entries.endPosition, reversed: false) {
+            interval.open.scan(from: interval.open.startPosition, to: interval.open.endPosition, reversed: false) {
                 listed.append($0.slot)
                 return true
             }
@@ -40,15 +40,14 @@ extension IndexedRows {
             }
             let keys = keysOf(index: interval.number)
             let storage = interval.open
-            violations += storage.entries.invariantViolations(areInIncreasingOrder: { storage.compare($0, $1, keys: keys) < 0 })
-                .map { "\(name), open entries: \($0)" }
+            violations += storage.invariantViolations(keys: keys).map { "\(name), open entries: \($0)" }
         }
         return violations
     }
 
     /// What is wrong with the declared indexes' entries against the rows, empty when nothing
     /// is: each index holds one entry per row, for a live slot, with that row's sequence, and
-    /// encoding the key the row keeps for it (``keys``); and the row keeps an end per interval
+    /// encoding the key the row keeps for it (``columns``); and the row keeps an end per interval
     /// index (``ends``). What an upsert that moves an entry, or one that leaves it because the key
     /// is the same, must preserve.
     ///
@@ -56,9 +55,10 @@ extension IndexedRows {
     /// - Complexity: O(n) per index.
     func keyInvariantViolations() -> [String] {
         var violations: [String] = []
-        let live = Set(slotsByID.values)
-        if keys.count != heads.count * width {
-            violations.append("\(keys.count) keys for \(heads.count) slots of \(width)")
+        let live = Set(slotsByID.slots)
+        violations += slotsByID.invariantViolations(heads: heads).map { "id map: \($0)" }
+        for number in columns.indices where columns[number].count != heads.count {
+            violations.append("index \(number): \(columns[number].count) keys for \(heads.count) slots")
         }
         if ends.count != heads.count * intervals.count {
             violations.append("\(ends.count) interval ends for \(heads.count) slots of \(intervals.count)")
@@ -67,20 +67,25 @@ extension IndexedRows {
             let storage = indexes[number]
             var seen: Set<Int32> = []
             var wrong = 0
-            storage.entries.scan(from: storage.entries.startPosition, to: storage.entries.endPosition, reversed: false) { entry in
+            storage.scan(from: storage.startPosition, to: storage.endPosition, reversed: false) { entry in
                 seen.insert(entry.slot)
                 guard live.contains(entry.slot), Int(entry.slot) < heads.count else { wrong += 1; return true }
                 let encoded = NormalizedKey(key(entry.slot, number), descending: storage.descending)
-                if heads[Int(entry.slot)].sequence != entry.sequence || encoded.length != entry.key.length
+                // A narrow entry (or one widened from it) keeps its encoding's words, not its
+                // length: for an exact key only that it is exact matters to a comparison.
+                let length = encoded.isExact ? 0 : encoded.length, entryLength = entry.key.isExact ? 0 : entry.key.length
+                if heads[Int(entry.slot)].sequence != entry.sequence || length != entryLength
+                    || (storage.isNarrow && !encoded.fitsNarrow)
                     || NormalizedKey.compare(encoded, entry.key, bytes: NormalizedKey.inlineBytes) != 0 {
                     wrong += 1
                 }
                 return true
             }
             if wrong > 0 { violations.append("index \(number): \(wrong) entries do not encode their row's key, sequence or a live slot") }
-            if seen != live || storage.entries.count != live.count {
-                violations.append("index \(number): \(storage.entries.count) entries for \(live.count) rows")
+            if seen != live || storage.count != live.count {
+                violations.append("index \(number): \(storage.count) entries for \(live.count) rows")
             }
+            violations += storage.invariantViolations(keys: keysOf(index: number)).map { "index \(number): \($0)" }
         }
         return violations
     }
@@ -89,7 +94,7 @@ extension IndexedRows {
     /// in the open entries or the histogram (``intervalInvariantViolations()`` checks which).
     func checkIntervalCounts() {
         for interval in intervals {
-            let counted = interval.buckets.reduce(0, +) + interval.open.entries.count
+            let counted = interval.buckets.reduce(0, +) + interval.open.count
             precondition(counted == count, "interval index \(interval.number) counts \(counted) of \(count) rows")
         }
     }

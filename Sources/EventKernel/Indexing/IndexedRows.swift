@@ -36,19 +36,18 @@ struct IndexedRows: Sendable {
     /// The interval indexes' ends, histograms and open entries (see `IndexedRows+Intervals.swift`);
     /// empty for a repository without one, whose paths then skip them after one check.
     var intervals: [IntervalIndex]
-    /// Keys per slot: one per declared index.
+    /// The number of declared indexes.
     let width: Int
     /// By slot; a free slot's head is stale.
     var heads: [RowHead] = []
-    /// By slot, ``width`` keys per slot (slot × width + index number): one array for all rows
-    /// rather than one per row.
-    var keys: [IndexKey] = []
-    /// By slot, each interval index's end (slot × intervals.count + ``IntervalIndex/column``).
-    /// Apart from ``keys`` because an end is one value: a 24-byte `IndexValue` rather than a
-    /// 56-byte `IndexKey` per row and interval index.
+    /// Per declared index, each slot's key in it (a free slot's is stale).
+    var columns: [KeyColumn]
+    /// By slot, each interval index's end (slot × intervals.count + ``IntervalIndex/column``):
+    /// a 24-byte `IndexValue` per row and interval index.
     var ends: [IndexValue] = []
     var freeSlots: [Int32] = []
-    var slotsByID: [EntityID: Int32] = [:]
+    /// The slot of each live row's id (compared through ``heads``).
+    var slotsByID = SlotMap()
     /// The stream version of each deleted entity: the repository's projection is the source of
     /// its streams' versions (``StreamVersionSource``), and a deleted entity added again
     /// continues its stream. (Entries of entities added again may linger; a row always wins.)
@@ -65,6 +64,7 @@ struct IndexedRows: Sendable {
         self.fields = fields
         self.declaration = Self.declarationNumber(fields, intervalEnds)
         self.indexes = fields.map { IndexStorage(descending: $0.map(\.descending)) }
+        self.columns = fields.map { KeyColumn(descending: $0.map(\.descending)) }
         var intervals: [IntervalIndex] = []
         for (number, end) in intervalEnds.enumerated() {
             guard let end else { continue }
@@ -105,18 +105,30 @@ struct IndexedRows: Sendable {
         }
     }
 
+    /// The slot of the row of `id`, if it has one.
+    /// - Complexity: O(1) on average.
+    func slot(of id: EntityID) -> Int32? { slotsByID.find(id, heads: heads) }
+
     /// The committed stream version of `id`: its row's, a deleted entity's last, or 0.
     /// - Complexity: O(1) on average.
     func version(of id: EntityID) -> UInt64 {
-        if let slot = slotsByID[id] { return heads[Int(slot)].version }
+        if let slot = slot(of: id) { return heads[Int(slot)].version }
         return deletedVersions.isEmpty ? 0 : deletedVersions[id] ?? 0
     }
 
     /// The key of the row in `slot` in index `number`.
-    func key(_ slot: Int32, _ number: Int) -> IndexKey { keys[Int(slot) * width + number] }
+    func key(_ slot: Int32, _ number: Int) -> IndexKey { columns[number][slot] }
 
     /// Where index `number`'s entries find their keys' components (for ties on long keys).
-    func keysOf(index number: Int) -> IndexStorage.Keys { IndexStorage.Keys(all: keys, width: width, number: number) }
+    func keysOf(index number: Int) -> IndexStorage.Keys { IndexStorage.Keys(column: columns[number]) }
+
+    /// Stores `key` as the key of `slot` in index `number` (appending a new slot to the
+    /// column), then inserts its entry: the key encoded once for both.
+    private mutating func insert(_ key: IndexKey, sequence: UInt64, slot: Int32, index number: Int) {
+        let probe = indexes[number].probe(key)
+        columns[number].set(slot, key, normalized: probe.normalized)
+        indexes[number].insert(probe, sequence: sequence, slot: slot, keys: keysOf(index: number))
+    }
 
     /// Inserts or replaces the row of `id`.
     /// - Parameter newKeys: Its key in each declared index, then each interval index's end
@@ -125,15 +137,15 @@ struct IndexedRows: Sendable {
     /// - Complexity: O(log n + c) per index whose key changed, for chunks of c entries.
     mutating func upsert(id: EntityID, version: UInt64, keys newKeys: [IndexKey]) -> Int32 {
         let width = self.width
-        if let slot = slotsByID[id] {
+        if let slot = slot(of: id) {
             let sequence = heads[Int(slot)].sequence
-            let base = Int(slot) * width
             // Checked once: a repository without an interval index does no more than this.
             let retrack = !intervals.isEmpty && untrackChangedIntervals(slot, newKeys: newKeys)
-            for i in 0..<indexes.count where !indexes[i].sameKey(keys[base + i], newKeys[i]) {
-                indexes[i].remove(keys[base + i], sequence: sequence, keys: keysOf(index: i))
-                indexes[i].insert(newKeys[i], sequence: sequence, slot: slot, keys: keysOf(index: i))
-                keys[base + i] = newKeys[i]
+            for i in 0..<indexes.count {
+                let old = key(slot, i)
+                if indexes[i].sameKey(old, newKeys[i]) { continue }
+                indexes[i].remove(old, sequence: sequence, keys: keysOf(index: i))
+                insert(newKeys[i], sequence: sequence, slot: slot, index: i)
             }
             if retrack { trackIntervals(slot, newKeys: newKeys) }
             heads[Int(slot)].version = version
@@ -152,17 +164,16 @@ struct IndexedRows: Sendable {
         if let free = freeSlots.popLast() {
             slot = free
             heads[Int(slot)] = head
-            for i in 0..<width { keys[Int(slot) * width + i] = newKeys[i] }
             for j in intervals.indices { ends[Int(slot) * intervals.count + j] = newKeys[width + j].first }
         } else {
             slot = Int32(heads.count)
             heads.append(head)
-            keys.append(contentsOf: newKeys[..<width])
             for j in intervals.indices { ends.append(newKeys[width + j].first) }
         }
-        slotsByID[id] = slot
+        let added = slotsByID.insert(slot, heads: heads)
+        precondition(added, "an id without a row is not in the id map")
         bySequence.appendSorted(SequencedSlot(sequence: sequence, slot: slot))
-        for i in 0..<indexes.count { indexes[i].insert(newKeys[i], sequence: sequence, slot: slot, keys: keysOf(index: i)) }
+        for i in 0..<width { insert(newKeys[i], sequence: sequence, slot: slot, index: i) }
         if !intervals.isEmpty { trackIntervals(slot, newKeys: nil) }
         #if EVENTKERNEL_INTERNAL_CHECKS
         checkIntervalCounts()
@@ -174,7 +185,7 @@ struct IndexedRows: Sendable {
     /// - Returns: The slot it occupied (now free).
     mutating func remove(_ id: EntityID, version: UInt64) -> Int32? {
         deletedVersions[id] = version
-        guard let slot = slotsByID.removeValue(forKey: id) else { return nil }
+        guard let slot = slotsByID.remove(id, heads: heads) else { return nil }
         let sequence = heads[Int(slot)].sequence
         if !intervals.isEmpty { untrackIntervals(slot) }
         for i in indexes.indices { indexes[i].remove(key(slot, i), sequence: sequence, keys: keysOf(index: i)) }
@@ -188,19 +199,30 @@ struct IndexedRows: Sendable {
     }
 
     /// Appends a row restored from a snapshot, in insertion order, to the id map and the
-    /// insertion-order index; its keys and ends are already in ``keys`` and ``ends`` (set in bulk), and the declared
+    /// insertion-order index; its keys and ends are set in bulk (``restoreKeys(_:)``, ``ends``), and the declared
     /// indexes are restored separately.
     /// - Returns: `false` when the id is already present.
     mutating func appendRestored(_ head: RowHead) -> Bool {
         let slot = Int32(heads.count)
-        guard slotsByID.updateValue(slot, forKey: head.id) == nil else { return false }
         heads.append(head)
+        guard slotsByID.insert(slot, heads: heads) else {
+            heads.removeLast()
+            return false
+        }
         bySequence.appendSorted(SequencedSlot(sequence: head.sequence, slot: slot))
         return true
     }
 }
 
 extension IndexedRows {
+    /// Sets every row's keys from a snapshot's: ``width`` per slot (slot × width + index number).
+    mutating func restoreKeys(_ all: [IndexKey]) {
+        let width = self.width
+        for number in columns.indices {
+            columns[number].restore((0..<all.count / width).lazy.map { all[$0 * width + number] })
+        }
+    }
+
     /// Restores the declared indexes after ``appendRestored(_:)`` of every row: each from
     /// its stored order (ordinals in insertion order, so restoring sorts nothing) when the
     /// snapshot has one under its name, else by one sort (an index declared since).
@@ -210,18 +232,19 @@ extension IndexedRows {
         // Each index is built from the rows alone, so they are built in parallel (serially,
         // restoring three indexes of a million rows was a quarter of a snapshot open).
         let rows = self
-        let built = Locked([Result<ChunkedSortedArray<KeyedSlot>, BinaryDecodingError>?](repeating: nil, count: names.count))
+        let built = Locked([Result<IndexStorage, BinaryDecodingError>?](repeating: nil, count: names.count))
         DispatchQueue.concurrentPerform(iterations: names.count) { number in
             let result = Result { () throws(BinaryDecodingError) in try rows.restoredEntries(ofIndex: number, name: names[number], order: orders[names[number]]) }
             built.withLock { $0[number] = result }
         }
-        for (number, result) in built.withLock({ $0 }).enumerated() { indexes[number].entries = try result!.get() }
+        for (number, result) in built.withLock({ $0 }).enumerated() { indexes[number] = try result!.get() }
         if !intervals.isEmpty { rebuildIntervals() }
     }
 
     /// The entries of index `number`: from its stored `order` (checked, not trusted), else by one sort.
-    private func restoredEntries(ofIndex number: Int, name: String, order: [Int32]?) throws(BinaryDecodingError) -> ChunkedSortedArray<KeyedSlot> {
-        let storage = indexes[number], all = keysOf(index: number)
+    private func restoredEntries(ofIndex number: Int, name: String, order: [Int32]?) throws(BinaryDecodingError) -> IndexStorage {
+        var storage = indexes[number]
+        let all = keysOf(index: number)
         if let order, order.count != heads.count {
             throw BinaryDecodingError(.invalidValue("index \(name) holds \(order.count) of \(heads.count) entities"), at: 0)
         }
@@ -242,8 +265,7 @@ extension IndexedRows {
                 throw BinaryDecodingError(.invalidValue("index \(name) out of order"), at: 0)
             }
         }
-        var built = ChunkedSortedArray<KeyedSlot>.Builder()
-        for entry in entries { built.append(entry) }
-        return built.finish()
+        storage.replaceEntries(withSorted: entries)
+        return storage
     }
 }

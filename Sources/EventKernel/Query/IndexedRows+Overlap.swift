@@ -37,14 +37,14 @@ extension IndexedRows {
             if let cursor {
                 let probe = storage.probe(IndexKey(cursor.key))
                 if reversed {
-                    hi = min(hi, storage.entries.partitionPoint { storage.compare($0, probe, cursor.sequence, keys: keys) < 0 })
+                    hi = min(hi, storage.partitionPoint { storage.compare($0, probe, cursor.sequence, keys: keys) < 0 })
                 } else {
-                    lo = max(lo, storage.entries.partitionPoint { storage.compare($0, probe, cursor.sequence, keys: keys) <= 0 })
+                    lo = max(lo, storage.partitionPoint { storage.compare($0, probe, cursor.sequence, keys: keys) <= 0 })
                 }
             }
             guard lo < hi else { continue }
             var going = true
-            storage.entries.scan(from: lo, to: hi, reversed: reversed) { entry in
+            storage.scan(from: lo, to: hi, reversed: reversed) { entry in
                 if part.checkEnd {
                     let end = intervalEnd(entry.slot, interval)
                     if case .null = end {} else if IndexValue.compare(end, lower) < 0 { return true }

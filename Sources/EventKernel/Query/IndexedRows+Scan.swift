@@ -11,7 +11,6 @@ extension IndexedRows {
     /// ``bounds(of:prefix:range:)`` in `index`: index `number`'s entries, or entries in the
     /// same order (an interval index's open ones).
     func bounds(in index: IndexStorage, of number: Int, prefix: [IndexValue], range: FieldFilter?) -> (ChunkedPosition, ChunkedPosition) {
-        let entries = index.entries
         var start: RangeBound?
         var end: RangeBound?
         if let range {
@@ -24,24 +23,24 @@ extension IndexedRows {
         let lo: ChunkedPosition
         if let start {
             let bound = index.prefixProbe(prefix, then: start.value)
-            lo = entries.partitionPoint { e in
+            lo = index.partitionPoint { e in
                 let c = index.compare(e, prefix: bound, keys: keys)
                 return start.inclusive ? c < 0 : c <= 0
             }
         } else {
             let bound = index.prefixProbe(prefix)
-            lo = entries.partitionPoint { index.compare($0, prefix: bound, keys: keys) < 0 }
+            lo = index.partitionPoint { index.compare($0, prefix: bound, keys: keys) < 0 }
         }
         let hi: ChunkedPosition
         if let end {
             let bound = index.prefixProbe(prefix, then: end.value)
-            hi = entries.partitionPoint { e in
+            hi = index.partitionPoint { e in
                 let c = index.compare(e, prefix: bound, keys: keys)
                 return end.inclusive ? c <= 0 : c < 0
             }
         } else {
             let bound = index.prefixProbe(prefix)
-            hi = entries.partitionPoint { index.compare($0, prefix: bound, keys: keys) <= 0 }
+            hi = index.partitionPoint { index.compare($0, prefix: bound, keys: keys) <= 0 }
         }
         return (lo, max(lo, hi))
     }
@@ -86,17 +85,17 @@ extension IndexedRows {
         if let cursor {
             let probe = index.probe(IndexKey(cursor.key)), keys = keysOf(index: number)
             if plan.reversed {
-                hi = min(hi, index.entries.partitionPoint { index.compare($0, probe, cursor.sequence, keys: keys) < 0 })
+                hi = min(hi, index.partitionPoint { index.compare($0, probe, cursor.sequence, keys: keys) < 0 })
             } else {
-                lo = max(lo, index.entries.partitionPoint { index.compare($0, probe, cursor.sequence, keys: keys) <= 0 })
+                lo = max(lo, index.partitionPoint { index.compare($0, probe, cursor.sequence, keys: keys) <= 0 })
             }
         }
         if accept == nil && skip > 0 {
-            let p = index.entries.position(skip, from: lo, to: hi, reversed: plan.reversed)
+            let p = index.position(skip, from: lo, to: hi, reversed: plan.reversed)
             if plan.reversed { hi = p } else { lo = p }
             skip = 0
         }
-        index.entries.scan(from: lo, to: hi, reversed: plan.reversed) { entry in
+        index.scan(from: lo, to: hi, reversed: plan.reversed) { entry in
             if let accept, !accept(entry.slot) { return true }
             if skip > 0 { skip -= 1; return true }
             out.append(entry.slot)
@@ -132,17 +131,16 @@ extension IndexedRows {
         // merge compares read once: the components after the prefix, flat, and the sequence.
         let width = components.count - fixed
         var slots: [Int32] = [], values: [IndexValue] = [], sequences: [UInt64] = []
-        let expected = Self.mergeReservation(wanted: wanted, ranges: plan.prefixes.count, entries: index.entries.count)
+        let expected = Self.mergeReservation(wanted: wanted, ranges: plan.prefixes.count, entries: index.count)
         slots.reserveCapacity(expected)
         sequences.reserveCapacity(expected)
         values.reserveCapacity(expected &* width)
         var runs: [Range<Int>] = []
-        // Read through a pointer outside the scan's closure: `self.keys` inside it copied the
-        // whole `IndexedRows` (a retain and release of each of its arrays) per entry (perf: a
-        // sixth of a two-types window), and a key read by value is copied whole (56 bytes and
-        // a retain) for one component.
-        let rowWidth = self.width
-        self.keys.withUnsafeBufferPointer { allKeys in
+        // The column taken outside the scan's closure: `self` inside it copied the whole
+        // `IndexedRows` (a retain and release of each of its arrays) per entry (perf: a sixth
+        // of a two-types window); a component is read without copying its whole key.
+        let column = columns[number]
+        do {
             for prefix in plan.prefixes {
                 var (lo, hi) = bounds(of: number, prefix: prefix, range: plan.range.map { filters[$0] })
                 if let cursor {
@@ -150,25 +148,21 @@ extension IndexedRows {
                     // cursor's later components and sequence under its own prefix.
                     let probe = index.probe(IndexKey(prefix + cursor.key[fixed...]))
                     if plan.reversed {
-                        hi = min(hi, index.entries.partitionPoint { index.compare($0, probe, cursor.sequence, keys: keys) < 0 })
+                        hi = min(hi, index.partitionPoint { index.compare($0, probe, cursor.sequence, keys: keys) < 0 })
                     } else {
-                        lo = max(lo, index.entries.partitionPoint { index.compare($0, probe, cursor.sequence, keys: keys) <= 0 })
+                        lo = max(lo, index.partitionPoint { index.compare($0, probe, cursor.sequence, keys: keys) <= 0 })
                     }
                     hi = max(lo, hi)
                 }
                 let first = slots.count
-                index.entries.scan(from: lo, to: hi, reversed: plan.reversed) { entry in
+                index.scan(from: lo, to: hi, reversed: plan.reversed) { entry in
                     if let accept, !accept(entry.slot) { return true }
                     slots.append(entry.slot)
                     sequences.append(entry.sequence)
-                    let at = Int(entry.slot) &* rowWidth &+ number
                     // Checked in every build: the read below is unchecked, and a wrong slot would
                     // read another row's memory rather than trap.
-                    precondition(at < allKeys.count, "an index entry's slot has its keys")
-                    let key = allKeys.baseAddress! + at
-                    for c in fixed..<components.count {
-                        values.append(c == 0 ? key.pointee.first : c == 1 ? key.pointee.second : key.pointee[c])
-                    }
+                    precondition(Int(entry.slot) < column.count, "an index entry's slot has its keys")
+                    for c in fixed..<components.count { values.append(column.component(entry.slot, c)) }
                     return slots.count - first < wanted
                 }
                 if slots.count > first { runs.append(first..<slots.count) }
@@ -221,10 +215,10 @@ extension IndexedRows {
                 }
             }
         } else if let number = plan.index {
-            let entries = indexes[number].entries
+            let index = indexes[number]
             for prefix in plan.prefixes {
                 let (lo, hi) = bounds(of: number, prefix: prefix, range: plan.range.map { filters[$0] })
-                entries.scan(from: lo, to: hi, reversed: false) { entry in
+                index.scan(from: lo, to: hi, reversed: false) { entry in
                     if accept?(entry.slot) ?? true { out.append(entry.slot) }
                     return true
                 }
@@ -245,7 +239,7 @@ extension IndexedRows {
         guard let number = plan.index, plan.overlapScan == nil, !plan.consumed.contains(false) else { return nil }
         return plan.prefixes.reduce(0) { total, prefix in
             let (lo, hi) = bounds(of: number, prefix: prefix, range: plan.range.map { filters[$0] })
-            return total + indexes[number].entries.distance(from: lo, to: hi)
+            return total + indexes[number].distance(from: lo, to: hi)
         }
     }
 }

@@ -39,7 +39,7 @@ extension EventSourcedRepository {
             return true
         }
         // Versions of deleted entities that were not added again.
-        let deleted = rows.deletedVersions.filter { rows.slotsByID[$0.key] == nil }
+        let deleted = rows.deletedVersions.filter { rows.slot(of: $0.key) == nil }
         writer.writeVarint(UInt64(deleted.count))
         for (id, version) in deleted {
             writer.writeEntityID(id)
@@ -48,7 +48,7 @@ extension EventSourcedRepository {
         writer.writeVarint(UInt64(indexes.count))
         for (number, index) in indexes.enumerated() {
             writer.writeString(index.name)
-            let entries = rows.indexes[number].entries
+            let entries = rows.indexes[number]
             entries.scan(from: entries.startPosition, to: entries.endPosition, reversed: false) { entry in
                 writer.writeVarint(UInt64(ordinals[Int(entry.slot)]))
                 return true
@@ -175,7 +175,9 @@ extension EventSourcedRepository {
             }
         }
         table.bySlot = bySlot.withLock { $0 }
-        (table.rows.keys, table.rows.ends) = keys.withLock { $0 }
+        let (restoredKeys, restoredEnds) = keys.withLock { $0 }
+        table.rows.restoreKeys(restoredKeys)
+        table.rows.ends = restoredEnds
         guard table.bySlot.count == count else {
             throw BinaryDecodingError(.invalidValue("\(count) ids for \(table.bySlot.count) entities"), at: 0)
         }

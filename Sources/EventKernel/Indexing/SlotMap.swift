@@ -1,0 +1,204 @@
+/// The id → slot map of an ``EntityTable`` (`IndexedRows.slotsByID`): an open-addressing hash
+/// table of row slots that stores no id, comparing ids through the rows' heads instead, as
+/// Activities' `SlotTable` does for UUIDs.
+///
+/// Why: a `[EntityID: Int32]` dictionary stores each id again (a 17-byte enum, 24 with its
+/// stride, plus the 4-byte slot, at a load factor of 3/8 to 3/4: about 50 bytes per entity at
+/// 300,000) beside the row head that already holds it. A bucket here is 8 bytes: the id's hash
+/// in the high half (which also picks the home bucket, so growing never reads a row, and is
+/// compared first, so a probe reads a row head only on a likely hit) and `slot + 1` in the low
+/// half (0: empty). Linear probing with backward-shift deletion keeps it free of tombstones.
+struct SlotMap: Sendable {
+    /// Power-of-two sized (or empty).
+    private(set) var buckets: [UInt64] = []
+    /// The number of ids.
+    private(set) var count = 0
+    /// The home bucket of a hash is its top bits: `hash >> shift`.
+    private var shift: UInt32 = 32
+
+    init() {}
+
+    /// The 32-bit hash of `id`: a multiplicative mix of a UUID's two words (ids are mostly
+    /// random UUIDs: cheap and good enough), and the standard hasher over a string's bytes (as
+    /// ``EntityID``'s `==` compares them). Any value will do: a bucket is empty by its slot half.
+    @inline(__always)
+    static func hash(_ id: EntityID) -> UInt32 {
+        switch id {
+        case .uuid(let uuid):
+            let (a, b) = withUnsafeBytes(of: uuid.uuid) { raw in
+                (raw.loadUnaligned(as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+            }
+            var h = a &* 0x9E37_79B9_7F4A_7C15 ^ (b &* 0xC2B2_AE3D_27D4_EB4F)
+            h ^= h >> 29
+            h = h &* 0xBF58_476D_1CE4_E5B9
+            return UInt32(truncatingIfNeeded: h >> 32)
+        case .string:
+            var hasher = Hasher()
+            id.hash(into: &hasher)
+            return UInt32(truncatingIfNeeded: UInt64(bitPattern: Int64(hasher.finalize())) >> 32)
+        }
+    }
+
+    @inline(__always)
+    private func home(_ tag: UInt32) -> Int { Int(truncatingIfNeeded: UInt64(tag) >> UInt64(shift)) }
+
+    @inline(__always)
+    private static func slot(_ bucket: UInt64) -> Int32 { Int32(truncatingIfNeeded: bucket & 0xFFFF_FFFF) &- 1 }
+
+    @inline(__always)
+    private static func tag(_ bucket: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: bucket >> 32) }
+
+    /// The slot of the row with `id`, if any.
+    /// - Parameter heads: The rows' heads, by slot (where the ids are).
+    /// - Complexity: O(1) on average.
+    func find(_ id: EntityID, heads: [RowHead]) -> Int32? {
+        guard !buckets.isEmpty else { return nil }
+        let mask = buckets.count - 1
+        let tag = Self.hash(id)
+        var i = home(tag)
+        while true {
+            let bucket = buckets[i]
+            if bucket == 0 { return nil }
+            if Self.tag(bucket) == tag && heads[Int(Self.slot(bucket))].id == id { return Self.slot(bucket) }
+            i = (i + 1) & mask
+        }
+    }
+
+    /// Adds `slot`, whose head (already in `heads`) holds the id.
+    /// - Returns: `false`, changing nothing, when the id is already present.
+    /// - Complexity: O(1) amortized.
+    mutating func insert(_ slot: Int32, heads: [RowHead]) -> Bool {
+        precondition(slot >= 0 && Int(slot) < heads.count, "SlotMap: slot \(slot) has no row head")
+        if (count + 1) * 4 > buckets.count * 3 { rehash(size: Swift.max(16, buckets.count * 2)) }
+        let id = heads[Int(slot)].id
+        let mask = buckets.count - 1
+        let tag = Self.hash(id)
+        var i = home(tag)
+        while buckets[i] != 0 {
+            let bucket = buckets[i]
+            if Self.tag(bucket) == tag && heads[Int(Self.slot(bucket))].id == id { return false }
+            i = (i + 1) & mask
+        }
+        buckets[i] = UInt64(tag) << 32 | UInt64(UInt32(bitPattern: slot) &+ 1)
+        count += 1
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        checkProbeRun(around: i, heads: heads)
+        #endif
+        return true
+    }
+
+    /// Removes `id`.
+    /// - Returns: Its slot, if it was present.
+    /// - Complexity: O(1) on average.
+    mutating func remove(_ id: EntityID, heads: [RowHead]) -> Int32? {
+        guard !buckets.isEmpty else { return nil }
+        let mask = buckets.count - 1
+        let tag = Self.hash(id)
+        var i = home(tag)
+        while true {
+            let bucket = buckets[i]
+            if bucket == 0 { return nil }
+            if Self.tag(bucket) == tag && heads[Int(Self.slot(bucket))].id == id { break }
+            i = (i + 1) & mask
+        }
+        let found = Self.slot(buckets[i])
+        count -= 1
+        // Backward shift: a later member of the probe run moves into the hole unless its home
+        // lies cyclically in (hole, its bucket].
+        var j = i
+        while true {
+            j = (j + 1) & mask
+            let bucket = buckets[j]
+            if bucket == 0 { break }
+            let home = home(Self.tag(bucket))
+            let between = i <= j ? (i < home && home <= j) : (i < home || home <= j)
+            if !between {
+                buckets[i] = bucket
+                i = j
+            }
+        }
+        buckets[i] = 0
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        checkProbeRun(around: i, heads: heads)
+        #endif
+        return found
+    }
+
+    /// Makes room for `capacity` ids at a load factor of at most 3/4.
+    mutating func reserveCapacity(_ capacity: Int) {
+        var size = 16
+        while size * 3 < capacity * 4 { size *= 2 }
+        if size > buckets.count { rehash(size: size) }
+    }
+
+    /// Every slot in the map, in bucket order.
+    var slots: [Int32] { buckets.compactMap { $0 == 0 ? nil : Self.slot($0) } }
+
+    private mutating func rehash(size: Int) {
+        let old = buckets
+        buckets = Array(repeating: 0, count: size)
+        shift = UInt32(32 - size.trailingZeroBitCount)
+        let mask = size - 1
+        let shift = UInt64(self.shift)
+        buckets.withUnsafeMutableBufferPointer { new in
+            for bucket in old where bucket != 0 {
+                var i = Int(UInt64(Self.tag(bucket)) >> shift)
+                while new[i] != 0 { i = (i + 1) & mask }
+                new[i] = bucket
+            }
+        }
+    }
+
+    #if EVENTKERNEL_INTERNAL_CHECKS
+    /// What is wrong with the map against `heads`, empty when nothing is: a power-of-two size
+    /// whose shift picks home buckets, a load factor of at most 3/4, the count of occupied
+    /// buckets, each bucket's hash that of its row's id, each slot once, and every id found
+    /// from its home bucket (no empty bucket between its home and it).
+    ///
+    /// Only in builds with `EVENTKERNEL_INTERNAL_CHECKS`.
+    /// - Complexity: O(n).
+    func invariantViolations(heads: [RowHead]) -> [String] {
+        var violations: [String] = []
+        if !buckets.isEmpty {
+            if buckets.count & (buckets.count - 1) != 0 { violations.append("\(buckets.count) buckets, not a power of two") }
+            if Int(32 - shift) != buckets.count.trailingZeroBitCount { violations.append("shift \(shift) for \(buckets.count) buckets") }
+        }
+        if count * 4 > buckets.count * 3 { violations.append("\(count) ids in \(buckets.count) buckets, more than 3/4") }
+        let occupied = buckets.reduce(0) { $0 + ($1 == 0 ? 0 : 1) }
+        if occupied != count { violations.append("count is \(count) but \(occupied) buckets are occupied") }
+        var seen = Set<Int32>()
+        for i in buckets.indices where buckets[i] != 0 {
+            let slot = Self.slot(buckets[i])
+            guard slot >= 0, Int(slot) < heads.count else { violations.append("bucket \(i) holds slot \(slot), which has no head"); continue }
+            if !seen.insert(slot).inserted { violations.append("slot \(slot) is in two buckets") }
+            if Self.tag(buckets[i]) != Self.hash(heads[Int(slot)].id) { violations.append("bucket \(i) holds a hash that is not its id's") }
+            if find(heads[Int(slot)].id, heads: heads) != slot { violations.append("the id of slot \(slot) is not found from its home bucket") }
+        }
+        return violations
+    }
+
+    /// Gives the first occupied bucket another hash: for the tests of the checks.
+    mutating func corruptForTesting() {
+        guard let i = buckets.firstIndex(where: { $0 != 0 }) else { return }
+        buckets[i] ^= 1 << 40
+    }
+
+    /// The check after every mutation: the probe run around bucket `i` is intact (every
+    /// member reachable from its home without crossing an empty bucket); O(run length).
+    private func checkProbeRun(around i: Int, heads: [RowHead]) {
+        let mask = buckets.count - 1
+        var j = (i &- 1) & mask
+        for _ in 0..<buckets.count {
+            j = (j + 1) & mask
+            let bucket = buckets[j]
+            if bucket == 0 { break }
+            var k = home(Self.tag(bucket))
+            while k != j {
+                precondition(buckets[k] != 0, "SlotMap: bucket \(j) is cut off from its home bucket \(home(Self.tag(bucket)))")
+                k = (k + 1) & mask
+            }
+            precondition(Self.tag(bucket) == Self.hash(heads[Int(Self.slot(bucket))].id), "SlotMap: bucket \(j) holds a hash that is not its id's")
+        }
+    }
+    #endif
+}
