@@ -8,10 +8,18 @@ public struct IndexComponent<Entity>: Sendable {
     /// Appends the property's value of each of a run of entities (a snapshot part's).
     let values: @Sendable (_ entities: [Entity], _ into: inout [IndexValue]) -> Void
 
+    /// The bytes of the entity the property is stored in; `nil` for a computed property.
+    let storage: Range<Int>?
+    /// The index value of a value of the property's type (`nil` for another type): what a field
+    /// event (``FieldEvent``) splices into the keys, computed outside every lock.
+    let indexValueOf: @Sendable (any Sendable) -> IndexValue?
+
     private init<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, descending: Bool) {
         self.keyPath = keyPath
         self.descending = descending
         (value, values) = Self.readers(keyPath)
+        storage = MemoryLayout<Entity>.offset(of: keyPath).map { $0..<$0 + MemoryLayout<Value>.size }
+        indexValueOf = { ($0 as? Value)?.indexValue }
     }
 
     /// The property `keyPath`, smaller values first.

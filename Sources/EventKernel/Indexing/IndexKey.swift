@@ -47,4 +47,13 @@ struct IndexKey: Sendable {
     }
 
     var values: [IndexValue] { (0..<count).map { self[$0] } }
+
+    /// Replaces component `i`.
+    mutating func set(_ i: Int, _ value: IndexValue) {
+        switch i {
+        case 0: first = value
+        case 1: second = value
+        default: more![i - 2] = value
+        }
+    }
 }

@@ -119,6 +119,15 @@ struct IndexedRows: Sendable {
     /// The key of the row in `slot` in index `number`.
     func key(_ slot: Int32, _ number: Int) -> IndexKey { columns[number][slot] }
 
+    /// The keys of the row of `id` in the layout ``upsert(id:version:keys:)`` takes (each
+    /// declared index's key, then each interval index's end), or `nil` when there is no row.
+    func keys(of id: EntityID) -> [IndexKey]? {
+        guard let slot = slot(of: id) else { return nil }
+        var keys = (0..<width).map { key(slot, $0) }
+        for j in intervals.indices { keys.append(IndexKey(ends[Int(slot) * intervals.count + j])) }
+        return keys
+    }
+
     /// Where index `number`'s entries find their keys' components (for ties on long keys).
     func keysOf(index number: Int) -> IndexStorage.Keys { IndexStorage.Keys(column: columns[number]) }
 

@@ -67,9 +67,13 @@ extension EventSourcedRepository {
         try checkOnce(stream, in: command)
         guard var entity = current(stream, in: &command) else { throw RepositoryError.notFound(stream.entityID) }
         entity[keyPath: event.keyPath] = value
+        guard entity.id.entityID == stream.entityID else {
+            throw RepositoryError.misuse(Misuse(.idChanged, "the field event \"\(event.name)\" would change the id of \(stream) to \(entity.id.entityID)"))
+        }
         try validate?(entity)
         var payload: [UInt8] = []
-        try event.encode(value, &payload)
+        // The registered event's codec: the one its fold decodes with.
+        try registered.encode(value, &payload)
         let encoded = EncodedEvent(eventType: "\(typeName).\(event.name)", schemaVersion: schema.version, stream: stream, payload: payload)
         if let expectedVersion {
             command.append(encoded, expectedVersion: expectedVersion)

@@ -1,5 +1,6 @@
 /// The repository's projection: what `prepare` computes for an event outside every lock (the
-/// decoded, upcast entity and its index keys) and the fold that moves it into the
+/// decoded, upcast entity and its index keys, or a field event's value and its index values)
+/// and the fold that moves it into the
 /// ``EntityTable``, which is also its entity type's stream-version source.
 extension EventSourcedRepository {
     /// What `prepare` computes for one event outside every lock: the decoded (upcast) entity
@@ -56,12 +57,55 @@ extension EventSourcedRepository {
         }
     }
 
+    /// Where a field event's value goes in a row's keys (``IndexedRows/upsert(id:version:keys:)``'s
+    /// layout): every component of a declared index, or interval end, on the event's property.
+    struct SplicePlan: Sendable {
+        var key: Int
+        var component: Int
+        var indexValue: @Sendable (any Sendable) -> IndexValue?
+    }
+
+    static func splices(of field: RegisteredFieldEvent<Entity>, _ indexes: [EntityIndex<Entity>]) -> [SplicePlan] {
+        var plans: [SplicePlan] = []
+        for (number, index) in indexes.enumerated() {
+            for (c, component) in index.components.enumerated() where (component.keyPath as AnyKeyPath) == (field.keyPath as AnyKeyPath) {
+                plans.append(SplicePlan(key: number, component: c, indexValue: component.indexValueOf))
+            }
+        }
+        for (j, end) in indexes.compactMap(\.intervalEnd).enumerated() where (end.keyPath as AnyKeyPath) == (field.keyPath as AnyKeyPath) {
+            plans.append(SplicePlan(key: indexes.count + j, component: 0, indexValue: end.indexValueOf))
+        }
+        return plans
+    }
+
+    /// Refuses indexes that a field event of `schema` would leave stale: with field events, every
+    /// indexed property must be stored (a computed one's key would have to be computed again,
+    /// under the lock, by the domain's code), and none may be stored in part of a field's bytes
+    /// without being that field.
+    /// - Throws: ``RepositoryError/misuse(_:)`` with ``Misuse/Code/fieldEventIndexConflict``.
+    static func checkFieldEvents(_ schema: EntitySchema<Entity>, _ indexes: [EntityIndex<Entity>], typeName: String) throws {
+        guard !schema.fieldEvents.isEmpty else { return }
+        for index in indexes {
+            for component in index.components + (index.intervalEnd.map { [$0] } ?? []) {
+                guard let storage = component.storage else {
+                    throw RepositoryError.misuse(Misuse(.fieldEventIndexConflict,
+                        "\(typeName) records field events (\(schema.fieldEventNames.joined(separator: ", "))) and indexes \(component.keyPath), which is not a stored property: its key could not follow a field event"))
+                }
+                for field in schema.fieldEvents.values where field.storage.overlaps(storage)
+                    && (field.keyPath as AnyKeyPath) != (component.keyPath as AnyKeyPath) {
+                    throw RepositoryError.misuse(Misuse(.fieldEventIndexConflict,
+                        "\(typeName)'s field event \"\(field.name)\" sets \(field.keyPath), which holds the indexed \(component.keyPath): index the property the event sets, or update the entity instead"))
+                }
+            }
+        }
+    }
+
     static func makeProjection(
         typeName: String, schema: EntitySchema<Entity>, indexes: [EntityIndex<Entity>]
     ) -> ProjectedState<State> {
         let ends = intervalEnds(indexes)
         let added = typeName + ".added", updated = typeName + ".updated", deleted = typeName + ".deleted"
-        let fieldEvents = Dictionary(uniqueKeysWithValues: schema.fieldEvents.values.map { (typeName + "." + $0.name, $0) })
+        let fieldEvents = Dictionary(uniqueKeysWithValues: schema.fieldEvents.values.map { (typeName + "." + $0.name, ($0, splices(of: $0, indexes))) })
         return ProjectedState<State>(
             name: "repository:\(typeName)", schemaVersion: snapshotLayoutVersion, initial: State(indexes: indexes),
             encode: { table in try encodeSnapshot(table, schema: schema, indexes: indexes) },
@@ -77,10 +121,17 @@ extension EventSourcedRepository {
                 case deleted:
                     return nil
                 default:
-                    guard let field = fieldEvents[envelope.eventType] else {
+                    guard let (field, splices) = fieldEvents[envelope.eventType] else {
                         throw EventDecodingError.unknownEventType(envelope.eventType, entityType: typeName)
                     }
-                    return .field(try field.decode(envelope.payload, envelope.schemaVersion))
+                    let (value, apply) = try field.decode(envelope.payload, envelope.schemaVersion)
+                    // The index values of the new value, here, outside every lock.
+                    return .field(FieldWrite(apply: apply, splices: try splices.map { splice in
+                        guard let indexValue = splice.indexValue(value) else {
+                            throw EventDecodingError.unknownEventType(envelope.eventType, entityType: typeName)
+                        }
+                        return FieldWrite.Splice(key: splice.key, component: splice.component, value: indexValue)
+                    }))
                 }
             },
             fold: { table, envelope, prepared in
@@ -90,13 +141,14 @@ extension EventSourcedRepository {
                     table.upsert(entity, id: envelope.entityID, version: envelope.entityVersion, keys: keys)
                 case .field(let write)?:
                     // The entity as the log stood before this event is only known here: the
-                    // write and the new keys are made under the lock (a key path's store, and
-                    // the indexed properties' reads: no closure of the domain's).
-                    guard var entity = table[envelope.entityID] else {
+                    // write is a key path's store, and the row's keys get the values prepared
+                    // outside the lock (no code of the domain's runs here).
+                    guard var entity = table[envelope.entityID], var keys = table.rows.keys(of: envelope.entityID) else {
                         throw EventDecodingError.noEntityForFieldEvent(eventType: envelope.eventType, stream: envelope.stream)
                     }
                     write.apply(&entity)
-                    table.upsert(entity, id: envelope.entityID, version: envelope.entityVersion, keys: keys(of: entity, indexes, ends: ends))
+                    for splice in write.splices { keys[splice.key].set(splice.component, splice.value) }
+                    table.upsert(entity, id: envelope.entityID, version: envelope.entityVersion, keys: keys)
                 case nil:
                     table.remove(envelope.entityID, version: envelope.entityVersion)
                 }

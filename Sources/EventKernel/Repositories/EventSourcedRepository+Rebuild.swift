@@ -27,7 +27,17 @@ extension EventSourcedRepository {
         progress: (@Sendable (RebuildProgress) -> Void)? = nil
     ) async throws {
         let schema = schema ?? self.schema
-        let fresh = Self.makeProjection(typeName: typeName, schema: schema, indexes: indexes ?? self.indexes)
+        let indexes = indexes ?? self.indexes
+        try Self.checkFieldEvents(schema, indexes, typeName: typeName)
+        // A command that read the old schema may commit a field event after the switch: the new
+        // schema must fold every event the old one could append.
+        for field in self.schema.fieldEvents.values {
+            guard let kept = schema.fieldEvents[field.name], (kept.keyPath as AnyKeyPath) == (field.keyPath as AnyKeyPath) else {
+                throw RepositoryError.misuse(Misuse(.invalidRebuild,
+                    "the rebuild's schema of \(typeName) does not record the field event \"\(field.name)\" (setting \(field.keyPath)) as the current one does"))
+            }
+        }
+        let fresh = Self.makeProjection(typeName: typeName, schema: schema, indexes: indexes)
         try await store.rebuild(projection, from: fresh, progress: progress, whileSwitching: {
             currentSchema.withLock { $0 = schema }
         })

@@ -8,7 +8,8 @@ import KernelPrimitives
 /// within a type: thread 100 and post 100 are different entities. Events are named
 /// `"<typeName>.added"`, `".updated"` and `".deleted"`; payloads are the entity encoded by the
 /// ``EntitySchema``'s codec (compact binary by default, JSON on request) at its version, and old
-/// versions are upcast on every read.
+/// versions are upcast on every read. Events in the domain's words that set one property
+/// (`"<typeName>.ended"`) are ``FieldEvent``s registered on the schema.
 ///
 /// Every write goes through ``EventStore/execute(maxAttempts:_:)``: the stream's version is read
 /// before its state and a concurrent change is retried, so two concurrent adds of one id never
@@ -75,6 +76,7 @@ where Entity.ID: EntityIDConvertible {
         self.defaultOrder = EntityQuery<Entity>.Orderings(
             terms: defaultOrder.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) }, values: defaultOrder.map(\.value))
         self.validate = validate
+        try Self.checkFieldEvents(schema, indexes, typeName: typeName)
         self.projection = Self.makeProjection(typeName: typeName, schema: schema, indexes: indexes)
         self.queryLatency = store.instrumentation?.queryLatency(repository: projection.name)
         try store.register(projection)

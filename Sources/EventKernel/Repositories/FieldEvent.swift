@@ -9,18 +9,23 @@ import KernelPrimitives
 /// ``EventSourcedRepository/apply(_:_:to:expectedVersion:)``:
 ///
 /// ```swift
-/// static let ended = FieldEvent<Activity, Date?>("ended", sets: \.endDate)
+/// static let ended = FieldEvent<Job, Date?>("ended", sets: \.end)
 ///
-/// let repository = try EventSourcedRepository<Activity>(
-///     store: store, typeName: "activity", schema: EntitySchema().recording(Self.ended))
+/// let repository = try EventSourcedRepository<Job>(
+///     store: store, typeName: "Job", schema: EntitySchema().recording(Self.ended))
 /// try await repository.apply(Self.ended, Date(), to: id)
 /// ```
 ///
-/// The event's type in the log is `"<typeName>.<name>"`; its payload is the value alone. Folding
-/// it writes the property of the entity the projection holds and files the entity under its new
-/// index keys: the property must be a stored one (checked when the event is registered), so that
-/// the write runs no code of the domain's; the declared indexes' properties are read again
-/// for the new keys, as for any other change.
+/// The event's type in the log is `"<typeName>.<name>"`; its payload is the value alone, written
+/// by the codec of the event registered on the schema (whichever `FieldEvent` value a caller
+/// passes). Folding it writes the property of the entity the projection holds and files the
+/// entity under its new index keys, none of the domain's code running under the projection's
+/// lock: the property must be a stored one (checked when the event is registered), the new
+/// value's index keys are computed before the lock, and the repository refuses indexes that a
+/// field event would leave stale (a computed property, or one stored in part of the field's
+/// bytes: ``Misuse/Code/fieldEventIndexConflict``). Changing the property's type needs a new
+/// event name or the codec form, whose decoder is told the schema version; a payload written at
+/// a schema version newer than the schema's is refused (``EntitySchemaError``).
 public struct FieldEvent<Entity: Sendable, Value: Sendable>: Sendable {
     /// The event's name: its type in the log is `"<typeName>.<name>"`.
     public let name: String
@@ -68,19 +73,34 @@ private struct FieldEventPayload<Value: Codable>: Codable {
     var value: Value
 }
 
-/// A field event registered on a schema, its value type erased: decoding a payload gives the
-/// write that folding applies.
+/// A field event registered on a schema, its value type erased: the one encoder of its payloads
+/// (whichever `FieldEvent` value a caller passes) and the one decoder.
 struct RegisteredFieldEvent<Entity: Sendable>: Sendable {
     let name: String
     let keyPath: any AnyKeyPath & Sendable
-    /// Decodes a payload (outside every lock) into the write of its value.
-    let decode: @Sendable ([UInt8], UInt16) throws -> FieldWrite<Entity>
+    /// The bytes of the entity the property is stored in.
+    let storage: Range<Int>
+    /// Appends the payload of a value (of the property's type).
+    let encode: @Sendable (any Sendable, inout [UInt8]) throws -> Void
+    /// Decodes a payload written at a schema version (outside every lock): the value, and the
+    /// write that sets it.
+    let decode: @Sendable ([UInt8], UInt16) throws -> (value: any Sendable, apply: @Sendable (inout Entity) -> Void)
 }
 
-/// A decoded field event: sets the property to the value. Built by the kernel around a key path
-/// (never the domain's closure), so it may run under the projection's lock.
+/// A decoded field event, ready to fold: the write (a key path's store, built by the kernel,
+/// never the domain's closure) and the components of the row's keys that the property feeds,
+/// with their new values (computed outside every lock), so that folding under the lock runs
+/// none of the domain's code.
 struct FieldWrite<Entity: Sendable>: Sendable {
+    struct Splice: Sendable {
+        /// The key in ``IndexedRows/upsert(id:version:keys:)``'s layout.
+        var key: Int
+        /// The component of that key.
+        var component: Int
+        var value: IndexValue
+    }
     let apply: @Sendable (inout Entity) -> Void
+    let splices: [Splice]
 }
 
 extension EntitySchema {
@@ -96,14 +116,26 @@ extension EntitySchema {
                      "\"\(event.name)\" is a repository's own event; a field event needs another name")
         precondition(!event.name.isEmpty && !event.name.contains("."), "a field event's name is one word without dots: \"\(event.name)\"")
         precondition(fieldEvents[event.name] == nil, "the field event \"\(event.name)\" is registered twice")
-        precondition(MemoryLayout<Entity>.offset(of: event.keyPath) != nil,
-                     "the field event \"\(event.name)\" sets \(event.keyPath), which is not a stored property of \(Entity.self)")
-        var copy = self
-        let keyPath = event.keyPath, decode = event.decode
-        copy.fieldEvents[event.name] = RegisteredFieldEvent(name: event.name, keyPath: keyPath) { payload, schemaVersion in
-            let value = try payload.withUnsafeBytes { try decode($0, schemaVersion) }
-            return FieldWrite { $0[keyPath: keyPath] = value }
+        guard let offset = MemoryLayout<Entity>.offset(of: event.keyPath) else {
+            preconditionFailure("the field event \"\(event.name)\" sets \(event.keyPath), which is not a stored property of \(Entity.self)")
         }
+        var copy = self
+        let keyPath = event.keyPath, encode = event.encode, decode = event.decode
+        let version = self.version, readable = readableVersions, entity = String(describing: Entity.self)
+        copy.fieldEvents[event.name] = RegisteredFieldEvent(
+            name: event.name, keyPath: keyPath, storage: offset..<offset + MemoryLayout<Value>.size,
+            encode: { value, bytes in
+                // The property's type: a `FieldEvent` of this name sets this key path.
+                try encode(value as! Value, &bytes)
+            },
+            decode: { payload, schemaVersion in
+                // A payload from a newer build may mean something this build does not know.
+                guard schemaVersion <= version else {
+                    throw EntitySchemaError(entity: entity, found: schemaVersion, current: version, readable: readable)
+                }
+                let value = try payload.withUnsafeBytes { try decode($0, schemaVersion) }
+                return (value, { $0[keyPath: keyPath] = value })
+            })
         return copy
     }
 

@@ -82,6 +82,9 @@ public struct Misuse: Error, Hashable, Sendable, CustomStringConvertible {
         case invalidRebuild
         /// A field event not registered on the repository's schema (``EntitySchema/recording(_:)``).
         case unregisteredFieldEvent
+        /// A repository recording field events indexes a computed property, or a property
+        /// stored in part of a field's bytes: its keys could not follow a field event.
+        case fieldEventIndexConflict
     }
 
     /// The rule broken.
@@ -232,8 +235,20 @@ public struct UndecodableEvent: Error, Hashable, Sendable, CustomStringConvertib
         self.cause = cause
     }
 
+    /// What to do about it, by cause.
+    private var remedy: String {
+        switch cause as? EventDecodingError {
+        case .noEntityForFieldEvent?:
+            "a writer that bypassed the repository's commands appended it; `eventkernel verify` locates the log's records"
+        case .unknownEventType?:
+            "if a build that wrote it declares more events, register them (EntitySchema.recording for field events, Docs/ChangingEntities.md)"
+        default:
+            "if the entity's shape changed, register an upcaster from schema version \(schemaVersion) (Docs/ChangingEntities.md)"
+        }
+    }
+
     public var description: String {
-        "projection \"\(projection)\" cannot fold the event at position \(position) (\(eventType), schema version \(schemaVersion), stream \(stream)): \(cause). Nothing was skipped and nothing on disk changed; if the entity's shape changed, register an upcaster from schema version \(schemaVersion) (Docs/ChangingEntities.md)"
+        "projection \"\(projection)\" cannot fold the event at position \(position) (\(eventType), schema version \(schemaVersion), stream \(stream)): \(cause). Nothing was skipped and nothing on disk changed; " + remedy
     }
 
     public static func == (lhs: UndecodableEvent, rhs: UndecodableEvent) -> Bool {
