@@ -150,6 +150,29 @@ import Testing
         #expect(Set(map.slots) == Set(model.values))
     }
 
+    #if EVENTKERNEL_INTERNAL_CHECKS
+    /// The per-removal check looks at the run after the final hole: a removal that leaves an id
+    /// cut off from its home (no backward shift) is reported, and one that cuts off nothing is not.
+    @Test func slotMapRemovalCheckSeesABrokenShift() {
+        var rng = SplitMix64(seed: 7)
+        let heads: [RowHead] = (0..<12).map { n in
+            RowHead(id: .uuid(UUID(uuid: withUnsafeBytes(of: (rng.next(), rng.next())) { $0.load(as: uuid_t.self) })), version: 1, sequence: UInt64(n))
+        }
+        var map = SlotMap()
+        for slot in heads.indices { #expect(map.insert(Int32(slot), heads: heads)) }
+        #expect(map.buckets.count == 16, "12 ids in one 16-bucket table, so probe runs are long")
+        var broken = 0
+        for removed in heads.indices {
+            var copy = map
+            let violation = copy.removeWithoutShiftForTesting(heads[removed].id, heads: heads)
+            let lost = heads.indices.filter { $0 != removed && copy.find(heads[$0].id, heads: heads) != Int32($0) }
+            #expect((violation != nil) == !lost.isEmpty, "removing slot \(removed): \(violation ?? "no violation"), lost \(lost)")
+            if !lost.isEmpty { broken += 1 }
+        }
+        #expect(broken > 0, "some removal without a shift cuts an id off, so the check is exercised")
+    }
+    #endif
+
     /// The empty map finds nothing and removes nothing; ids equal only byte for byte are two ids.
     @Test func slotMapEdges() {
         var map = SlotMap()

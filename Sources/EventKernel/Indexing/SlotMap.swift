@@ -119,7 +119,9 @@ struct SlotMap: Sendable {
         }
         buckets[i] = 0
         #if EVENTKERNEL_INTERNAL_CHECKS
-        checkProbeRun(around: i, heads: heads)
+        // The final hole ends a run, so the run to check is the one after it: what a wrong
+        // shift would cut off from its home.
+        checkProbeRun(around: (i &+ 1) & mask, heads: heads)
         #endif
         return found
     }
@@ -183,9 +185,23 @@ struct SlotMap: Sendable {
         buckets[i] ^= 1 << 40
     }
 
+    /// Empties the bucket of `id` without the backward shift (a broken removal) and returns
+    /// what the per-removal check then reports: for the tests of the checks.
+    mutating func removeWithoutShiftForTesting(_ id: EntityID, heads: [RowHead]) -> String? {
+        guard let slot = find(id, heads: heads), let i = buckets.firstIndex(where: { $0 != 0 && Self.slot($0) == slot }) else { return nil }
+        buckets[i] = 0
+        count -= 1
+        return probeRunViolation(around: (i &+ 1) & (buckets.count - 1), heads: heads)
+    }
+
     /// The check after every mutation: the probe run around bucket `i` is intact (every
     /// member reachable from its home without crossing an empty bucket); O(run length).
     private func checkProbeRun(around i: Int, heads: [RowHead]) {
+        if let violation = probeRunViolation(around: i, heads: heads) { preconditionFailure("SlotMap: \(violation)") }
+    }
+
+    /// What ``checkProbeRun(around:heads:)`` finds wrong, if anything.
+    private func probeRunViolation(around i: Int, heads: [RowHead]) -> String? {
         let mask = buckets.count - 1
         var j = (i &- 1) & mask
         for _ in 0..<buckets.count {
@@ -194,11 +210,12 @@ struct SlotMap: Sendable {
             if bucket == 0 { break }
             var k = home(Self.tag(bucket))
             while k != j {
-                precondition(buckets[k] != 0, "SlotMap: bucket \(j) is cut off from its home bucket \(home(Self.tag(bucket)))")
+                if buckets[k] == 0 { return "bucket \(j) is cut off from its home bucket \(home(Self.tag(bucket)))" }
                 k = (k + 1) & mask
             }
-            precondition(Self.tag(bucket) == Self.hash(heads[Int(Self.slot(bucket))].id), "SlotMap: bucket \(j) holds a hash that is not its id's")
+            if Self.tag(bucket) != Self.hash(heads[Int(Self.slot(bucket))].id) { return "bucket \(j) holds a hash that is not its id's" }
         }
+        return nil
     }
     #endif
 }
