@@ -18,25 +18,16 @@ struct SlotMap: Sendable {
 
     init() {}
 
-    /// The 32-bit hash of `id`: a multiplicative mix of a UUID's two words (ids are mostly
-    /// random UUIDs: cheap and good enough), and the standard hasher over a string's bytes (as
-    /// ``EntityID``'s `==` compares them). Any value will do: a bucket is empty by its slot half.
+    /// The 32-bit hash of `id`: the top half of the standard, per-process seeded hasher's value
+    /// (as `EntityID.hash(into:)` feeds it: a UUID's two words, a string's bytes as `==` compares
+    /// them). Seeded, because ids come from outside (imports, client-chosen UUIDs): an unseeded
+    /// mix is invertible, so crafted ids could share a home bucket and make every probe O(n).
+    /// Nothing depends on the value beyond this process: a bucket is empty by its slot half.
     @inline(__always)
     static func hash(_ id: EntityID) -> UInt32 {
-        switch id {
-        case .uuid(let uuid):
-            let (a, b) = withUnsafeBytes(of: uuid.uuid) { raw in
-                (raw.loadUnaligned(as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-            }
-            var h = a &* 0x9E37_79B9_7F4A_7C15 ^ (b &* 0xC2B2_AE3D_27D4_EB4F)
-            h ^= h >> 29
-            h = h &* 0xBF58_476D_1CE4_E5B9
-            return UInt32(truncatingIfNeeded: h >> 32)
-        case .string:
-            var hasher = Hasher()
-            id.hash(into: &hasher)
-            return UInt32(truncatingIfNeeded: UInt64(bitPattern: Int64(hasher.finalize())) >> 32)
-        }
+        var hasher = Hasher()
+        id.hash(into: &hasher)
+        return UInt32(truncatingIfNeeded: UInt64(bitPattern: Int64(hasher.finalize())) >> 32)
     }
 
     @inline(__always)
