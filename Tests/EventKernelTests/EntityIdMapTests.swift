@@ -159,7 +159,7 @@ import Testing
             RowHead(id: .uuid(UUID(uuid: withUnsafeBytes(of: (rng.next(), rng.next())) { $0.load(as: uuid_t.self) })), version: 1, sequence: UInt64(n))
         }
         var map = SlotMap()
-        for slot in heads.indices { #expect(map.insert(Int32(slot), heads: heads)) }
+        for slot in heads.indices { let added = map.insert(Int32(slot), heads: heads); #expect(added) }
         #expect(map.buckets.count == 16, "12 ids in one 16-bucket table, so probe runs are long")
         var broken = 0
         for removed in heads.indices {
@@ -203,7 +203,7 @@ import Testing
         #expect(homes.count > 500, "\(homes.count) home buckets for 1,000 crafted ids")
         let heads = crafted.enumerated().map { RowHead(id: $1, version: 1, sequence: UInt64($0)) }
         var map = SlotMap()
-        for slot in heads.indices { #expect(map.insert(Int32(slot), heads: heads)) }
+        for slot in heads.indices { let added = map.insert(Int32(slot), heads: heads); #expect(added) }
         #expect(heads.indices.allSatisfy { map.find(heads[$0].id, heads: heads) == Int32($0) })
     }
 
