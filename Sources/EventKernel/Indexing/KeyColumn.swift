@@ -57,7 +57,7 @@ struct KeyColumn: Sendable {
         if isNarrow && !normalized.fitsNarrow { widen(reservingCapacity: tags.count + 1) }
         let i = Int(slot)
         if isNarrow {
-            let tag = UInt8(truncatingIfNeeded: normalized.w0 >> 56), word = normalized.w0 << 8 | normalized.w1 >> 56
+            let (tag, word) = Self.narrowBytes(normalized)
             if i == tags.count {
                 tags.append(tag)
                 bits.append(word)
@@ -70,6 +70,22 @@ struct KeyColumn: Sendable {
         } else {
             full[i] = key
         }
+    }
+
+    /// Whether `slot` holds the key encoded as `normalized`, from the stored 9 bytes (no key
+    /// decoded); `nil` when the column or the key is not narrow, for the caller to compare keys.
+    /// Equal bytes are the same entry: the encoding is all a narrow row keeps of its key.
+    @inline(__always)
+    func holds(_ slot: Int32, _ normalized: NormalizedKey) -> Bool? {
+        guard isNarrow, normalized.fitsNarrow else { return nil }
+        let (tag, word) = Self.narrowBytes(normalized)
+        return tags[Int(slot)] == tag && bits[Int(slot)] == word
+    }
+
+    /// The first 9 bytes of an encoding: its tag and the next eight, big-endian.
+    @inline(__always)
+    private static func narrowBytes(_ normalized: NormalizedKey) -> (UInt8, UInt64) {
+        (UInt8(truncatingIfNeeded: normalized.w0 >> 56), normalized.w0 << 8 | normalized.w1 >> 56)
     }
 
     /// Replaces every slot's key with `keys` (a snapshot's, by slot): narrow when every key fits.
