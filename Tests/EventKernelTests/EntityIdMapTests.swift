@@ -138,6 +138,9 @@ import Testing
                 #expect(removed == model.removeValue(forKey: id), "seed \(seed) step \(step)")
                 if let removed { free.append(removed) }
             }
+            if step == 9_999 {
+                #expect(map.buckets.count == 16, "seed \(seed): the first half stayed in one 16-bucket table, so its runs wrapped")
+            }
             if step % 97 == 0 {
                 #expect(map.count == model.count)
                 for probe in ids.prefix(pool) { #expect(map.find(probe, heads: heads) == model[probe], "seed \(seed) step \(step)") }

@@ -29,8 +29,9 @@ import EventKernelTestSupport
             #expect(column.isNarrow == storage.isNarrow, "the column and the entries widen together")
         }
 
+        /// Removes by the key the column reads back (decoded, when narrow), as the table does.
         mutating func remove(slot: Int32) {
-            storage.remove(keys[Int(slot)], sequence: UInt64(slot), keys: all)
+            storage.remove(column[slot], sequence: UInt64(slot), keys: all)
         }
 
         func slots(reversed: Bool = false) -> [Int32] {
