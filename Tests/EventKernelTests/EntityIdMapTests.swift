@@ -138,6 +138,9 @@ import Testing
                 #expect(removed == model.removeValue(forKey: id), "seed \(seed) step \(step)")
                 if let removed { free.append(removed) }
             }
+            if step == 9_999 {
+                #expect(map.buckets.count == 16, "seed \(seed): the first half stayed in one 16-bucket table, so its runs wrapped")
+            }
             if step % 97 == 0 {
                 #expect(map.count == model.count)
                 for probe in ids.prefix(pool) { #expect(map.find(probe, heads: heads) == model[probe], "seed \(seed) step \(step)") }
@@ -148,6 +151,63 @@ import Testing
         }
         #expect(map.buckets.count > 16, "the second half grew the table")
         #expect(Set(map.slots) == Set(model.values))
+    }
+
+    #if EVENTKERNEL_INTERNAL_CHECKS
+    /// The per-removal check looks at the run after the final hole: a removal that leaves an id
+    /// cut off from its home (no backward shift) is reported, and one that cuts off nothing is not.
+    @Test func slotMapRemovalCheckSeesABrokenShift() {
+        var rng = SplitMix64(seed: 7)
+        let heads: [RowHead] = (0..<12).map { n in
+            RowHead(id: .uuid(UUID(uuid: withUnsafeBytes(of: (rng.next(), rng.next())) { $0.load(as: uuid_t.self) })), version: 1, sequence: UInt64(n))
+        }
+        var map = SlotMap()
+        for slot in heads.indices { let added = map.insert(Int32(slot), heads: heads); #expect(added) }
+        #expect(map.buckets.count == 16, "12 ids in one 16-bucket table, so probe runs are long")
+        var broken = 0
+        for removed in heads.indices {
+            var copy = map
+            let violation = copy.removeWithoutShiftForTesting(heads[removed].id, heads: heads)
+            let lost = heads.indices.filter { $0 != removed && copy.find(heads[$0].id, heads: heads) != Int32($0) }
+            #expect((violation != nil) == !lost.isEmpty, "removing slot \(removed): \(violation ?? "no violation"), lost \(lost)")
+            if !lost.isEmpty { broken += 1 }
+        }
+        #expect(broken > 0, "some removal without a shift cuts an id off, so the check is exercised")
+    }
+    #endif
+
+    /// Ids crafted to share one home bucket under an unseeded, invertible mix (the inverse of
+    /// the multiply-xorshift-multiply UUID hash the map once used, all with the same top 32 bits)
+    /// spread out under the map's hash, so an import of chosen ids cannot make probes O(n).
+    @Test func slotMapHashResistsCraftedUUIDs() {
+        func inverse(_ c: UInt64) -> UInt64 {
+            var x = c
+            for _ in 0..<6 { x = x &* (2 &- c &* x) }
+            return x
+        }
+        let crafted: [EntityID] = (0..<1_000 as Range<UInt64>).map { k in
+            let mixed = 0xDEAD_BEEF << 32 | k
+            let h2 = mixed &* inverse(0xBF58_476D_1CE4_E5B9)
+            let h1 = h2 ^ (h2 >> 29) ^ (h2 >> 58)
+            let a = h1 &* inverse(0x9E37_79B9_7F4A_7C15)
+            return .uuid(UUID(uuid: withUnsafeBytes(of: (a.littleEndian, UInt64(0))) { $0.load(as: uuid_t.self) }))
+        }
+        // The old hash of these ids: one value for all, so this test is about the ids, not luck.
+        let old = Set(crafted.map { id -> UInt32 in
+            guard case .uuid(let uuid) = id else { return 0 }
+            let (a, b) = withUnsafeBytes(of: uuid.uuid) { ($0.loadUnaligned(as: UInt64.self), $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self)) }
+            var h = a &* 0x9E37_79B9_7F4A_7C15 ^ (b &* 0xC2B2_AE3D_27D4_EB4F)
+            h ^= h >> 29
+            h = h &* 0xBF58_476D_1CE4_E5B9
+            return UInt32(truncatingIfNeeded: h >> 32)
+        })
+        #expect(old == [0xDEAD_BEEF])
+        let homes = Set(crafted.map { SlotMap.hash($0) >> 21 })  // home buckets in a 2,048-bucket table
+        #expect(homes.count > 500, "\(homes.count) home buckets for 1,000 crafted ids")
+        let heads = crafted.enumerated().map { RowHead(id: $1, version: 1, sequence: UInt64($0)) }
+        var map = SlotMap()
+        for slot in heads.indices { let added = map.insert(Int32(slot), heads: heads); #expect(added) }
+        #expect(heads.indices.allSatisfy { map.find(heads[$0].id, heads: heads) == Int32($0) })
     }
 
     /// The empty map finds nothing and removes nothing; ids equal only byte for byte are two ids.

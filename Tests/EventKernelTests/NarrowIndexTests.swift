@@ -29,8 +29,9 @@ import EventKernelTestSupport
             #expect(column.isNarrow == storage.isNarrow, "the column and the entries widen together")
         }
 
+        /// Removes by the key the column reads back (decoded, when narrow), as the table does.
         mutating func remove(slot: Int32) {
-            storage.remove(keys[Int(slot)], sequence: UInt64(slot), keys: all)
+            storage.remove(column[slot], sequence: UInt64(slot), keys: all)
         }
 
         func slots(reversed: Bool = false) -> [Int32] {
@@ -178,6 +179,23 @@ import EventKernelTestSupport
         column.restore([IndexKey(.int(1)), IndexKey(.null)])
         #expect(column.isNarrow && column.count == 2 && column[1].first == .null)
         #expect(!KeyColumn(descending: [false, true]).isNarrow)
+    }
+
+    /// Restoring a column allocates its whole keys once, at the size needed: a composite column
+    /// (never narrow), and a narrow one that a long key widens midway. Appending would double
+    /// the array, up to twice the 56 bytes a row needs. 1,025 keys: one past a doubling.
+    @Test func restoredColumnsReserveTheirWholeKeysOnce() {
+        let n = 1_025
+        var composite = KeyColumn(descending: [false, true])
+        composite.restore((0..<n).map { IndexKey([.string("type \($0 % 7)"), .int(Int64($0))]) })
+        #expect(composite.count == n && !composite.isNarrow)
+        #expect(composite.full.capacity < n + n / 8, "capacity \(composite.full.capacity) for \(n) keys")
+        #expect(composite.component(Int32(n - 1), 0) == .string("type \((n - 1) % 7)") && composite.component(Int32(n - 1), 1) == .int(Int64(n - 1)))
+        var widened = KeyColumn(descending: [false])
+        widened.restore((0..<n).map { IndexKey(.string($0 == n - 1 ? "longer than nine bytes" : "k\($0)")) })
+        #expect(widened.count == n && !widened.isNarrow)
+        #expect(widened.full.capacity < n + n / 8, "capacity \(widened.full.capacity) for \(n) keys")
+        #expect(widened[0].first == .string("k0") && widened[Int32(n - 1)].first == .string("longer than nine bytes"))
     }
 
     /// Restoring (``IndexStorage/replaceEntries(withSorted:)``) picks the representation from

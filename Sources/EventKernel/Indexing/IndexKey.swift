@@ -1,5 +1,6 @@
 /// A composite index key's components: what the table keeps per entity and index (its
-/// ``IndexedRows/keys``), what cursors record and what a tie between two long keys compares.
+/// ``KeyColumn``, `IndexedRows.columns`), what cursors record and what a tie between two long
+/// keys compares.
 /// Index entries hold the key's encoding instead (``NormalizedKey``). The first two components
 /// are stored inline and only a third and later one go to a heap array.
 ///

@@ -72,8 +72,10 @@ struct SequencedSlot: Sendable {
 ///
 /// Two representations behind one interface: an index of one component starts with 24-byte
 /// ``NarrowSlot`` entries and keeps them while every key's encoding fits 9 bytes (numbers,
-/// dates, Booleans, `nil`); the first longer key (a string, a UUID) moves every entry to 48-byte
-/// ``KeyedSlot``s, for good. Callers see every entry as a ``KeyedSlot`` (``partitionPoint(_:)``,
+/// dates, Booleans, `nil`, strings of up to 6 UTF-8 bytes); the first longer key (a longer
+/// string, a UUID) moves every entry to 48-byte ``KeyedSlot``s until the next
+/// ``replaceEntries(withSorted:)``, which goes back to narrow entries when every key then fits.
+/// Callers see every entry as a ``KeyedSlot`` (``partitionPoint(_:)``,
 /// ``scan(from:to:reversed:_:)``), so the comparisons, and so the order, are the same code for
 /// both: a narrow entry is the first 9 bytes of the same encoding.
 struct IndexStorage: Sendable {
@@ -350,8 +352,9 @@ struct IndexStorage: Sendable {
     #if EVENTKERNEL_INTERNAL_CHECKS
     /// The entries around where `probe` and `sequence` sort are in the index's order: what an
     /// insert or a removal there changed (see `ChunkedSortedArray.checkOrder(around:_:)`).
-    /// The entry of `sequence` is compared through `probe`: an upsert inserts the new entry
-    /// before it stores the row's new key, so `keys` still has the old one for its slot.
+    /// The entry of `sequence` is compared through `probe`, its key whatever `keys` holds for
+    /// its slot: an upsert removes the old entry while the column still has the old key, then
+    /// stores the new key before it inserts the new entry.
     private func checkOrder(around probe: Probe, _ sequence: UInt64, keys: Keys) {
         let p = partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
         func less(_ a: KeyedSlot, _ b: KeyedSlot) -> Bool {

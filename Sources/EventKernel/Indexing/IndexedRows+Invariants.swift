@@ -69,7 +69,7 @@ extension IndexedRows {
             var wrong = 0
             storage.scan(from: storage.startPosition, to: storage.endPosition, reversed: false) { entry in
                 seen.insert(entry.slot)
-                guard live.contains(entry.slot), Int(entry.slot) < heads.count else { wrong += 1; return true }
+                guard live.contains(entry.slot), Int(entry.slot) < heads.count, Int(entry.slot) < columns[number].count else { wrong += 1; return true }
                 let encoded = NormalizedKey(key(entry.slot, number), descending: storage.descending)
                 // A narrow entry (or one widened from it) keeps its encoding's words, not its
                 // length: for an exact key only that it is exact matters to a comparison.

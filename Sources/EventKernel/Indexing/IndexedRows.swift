@@ -134,8 +134,12 @@ struct IndexedRows: Sendable {
     /// Stores `key` as the key of `slot` in index `number` (appending a new slot to the
     /// column), then inserts its entry: the key encoded once for both.
     private mutating func insert(_ key: IndexKey, sequence: UInt64, slot: Int32, index number: Int) {
-        let probe = indexes[number].probe(key)
-        columns[number].set(slot, key, normalized: probe.normalized)
+        insert(indexes[number].probe(key), sequence: sequence, slot: slot, index: number)
+    }
+
+    /// As ``insert(_:sequence:slot:index:)``, with the key already encoded (`probe`).
+    private mutating func insert(_ probe: IndexStorage.Probe, sequence: UInt64, slot: Int32, index number: Int) {
+        columns[number].set(slot, probe.key, normalized: probe.normalized)
         indexes[number].insert(probe, sequence: sequence, slot: slot, keys: keysOf(index: number))
     }
 
@@ -151,10 +155,18 @@ struct IndexedRows: Sendable {
             // Checked once: a repository without an interval index does no more than this.
             let retrack = !intervals.isEmpty && untrackChangedIntervals(slot, newKeys: newKeys)
             for i in 0..<indexes.count {
-                let old = key(slot, i)
-                if indexes[i].sameKey(old, newKeys[i]) { continue }
-                indexes[i].remove(old, sequence: sequence, keys: keysOf(index: i))
-                insert(newKeys[i], sequence: sequence, slot: slot, index: i)
+                let probe = indexes[i].probe(newKeys[i])
+                // Narrow, the stored 9 bytes say whether the key changed: no old key decoded
+                // (a String per short-string key) nor encoded again on the common update that
+                // keeps it. Different bytes move the entry even when the keys compare equal
+                // (`.int(5)`, `.double(5)`): it then takes the encoding it would be restored with.
+                if let same = columns[i].holds(slot, probe.normalized) {
+                    if same { continue }
+                } else if indexes[i].sameKey(key(slot, i), newKeys[i]) {
+                    continue
+                }
+                indexes[i].remove(key(slot, i), sequence: sequence, keys: keysOf(index: i))
+                insert(probe, sequence: sequence, slot: slot, index: i)
             }
             if retrack { trackIntervals(slot, newKeys: newKeys) }
             heads[Int(slot)].version = version

@@ -5,7 +5,8 @@
 /// Two representations, as the index's entries (``IndexStorage``): while every key stored has one
 /// component whose encoding fits 9 bytes (numbers, dates, Booleans, `nil`, short strings), each
 /// row keeps the encoding's 9 bytes (a tag and a word; the key is decoded from them when read);
-/// the first longer key moves every row to ``IndexKey``s (56 bytes), for good.
+/// the first longer key moves every row to ``IndexKey``s (56 bytes), until the next
+/// ``restore(_:)`` (which goes back to narrow when every key then fits).
 ///
 /// Why: the table kept a 56-byte ``IndexKey`` per row and index, components that only a tie on
 /// keys longer than 32 bytes compares (dates and numbers never tie so); at 3 indexes that was
@@ -53,10 +54,10 @@ struct KeyColumn: Sendable {
     /// Stores `key` (its encoding `normalized`) as the key of `slot`, appending when `slot` is
     /// ``count``.
     mutating func set(_ slot: Int32, _ key: IndexKey, normalized: NormalizedKey) {
-        if isNarrow && !normalized.fitsNarrow { widen() }
+        if isNarrow && !normalized.fitsNarrow { widen(reservingCapacity: tags.count + 1) }
         let i = Int(slot)
         if isNarrow {
-            let tag = UInt8(truncatingIfNeeded: normalized.w0 >> 56), word = normalized.w0 << 8 | normalized.w1 >> 56
+            let (tag, word) = Self.narrowBytes(normalized)
             if i == tags.count {
                 tags.append(tag)
                 bits.append(word)
@@ -71,22 +72,50 @@ struct KeyColumn: Sendable {
         }
     }
 
+    /// Whether `slot` holds the key encoded as `normalized`, from the stored 9 bytes (no key
+    /// decoded); `nil` when the column or the key is not narrow, for the caller to compare keys.
+    /// Equal bytes are the same entry: the encoding is all a narrow row keeps of its key.
+    @inline(__always)
+    func holds(_ slot: Int32, _ normalized: NormalizedKey) -> Bool? {
+        guard isNarrow, normalized.fitsNarrow else { return nil }
+        let (tag, word) = Self.narrowBytes(normalized)
+        return tags[Int(slot)] == tag && bits[Int(slot)] == word
+    }
+
+    /// The first 9 bytes of an encoding: its tag and the next eight, big-endian.
+    @inline(__always)
+    private static func narrowBytes(_ normalized: NormalizedKey) -> (UInt8, UInt64) {
+        (UInt8(truncatingIfNeeded: normalized.w0 >> 56), normalized.w0 << 8 | normalized.w1 >> 56)
+    }
+
     /// Replaces every slot's key with `keys` (a snapshot's, by slot): narrow when every key fits.
     mutating func restore(_ keys: some Collection<IndexKey>) {
         tags = []
         bits = []
         full = []
         isNarrow = descending.count == 1
-        if isNarrow {
-            tags.reserveCapacity(keys.count)
-            bits.reserveCapacity(keys.count)
+        guard isNarrow else {
+            // Composite keys are never narrow: no encoding to compute, and one allocation of the
+            // exact size (appending would double up to twice the 56 bytes a row needs).
+            full = Array(keys)
+            return
         }
-        for key in keys { set(Int32(count), key, normalized: NormalizedKey(key, descending: descending)) }
+        tags.reserveCapacity(keys.count)
+        bits.reserveCapacity(keys.count)
+        for key in keys {
+            let normalized = NormalizedKey(key, descending: descending)
+            if isNarrow && !normalized.fitsNarrow { widen(reservingCapacity: keys.count) }
+            set(Int32(count), key, normalized: normalized)
+        }
     }
 
     /// Moves every row to whole keys: a key that does not fit 9 bytes is coming.
-    private mutating func widen() {
-        full = tags.indices.map { IndexKey(Self.decode(tag: tags[$0], bits: bits[$0], descending: descending[0])) }
+    /// - Parameter capacity: The number of keys `full` is to have room for (at least ``count``).
+    private mutating func widen(reservingCapacity capacity: Int) {
+        var keys: [IndexKey] = []
+        keys.reserveCapacity(Swift.max(capacity, tags.count))
+        for i in tags.indices { keys.append(IndexKey(Self.decode(tag: tags[i], bits: bits[i], descending: descending[0]))) }
+        full = keys
         tags = []
         bits = []
         isNarrow = false

@@ -9,7 +9,7 @@
 /// `BenchProbe ledger-add`). Four word comparisons decide nearly every comparison now, and an
 /// entry is 48 bytes. Keys whose encoding is longer than 32 bytes (long strings) tie more
 /// often on their first 32; a tie then falls back to comparing the components, which the
-/// table keeps beside (``IndexedRows/keys``).
+/// table keeps beside (its ``KeyColumn``, `IndexedRows.columns`).
 ///
 /// The encoding, per component (then inverted byte by byte for a descending component, which
 /// keeps it prefix-free and reverses its order):

@@ -18,25 +18,16 @@ struct SlotMap: Sendable {
 
     init() {}
 
-    /// The 32-bit hash of `id`: a multiplicative mix of a UUID's two words (ids are mostly
-    /// random UUIDs: cheap and good enough), and the standard hasher over a string's bytes (as
-    /// ``EntityID``'s `==` compares them). Any value will do: a bucket is empty by its slot half.
+    /// The 32-bit hash of `id`: the top half of the standard, per-process seeded hasher's value
+    /// (as `EntityID.hash(into:)` feeds it: a UUID's two words, a string's bytes as `==` compares
+    /// them). Seeded, because ids come from outside (imports, client-chosen UUIDs): an unseeded
+    /// mix is invertible, so crafted ids could share a home bucket and make every probe O(n).
+    /// Nothing depends on the value beyond this process: a bucket is empty by its slot half.
     @inline(__always)
     static func hash(_ id: EntityID) -> UInt32 {
-        switch id {
-        case .uuid(let uuid):
-            let (a, b) = withUnsafeBytes(of: uuid.uuid) { raw in
-                (raw.loadUnaligned(as: UInt64.self), raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
-            }
-            var h = a &* 0x9E37_79B9_7F4A_7C15 ^ (b &* 0xC2B2_AE3D_27D4_EB4F)
-            h ^= h >> 29
-            h = h &* 0xBF58_476D_1CE4_E5B9
-            return UInt32(truncatingIfNeeded: h >> 32)
-        case .string:
-            var hasher = Hasher()
-            id.hash(into: &hasher)
-            return UInt32(truncatingIfNeeded: UInt64(bitPattern: Int64(hasher.finalize())) >> 32)
-        }
+        var hasher = Hasher()
+        id.hash(into: &hasher)
+        return UInt32(truncatingIfNeeded: UInt64(bitPattern: Int64(hasher.finalize())) >> 32)
     }
 
     @inline(__always)
@@ -119,7 +110,9 @@ struct SlotMap: Sendable {
         }
         buckets[i] = 0
         #if EVENTKERNEL_INTERNAL_CHECKS
-        checkProbeRun(around: i, heads: heads)
+        // The final hole ends a run, so the run to check is the one after it: what a wrong
+        // shift would cut off from its home.
+        checkProbeRun(around: (i &+ 1) & mask, heads: heads)
         #endif
         return found
     }
@@ -183,9 +176,23 @@ struct SlotMap: Sendable {
         buckets[i] ^= 1 << 40
     }
 
+    /// Empties the bucket of `id` without the backward shift (a broken removal) and returns
+    /// what the per-removal check then reports: for the tests of the checks.
+    mutating func removeWithoutShiftForTesting(_ id: EntityID, heads: [RowHead]) -> String? {
+        guard let slot = find(id, heads: heads), let i = buckets.firstIndex(where: { $0 != 0 && Self.slot($0) == slot }) else { return nil }
+        buckets[i] = 0
+        count -= 1
+        return probeRunViolation(around: (i &+ 1) & (buckets.count - 1), heads: heads)
+    }
+
     /// The check after every mutation: the probe run around bucket `i` is intact (every
     /// member reachable from its home without crossing an empty bucket); O(run length).
     private func checkProbeRun(around i: Int, heads: [RowHead]) {
+        if let violation = probeRunViolation(around: i, heads: heads) { preconditionFailure("SlotMap: \(violation)") }
+    }
+
+    /// What ``checkProbeRun(around:heads:)`` finds wrong, if anything.
+    private func probeRunViolation(around i: Int, heads: [RowHead]) -> String? {
         let mask = buckets.count - 1
         var j = (i &- 1) & mask
         for _ in 0..<buckets.count {
@@ -194,11 +201,12 @@ struct SlotMap: Sendable {
             if bucket == 0 { break }
             var k = home(Self.tag(bucket))
             while k != j {
-                precondition(buckets[k] != 0, "SlotMap: bucket \(j) is cut off from its home bucket \(home(Self.tag(bucket)))")
+                if buckets[k] == 0 { return "bucket \(j) is cut off from its home bucket \(home(Self.tag(bucket)))" }
                 k = (k + 1) & mask
             }
-            precondition(Self.tag(bucket) == Self.hash(heads[Int(Self.slot(bucket))].id), "SlotMap: bucket \(j) holds a hash that is not its id's")
+            if Self.tag(bucket) != Self.hash(heads[Int(Self.slot(bucket))].id) { return "bucket \(j) holds a hash that is not its id's" }
         }
+        return nil
     }
     #endif
 }

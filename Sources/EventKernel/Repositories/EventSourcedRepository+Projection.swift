@@ -36,7 +36,7 @@ extension EventSourcedRepository {
     }
 
     /// The keys and interval ends of a run of entities (a snapshot part), in the layouts of
-    /// ``IndexedRows/keys`` and ``IndexedRows/ends``, each property read for the whole run at
+    /// `IndexedRows.keys` and ``IndexedRows/ends``, each property read for the whole run at
     /// once (see ``IndexComponent``'s readers); a snapshot's parts gather a million entities'
     /// keys into one array, rather than an array per entity.
     static func appendKeys(
