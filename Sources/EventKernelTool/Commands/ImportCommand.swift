@@ -75,8 +75,9 @@ struct ImportCommand: AsyncParsableCommand {
 
         // 1. Parse and check every line against the store's state plus the lines before it
         // (the lines an earlier run imported are in that state already: skipped).
-        var events: [(line: Int, event: ActivityEvent)] = []
+        var events: [(line: Int, item: ImportItem)] = []
         var validator = ActivityJSON.ImportValidator { [repository] id in repository?.activity(id: id) }
+        var streams = EntityVersionValidator { [repository] stream in try repository?.store.version(of: stream) ?? 0 }
         var lineNumber = 0
         var blank = 0
         do {
@@ -90,6 +91,17 @@ struct ImportCommand: AsyncParsableCommand {
                 let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
                 if trimmed.isEmpty { blank += 1; continue }
                 if lineNumber <= importedEarlier { continue }
+                if EntityJSON.isEntityLine(Substring(trimmed)) {
+                    let imported: EntityJSON.ImportedEvent
+                    do {
+                        imported = try EntityJSON.parseLine(Substring(trimmed), lenient: lenient)
+                        try streams.check(imported)
+                    } catch {
+                        throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
+                    }
+                    events.append((lineNumber, .entity(imported)))
+                    continue
+                }
                 let event: ActivityEvent
                 do { event = try ActivityJSON.parseLine(Substring(trimmed), lenient: lenient) } catch {
                     throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
@@ -97,7 +109,7 @@ struct ImportCommand: AsyncParsableCommand {
                 do { try validator.check(event) } catch {
                     throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
                 }
-                events.append((lineNumber, event))
+                events.append((lineNumber, .activity(event)))
             }
         } catch let error as ToolError {
             try? await repository?.close()
@@ -134,9 +146,21 @@ struct ImportCommand: AsyncParsableCommand {
                     let next = lastLine == 0 ? "to start again" : "to continue after line \(lastLine)"
                     throw ToolError(report.exit, "interrupted (\(report.name)) \(point): \(stored)\(earlier); lines \(events[written].line)–\(lineNumber) were not imported\n\(again) \(next)")
                 }
-                let chunk = events[written..<min(events.count, written + batchSize)]
+                // A batch holds one kind of line: activities go through the activity
+                // repository's checks, other entity types' events straight to the store, each
+                // expecting the version before it when its line gives one.
+                let activities = events[written].item.activity != nil
+                var end = written
+                while end < events.count, end - written < batchSize, (events[end].item.activity != nil) == activities { end += 1 }
+                let chunk = events[written..<end]
                 let marker = ImportMarker.metadata(identity: identity, throughLine: chunk.last!.line)
-                try await repository.apply(chunk.map(\.event), metadata: marker)
+                if activities {
+                    try await repository.apply(chunk.compactMap(\.item.activity), metadata: marker)
+                } else {
+                    try await repository.store.append(chunk.compactMap(\.item.entity).map {
+                        PendingEvent($0.event, expectedVersion: $0.version.map { $0 - 1 }, metadata: marker)
+                    })
+                }
                 written += chunk.count
                 lastLine = chunk.last!.line
                 progress.update(written)
@@ -215,5 +239,41 @@ enum ImportMarker {
             return !stop()
         }
         return last
+    }
+}
+
+/// One import line's event: an activity event, or any other entity type's.
+enum ImportItem {
+    case activity(ActivityEvent)
+    case entity(EntityJSON.ImportedEvent)
+
+    var activity: ActivityEvent? { if case .activity(let e) = self { e } else { nil } }
+    var entity: EntityJSON.ImportedEvent? { if case .entity(let e) = self { e } else { nil } }
+}
+
+/// Checks import lines of other entity types against the store's stream versions plus the
+/// lines before: a line that gives its version (export's lines do) must be the next event of
+/// its stream, so an import into a store that already holds other events of the stream is
+/// refused before anything is written, never appended out of order.
+struct EntityVersionValidator {
+    /// The store's committed version of a stream (0: none, or no store).
+    var stored: (StreamID) throws -> UInt64
+    private var overlay: [StreamID: UInt64] = [:]
+
+    init(stored: @escaping (StreamID) throws -> UInt64) { self.stored = stored }
+
+    mutating func check(_ imported: EntityJSON.ImportedEvent) throws(ActivityJSON.LineError) {
+        let stream = imported.event.stream
+        guard stream.entityType != ActivityEventCodec.entityType else {
+            throw .init(message: "stream type \"\(stream.entityType)\" is the activities': write an activity event line (see Docs/CLI.md)")
+        }
+        let current: UInt64
+        if let known = overlay[stream] { current = known } else {
+            do { current = try stored(stream) } catch { throw .init(message: "cannot read the version of \(stream): \(ToolError.from(error).message)") }
+        }
+        if let version = imported.version, version != current + 1 {
+            throw .init(message: "version \(version) of \(stream) does not follow its version \(current) (in the store\(overlay[stream] == nil ? "" : " and the lines before")): a stream's events are imported in order, from its next version")
+        }
+        overlay[stream] = current + 1
     }
 }

@@ -1,0 +1,338 @@
+import EventKernel
+import EventLog
+import Foundation
+
+/// Events of any entity type as JSON without the application's code (Docs/CLI.md, "Events of
+/// any entity type"): the one place that renders a payload for export, history and tail, and
+/// that takes an export line back for import.
+///
+/// A binary entity payload becomes a JSON tree; the values JSON has no type for become a
+/// one-key object naming the type, so that import writes back the same tags:
+/// `{"$date":"2025-03-01T08:30:15.25Z"}` (exact: the fewest digits that give the stored
+/// `Double` back; a date beyond the ISO range as its seconds since 2001), `{"$uuid":"…"}`,
+/// `{"$data":"<base64>"}`, `{"$decimal":"12.50"}`, `{"$url":"…"}`, `{"$float":1.5}`, and a
+/// non-finite double as `{"$double":"nan"|"inf"|"-inf"}`. A finite double is a JSON number
+/// that always has a `.` or an exponent (`1.0`), an integer never has either. A keyed container
+/// that happens to have one key starting with `$` is wrapped as `{"$object":{…}}`.
+enum EntityJSON {
+    /// What an event's payload is, as export shows it.
+    enum Payload {
+        /// No bytes (a delete).
+        case none
+        /// A binary entity payload, decoded.
+        case binary(JSONTree)
+        /// A JSON payload: its text exactly as stored, and its tree.
+        case json(text: String, value: JSONTree)
+        /// Bytes that are neither (a domain's hand-written payload codec, or damage): shown as
+        /// base64, with why.
+        case bytes(reason: String, damaged: Bool)
+
+        /// The codec name export writes.
+        var codec: String {
+            switch self {
+            case .none: "none"
+            case .binary: "binary"
+            case .json: "json"
+            case .bytes: "bytes"
+            }
+        }
+
+        /// The decoded state the payload holds (`nil` for none and bytes).
+        var value: JSONTree? {
+            switch self {
+            case .binary(let v), .json(_, let v): v
+            case .none, .bytes: nil
+            }
+        }
+    }
+
+    /// Classifies and decodes a payload.
+    static func payload(_ bytes: [UInt8]) -> Payload {
+        if bytes.isEmpty { return .none }
+        if BinaryEntityValue.isBinary(bytes) {
+            do { return .binary(json(try BinaryEntityValue.decode(bytes))) } catch {
+                // Starts as the binary format does but is not whole: the writer or the bytes are wrong.
+                return .bytes(reason: "binary entity payload does not decode: \(describe(error))", damaged: true)
+            }
+        }
+        do {
+            let value = try JSONParser.parse(bytes)
+            // A JSON Lines line holds no newline: a payload written with them is shown as bytes.
+            if bytes.contains(0x0A) || bytes.contains(0x0D) {
+                return .bytes(reason: "JSON payload spans several lines", damaged: false)
+            }
+            return .json(text: String(decoding: bytes, as: UTF8.self), value: value)
+        } catch {
+            return .bytes(reason: "not self-describing (neither the binary entity format nor JSON: a payload codec's bytes?)", damaged: false)
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if case DecodingError.dataCorrupted(let context) = error { return context.debugDescription }
+        return "\(error)"
+    }
+
+    // MARK: Binary tree → JSON
+
+    private static func tagged(_ tag: String, _ value: JSONTree) -> JSONTree { .object([(tag, value)]) }
+
+    /// The JSON rendering of a binary entity value (see the type's documentation).
+    static func json(_ value: BinaryEntityValue) -> JSONTree {
+        switch value {
+        case .null: return .null
+        case .bool(let b): return .bool(b)
+        case .int(let v): return .number(String(v))
+        case .uint(let v): return .number(String(v))
+        case .double(let d):
+            guard d.isFinite else { return tagged("$double", .string(d.isNaN ? "nan" : d < 0 ? "-inf" : "inf")) }
+            return .number(doubleText(d))
+        case .float(let f):
+            guard f.isFinite else { return tagged("$float", .string(f.isNaN ? "nan" : f < 0 ? "-inf" : "inf")) }
+            return tagged("$float", .number(doubleText(Double(f), float: f)))
+        case .string(let s): return .string(s)
+        case .uuid(let u): return tagged("$uuid", .string(u.uuidString))
+        case .date(let d):
+            let text = ISODate.format(d)
+            if text == "invalid" || ISODate.tryParse(text)?.timeIntervalSinceReferenceDate.bitPattern != d.timeIntervalSinceReferenceDate.bitPattern {
+                let seconds = d.timeIntervalSinceReferenceDate
+                return tagged("$date", seconds.isFinite ? .number(doubleText(seconds)) : .string(seconds.isNaN ? "nan" : seconds < 0 ? "-inf" : "inf"))
+            }
+            return tagged("$date", .string(text))
+        case .data(let bytes): return tagged("$data", .string(Data(bytes).base64EncodedString()))
+        case .decimal(let d): return tagged("$decimal", .string(d.isNaN ? "NaN" : d.description))
+        case .url(let u): return tagged("$url", .string(u))
+        case .keyed(let entries):
+            let object = JSONTree.object(entries.map { ($0.key, json($0.value)) })
+            if entries.count == 1, entries[0].key.hasPrefix("$") { return tagged("$object", object) }
+            return object
+        case .unkeyed(let values): return .array(values.map(json))
+        }
+    }
+
+    /// A finite double as JSON text that reads back as the same double and always shows it is
+    /// one (a `.` or an exponent).
+    private static func doubleText(_ d: Double, float: Float? = nil) -> String {
+        let text = float.map { "\($0)" } ?? "\(d)"
+        return text.contains(".") || text.contains("e") ? text : text + ".0"
+    }
+
+    // MARK: JSON → binary tree
+
+    struct ValueError: Error { var message: String }
+
+    /// The binary entity value a rendering stands for (the inverse of ``json(_:)``).
+    /// - Parameter path: Where the value is, for messages (`data.owner.id`).
+    /// - Throws: ``ValueError`` naming the path and what is wrong.
+    static func binary(_ value: JSONTree, path: String = "data") throws(ValueError) -> BinaryEntityValue {
+        switch value {
+        case .null: return .null
+        case .bool(let b): return .bool(b)
+        case .string(let s): return .string(s)
+        case .number(let text):
+            if text.contains(where: { $0 == "." || $0 == "e" || $0 == "E" }) {
+                guard let d = Double(text), d.isFinite else { throw ValueError(message: "\(path): \(text) is not a finite double") }
+                return .double(d)
+            }
+            if let v = Int64(text) { return .int(v) }
+            if let v = UInt64(text) { return .uint(v) }
+            throw ValueError(message: "\(path): the integer \(text) does not fit 64 bits")
+        case .array(let values):
+            var out: [BinaryEntityValue] = []
+            for (i, v) in values.enumerated() { out.append(try binary(v, path: "\(path)[\(i)]")) }
+            return .unkeyed(out)
+        case .object(let members):
+            if members.count == 1, members[0].key.hasPrefix("$") { return try tagged(members[0].key, members[0].value, path: path) }
+            var out: [(key: String, value: BinaryEntityValue)] = []
+            for m in members { out.append((m.key, try binary(m.value, path: "\(path).\(m.key)"))) }
+            return .keyed(out)
+        }
+    }
+
+    private static func tagged(_ tag: String, _ value: JSONTree, path: String) throws(ValueError) -> BinaryEntityValue {
+        func text() throws(ValueError) -> String {
+            guard case .string(let s) = value else { throw ValueError(message: "\(path): \(tag) takes a string") }
+            return s
+        }
+        func nonFinite(_ s: String) -> Double? { ["nan": .nan, "inf": .infinity, "-inf": -.infinity][s] }
+        switch tag {
+        case "$date":
+            switch value {
+            case .string(let s):
+                if let d = ISODate.tryParse(s) { return .date(d) }
+                if let d = nonFinite(s) { return .date(Date(timeIntervalSinceReferenceDate: d)) }
+                throw ValueError(message: "\(path): \"\(s)\" is not an ISO 8601 date")
+            case .number(let n):
+                guard let d = Double(n) else { throw ValueError(message: "\(path): \(n) is not a number of seconds") }
+                return .date(Date(timeIntervalSinceReferenceDate: d))
+            default: throw ValueError(message: "\(path): $date takes an ISO 8601 string or seconds since 2001")
+            }
+        case "$uuid":
+            let s = try text()
+            guard let u = UUID(uuidString: s) else { throw ValueError(message: "\(path): \"\(s)\" is not a UUID") }
+            return .uuid(u)
+        case "$data":
+            let s = try text()
+            guard let d = Data(base64Encoded: s) else { throw ValueError(message: "\(path): $data is not base64") }
+            return .data(Array(d))
+        case "$decimal":
+            let s = try text()
+            if s == "NaN" { return .decimal(.nan) }
+            // Decimal(string:) reads a prefix ("12.5abc" is 12.5): the whole text must be a number.
+            guard !s.isEmpty, s.allSatisfy({ "0123456789.-+eE".contains($0) }),
+                  let d = Decimal(string: s, locale: Locale(identifier: "en_US_POSIX")) else {
+                throw ValueError(message: "\(path): \"\(s)\" is not a decimal")
+            }
+            return .decimal(d)
+        case "$url":
+            let s = try text()
+            guard URL(string: s) != nil else { throw ValueError(message: "\(path): \"\(s)\" is not a URL") }
+            return .url(s)
+        case "$float":
+            switch value {
+            case .number(let n):
+                guard let f = Float(n) else { throw ValueError(message: "\(path): \(n) is not a float") }
+                return .float(f)
+            case .string(let s):
+                guard let d = nonFinite(s) else { throw ValueError(message: "\(path): $float \"\(s)\" is not nan, inf or -inf") }
+                return .float(Float(d))
+            default: throw ValueError(message: "\(path): $float takes a number")
+            }
+        case "$double":
+            let s = try text()
+            guard let d = nonFinite(s) else { throw ValueError(message: "\(path): $double \"\(s)\" is not nan, inf or -inf (a finite double is a plain number)") }
+            return .double(d)
+        case "$object":
+            guard case .object(let members) = value else { throw ValueError(message: "\(path): $object takes an object") }
+            var out: [(key: String, value: BinaryEntityValue)] = []
+            for m in members { out.append((m.key, try binary(m.value, path: "\(path).\(m.key)"))) }
+            return .keyed(out)
+        default:
+            throw ValueError(message: "\(path): unknown tag \"\(tag)\" (a one-key object whose key starts with $ is a typed value: $date, $uuid, $data, $decimal, $url, $float, $double; write a plain object with such a key as {\"$object\":{…}})")
+        }
+    }
+
+    // MARK: Export lines
+
+    /// The stream object of a line: type, id and the id's kind.
+    static func stream(_ stream: StreamID) -> JSONTree {
+        let (id, kind): (String, String) = switch stream.entityID {
+        case .uuid(let u): (u.uuidString, "uuid")
+        case .string(let s): (s, "string")
+        }
+        return .object([("type", .string(stream.entityType)), ("id", .string(id)), ("idType", .string(kind))])
+    }
+
+    /// One export line of an event that is not an activity event, and its payload.
+    static func line(_ envelope: EventEnvelope) -> (text: String, payload: Payload) {
+        let payload = payload(envelope.payload)
+        var out = "{\"position\":\(envelope.position),\"recordedAt\":\(ActivityJSON.escape(ISODate.format(envelope.timestamp))),\"stream\":"
+        stream(envelope.stream).write(to: &out)
+        out += ",\"version\":\(envelope.entityVersion),\"event\":\(ActivityJSON.escape(envelope.eventType)),\"schemaVersion\":\(envelope.schemaVersion),\"codec\":\"\(payload.codec)\",\"data\":"
+        switch payload {
+        case .none: out += "null"
+        case .binary(let value): value.write(to: &out)
+        case .json(let text, _): out += text
+        case .bytes(let reason, _):
+            out += "null,\"base64\":\(ActivityJSON.escape(Data(envelope.payload).base64EncodedString())),\"reason\":\(ActivityJSON.escape(reason))"
+        }
+        out += "}"
+        return (out, payload)
+    }
+
+    // MARK: Import lines
+
+    /// The fields of a line of any entity type.
+    static let fields = ["position", "recordedAt", "stream", "version", "event", "schemaVersion", "codec", "data", "base64", "reason"]
+
+    /// An event of any entity type read from an import line.
+    struct ImportedEvent {
+        var event: EncodedEvent
+        /// The stream's version after the event, when the line gives it (export does).
+        var version: UInt64?
+    }
+
+    /// Whether an import line is an event of any entity type (it has a top-level `"stream"`)
+    /// rather than an activity line; the cheap test first, as activity imports are large.
+    static func isEntityLine(_ line: Substring) -> Bool {
+        guard line.contains("\"stream\"") else { return false }
+        // Not JSON (or a key twice): the entity parser says where, more precisely than the
+        // activity parser would.
+        guard let members = try? JSONParser.members(Array(line.utf8)) else { return true }
+        return members.contains { $0.key == "stream" }
+    }
+
+    /// Parses one import line of any entity type.
+    /// - Throws: ``ActivityJSON/LineError`` saying what is wrong.
+    static func parseLine(_ line: Substring, lenient: Bool) throws(ActivityJSON.LineError) -> ImportedEvent {
+        let bytes = Array(line.utf8)
+        let members: [(key: String, value: JSONTree, range: Range<Int>)]
+        do { members = try JSONParser.members(bytes) } catch { throw .init(message: error.description) }
+        func field(_ key: String) -> (value: JSONTree, range: Range<Int>)? {
+            members.first { $0.key == key }.map { ($0.value, $0.range) }
+        }
+        if !lenient, let unknown = members.map(\.key).filter({ !fields.contains($0) }).sorted().first {
+            throw .init(message: "unknown field \"\(unknown)\" in an event line; known fields: \(fields.joined(separator: ", ")) (pass --lenient to ignore unknown fields)")
+        }
+        func string(_ value: JSONTree?, _ name: String) throws(ActivityJSON.LineError) -> String {
+            guard let value else { throw .init(message: "missing field \"\(name)\"") }
+            guard case .string(let s) = value else { throw .init(message: "field \"\(name)\" must be a string") }
+            return s
+        }
+        func integer(_ value: JSONTree?, _ name: String, max: UInt64) throws(ActivityJSON.LineError) -> UInt64? {
+            guard let value, value != .null else { return nil }
+            guard case .number(let n) = value, let v = UInt64(n), v <= max else {
+                throw .init(message: "field \"\(name)\" must be an integer from 0 to \(max)")
+            }
+            return v
+        }
+        guard let streamValue = field("stream")?.value, case .object = streamValue else { throw .init(message: "field \"stream\" must be an object") }
+        let type = try string(streamValue["type"], "stream.type")
+        guard !type.isEmpty else { throw .init(message: "field \"stream.type\" must not be empty") }
+        let idText = try string(streamValue["id"], "stream.id")
+        let id: EntityID
+        switch streamValue["idType"].flatMap({ if case .string(let s) = $0 { s } else { nil } }) {
+        case "uuid":
+            guard let u = UUID(uuidString: idText) else { throw .init(message: "stream.id \"\(idText)\" is not a UUID (stream.idType is uuid)") }
+            id = .uuid(u)
+        case "string": id = .string(idText)
+        case nil where streamValue["idType"] == nil: id = EntityID(parsing: idText)
+        default: throw .init(message: "field \"stream.idType\" must be \"uuid\" or \"string\"")
+        }
+        if case .object(let streamMembers) = streamValue, !lenient,
+           let unknown = streamMembers.map(\.key).first(where: { !["type", "id", "idType"].contains($0) }) {
+            throw .init(message: "unknown field \"\(unknown)\" in \"stream\"; known fields: type, id, idType")
+        }
+        let eventType = try string(field("event")?.value, "event")
+        guard !eventType.isEmpty else { throw .init(message: "field \"event\" must not be empty") }
+        guard let schemaVersion = try integer(field("schemaVersion")?.value, "schemaVersion", max: UInt64(UInt16.max)) else {
+            throw .init(message: "missing field \"schemaVersion\"")
+        }
+        let version = try integer(field("version")?.value, "version", max: UInt64(Int64.max))
+        if version == 0 { throw .init(message: "field \"version\" must be at least 1 (a stream's first event is version 1)") }
+        let codec = try string(field("codec")?.value, "codec")
+        let data = field("data")
+        let payload: [UInt8]
+        switch codec {
+        case "none":
+            guard data == nil || data!.value == .null else { throw .init(message: "codec \"none\" takes no data (\"data\": null)") }
+            payload = []
+        case "binary":
+            guard let data else { throw .init(message: "missing field \"data\" for codec \"binary\"") }
+            do { payload = try binary(data.value).encoded() } catch let error as ValueError {
+                throw .init(message: error.message)
+            } catch { throw .init(message: "data: \(error)") }
+        case "json":
+            guard let data else { throw .init(message: "missing field \"data\" for codec \"json\"") }
+            // The payload's text exactly as the line holds it.
+            payload = Array(bytes[data.range])
+        case "bytes":
+            let text = try string(field("base64")?.value, "base64")
+            guard let decoded = Data(base64Encoded: text) else { throw .init(message: "field \"base64\" is not base64") }
+            payload = Array(decoded)
+        default:
+            throw .init(message: "unknown codec \"\(codec)\" (expected binary, json, bytes or none)")
+        }
+        return ImportedEvent(event: EncodedEvent(eventType: eventType, schemaVersion: UInt16(schemaVersion), stream: StreamID(type, id), payload: payload),
+                             version: version)
+    }
+}
