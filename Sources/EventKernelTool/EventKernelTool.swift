@@ -28,7 +28,7 @@ struct EventKernelCommand: AsyncParsableCommand {
     private static var subcommands: [any ParsableCommand.Type] {
         var all: [any ParsableCommand.Type] = [
             DemoCommand.self, ImportCommand.self, ExportCommand.self, QueryCommand.self, ReplayCommand.self,
-            HistoryCommand.self, VerifyCommand.self, InspectCommand.self, SnapshotCommand.self, RepairCommand.self,
+            HistoryCommand.self, StreamsCommand.self, VerifyCommand.self, InspectCommand.self, SnapshotCommand.self, RepairCommand.self,
             TailCommand.self, ConsumersCommand.self,
         ]
         #if PostgreSQL

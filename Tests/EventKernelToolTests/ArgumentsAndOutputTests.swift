@@ -389,7 +389,7 @@ struct ArgumentsAndOutputTests {
         let file = temp.file("good.jsonl")
         try write(goodLines, to: file)
         #expect(try run(in: temp.url, ["import", "demo", file.path]).status == 0)
-        let readOnly: Set<String> = ["query", "replay", "history", "tail", "verify", "inspect", "export", "snapshot", "repair"]
+        let readOnly: Set<String> = ["query", "replay", "history", "streams", "tail", "verify", "inspect", "export", "snapshot", "repair"]
         for command in EventKernelCommand.configuration.subcommands where readOnly.contains(command.configuration.commandName ?? "") {
             for arguments in examples(command) where !arguments.contains("--follow") {
                 let result = try run(in: temp.url, arguments)

@@ -295,6 +295,118 @@ func object(_ line: String) throws -> [String: Any] {
         #expect(twiceKey.stderr.contains("key \"name\" given twice"), "\(twiceKey.stderr)")
     }
 
+    @Test func streamsCountsTypesAndPagesTheStreamsOfOne() async throws {
+        let temp = TemporaryDirectory("ek-every")
+        let store = try importedStore(temp)
+        try await writeLedger(URL(filePath: store))
+        let types = try run("streams", store, "--json")
+        #expect(types.status == 0, "\(types.stderr)")
+        let rows = try #require(try jsonObject(types.stdout) as? [[String: Any]])
+        #expect(rows.map { $0["type"] as? String } == ["Account", "Transfer", "activity"])
+        #expect(rows.map { $0["events"] as? Int } == [5, 1, goodLines.count])
+        #expect(rows.map { $0["streams"] as? Int } == [3, 1, 3])
+        // One type's streams, in id order, a page at a time.
+        let first = try run("streams", store, "Account", "--limit", "2", "--format", "jsonl")
+        #expect(first.status == 0, "\(first.stderr)")
+        let page = try first.stdout.split(separator: "\n").map { try object(String($0)) }
+        #expect(page.map { $0["id"] as? String } == [accountIDs[0].uuidString, accountIDs[1].uuidString])
+        #expect(page.map { $0["version"] as? Int } == [2, 1])
+        #expect(page.map { $0["events"] as? Int } == [2, 1])
+        #expect(page.map { $0["lastEvent"] as? String } == ["Account.updated", "Account.added"])
+        #expect(first.stderr.contains("1 more; the next page: --after \(accountIDs[1].uuidString)"), "\(first.stderr)")
+        let next = try run("streams", "--dir", store, "Account", "--after", accountIDs[1].uuidString, "--json")
+        let rest = try #require(try jsonObject(next.stdout) as? [[String: Any]])
+        #expect(rest.map { $0["id"] as? String } == [accountIDs[2].uuidString])
+        #expect(rest.first?["lastEvent"] as? String == "Account.deleted")
+        #expect(!next.stderr.contains("more"))
+        let table = try run("streams", store, "Transfer")
+        #expect(table.stdout.hasPrefix("Streams of Transfer: 1 in all\n"), "\(table.stdout)")
+        // Failure paths: an unknown type names the types there are; --after needs a type.
+        let unknown = try run("streams", store, "Acount")
+        #expect(unknown.status == 1)
+        #expect(unknown.stderr.contains("no events of entity type \"Acount\" in \(URL(filePath: store).standardizedFileURL.path); its entity types: Account, Transfer, activity"), "\(unknown.stderr)")
+        #expect(try run("streams", store, "--after", "x").status == 1)
+        #expect(try run("streams", temp.file("none").path).status == 2)
+    }
+
+    @Test func historyOfAnyStreamShowsEachStateAndWhatChanged() async throws {
+        let temp = TemporaryDirectory("ek-every")
+        let store = temp.file("ledger").path
+        try await writeLedger(URL(filePath: store))
+        let id = accountIDs[0].uuidString
+        let result = try run("history", store, "Account", id, "--json")
+        #expect(result.status == 0, "\(result.stderr)")
+        let events = try #require(try jsonObject(result.stdout) as? [[String: Any]])
+        #expect(events.map { $0["event"] as? String } == ["Account.added", "Account.updated"])
+        #expect(events.map { $0["version"] as? Int } == [1, 2])
+        let state = try #require(events[1]["state"] as? [String: Any])
+        #expect(state["balance"] as? [String: String] == ["$decimal": "87.75"])
+        #expect(state["tags"] as? [String] == ["main", "gold"])
+        let changes = try #require(events[1]["changes"] as? [[String: Any]])
+        #expect(changes.count == 2)
+        #expect(changes[0]["path"] as? String == "balance")
+        #expect(changes[0]["op"] as? String == "changed")
+        #expect(changes[0]["from"] as? [String: String] == ["$decimal": "100.25"])
+        #expect(changes[0]["to"] as? [String: String] == ["$decimal": "87.75"])
+        #expect(changes[1]["path"] as? String == "tags[1]")
+        #expect(changes[1]["op"] as? String == "added")
+        #expect(changes[1]["to"] as? String == "gold")
+        // The add: every field added.
+        let added = try #require(events[0]["changes"] as? [[String: Any]])
+        #expect(added.map { $0["path"] as? String } == ["id", "name", "balance", "opened", "tags", "website"])
+        #expect(added.allSatisfy { $0["op"] as? String == "added" })
+        // A delete: no state, every field removed; the table says it in words.
+        let deleted = try run("history", "--dir", store, "Account", accountIDs[2].uuidString)
+        #expect(deleted.status == 0, "\(deleted.stderr)")
+        let lines = deleted.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.first == "History of Account/\(accountIDs[2].uuidString)")
+        #expect(lines.contains { $0.contains("Account.deleted") && $0.contains("name: − \"Carol\"") }, "\(deleted.stdout)")
+        #expect(lines.contains { $0.contains("Account.added") && $0.contains("balance: + {\"$decimal\":\"-3.1\"}") }, "\(deleted.stdout)")
+        // Activities' history is unchanged.
+        let activities = try importedStore(temp)
+        let activity = try run("history", activities, ids[1].uuidString, "--format", "jsonl")
+        #expect(activity.status == 0)
+        #expect(activity.stdout.split(separator: "\n").first?.contains("\"event\":\"added\",\"activity\":") == true, "\(activity.stdout)")
+        // Failure paths: unknown type, unknown id, too many arguments with --dir.
+        let noType = try run("history", store, "Acount", id)
+        #expect(noType.status == 1)
+        #expect(noType.stderr.contains("its entity types: Account, Transfer"), "\(noType.stderr)")
+        let noID = try run("history", store, "Account", "nobody")
+        #expect(noID.status == 1)
+        #expect(noID.stderr.contains("no stream Account/nobody in"), "\(noID.stderr)")
+        #expect(try run("history", store, "Account", id, "--dir", store).status != 0)
+    }
+
+    @Test func historyOfAStringStreamAndAnOpaquePayload() async throws {
+        let temp = TemporaryDirectory("ek-every")
+        let store = temp.file("forum")
+        try await writeForum(store)
+        do {
+            let reopened = try EventStore.open(at: store, snapshotPolicy: .never)
+            let notes = try EventSourcedRepository<OpaqueNote>(store: reopened, typeName: "Note", schema: opaqueNotes)
+            try await notes.add(OpaqueNote(id: "n1", text: "secret"))
+            try await reopened.close()
+        }
+        let post = try run("history", store.path, "Post", "post-1", "--json")
+        #expect(post.status == 0, "\(post.stderr)")
+        let events = try #require(try jsonObject(post.stdout) as? [[String: Any]])
+        let changes = try #require(events.last?["changes"] as? [[String: Any]])
+        #expect(changes.map { $0["path"] as? String } == ["score", "edited", "replies[0]"])
+        #expect(changes[0]["from"] as? Int == -2)
+        #expect(changes[0]["to"] as? Int == 5)
+        // A string id shaped like a UUID finds its stream.
+        let uuidShaped = try run("history", store.path, "Post", "00000000-0000-4000-8000-000000000009")
+        #expect(uuidShaped.status == 0, "\(uuidShaped.stderr)")
+        // An opaque payload: shown as bytes with the reason, never a guessed state.
+        let note = try run("history", store.path, "Note", "n1", "--json")
+        #expect(note.status == 0)
+        let noteEvents = try #require(try jsonObject(note.stdout) as? [[String: Any]])
+        #expect(noteEvents.first?["codec"] as? String == "bytes")
+        #expect(noteEvents.first?["state"] is NSNull)
+        #expect((noteEvents.first?["reason"] as? String)?.contains("not self-describing") == true)
+        #expect(note.stderr.contains("not self-describing"))
+    }
+
     @Test func renderingIsLosslessForEveryTag() throws {
         let values: [BinaryEntityValue] = [
             .null, .bool(true), .int(-5), .int(7), .uint(UInt64.max), .double(1), .double(-0.0), .double(1e-300), .double(.nan),

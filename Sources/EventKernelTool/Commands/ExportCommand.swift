@@ -14,7 +14,7 @@ struct ExportCommand: AsyncParsableCommand {
             Examples:
               eventkernel export demo --output events.jsonl
               eventkernel export demo --format activities --output activities.jsonl
-              eventkernel export ledger | eventkernel import ledger-copy -
+              eventkernel export demo | eventkernel import demo-copy -
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable { case events, activities }

@@ -15,6 +15,18 @@ protocol StoreOperandLayout {
     static var operandName: String? { get }
     /// The operand's help.
     static var operandHelp: String { get }
+    /// Whether the operand may be left out (`streams [STORE] [TYPE]`): then a single positional
+    /// argument is the store, unless `--dir` gives the store (then it is the operand).
+    static var operandIsOptional: Bool { get }
+    /// Whether an entity type may come before the operand (`history [STORE] [TYPE] ID`): with
+    /// `--dir`, two positional arguments are the type and the operand; without it, the store and
+    /// the operand (the command takes a third positional argument for STORE TYPE ID).
+    static var takesTypeBeforeOperand: Bool { get }
+}
+
+extension StoreOperandLayout {
+    static var operandIsOptional: Bool { false }
+    static var takesTypeBeforeOperand: Bool { false }
 }
 
 /// A command whose only positional argument is the store.
@@ -40,20 +52,27 @@ struct StoreArguments<Layout: StoreOperandLayout>: ParsableArguments {
         "The store directory (default: $EVENTKERNEL_STORE, else ./eventkernel-store).", valueName: "D"))
     var dirOption: String?
 
-    /// The store given as a positional argument, if any.
-    var positionalStore: String? {
-        Layout.operandName == nil || second != nil ? first : nil
+    /// Whether the first positional argument is the store.
+    private var firstIsStore: Bool {
+        if Layout.takesTypeBeforeOperand && dirOption != nil { return false }
+        return Layout.operandName == nil || second != nil || (Layout.operandIsOptional && dirOption == nil)
     }
 
-    /// The command's operand (`nil` only for a command that takes none).
-    var operand: String? { Layout.operandName == nil ? nil : second ?? first }
+    /// The entity type before the operand (`history --dir D TYPE ID`), when the layout takes one.
+    var leadingType: String? { Layout.takesTypeBeforeOperand && !firstIsStore && second != nil ? first : nil }
+
+    /// The store given as a positional argument, if any.
+    var positionalStore: String? { firstIsStore ? first : nil }
+
+    /// The command's operand (`nil` for a command that takes none, or an optional one left out).
+    var operand: String? { Layout.operandName == nil ? nil : firstIsStore ? second : second ?? first }
 
     /// The store directory given, either way (`nil`: the default).
     var directory: String? { positionalStore ?? dirOption }
 
     func validate() throws {
         if let name = Layout.operandName {
-            guard operand != nil else { throw ValidationError("Missing expected argument '\(name)'") }
+            guard operand != nil || Layout.operandIsOptional else { throw ValidationError("Missing expected argument '\(name)'") }
         } else if let second {
             throw ValidationError("Unexpected argument '\(second)': the store is the only positional argument")
         }
