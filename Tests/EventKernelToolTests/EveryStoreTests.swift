@@ -407,6 +407,31 @@ func object(_ line: String) throws -> [String: Any] {
         #expect(note.stderr.contains("not self-describing"))
     }
 
+    @Test func tailShowsEveryEventDecoded() async throws {
+        let temp = TemporaryDirectory("ek-every")
+        let store = temp.file("ledger").path
+        try await writeLedger(URL(filePath: store))
+        // JSON Lines: the export lines, every event with its data.
+        let json = try run("tail", store, "--from", "0", "--json")
+        #expect(json.status == 0, "\(json.stderr)")
+        #expect(json.stdout.split(separator: "\n").map(String.init) == (try exportLines(store)))
+        let table = try run("tail", store, "-n", "2")
+        let lines = table.stdout.split(separator: "\n").map(String.init)
+        #expect(lines.count == 2)
+        #expect(lines[0].contains("Account.updated") && lines[0].contains("Account/\(accountIDs[0].uuidString)") && lines[0].contains("\"balance\":{\"$decimal\":\"87.75\"}"), "\(lines[0])")
+        #expect(lines[1].contains("Account.deleted"), "\(lines[1])")
+        // An activity event that does not decode is shown with its bytes, and is damage (exit 3).
+        let damaged = temp.file("damaged")
+        let events = try EventStore.open(at: damaged, snapshotPolicy: .never)
+        try await events.append(PendingEvent(EncodedEvent(eventType: "activity.added", schemaVersion: 1,
+                                                          stream: StreamID("activity", .uuid(ids[0])), payload: [9, 9])))
+        try await events.close()
+        let bad = try run("tail", damaged.path, "--json")
+        #expect(bad.status == 3, "\(bad.stderr)")
+        #expect(bad.stderr.contains("the activity event at position 0 does not decode"), "\(bad.stderr)")
+        #expect(bad.stdout.contains("\"codec\":\"bytes\",\"data\":null,\"base64\":\"CQk=\""), "\(bad.stdout)")
+    }
+
     @Test func renderingIsLosslessForEveryTag() throws {
         let values: [BinaryEntityValue] = [
             .null, .bool(true), .int(-5), .int(7), .uint(UInt64.max), .double(1), .double(-0.0), .double(1e-300), .double(.nan),

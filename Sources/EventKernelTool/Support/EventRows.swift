@@ -37,15 +37,18 @@ enum EventRows {
     }
 
     /// The row of an event that is not an activity event (another entity's, or one that no longer
-    /// decodes): its type name stands in the event column, its entity in the id column.
+    /// decodes): its type name stands in the event column, its stream in the id column, its
+    /// decoded data (or why it is not decoded) in the details; its object is its export line.
     static func row(other envelope: EventEnvelope) -> Listing.Row {
-        Listing.Row([
+        let (line, payload) = EntityJSON.line(envelope)
+        let details: String = switch payload {
+        case .none: ""
+        case .binary(let value), .json(_, let value): value.text
+        case .bytes(let reason, _): "(\(envelope.payload.count) bytes, not decoded: \(reason))"
+        }
+        return Listing.Row([
             .uint(envelope.position), .string(ISODate.format(envelope.timestamp)), .uint(envelope.entityVersion),
-            .string(envelope.eventType), .string(envelope.entityID.description), .null, .null, .null, .null, .null,
-        ], object: .object([
-            ("position", .uint(envelope.position)), ("recordedAt", .string(ISODate.format(envelope.timestamp))),
-            ("version", .uint(envelope.entityVersion)), ("eventType", .string(envelope.eventType)),
-            ("entity", .string(envelope.entityID.description)),
-        ]))
+            .string(envelope.eventType), .string(envelope.stream.description), .null, .null, .null, .null, .string(details),
+        ], object: .raw(line))
     }
 }
