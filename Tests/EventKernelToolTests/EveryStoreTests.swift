@@ -432,6 +432,49 @@ func object(_ line: String) throws -> [String: Any] {
         #expect(bad.stdout.contains("\"codec\":\"bytes\",\"data\":null,\"base64\":\"CQk=\""), "\(bad.stdout)")
     }
 
+    @Test func replayGivesAGenericTypesEntitiesThen() async throws {
+        let temp = TemporaryDirectory("ek-every")
+        let store = temp.file("ledger").path
+        try await writeLedger(URL(filePath: store))
+        func replay(_ arguments: String...) throws -> [String: Any] {
+            let result = try run(["replay", store, "--entity", "Account"] + arguments + ["--json"])
+            #expect(result.status == 0, "\(result.stderr)")
+            return try object(result.stdout)
+        }
+        let early = try replay("--position", "2")
+        #expect(early["entities"] as? Int == 3)
+        let earlyRows = try #require(early["rows"] as? [[String: Any]])
+        #expect(earlyRows.map { $0["id"] as? String } == accountIDs.map(\.uuidString))
+        #expect((earlyRows[0]["state"] as? [String: Any])?["balance"] as? [String: String] == ["$decimal": "100.25"])
+        // By recording time: as recorded when the transfer was (position 3), before the update.
+        let recorded = try #require(try object(exportLines(store)[3])["recordedAt"] as? String)
+        let asOf = try replay("--as-of", recorded)
+        let asOfRows = try #require(asOf["rows"] as? [[String: Any]])
+        #expect(asOfRows.count == 3)
+        #expect(asOfRows[0]["version"] as? Int == 1)
+        let now = try replay("--position", "5")
+        let nowRows = try #require(now["rows"] as? [[String: Any]])
+        #expect(nowRows.map { $0["id"] as? String } == [accountIDs[0].uuidString, accountIDs[1].uuidString], "the deleted one is gone")
+        #expect((nowRows[0]["state"] as? [String: Any])?["balance"] as? [String: String] == ["$decimal": "87.75"])
+        #expect(nowRows[0]["version"] as? Int == 2)
+        let before = try run("replay", store, "--entity", "Account", "--as-of", "2001-01-01")
+        #expect(before.status == 0)
+        #expect(before.stdout.hasPrefix("Account as recorded at or before 2001-01-01 (the whole day, UTC): 0 entities"), "\(before.stdout)")
+        #expect(before.stderr.contains("before the first event was recorded"))
+        // Failure paths: an unknown type, query flags, events that are not a repository's.
+        let unknown = try run("replay", store, "--entity", "Acount", "--position", "0")
+        #expect(unknown.status == 1 && unknown.stderr.contains("its entity types: Account, Transfer"), "\(unknown.stderr)")
+        #expect(try run("replay", store, "--entity", "Account", "--position", "0", "--type", "sleep").status == 1)
+        let custom = temp.file("custom")
+        let events = try EventStore.open(at: custom, snapshotPolicy: .never)
+        try await events.append(PendingEvent(EncodedEvent(eventType: "Person.renamed", schemaVersion: 1,
+                                                          stream: StreamID("Person", .string("p")), payload: Array("{\"name\":\"x\"}".utf8))))
+        try await events.close()
+        let foreign = try run("replay", custom.path, "--entity", "Person", "--position", "0")
+        #expect(foreign.status == 1)
+        #expect(foreign.stderr.contains("Person's events are not a generic repository's (Person.renamed at position 0"), "\(foreign.stderr)")
+    }
+
     @Test func renderingIsLosslessForEveryTag() throws {
         let values: [BinaryEntityValue] = [
             .null, .bool(true), .int(-5), .int(7), .uint(UInt64.max), .double(1), .double(-0.0), .double(1e-300), .double(.nan),
