@@ -475,6 +475,34 @@ func object(_ line: String) throws -> [String: Any] {
         #expect(foreign.stderr.contains("Person's events are not a generic repository's (Person.renamed at position 0"), "\(foreign.stderr)")
     }
 
+    @Test func positionalArgumentsOfStreamsAndHistory() throws {
+        func streams(_ arguments: String...) throws -> StreamsCommand {
+            try #require(try EventKernelCommand.parseAsRoot(["streams"] + arguments) as? StreamsCommand)
+        }
+        func history(_ arguments: String...) throws -> HistoryCommand {
+            try #require(try EventKernelCommand.parseAsRoot(["history"] + arguments) as? HistoryCommand)
+        }
+        #expect(try streams("ledger").store.operand == nil)
+        #expect(try streams("ledger").store.url.lastPathComponent == "ledger")
+        #expect(try streams("ledger", "Account").store.operand == "Account")
+        #expect(try streams("--dir", "ledger", "Account").store.operand == "Account")
+        #expect(try streams("--postgres", "postgres://u@h/db", "Account").store.operand == "Account")
+        #expect(try streams("postgres://u@h/db", "Account").store.postgresURL == "postgres://u@h/db")
+        let three = try history("ledger", "Account", "a1")
+        #expect(three.target.type == "Account" && three.target.id == "a1")
+        #expect(three.store.url.lastPathComponent == "ledger")
+        let dir = try history("--dir", "ledger", "Account", "a1")
+        #expect(dir.target.type == "Account" && dir.target.id == "a1")
+        let postgres = try history("--postgres", "postgres://u@h/db", "Thread", "10")
+        #expect(postgres.target.type == "Thread" && postgres.target.id == "10")
+        // Two arguments without an option are still STORE ID (activities), one is the ID.
+        let activity = try history("demo", "00000000-0000-4000-8000-000000000001")
+        #expect(activity.target.type == nil && activity.store.url.lastPathComponent == "demo")
+        #expect(try history("00000000-0000-4000-8000-000000000001").target.type == nil)
+        #expect(throws: (any Error).self) { try history("--dir", "ledger", "ledger", "Account", "a1") }
+        #expect(throws: (any Error).self) { try history("/tmp", "x", "--dir", "ledger") }
+    }
+
     @Test func renderingIsLosslessForEveryTag() throws {
         let values: [BinaryEntityValue] = [
             .null, .bool(true), .int(-5), .int(7), .uint(UInt64.max), .double(1), .double(-0.0), .double(1e-300), .double(.nan),

@@ -35,19 +35,19 @@ struct HistoryCommand: AsyncParsableCommand {
     /// The stream's type (`nil`: an activity) and id, by the positional rule of ``Operand``.
     var target: (type: String?, id: String) {
         if let third { return (store.operand, third) }
-        if let type = store.local.leadingType { return (type, store.operand ?? "") }
+        if let type = store.leadingType { return (type, store.operand ?? "") }
         return (nil, store.operand ?? "")
     }
     var id: String { target.id }
 
     func validate() throws {
         // `history STORE ID --dir OTHER` reads as TYPE ID with --dir: a type is a name, never a path.
-        if let type = store.local.leadingType, let dir = store.local.dirOption,
-           type.contains("/") || FileManager.default.fileExists(atPath: type) {
-            throw ValidationError("the store is given twice, differently: '\(type)' and --dir '\(dir)'; give one (with --dir, two arguments are TYPE ID)")
+        if let type = store.leadingType, type.contains("/") || FileManager.default.fileExists(atPath: type) {
+            let option = store.local.dirOption.map { "--dir '\($0)'" } ?? "--postgres"
+            throw ValidationError("the store is given twice, differently: '\(type)' and \(option); give one (with \(option), two arguments are TYPE ID)")
         }
-        if third != nil && store.local.dirOption != nil {
-            throw ValidationError("with --dir give TYPE ID (two arguments); STORE TYPE ID is for a store given first")
+        if third != nil && (store.local.dirOption != nil || store.postgresOption != nil) {
+            throw ValidationError("with --dir or --postgres give TYPE ID (two arguments); STORE TYPE ID is for a store given first")
         }
     }
 

@@ -11,8 +11,8 @@ struct StreamsCommand: AsyncParsableCommand {
             Without TYPE: every entity type (activities too) with its events, streams and recorded span. With \
             TYPE: that type's streams in id order (text order of the id), with each one's version, events, \
             last event and its time, a page at a time: --limit rows after --after ID; when more follow, \
-            stderr says the --after that continues. A single argument is the store, unless --dir gives it \
-            (then it is the type). Reads the whole log (O(events)).
+            stderr says the --after that continues. A single argument is the store, unless --dir or \
+            --postgres gives it (then it is the type). Reads the whole log (O(events)).
 
             Examples:
               eventkernel streams demo

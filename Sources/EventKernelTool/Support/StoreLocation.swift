@@ -16,10 +16,10 @@ protocol StoreOperandLayout {
     /// The operand's help.
     static var operandHelp: String { get }
     /// Whether the operand may be left out (`streams [STORE] [TYPE]`): then a single positional
-    /// argument is the store, unless `--dir` gives the store (then it is the operand).
+    /// argument is the store, unless `--dir` (or `--postgres`) gives the store (then it is the operand).
     static var operandIsOptional: Bool { get }
     /// Whether an entity type may come before the operand (`history [STORE] [TYPE] ID`): with
-    /// `--dir`, two positional arguments are the type and the operand; without it, the store and
+    /// `--dir` (or `--postgres`), two positional arguments are the type and the operand; without it, the store and
     /// the operand (the command takes a third positional argument for STORE TYPE ID).
     static var takesTypeBeforeOperand: Bool { get }
 }
@@ -52,20 +52,29 @@ struct StoreArguments<Layout: StoreOperandLayout>: ParsableArguments {
         "The store directory (default: $EVENTKERNEL_STORE, else ./eventkernel-store).", valueName: "D"))
     var dirOption: String?
 
-    /// Whether the first positional argument is the store.
-    private var firstIsStore: Bool {
-        if Layout.takesTypeBeforeOperand && dirOption != nil { return false }
-        return Layout.operandName == nil || second != nil || (Layout.operandIsOptional && dirOption == nil)
+    /// Whether the first positional argument is the store, when an option gives the store
+    /// (`storeOption`: `--dir`, or `--postgres` for the read commands) or none does.
+    func firstIsStore(storeOption: Bool) -> Bool {
+        if Layout.takesTypeBeforeOperand && storeOption { return false }
+        return Layout.operandName == nil || second != nil || (Layout.operandIsOptional && !storeOption)
     }
 
+    private var firstIsStore: Bool { firstIsStore(storeOption: dirOption != nil) }
+
     /// The entity type before the operand (`history --dir D TYPE ID`), when the layout takes one.
-    var leadingType: String? { Layout.takesTypeBeforeOperand && !firstIsStore && second != nil ? first : nil }
+    func leadingType(storeOption: Bool) -> String? {
+        Layout.takesTypeBeforeOperand && !firstIsStore(storeOption: storeOption) && second != nil ? first : nil
+    }
 
     /// The store given as a positional argument, if any.
-    var positionalStore: String? { firstIsStore ? first : nil }
+    func positionalStore(storeOption: Bool) -> String? { firstIsStore(storeOption: storeOption) ? first : nil }
+    var positionalStore: String? { positionalStore(storeOption: dirOption != nil) }
 
     /// The command's operand (`nil` for a command that takes none, or an optional one left out).
-    var operand: String? { Layout.operandName == nil ? nil : firstIsStore ? second : second ?? first }
+    func operand(storeOption: Bool) -> String? {
+        Layout.operandName == nil ? nil : firstIsStore(storeOption: storeOption) ? second : second ?? first
+    }
+    var operand: String? { operand(storeOption: dirOption != nil) }
 
     /// The store directory given, either way (`nil`: the default).
     var directory: String? { positionalStore ?? dirOption }
@@ -102,22 +111,31 @@ struct ReadableStoreArguments<Layout: StoreOperandLayout>: ParsableArguments {
         "Read the PostgreSQL log at URL (postgres://user@host:port/database?schema=S) instead of a directory.", valueName: "URL"))
     var postgresOption: String?
 
+    /// Whether an option gives the store (`--dir` or `--postgres`): the positional arguments
+    /// are then the operands (see ``StoreOperandLayout``).
+    private var storeOption: Bool { local.dirOption != nil || postgresOption != nil }
+
     /// The PostgreSQL URL, given as `--postgres` or as the store argument.
     var postgresURL: String? {
         if let postgresOption { return postgresOption }
-        if let positional = local.positionalStore, positional.hasPrefix("postgres://") || positional.hasPrefix("postgresql://") {
+        if let positional = local.positionalStore(storeOption: storeOption), positional.hasPrefix("postgres://") || positional.hasPrefix("postgresql://") {
             return positional
         }
         return nil
     }
 
     func validate() throws {
-        if postgresOption != nil && local.directory != nil { throw ValidationError("give a store directory or --postgres, not both") }
+        if postgresOption != nil && (local.positionalStore(storeOption: storeOption) ?? local.dirOption) != nil {
+            throw ValidationError("give a store directory or --postgres, not both")
+        }
         if postgresURL != nil && local.dirOption != nil { throw ValidationError("give --dir or a postgres:// URL, not both") }
     }
 
     /// The command's operand (see ``StoreArguments/operand``).
-    var operand: String? { local.operand }
+    var operand: String? { local.operand(storeOption: storeOption) }
+
+    /// The entity type before the operand (`history --dir D TYPE ID`), when the layout takes one.
+    var leadingType: String? { local.leadingType(storeOption: storeOption) }
 
     #if PostgreSQL
     /// The PostgreSQL log, when one was given.
