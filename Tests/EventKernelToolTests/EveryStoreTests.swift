@@ -503,6 +503,35 @@ func object(_ line: String) throws -> [String: Any] {
         #expect(throws: (any Error).self) { try history("/tmp", "x", "--dir", "ledger") }
     }
 
+    @Test func importContinuesAStreamOfAStoreWhoseSnapshotHoldsItsRepository() async throws {
+        let temp = TemporaryDirectory("ek-every")
+        let store = temp.file("ledger")
+        try await writeLedger(store)
+        do {
+            // The application's snapshot records the repository's table and versions.
+            let events = try EventStore.open(at: store, snapshotPolicy: .never)
+            _ = try EventSourcedRepository<LedgerAccount>(store: events, typeName: "Account")
+            _ = try EventSourcedRepository<LedgerTransfer>(store: events, typeName: "Transfer")
+            try await events.writeSnapshots()
+            try await events.close()
+        }
+        let lines = try exportLines(store.path)
+        // Alice's update again, as version 3: the next version of her stream.
+        let next = lines[4].replacingOccurrences(of: "\"version\":2", with: "\"version\":3").replacingOccurrences(of: "\"Alice\"", with: "\"Alicia\"")
+        let file = temp.file("next.jsonl")
+        try write([next], to: file)
+        let imported = try run("import", store.path, file.path)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        // The same file again: recognised by its marker, nothing appended twice.
+        let again = try run("import", store.path, file.path)
+        #expect(again.status == 0 && again.stdout.contains("nothing to import"), "\(again.stdout)")
+        let events = try EventStore.open(at: store, snapshotPolicy: .never)
+        let accounts = try EventSourcedRepository<LedgerAccount>(store: events, typeName: "Account")
+        #expect(accounts.fetch(id: accountIDs[0])?.name == "Alicia")
+        #expect(accounts.version(of: accountIDs[0]) == 3)
+        try await events.close()
+    }
+
     @Test func renderingIsLosslessForEveryTag() throws {
         let values: [BinaryEntityValue] = [
             .null, .bool(true), .int(-5), .int(7), .uint(UInt64.max), .double(1), .double(-0.0), .double(1e-300), .double(.nan),
