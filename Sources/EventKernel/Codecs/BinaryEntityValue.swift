@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// A binary entity payload read without its type: the tree of tagged values the format
 /// stores (``BinaryEntityEncoder``), for tools that show or copy events without the
