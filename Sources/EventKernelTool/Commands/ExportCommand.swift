@@ -59,7 +59,7 @@ struct ExportCommand: AsyncParsableCommand {
                         if case .bytes(let reason, let damaged) = payload { opaque.note(envelope, reason: reason, damaged: damaged) }
                         return true
                     }
-                    emit(ActivityJSON.event(try codec.decode(envelope), position: envelope.position, recordedAt: envelope.timestamp))
+                    emit(ActivityJSON.event(try codec.decode(envelope), position: envelope.position, recordedAt: envelope.timestamp, metadata: envelope.metadata))
                     return true
                 }
             }

@@ -1,6 +1,7 @@
 import Activities
 import ArgumentParser
 import EventKernel
+import EventLog
 import Foundation
 
 /// Imports JSON Lines. All or nothing for bad input: the whole file is parsed and checked
@@ -60,9 +61,13 @@ struct ImportCommand: AsyncParsableCommand {
         var repository = storeExists ? try StoreLocation.openWriter(directory, create: true) : nil
         let identity = input.identity
         var importedEarlier = 0
+        // The store's latest recording time: an imported event keeps its line's recordedAt only
+        // at or after it, as times must not go back (replay --as-of finds the last position
+        // recorded at or before a time).
+        var latest: LogTimestamp?
         if let existing = repository {
             do {
-                importedEarlier = try ImportMarker.lastLine(of: identity, in: existing) { interruption.caught != nil }
+                (importedEarlier, latest) = try ImportMarker.lastLine(of: identity, in: existing) { interruption.caught != nil }
             } catch {
                 try? await existing.close()
                 throw ToolError.from(error, store: directory)
@@ -80,6 +85,11 @@ struct ImportCommand: AsyncParsableCommand {
         var streams = EntityVersionValidator { [repository] stream in try repository?.store.version(of: stream) ?? 0 }
         var lineNumber = 0
         var blank = 0
+        // Lines recorded at the import's time instead of their recordedAt (it is before a time
+        // already in the store or the lines before); after the first, every later line is.
+        var restamped = 0
+        var firstRestamped: Int?
+        var restampRest = false
         do {
             var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
             if text.hasSuffix("\n") { lines.removeLast() }  // the final newline ends the last line
@@ -92,23 +102,39 @@ struct ImportCommand: AsyncParsableCommand {
                 if trimmed.isEmpty { blank += 1; continue }
                 if lineNumber <= importedEarlier { continue }
                 if EntityJSON.isEntityLine(Substring(trimmed)) {
-                    let imported: EntityJSON.ImportedEvent
+                    var imported: EntityJSON.ImportedEvent
                     do {
                         imported = try EntityJSON.parseLine(Substring(trimmed), lenient: lenient)
+                        try EntityJSON.requireStorableMetadata(imported.metadata)
                         try streams.check(imported)
                     } catch {
                         throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
+                    }
+                    if let time = imported.recordedAt, !restampRest, latest.map({ time >= $0 }) ?? true {
+                        latest = time
+                    } else {
+                        if imported.recordedAt != nil {
+                            restamped += 1
+                            if firstRestamped == nil { firstRestamped = lineNumber }
+                        }
+                        imported.recordedAt = nil
+                        restampRest = true
                     }
                     events.append((lineNumber, .entity(imported)))
                     continue
                 }
                 let event: ActivityEvent
-                do { event = try ActivityJSON.parseLine(Substring(trimmed), lenient: lenient) } catch {
+                do {
+                    event = try ActivityJSON.parseLine(Substring(trimmed), lenient: lenient)
+                    try EntityJSON.requireStorableMetadata(try EntityJSON.activityLineMetadata(Substring(trimmed)))
+                } catch {
                     throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
                 }
                 do { try validator.check(event) } catch {
                     throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
                 }
+                // An activity event is recorded at the import's time: later lines cannot go back.
+                restampRest = true
                 events.append((lineNumber, .activity(event)))
             }
         } catch let error as ToolError {
@@ -158,7 +184,9 @@ struct ImportCommand: AsyncParsableCommand {
                     try await repository.apply(chunk.compactMap(\.item.activity), metadata: marker)
                 } else {
                     try await repository.store.append(chunk.compactMap(\.item.entity).map {
-                        PendingEvent($0.event, expectedVersion: $0.version.map { $0 - 1 }, metadata: marker)
+                        var pending = PendingEvent($0.event, expectedVersion: $0.version.map { $0 - 1 }, metadata: marker)
+                        pending.timestamp = $0.recordedAt
+                        return pending
                     })
                 }
                 written += chunk.count
@@ -177,6 +205,9 @@ struct ImportCommand: AsyncParsableCommand {
                 "\(Output.count(written)) events from lines \(firstLine)–\(lastLine) were imported and are durable; the last line acknowledged is \(lastLine)"
             throw ToolError(underlying.exit == .badInput ? .io : underlying.exit,
                             "write failed at line \(events[written].line): \(underlying.message)\n\(acknowledged)\(earlier); lines \(events[written].line)–\(lineNumber) were not imported\n\(again) \(lastLine == 0 ? "to start again" : "to continue after line \(lastLine)")")
+        }
+        if let firstRestamped {
+            Output.note("\(Output.count(restamped)) event\(restamped == 1 ? " was" : "s were") recorded at the time of the import, not at their recordedAt, which is before a time already in \(directory.path) or on an earlier line (recording times never go back); first at line \(firstRestamped)")
         }
         let range = importedEarlier > 0 ? "lines \(firstLine)–\(lastLine); lines 1–\(importedEarlier) were imported earlier" : "lines 1–\(lastLine)"
         print("imported \(Output.count(written)) event\(written == 1 ? "" : "s") from \(name) (\(range), \(blank) blank line\(blank == 1 ? "" : "s") skipped) into \(directory.path); last line imported: \(lastLine)")
@@ -221,24 +252,30 @@ enum ImportMarker {
         EventMetadata(correlationID: "\(prefix)\(identity) through line \(line)")
     }
 
-    /// The last line of input `identity` the store records as imported (0: none).
+    /// Whether a correlation id is an import's marker (of any input).
+    static func isMarker(_ correlationID: String) -> Bool { correlationID.hasPrefix(prefix) }
+
+    /// The last line of input `identity` the store records as imported (0: none), and the
+    /// latest recording time in the store (`nil`: no events).
     /// - Parameters:
     ///   - identity: The input's ``ImportInput/identity``.
     ///   - repository: The store, open for writing (nothing appends meanwhile).
     ///   - stop: Polled between events: true ends the scan early (its answer is then partial).
     /// - Complexity: Reads every event of the log (the marker may be anywhere in it).
     /// - Throws: What reading the log throws (damage: the import must not guess).
-    static func lastLine(of identity: String, in repository: EventSourcedActivityRepository, stop: () -> Bool) throws -> Int {
-        guard repository.store.log.bounds.nextPosition > 0 else { return 0 }
+    static func lastLine(of identity: String, in repository: EventSourcedActivityRepository, stop: () -> Bool) throws -> (line: Int, latest: LogTimestamp?) {
+        guard repository.store.log.bounds.nextPosition > 0 else { return (0, nil) }
         let lead = "\(prefix)\(identity) through line "
         var last = 0
+        var latest: LogTimestamp?
         try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
+            latest = max(latest ?? envelope.timestamp, envelope.timestamp)
             if let id = envelope.metadata.correlationID, id.hasPrefix(lead), let line = Int(id.dropFirst(lead.count)) {
                 last = max(last, line)
             }
             return !stop()
         }
-        return last
+        return (last, latest)
     }
 }
 

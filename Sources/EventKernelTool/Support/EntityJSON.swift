@@ -235,20 +235,77 @@ enum EntityJSON {
         case .bytes(let reason, _):
             out += "null,\"base64\":\(ActivityJSON.escape(Data(envelope.payload).base64EncodedString())),\"reason\":\(ActivityJSON.escape(reason))"
         }
+        out += metadataField(envelope.metadata)
         out += "}"
         return (out, payload)
+    }
+
+    /// `,"metadata":{"correlationID":…,"actor":…}` with the parts the event has; empty when it
+    /// has none. The one rendering of an event's metadata, for entity and activity lines.
+    static func metadataField(_ metadata: EventMetadata) -> String {
+        var parts: [String] = []
+        if let id = metadata.correlationID { parts.append("\"correlationID\":\(ActivityJSON.escape(id))") }
+        if let actor = metadata.actor { parts.append("\"actor\":\(ActivityJSON.escape(actor))") }
+        return parts.isEmpty ? "" : ",\"metadata\":{" + parts.joined(separator: ",") + "}"
+    }
+
+    /// The metadata a line's `"metadata"` field holds (`.none` without one).
+    /// - Throws: ``ActivityJSON/LineError`` when it is not an object of optional strings
+    ///   `correlationID` and `actor`.
+    static func metadata(_ value: JSONTree?) throws(ActivityJSON.LineError) -> EventMetadata {
+        guard let value, value != .null else { return .none }
+        guard case .object(let members) = value else { throw .init(message: "field \"metadata\" must be an object") }
+        var metadata = EventMetadata()
+        for m in members {
+            let text: String?
+            switch m.value {
+            case .null: text = nil
+            case .string(let s): text = s
+            default: throw .init(message: "field \"metadata.\(m.key)\" must be a string")
+            }
+            switch m.key {
+            case "correlationID": metadata.correlationID = text
+            case "actor": metadata.actor = text
+            default: throw .init(message: "unknown field \"\(m.key)\" in \"metadata\"; known fields: correlationID, actor")
+            }
+        }
+        return metadata
+    }
+
+    /// The metadata of a line that import can store: none, or an earlier import's resume marker
+    /// (bookkeeping of the tool, replaced by this import's). Any other metadata is refused
+    /// rather than overwritten: import's resume marker takes the correlation id of every
+    /// event it writes (Docs/CLI.md, "Import").
+    /// - Throws: ``ActivityJSON/LineError`` naming what the line carries.
+    static func requireStorableMetadata(_ metadata: EventMetadata) throws(ActivityJSON.LineError) {
+        if metadata.actor == nil, metadata.correlationID == nil || ImportMarker.isMarker(metadata.correlationID!) { return }
+        let parts = [metadata.correlationID.map { "correlationID \(ActivityJSON.escape($0))" }, metadata.actor.map { "actor \(ActivityJSON.escape($0))" }]
+        throw .init(message: "the event carries metadata (\(parts.compactMap { $0 }.joined(separator: ", "))), which import cannot store: its resume marker takes every imported event's correlation id, so the metadata would be lost")
+    }
+
+    /// The metadata field of an activity line, read on its own (the activity parser ignores
+    /// it); the cheap test first, as activity imports are large.
+    /// - Throws: ``ActivityJSON/LineError`` as ``metadata(_:)``.
+    static func activityLineMetadata(_ line: Substring) throws(ActivityJSON.LineError) -> EventMetadata {
+        guard line.contains("\"metadata\"") else { return .none }
+        guard let members = try? JSONParser.members(Array(line.utf8)) else { return .none }
+        return try metadata(members.first { $0.key == "metadata" }?.value)
     }
 
     // MARK: Import lines
 
     /// The fields of a line of any entity type.
-    static let fields = ["position", "recordedAt", "stream", "version", "event", "schemaVersion", "codec", "data", "base64", "reason"]
+    static let fields = ["position", "recordedAt", "stream", "version", "event", "schemaVersion", "codec", "data", "base64", "reason", "metadata"]
 
     /// An event of any entity type read from an import line.
     struct ImportedEvent {
         var event: EncodedEvent
         /// The stream's version after the event, when the line gives it (export does).
         var version: UInt64?
+        /// The recording time the line gives, to the nanosecond (export writes it).
+        var recordedAt: LogTimestamp?
+        /// The metadata the line gives.
+        var metadata: EventMetadata = .none
     }
 
     /// Whether an import line is an event of any entity type (it has a top-level `"stream"`)
@@ -332,7 +389,15 @@ enum EntityJSON {
         default:
             throw .init(message: "unknown codec \"\(codec)\" (expected binary, json, bytes or none)")
         }
+        var recordedAt: LogTimestamp?
+        if let value = field("recordedAt")?.value, value != .null {
+            guard case .string(let text) = value, let time = ISODate.parseRecordingTime(text) else {
+                throw .init(message: "field \"recordedAt\" must be an ISO 8601 date-time with at most nine fraction digits, from 1678 to 2262 (as export writes it)")
+            }
+            recordedAt = time
+        }
+        let metadata = try metadata(field("metadata")?.value)
         return ImportedEvent(event: EncodedEvent(eventType: eventType, schemaVersion: UInt16(schemaVersion), stream: StreamID(type, id), payload: payload),
-                             version: version)
+                             version: version, recordedAt: recordedAt, metadata: metadata)
     }
 }

@@ -1,0 +1,126 @@
+import Foundation
+import Testing
+import EventKernel
+import EventLog
+import EventKernelTestSupport
+@testable import EventKernelTool
+
+/// Every event of a store, as the log holds it.
+func envelopes(_ directory: URL) async throws -> [EventEnvelope] {
+    let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+    var out: [EventEnvelope] = []
+    try store.forEachEnvelope(from: 0, through: nil) { out.append($0); return true }
+    try await store.close()
+    return out
+}
+
+/// The copy holds the original's events position by position: type, stream, version, payload
+/// bytes, recording time to the nanosecond, and metadata (an import's resume marker, the tool's
+/// bookkeeping, is the one metadata import replaces). `times: false` for a copy that could
+/// not keep them (activity lines are recorded at the import's time).
+func expectSameEvents(_ original: URL, _ copy: URL, times: Bool = true, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+    let a = try await envelopes(original), b = try await envelopes(copy)
+    #expect(a.count == b.count, sourceLocation: sourceLocation)
+    func own(_ m: EventMetadata) -> EventMetadata {
+        var m = m
+        if let id = m.correlationID, ImportMarker.isMarker(id) { m.correlationID = nil }
+        return m
+    }
+    for (x, y) in zip(a, b) {
+        #expect(x.position == y.position, sourceLocation: sourceLocation)
+        #expect(x.eventType == y.eventType && x.schemaVersion == y.schemaVersion, sourceLocation: sourceLocation)
+        #expect(x.stream == y.stream && x.entityVersion == y.entityVersion, sourceLocation: sourceLocation)
+        #expect(x.payload == y.payload, "payload at \(x.position)", sourceLocation: sourceLocation)
+        #expect(!times || x.timestamp == y.timestamp, "recordedAt at \(x.position): \(x.timestamp) vs \(y.timestamp)", sourceLocation: sourceLocation)
+        #expect(own(x.metadata) == own(y.metadata), "metadata at \(x.position)", sourceLocation: sourceLocation)
+    }
+}
+
+@Suite struct ImportFidelityTests {
+    @Test func aLedgerCopyHasTheOriginalsEventsPositionByPosition() async throws {
+        let temp = TemporaryDirectory("ek-fidelity")
+        let store = temp.file("ledger")
+        try await writeLedger(store)
+        let exported = temp.file("ledger.jsonl")
+        #expect(try run("export", store.path, "--output", exported.path).status == 0)
+        let copy = temp.file("copy")
+        let imported = try run("import", copy.path, exported.path)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(!imported.stderr.contains("recorded at the time of the import"), "\(imported.stderr)")
+        try await expectSameEvents(store, copy)
+    }
+
+    @Test func aForumCopyHasTheOriginalsEventsPositionByPosition() async throws {
+        let temp = TemporaryDirectory("ek-fidelity")
+        let store = temp.file("forum")
+        try await writeForum(store)
+        let exported = temp.file("forum.jsonl")
+        #expect(try run("export", store.path, "--output", exported.path).status == 0)
+        let copy = temp.file("copy")
+        #expect(try run("import", copy.path, exported.path).status == 0)
+        try await expectSameEvents(store, copy)
+    }
+
+    /// Review 1.1: metadata is exported, and import refuses it rather than overwrite it.
+    @Test func metadataIsExportedAndImportRefusesToOverwriteIt() async throws {
+        let temp = TemporaryDirectory("ek-fidelity")
+        let directory = temp.file("store")
+        let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+        let plain = EncodedEvent(eventType: "Person.renamed", schemaVersion: 1, stream: StreamID("Person", .string("p1")), payload: Array("{\"name\":\"x\"}".utf8))
+        try await store.append([PendingEvent(plain), PendingEvent(plain, metadata: EventMetadata(correlationID: "req-42", actor: "alice"))])
+        try await store.close()
+        let lines = try exportLines(directory.path)
+        #expect(lines.count == 2)
+        #expect(!lines[0].contains("metadata"))
+        #expect(lines[1].hasSuffix(",\"metadata\":{\"correlationID\":\"req-42\",\"actor\":\"alice\"}}"), "\(lines[1])")
+        let exported = temp.file("people.jsonl")
+        try (lines.joined(separator: "\n") + "\n").write(to: exported, atomically: true, encoding: .utf8)
+        let copy = temp.file("copy")
+        let imported = try run("import", copy.path, exported.path)
+        #expect(imported.status == 1)
+        #expect(imported.stderr.contains("people.jsonl:2: the event carries metadata (correlationID \"req-42\", actor \"alice\")"), "\(imported.stderr)")
+        #expect(imported.stderr.contains("nothing was imported"))
+        let copied = FileManager.default.fileExists(atPath: copy.path) ? try await envelopes(copy) : []
+        #expect(copied.isEmpty)
+        // --lenient ignores unknown fields, never metadata; on an activity line too.
+        let activity = temp.file("activity.jsonl")
+        try (goodLines[0].dropLast() + ",\"metadata\":{\"actor\":\"bob\"}}\n").write(to: activity, atomically: true, encoding: .utf8)
+        let refused = try run("import", temp.file("copy2").path, activity.path, "--lenient")
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("activity.jsonl:1: the event carries metadata (actor \"bob\")"), "\(refused.stderr)")
+    }
+
+    /// Review 1.2: a time before one already recorded is not kept (times never go back), and
+    /// import says so; a recordedAt that is not a log time is refused.
+    @Test func recordedAtBeforeAnEarlierTimeIsRecordedAtTheImportTimeWithANote() async throws {
+        let temp = TemporaryDirectory("ek-fidelity")
+        func line(_ version: Int, _ time: String) -> String {
+            "{\"recordedAt\":\"\(time)\",\"stream\":{\"type\":\"Person\",\"id\":\"p1\",\"idType\":\"string\"},\"version\":\(version),\"event\":\"Person.touched\",\"schemaVersion\":1,\"codec\":\"none\",\"data\":null}"
+        }
+        let file = temp.file("people.jsonl")
+        try [line(1, "2025-03-01T08:30:15.000000123Z"), line(2, "2025-03-01T08:30:14Z"), line(3, "2025-03-02T00:00:00Z")]
+            .joined(separator: "\n").write(to: file, atomically: true, encoding: .utf8)
+        let copy = temp.file("copy")
+        let before = Date()
+        let imported = try run("import", copy.path, file.path)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(imported.stderr.contains("2 events were recorded at the time of the import"), "\(imported.stderr)")
+        #expect(imported.stderr.contains("first at line 2"), "\(imported.stderr)")
+        let events = try await envelopes(copy)
+        #expect(events.count == 3)
+        #expect(events.first?.timestamp == LogTimestamp(nanosecondsSince1970: 1_740_817_815_000_000_123))
+        #expect(events.dropFirst().allSatisfy { $0.recordedAt >= before.addingTimeInterval(-1) })
+
+        try line(1, "2025-03-01").write(to: file, atomically: true, encoding: .utf8)
+        let bare = try run("import", temp.file("copy2").path, file.path)
+        #expect(bare.status == 1)
+        #expect(bare.stderr.contains("people.jsonl:1: field \"recordedAt\" must be an ISO 8601 date-time"), "\(bare.stderr)")
+    }
+
+    /// Review 1.4: a leap second is not a time a Date holds; it was stored as :59.
+    @Test func aLeapSecondIsRefused() {
+        #expect(ISODate.tryParse("2016-12-31T23:59:60Z") == nil)
+        #expect(ISODate.parseRecordingTime("2016-12-31T23:59:60Z") == nil)
+        #expect(ISODate.tryParse("2016-12-31T23:59:59Z") != nil)
+    }
+}
