@@ -123,4 +123,27 @@ func expectSameEvents(_ original: URL, _ copy: URL, times: Bool = true, sourceLo
         #expect(ISODate.parseRecordingTime("2016-12-31T23:59:60Z") == nil)
         #expect(ISODate.tryParse("2016-12-31T23:59:59Z") != nil)
     }
+
+    /// Review 1.3: a stream that is not a generic repository's has data, not states, and no diff.
+    @Test func historyOfANonRepositoryStreamShowsDataWithoutStateOrDiff() async throws {
+        let temp = TemporaryDirectory("ek-fidelity")
+        let directory = temp.file("store")
+        let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+        let stream = StreamID("Person", .string("p1"))
+        try await store.append([
+            PendingEvent(EncodedEvent(eventType: "Person.renamed", schemaVersion: 1, stream: stream, payload: Array("{\"name\":\"x\"}".utf8))),
+            PendingEvent(EncodedEvent(eventType: "Person.emailChanged", schemaVersion: 1, stream: stream, payload: Array("{\"email\":\"y\"}".utf8))),
+        ])
+        try await store.close()
+        let json = try run("history", directory.path, "Person", "p1", "--json")
+        #expect(json.status == 0, "\(json.stderr)")
+        let events = try #require(try jsonObject(json.stdout) as? [[String: Any]])
+        #expect(events.count == 2)
+        #expect(events.allSatisfy { $0["state"] is NSNull && $0["changes"] is NSNull })
+        #expect((events.last?["data"] as? [String: String]) == ["email": "y"])
+        let table = try run("history", directory.path, "Person", "p1")
+        #expect(table.status == 0)
+        #expect(!table.stdout.contains("removed") && !table.stdout.contains("State after"), "\(table.stdout)")
+        #expect(table.stdout.contains("not a generic repository's event"), "\(table.stdout)")
+    }
 }

@@ -67,6 +67,17 @@ enum EntityJSON {
         }
     }
 
+    /// Whether an event is a generic repository's (`TYPE.added`, `TYPE.updated`, `TYPE.deleted`
+    /// of its stream's type), whose payload is the whole entity (none for a delete): the one
+    /// rule for what replay folds and what history calls a state. Any other event's payload is
+    /// data of the application's own meaning.
+    static func isRepositoryEvent(_ envelope: EventEnvelope) -> Bool {
+        let type = envelope.stream.entityType
+        let name = envelope.eventType
+        guard name.count > type.count + 1, name.hasPrefix(type), name.dropFirst(type.count).first == "." else { return false }
+        return ["added", "updated", "deleted"].contains(name.dropFirst(type.count + 1))
+    }
+
     static func describe(_ error: any Error) -> String {
         if case DecodingError.dataCorrupted(let context) = error { return context.debugDescription }
         return "\(error)"

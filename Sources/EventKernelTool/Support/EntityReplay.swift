@@ -28,8 +28,7 @@ enum EntityReplay {
                 guard envelope.stream.entityType == type else { return true }
                 typeSeen = true
                 // The whole log is checked, so that the answer does not depend on the moment.
-                guard envelope.eventType.hasPrefix(type + "."),
-                      ["added", "updated", "deleted"].contains(envelope.eventType.dropFirst(type.count + 1)) else {
+                guard EntityJSON.isRepositoryEvent(envelope) else {
                     foreign = envelope
                     return false
                 }

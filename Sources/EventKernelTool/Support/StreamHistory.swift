@@ -89,7 +89,7 @@ enum StreamHistory {
     static let columns: [Column] = [
         Column("position", right: true), Column("recordedAt", header: "recorded at"), Column("version", right: true),
         Column("event"), Column("schemaVersion", inTable: false), Column("codec", inTable: false),
-        Column("state", inTable: false), Column("changes", inMachineFormats: false, tableNull: ""),
+        Column("state", inTable: false), Column("data", inTable: false), Column("changes", inMachineFormats: false, tableNull: ""),
     ]
 
     /// Prints the history of the stream `type`/`id`.
@@ -124,12 +124,18 @@ enum StreamHistory {
         var opaque = OpaquePayloads()
         for envelope in events {
             let payload = EntityJSON.payload(envelope.payload)
-            let state = payload.value
+            // Only a generic repository's event holds the entity's state: any other event's
+            // payload is data (a rename holds the new name, not the entity), never diffed.
+            let repositoryEvent = EntityJSON.isRepositoryEvent(envelope)
+            let state = repositoryEvent ? payload.value : nil
+            let data = repositoryEvent ? nil : payload.value
             var changes: [Change] = []
             var note: String?
             if case .bytes(let reason, let damaged) = payload {
                 opaque.note(envelope, reason: reason, damaged: damaged)
                 note = "(payload not decoded: \(reason))"
+            } else if !repositoryEvent {
+                note = "(not a generic repository's event: data \(data?.text ?? "null"), no state)"
             } else {
                 changes = diff(previous, state)
             }
@@ -138,24 +144,26 @@ enum StreamHistory {
                 ("position", .uint(envelope.position)), ("recordedAt", .string(ISODate.format(envelope.timestamp))),
                 ("version", .uint(envelope.entityVersion)), ("event", .string(envelope.eventType)),
                 ("schemaVersion", .int(Int64(envelope.schemaVersion))), ("codec", .string(payload.codec)),
-                ("state", state.map { .raw($0.text) } ?? .null),
+                ("state", state.map { .raw($0.text) } ?? .null), ("data", data.map { .raw($0.text) } ?? .null),
             ]
             if case .bytes(let reason, _) = payload {
                 object += [("base64", .string(Data(envelope.payload).base64EncodedString())), ("reason", .string(reason)), ("changes", .null)]
+            } else if !repositoryEvent {
+                object.append(("changes", .null))
             } else {
                 object.append(("changes", .array(changes.map(\.json))))
             }
             listing.rows.append(Listing.Row([
                 .uint(envelope.position), .string(ISODate.format(envelope.timestamp)), .uint(envelope.entityVersion),
                 .string(envelope.eventType), .int(Int64(envelope.schemaVersion)), .string(payload.codec),
-                state.map { .raw($0.text) } ?? .null, .string(summary),
+                state.map { .raw($0.text) } ?? .null, data.map { .raw($0.text) } ?? .null, .string(summary),
             ], object: .object(object)))
             // After an undecoded payload the state is unknown: the next diff starts from nothing.
             previous = note == nil ? state : nil
         }
         if format == .table { Swift.print("History of \(stream)") }
         Output.print(listing, as: format)
-        if format == .table, let last = events.last, let state = EntityJSON.payload(last.payload).value {
+        if format == .table, let last = events.last, EntityJSON.isRepositoryEvent(last), let state = EntityJSON.payload(last.payload).value {
             Swift.print("State after version \(last.entityVersion): \(state.text)")
         }
         opaque.report()
