@@ -146,4 +146,37 @@ func expectSameEvents(_ original: URL, _ copy: URL, times: Bool = true, sourceLo
         #expect(!table.stdout.contains("removed") && !table.stdout.contains("State after"), "\(table.stdout)")
         #expect(table.stdout.contains("not a generic repository's event"), "\(table.stdout)")
     }
+
+    /// Review 1.4: typed values that would be stored as something else are refused.
+    @Test func malformedTypedValuesAreRefused() throws {
+        func value(_ json: String) throws -> BinaryEntityValue {
+            try EntityJSON.binary(try JSONParser.parse(Array(json.utf8)))
+        }
+        for bad in ["12..5", "1.2.3", "1-2", "+-1", ".", "1e", "", " 1", "1.", "0x10", "123456789012345678901234567890123456789012345"] {
+            #expect(throws: EntityJSON.ValueError.self, "\(bad)") { try value("{\"$decimal\":\"\(bad)\"}") }
+        }
+        #expect(try value("{\"$decimal\":\"12.50\"}") == .decimal(Decimal(string: "12.5")!))
+        #expect(try value("{\"$decimal\":\"-1.5e3\"}") == .decimal(Decimal(-1500)))
+        #expect(throws: EntityJSON.ValueError.self) { try value("{\"$date\":1e400}") }
+        #expect(throws: EntityJSON.ValueError.self) { try value("{\"$date\":\"2016-12-31T23:59:60Z\"}") }
+        #expect(throws: EntityJSON.ValueError.self) { try value("{\"$float\":1e39}") }
+        #expect(try value("{\"$float\":\"inf\"}") == .float(.infinity))
+        #expect(throws: EntityJSON.ValueError.self) { try value("{\"$url\":\"http://x/a b\"}") }
+        #expect(try value("{\"$url\":\"https://example.org/a?b=1\"}") == .url("https://example.org/a?b=1"))
+    }
+
+    /// Review 1.4: a field of another codec is refused, never silently ignored.
+    @Test func fieldsOfAnotherCodecAreRefused() {
+        let head = "{\"stream\":{\"type\":\"T\",\"id\":\"a\",\"idType\":\"string\"},\"event\":\"T.added\",\"schemaVersion\":1,"
+        for (tail, message) in [
+            ("\"codec\":\"bytes\",\"data\":{\"a\":1},\"base64\":\"AQ==\"}", "codec \"bytes\" takes its payload in \"base64\""),
+            ("\"codec\":\"binary\",\"data\":{\"a\":1},\"base64\":\"AQ==\"}", "field \"base64\" belongs to codec \"bytes\", not \"binary\""),
+            ("\"codec\":\"json\",\"data\":{\"a\":1},\"reason\":\"x\"}", "field \"reason\" belongs to codec \"bytes\", not \"json\""),
+        ] {
+            #expect { _ = try EntityJSON.parseLine(Substring(head + tail), lenient: true) } throws: { error in
+                (error as? ActivityJSON.LineError)?.message.hasPrefix(message) == true
+            }
+        }
+        #expect((try? EntityJSON.parseLine(Substring(head + "\"codec\":\"bytes\",\"data\":null,\"base64\":\"AQ==\",\"reason\":\"x\"}"), lenient: false)) != nil)
+    }
 }

@@ -173,7 +173,8 @@ enum EntityJSON {
                 if let d = nonFinite(s) { return .date(Date(timeIntervalSinceReferenceDate: d)) }
                 throw ValueError(message: "\(path): \"\(s)\" is not an ISO 8601 date")
             case .number(let n):
-                guard let d = Double(n) else { throw ValueError(message: "\(path): \(n) is not a number of seconds") }
+                // A number beyond a double's range reads as infinite: only "inf" spells that.
+                guard let d = Double(n), d.isFinite else { throw ValueError(message: "\(path): \(n) is not a finite number of seconds (a non-finite date is \"nan\", \"inf\" or \"-inf\")") }
                 return .date(Date(timeIntervalSinceReferenceDate: d))
             default: throw ValueError(message: "\(path): $date takes an ISO 8601 string or seconds since 2001")
             }
@@ -188,20 +189,26 @@ enum EntityJSON {
         case "$decimal":
             let s = try text()
             if s == "NaN" { return .decimal(.nan) }
-            // Decimal(string:) reads a prefix ("12.5abc" is 12.5): the whole text must be a number.
-            guard !s.isEmpty, s.allSatisfy({ "0123456789.-+eE".contains($0) }),
-                  let d = Decimal(string: s, locale: Locale(identifier: "en_US_POSIX")) else {
-                throw ValueError(message: "\(path): \"\(s)\" is not a decimal")
+            // Decimal(string:) reads a prefix ("12..5" is 12, "1e" is 1): the whole text must be
+            // a decimal number, and read back from its own text as the same value (more digits
+            // than a Decimal holds would be rounded).
+            guard isDecimalText(s), let d = Decimal(string: s, locale: Locale(identifier: "en_US_POSIX")),
+                  !d.isNaN, Decimal(string: d.description, locale: Locale(identifier: "en_US_POSIX")) == d else {
+                throw ValueError(message: "\(path): \"\(s)\" is not a decimal (digits, an optional fraction and exponent: -12.50, 1.5e3) that a Decimal holds exactly")
             }
             return .decimal(d)
         case "$url":
             let s = try text()
-            guard URL(string: s) != nil else { throw ValueError(message: "\(path): \"\(s)\" is not a URL") }
+            // A text URL reads only after changing it (a space escaped as %20) would be stored as
+            // another URL.
+            guard let url = URL(string: s), url.absoluteString == s else {
+                throw ValueError(message: "\(path): \"\(s)\" is not a URL as written (a URL reads it as \"\(URL(string: s)?.absoluteString ?? "nothing")\")")
+            }
             return .url(s)
         case "$float":
             switch value {
             case .number(let n):
-                guard let f = Float(n) else { throw ValueError(message: "\(path): \(n) is not a float") }
+                guard let f = Float(n), f.isFinite else { throw ValueError(message: "\(path): \(n) is not a finite float (a non-finite float is \"nan\", \"inf\" or \"-inf\")") }
                 return .float(f)
             case .string(let s):
                 guard let d = nonFinite(s) else { throw ValueError(message: "\(path): $float \"\(s)\" is not nan, inf or -inf") }
@@ -220,6 +227,32 @@ enum EntityJSON {
         default:
             throw ValueError(message: "\(path): unknown tag \"\(tag)\" (a one-key object whose key starts with $ is a typed value: $date, $uuid, $data, $decimal, $url, $float, $double; write a plain object with such a key as {\"$object\":{…}})")
         }
+    }
+
+    /// Whether `text` is a decimal number, `-?digits(.digits)?([eE][+-]?digits)?`, of at most 38
+    /// significant digits.
+    static func isDecimalText(_ text: String) -> Bool {
+        var b = Substring(text).utf8[...]
+        func digits() -> Bool {
+            let before = b.count
+            while let c = b.first, c >= 48, c <= 57 { b = b.dropFirst() }
+            return b.count < before
+        }
+        if b.first == UInt8(ascii: "-") { b = b.dropFirst() }
+        guard digits() else { return false }
+        if b.first == UInt8(ascii: ".") {
+            b = b.dropFirst()
+            guard digits() else { return false }
+        }
+        if let e = b.first, e == UInt8(ascii: "e") || e == UInt8(ascii: "E") {
+            b = b.dropFirst()
+            if let sign = b.first, sign == UInt8(ascii: "+") || sign == UInt8(ascii: "-") { b = b.dropFirst() }
+            guard digits() else { return false }
+        }
+        guard b.isEmpty else { return false }
+        // A Decimal's mantissa holds 38 digits: more would be rounded away without a word.
+        let mantissa = text.prefix { $0 != "e" && $0 != "E" }.filter(\.isNumber).drop { $0 == "0" }
+        return mantissa.reversed().drop { $0 == "0" }.count <= 38
     }
 
     // MARK: Export lines
@@ -379,6 +412,13 @@ enum EntityJSON {
         if version == 0 { throw .init(message: "field \"version\" must be at least 1 (a stream's first event is version 1)") }
         let codec = try string(field("codec")?.value, "codec")
         let data = field("data")
+        // A field of another codec would be ignored, and the line could mean either.
+        if codec != "bytes", let other = ["base64", "reason"].first(where: { field($0) != nil }) {
+            throw .init(message: "field \"\(other)\" belongs to codec \"bytes\", not \"\(codec)\"")
+        }
+        if codec == "bytes", let data, data.value != .null {
+            throw .init(message: "codec \"bytes\" takes its payload in \"base64\" (\"data\": null)")
+        }
         let payload: [UInt8]
         switch codec {
         case "none":
