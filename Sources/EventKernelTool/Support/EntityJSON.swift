@@ -10,8 +10,9 @@ import Foundation
 /// one-key object naming the type, so that import writes back the same tags:
 /// `{"$date":"2025-03-01T08:30:15.25Z"}` (exact: the fewest digits that give the stored
 /// `Double` back; a date beyond the ISO range as its seconds since 2001), `{"$uuid":"…"}`,
-/// `{"$data":"<base64>"}`, `{"$decimal":"12.50"}`, `{"$url":"…"}`, `{"$float":1.5}`, and a
-/// non-finite double as `{"$double":"nan"|"inf"|"-inf"}`. A finite double is a JSON number
+/// `{"$data":"<base64>"}`, `{"$decimal":"12.50"}`, `{"$url":"…"}`, `{"$float":1.5}`,
+/// `{"$uint":5}`, and a non-finite double as `{"$double":"nan"|"inf"|"-inf"}` (a NaN other
+/// than `Double.nan` with its bits, `"nan:fff8000000000000"`). A finite double is a JSON number
 /// that always has a `.` or an exponent (`1.0`), an integer never has either. A keyed container
 /// that happens to have one key starting with `$` is wrapped as `{"$object":{…}}`.
 enum EntityJSON {
@@ -93,12 +94,16 @@ enum EntityJSON {
         case .null: return .null
         case .bool(let b): return .bool(b)
         case .int(let v): return .number(String(v))
-        case .uint(let v): return .number(String(v))
+        // Tagged, as a plain integer is an int: the tag is what the application's decoder checks.
+        case .uint(let v): return tagged("$uint", .number(String(v)))
         case .double(let d):
-            guard d.isFinite else { return tagged("$double", .string(d.isNaN ? "nan" : d < 0 ? "-inf" : "inf")) }
+            guard d.isFinite else { return tagged("$double", .string(nonFiniteText(d))) }
             return .number(doubleText(d))
         case .float(let f):
-            guard f.isFinite else { return tagged("$float", .string(f.isNaN ? "nan" : f < 0 ? "-inf" : "inf")) }
+            guard f.isFinite else {
+                let text = f.isNaN && f.bitPattern != Float.nan.bitPattern ? "nan:" + hex(UInt64(f.bitPattern), digits: 8) : f.isNaN ? "nan" : f < 0 ? "-inf" : "inf"
+                return tagged("$float", .string(text))
+            }
             return tagged("$float", .number(doubleText(Double(f), float: f)))
         case .string(let s): return .string(s)
         case .uuid(let u): return tagged("$uuid", .string(u.uuidString))
@@ -106,7 +111,7 @@ enum EntityJSON {
             let text = ISODate.format(d)
             if text == "invalid" || ISODate.tryParse(text)?.timeIntervalSinceReferenceDate.bitPattern != d.timeIntervalSinceReferenceDate.bitPattern {
                 let seconds = d.timeIntervalSinceReferenceDate
-                return tagged("$date", seconds.isFinite ? .number(doubleText(seconds)) : .string(seconds.isNaN ? "nan" : seconds < 0 ? "-inf" : "inf"))
+                return tagged("$date", seconds.isFinite ? .number(doubleText(seconds)) : .string(nonFiniteText(seconds)))
             }
             return tagged("$date", .string(text))
         case .data(let bytes): return tagged("$data", .string(Data(bytes).base64EncodedString()))
@@ -118,6 +123,18 @@ enum EntityJSON {
             return object
         case .unkeyed(let values): return .array(values.map(json))
         }
+    }
+
+    /// A non-finite double's text: `inf`, `-inf`, `nan` for the NaN `Double.nan` is, and any
+    /// other NaN with its bits (`nan:fff8000000000000`, the sign and payload of `0.0 / 0.0`).
+    private static func nonFiniteText(_ d: Double) -> String {
+        guard d.isNaN else { return d < 0 ? "-inf" : "inf" }
+        return d.bitPattern == Double.nan.bitPattern ? "nan" : "nan:" + hex(d.bitPattern, digits: 16)
+    }
+
+    private static func hex(_ value: UInt64, digits: Int) -> String {
+        let text = String(value, radix: 16)
+        return String(repeating: "0", count: max(0, digits - text.count)) + text
     }
 
     /// A finite double as JSON text that reads back as the same double and always shows it is
@@ -164,7 +181,12 @@ enum EntityJSON {
             guard case .string(let s) = value else { throw ValueError(message: "\(path): \(tag) takes a string") }
             return s
         }
-        func nonFinite(_ s: String) -> Double? { ["nan": .nan, "inf": .infinity, "-inf": -.infinity][s] }
+        func nonFinite(_ s: String) -> Double? {
+            if s.hasPrefix("nan:"), s.count == 20, let bits = UInt64(s.dropFirst(4), radix: 16), Double(bitPattern: bits).isNaN {
+                return Double(bitPattern: bits)
+            }
+            return ["nan": .nan, "inf": .infinity, "-inf": -.infinity][s]
+        }
         switch tag {
         case "$date":
             switch value {
@@ -211,21 +233,29 @@ enum EntityJSON {
                 guard let f = Float(n), f.isFinite else { throw ValueError(message: "\(path): \(n) is not a finite float (a non-finite float is \"nan\", \"inf\" or \"-inf\")") }
                 return .float(f)
             case .string(let s):
-                guard let d = nonFinite(s) else { throw ValueError(message: "\(path): $float \"\(s)\" is not nan, inf or -inf") }
+                if s.hasPrefix("nan:"), s.count == 12, let bits = UInt32(s.dropFirst(4), radix: 16), Float(bitPattern: bits).isNaN {
+                    return .float(Float(bitPattern: bits))
+                }
+                guard let d = ["nan": Double.nan, "inf": .infinity, "-inf": -.infinity][s] else {
+                    throw ValueError(message: "\(path): $float \"\(s)\" is not nan, nan:<8 hex digits>, inf or -inf")
+                }
                 return .float(Float(d))
             default: throw ValueError(message: "\(path): $float takes a number")
             }
         case "$double":
             let s = try text()
-            guard let d = nonFinite(s) else { throw ValueError(message: "\(path): $double \"\(s)\" is not nan, inf or -inf (a finite double is a plain number)") }
+            guard let d = nonFinite(s) else { throw ValueError(message: "\(path): $double \"\(s)\" is not nan, nan:<16 hex digits>, inf or -inf (a finite double is a plain number)") }
             return .double(d)
+        case "$uint":
+            guard case .number(let n) = value, let v = UInt64(n) else { throw ValueError(message: "\(path): $uint takes an integer from 0 to \(UInt64.max)") }
+            return .uint(v)
         case "$object":
             guard case .object(let members) = value else { throw ValueError(message: "\(path): $object takes an object") }
             var out: [(key: String, value: BinaryEntityValue)] = []
             for m in members { out.append((m.key, try binary(m.value, path: "\(path).\(m.key)"))) }
             return .keyed(out)
         default:
-            throw ValueError(message: "\(path): unknown tag \"\(tag)\" (a one-key object whose key starts with $ is a typed value: $date, $uuid, $data, $decimal, $url, $float, $double; write a plain object with such a key as {\"$object\":{…}})")
+            throw ValueError(message: "\(path): unknown tag \"\(tag)\" (a one-key object whose key starts with $ is a typed value: $date, $uuid, $data, $decimal, $url, $float, $double, $uint; write a plain object with such a key as {\"$object\":{…}})")
         }
     }
 
