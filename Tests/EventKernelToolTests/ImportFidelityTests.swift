@@ -179,4 +179,27 @@ func expectSameEvents(_ original: URL, _ copy: URL, times: Bool = true, sourceLo
         }
         #expect((try? EntityJSON.parseLine(Substring(head + "\"codec\":\"bytes\",\"data\":null,\"base64\":\"AQ==\",\"reason\":\"x\"}"), lenient: false)) != nil)
     }
+
+    /// Review 1.6: a JSON payload with whitespace around it is kept byte for byte (as bytes).
+    @Test func aJSONPayloadWithSurroundingWhitespaceRoundTripsByteForByte() async throws {
+        let temp = TemporaryDirectory("ek-fidelity")
+        let directory = temp.file("store")
+        let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+        let stream = StreamID("Doc", .string("d1"))
+        try await store.append([
+            PendingEvent(EncodedEvent(eventType: "Doc.added", schemaVersion: 1, stream: stream, payload: Array("{\"a\":1} ".utf8))),
+            PendingEvent(EncodedEvent(eventType: "Doc.updated", schemaVersion: 1, stream: stream, payload: Array("\t{\"a\":2}".utf8))),
+            PendingEvent(EncodedEvent(eventType: "Doc.updated", schemaVersion: 1, stream: stream, payload: Array("{\"a\": 3}".utf8))),
+        ])
+        try await store.close()
+        let lines = try exportLines(directory.path)
+        let codecs = try lines.map { try object($0)["codec"] as? String }
+        #expect(codecs == ["bytes", "bytes", "json"])
+        #expect(lines[0].contains("whitespace before or after"), "\(lines[0])")
+        let exported = temp.file("docs.jsonl")
+        try (lines.joined(separator: "\n") + "\n").write(to: exported, atomically: true, encoding: .utf8)
+        let copy = temp.file("copy")
+        #expect(try run("import", copy.path, exported.path).status == 0)
+        try await expectSameEvents(directory, copy)
+    }
 }

@@ -62,6 +62,11 @@ enum EntityJSON {
             if bytes.contains(0x0A) || bytes.contains(0x0D) {
                 return .bytes(reason: "JSON payload spans several lines", damaged: false)
             }
+            // A line's data is the value's text alone: whitespace around it would be lost.
+            let space: Set<UInt8> = [0x20, 0x09]
+            if space.contains(bytes.first!) || space.contains(bytes.last!) {
+                return .bytes(reason: "JSON payload with whitespace before or after the value", damaged: false)
+            }
             return .json(text: String(decoding: bytes, as: UTF8.self), value: value)
         } catch {
             return .bytes(reason: "not self-describing (neither the binary entity format nor JSON: a payload codec's bytes?)", damaged: false)
