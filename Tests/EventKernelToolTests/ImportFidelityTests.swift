@@ -202,4 +202,36 @@ func expectSameEvents(_ original: URL, _ copy: URL, times: Bool = true, sourceLo
         #expect(try run("import", copy.path, exported.path).status == 0)
         try await expectSameEvents(directory, copy)
     }
+
+    /// Review 3.1: a storage failure while reading a stream's version is the store's error
+    /// (exit 3 or 4 through ToolError.from), never a line's bad input.
+    @Test func aStorageFailureDuringTheVersionCheckIsNotBadInput() throws {
+        var validator = EntityVersionValidator { _ in throw RepositoryError.closed }
+        let line = "{\"stream\":{\"type\":\"T\",\"id\":\"a\",\"idType\":\"string\"},\"version\":1,\"event\":\"T.added\",\"schemaVersion\":1,\"codec\":\"none\",\"data\":null}"
+        let imported = try EntityJSON.parseLine(Substring(line), lenient: false)
+        #expect { try validator.check(imported) } throws: { error in
+            error is RepositoryError && ToolError.from(error).exit == .io
+        }
+    }
+
+    /// Review 3.2: an activity event that does not decode stops export before any line (the
+    /// activity projection cannot fold it), exit 3 naming it, as CLI.md's exit-3 row says;
+    /// tail --json shows it with its bytes.
+    @Test func exportOfAnUndecodableActivityEventExits3NamingIt() async throws {
+        let temp = TemporaryDirectory("ek-fidelity")
+        let damaged = temp.file("damaged")
+        let events = try EventStore.open(at: damaged, snapshotPolicy: .never)
+        try await events.append([
+            PendingEvent(EncodedEvent(eventType: "activity.added", schemaVersion: 1, stream: StreamID("activity", .uuid(ids[0])), payload: [9, 9])),
+            PendingEvent(EncodedEvent(eventType: "Doc.added", schemaVersion: 1, stream: StreamID("Doc", .string("d")), payload: Array("{}".utf8))),
+        ])
+        try await events.close()
+        let result = try run("export", damaged.path)
+        #expect(result.status == 3, "\(result.stderr)")
+        #expect(result.stdout.isEmpty)
+        #expect(result.stderr.contains("cannot fold the event at position 0 (activity.added"), "\(result.stderr)")
+        let tail = try run("tail", damaged.path, "--from", "0", "--json")
+        #expect(tail.status == 3)
+        #expect(tail.stdout.split(separator: "\n").count == 2)
+    }
 }

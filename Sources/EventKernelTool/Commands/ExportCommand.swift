@@ -45,6 +45,8 @@ struct ExportCommand: AsyncParsableCommand {
             lines += 1
             if buffer.utf8.count >= 1 << 20 { sink.write(Data(buffer.utf8)); buffer.removeAll(keepingCapacity: true) }
         }
+        // What was formatted before a failure is written too: the lines are whole events.
+        do {
         switch format {
         case .activities:
             for model in repository.projection.read({ $0.all(sortedBy: .oldestFirst) }) { emit(ActivityJSON.activity(model)) }
@@ -59,10 +61,22 @@ struct ExportCommand: AsyncParsableCommand {
                         if case .bytes(let reason, let damaged) = payload { opaque.note(envelope, reason: reason, damaged: damaged) }
                         return true
                     }
-                    emit(ActivityJSON.event(try codec.decode(envelope), position: envelope.position, recordedAt: envelope.timestamp, metadata: envelope.metadata))
+                    do {
+                        emit(ActivityJSON.event(try codec.decode(envelope), position: envelope.position, recordedAt: envelope.timestamp, metadata: envelope.metadata))
+                    } catch {
+                        // Written with its bytes and why, then exit 3 at the end (as tail does):
+                        // the events after it are exported too.
+                        let reason = "activity event does not decode: \(EntityJSON.describe(error))"
+                        emit(EntityJSON.line(envelope, payload: .bytes(reason: reason, damaged: true)).text)
+                        opaque.note(envelope, reason: reason, damaged: true)
+                    }
                     return true
                 }
             }
+        }
+        } catch {
+            sink.write(Data(buffer.utf8))
+            throw error
         }
         sink.write(Data(buffer.utf8))
         if let output {

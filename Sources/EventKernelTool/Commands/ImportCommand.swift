@@ -106,9 +106,15 @@ struct ImportCommand: AsyncParsableCommand {
                     do {
                         imported = try EntityJSON.parseLine(Substring(trimmed), lenient: lenient)
                         try EntityJSON.requireStorableMetadata(imported.metadata)
-                        try streams.check(imported)
                     } catch {
                         throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
+                    }
+                    do { try streams.check(imported) } catch let error as ActivityJSON.LineError {
+                        throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
+                    } catch {
+                        // The store failed, not the line: damage is exit 3, I/O exit 4.
+                        let failure = ToolError.from(error, store: directory)
+                        throw ToolError(failure.exit, "\(name):\(lineNumber): reading the version of \(imported.event.stream) from the store: \(failure.message)")
                     }
                     if let time = imported.recordedAt, !restampRest, latest.map({ time >= $0 }) ?? true {
                         latest = time
@@ -299,17 +305,20 @@ struct EntityVersionValidator {
 
     init(stored: @escaping (StreamID) throws -> UInt64) { self.stored = stored }
 
-    mutating func check(_ imported: EntityJSON.ImportedEvent) throws(ActivityJSON.LineError) {
+    /// Checks one line and counts it.
+    /// - Throws: ``ActivityJSON/LineError`` for a line out of order; what reading the store's
+    ///   version throws, as it is (a storage failure is not bad input).
+    mutating func check(_ imported: EntityJSON.ImportedEvent) throws {
         let stream = imported.event.stream
         guard stream.entityType != ActivityEventCodec.entityType else {
-            throw .init(message: "stream type \"\(stream.entityType)\" is the activities': write an activity event line (see Docs/CLI.md)")
+            throw ActivityJSON.LineError(message: "stream type \"\(stream.entityType)\" is the activities': write an activity event line (see Docs/CLI.md)")
         }
         let current: UInt64
         if let known = overlay[stream] { current = known } else {
-            do { current = try stored(stream) } catch { throw .init(message: "cannot read the version of \(stream): \(ToolError.from(error).message)") }
+            current = try stored(stream)
         }
         if let version = imported.version, version != current + 1 {
-            throw .init(message: "version \(version) of \(stream) does not follow its version \(current) (in the store\(overlay[stream] == nil ? "" : " and the lines before")): a stream's events are imported in order, from its next version")
+            throw ActivityJSON.LineError(message: "version \(version) of \(stream) does not follow its version \(current) (in the store\(overlay[stream] == nil ? "" : " and the lines before")): a stream's events are imported in order, from its next version")
         }
         overlay[stream] = current + 1
     }

@@ -301,9 +301,14 @@ enum EntityJSON {
         return .object([("type", .string(stream.entityType)), ("id", .string(id)), ("idType", .string(kind))])
     }
 
-    /// One export line of an event that is not an activity event, and its payload.
-    static func line(_ envelope: EventEnvelope) -> (text: String, payload: Payload) {
-        let payload = payload(envelope.payload)
+    /// One export line of an event that is not an activity event (or an activity event that
+    /// does not decode), and its payload.
+    /// - Parameters:
+    ///   - envelope: The event.
+    ///   - payload: How to show the payload, when the caller knows better than its bytes do
+    ///     (an activity event its codec refuses: bytes, with why).
+    static func line(_ envelope: EventEnvelope, payload known: Payload? = nil) -> (text: String, payload: Payload) {
+        let payload = known ?? payload(envelope.payload)
         var out = "{\"position\":\(envelope.position),\"recordedAt\":\(ActivityJSON.escape(ISODate.format(envelope.timestamp))),\"stream\":"
         stream(envelope.stream).write(to: &out)
         out += ",\"version\":\(envelope.entityVersion),\"event\":\(ActivityJSON.escape(envelope.eventType)),\"schemaVersion\":\(envelope.schemaVersion),\"codec\":\"\(payload.codec)\",\"data\":"
