@@ -234,4 +234,20 @@ func expectSameEvents(_ original: URL, _ copy: URL, times: Bool = true, sourceLo
         #expect(tail.status == 3)
         #expect(tail.stdout.split(separator: "\n").count == 2)
     }
+
+    /// Review 2.2: a key written twice has no one reading: damage, never a JSON object with
+    /// the name twice.
+    @Test func aKeyWrittenTwiceIsDamage() throws {
+        let bytes = try BinaryEntityValue.keyed([("a", .int(1)), ("b", .keyed([("c", .null), ("c", .int(2))]))]).encoded()
+        #expect(throws: DecodingError.self) { try BinaryEntityValue.decode(bytes) }
+        guard case .bytes(let reason, let damaged) = EntityJSON.payload(bytes) else {
+            Issue.record("a payload with a key twice was decoded")
+            return
+        }
+        #expect(damaged)
+        #expect(reason.contains("key \"c\" twice"), "\(reason)")
+        // Keys repeated in different containers are fine.
+        let fine = BinaryEntityValue.keyed([("a", .keyed([("a", .uint(3))])), ("b", .unkeyed([.keyed([("a", .null)]), .keyed([("a", .string("x"))])]))])
+        #expect(try BinaryEntityValue.decode(fine.encoded()) == fine)
+    }
 }

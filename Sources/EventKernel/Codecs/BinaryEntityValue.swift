@@ -78,55 +78,55 @@ package indirect enum BinaryEntityValue: Equatable, Sendable {
 
 extension BinaryDecodingState {
     /// Reads the value at `offset` (already checked by `skip`) as a tree, moving past it.
+    /// - Throws: `DecodingError.dataCorrupted` for a keyed container holding a key twice (the
+    ///   typed decoder reads the first, a JSON reader the last: no one answer), or what the
+    ///   decoding helpers throw.
     func untypedValue(_ offset: inout Int) throws -> BinaryEntityValue {
         let start = offset
-        let tag = try byte(&offset)
-        switch tag {
-        case BinaryEntityFormat.null: return .null
-        case BinaryEntityFormat.false: return .bool(false)
-        case BinaryEntityFormat.true: return .bool(true)
-        case BinaryEntityFormat.int:
-            offset = start; defer { skipOne(&offset) }
-            return .int(try decodeInt(at: start, []))
-        case BinaryEntityFormat.uint: return .uint(try varint(&offset))
-        case BinaryEntityFormat.double:
-            offset = start + 9
-            return .double(try decodeDouble(at: start, []))
-        case BinaryEntityFormat.float:
-            offset = start + 5
-            return .float(Float(try decodeDouble(at: start, [])))
-        case BinaryEntityFormat.date:
-            offset = start + 9
-            return .date(try decodeValue(Date.self, at: start, codingPath: []))
-        case BinaryEntityFormat.uuid:
-            offset = start + 17
-            return .uuid(try decodeValue(UUID.self, at: start, codingPath: []))
-        case BinaryEntityFormat.string: return .string(try string(&offset))
-        case BinaryEntityFormat.url: return .url(try string(&offset))
-        case BinaryEntityFormat.data:
-            let n = try length(&offset)
-            defer { offset += n }
-            return .data(Array(bytes[offset..<offset + n]))
-        case BinaryEntityFormat.decimal, BinaryEntityFormat.decimalParts:
-            offset = start; defer { skipOne(&offset) }
-            return .decimal(try decodeDecimal(at: start, []))
-        case BinaryEntityFormat.keyed:
+        let tag = bytes[start]
+        if tag != BinaryEntityFormat.keyed && tag != BinaryEntityFormat.unkeyed {
+            // A scalar's end is where `skip` (the one walker of the format) puts it; its body is
+            // read by the typed decoder's helpers.
+            var end = start
+            try skip(&end, depth: 0, register: false)
+            defer { offset = end }
+            var body = start + 1
+            switch tag {
+            case BinaryEntityFormat.null: return .null
+            case BinaryEntityFormat.false: return .bool(false)
+            case BinaryEntityFormat.true: return .bool(true)
+            case BinaryEntityFormat.int: return .int(try decodeInt(at: start, []))
+            case BinaryEntityFormat.uint: return .uint(try varint(&body))
+            case BinaryEntityFormat.double: return .double(try decodeDouble(at: start, []))
+            case BinaryEntityFormat.float: return .float(Float(try decodeDouble(at: start, [])))
+            case BinaryEntityFormat.date: return .date(try decodeValue(Date.self, at: start, codingPath: []))
+            case BinaryEntityFormat.uuid: return .uuid(try decodeValue(UUID.self, at: start, codingPath: []))
+            case BinaryEntityFormat.string: return .string(try string(&body))
+            case BinaryEntityFormat.url: return .url(try string(&body))
+            case BinaryEntityFormat.data:
+                let n = try length(&body)
+                return .data(Array(bytes[body..<body + n]))
+            case BinaryEntityFormat.decimal, BinaryEntityFormat.decimalParts: return .decimal(try decodeDecimal(at: start, []))
+            default: throw corrupted("unknown tag 0x\(String(tag, radix: 16))", at: start)
+            }
+        }
+        offset += 1
+        if tag == BinaryEntityFormat.keyed {
             var entries: [(key: String, value: BinaryEntityValue)] = []
+            var seen: Set<String> = []
             while let key = try keyReference(&offset, register: false) {
+                guard seen.insert(keys[key]).inserted else {
+                    throw corrupted("key \"\(keys[key])\" twice in one keyed container (an encode(to:) wrote it twice; the application's decoder reads the first)", at: start)
+                }
                 entries.append((keys[key], try untypedValue(&offset)))
             }
             return .keyed(entries)
-        case BinaryEntityFormat.unkeyed:
-            var values: [BinaryEntityValue] = []
-            while bytes[offset] != BinaryEntityFormat.end { values.append(try untypedValue(&offset)) }
-            offset += 1
-            return .unkeyed(values)
-        default: throw corrupted("unknown tag 0x\(String(tag, radix: 16))", at: start)
         }
+        var values: [BinaryEntityValue] = []
+        while bytes[offset] != BinaryEntityFormat.end { values.append(try untypedValue(&offset)) }
+        offset += 1
+        return .unkeyed(values)
     }
-
-    /// Moves past one value already checked (cannot fail then).
-    private func skipOne(_ offset: inout Int) { try? skip(&offset, depth: 0, register: false) }
 }
 
 extension BinaryEntityValue: Encodable {
