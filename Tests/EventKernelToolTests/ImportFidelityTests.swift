@@ -250,4 +250,34 @@ func expectSameEvents(_ original: URL, _ copy: URL, times: Bool = true, sourceLo
         let fine = BinaryEntityValue.keyed([("a", .keyed([("a", .uint(3))])), ("b", .unkeyed([.keyed([("a", .null)]), .keyed([("a", .string("x"))])]))])
         #expect(try BinaryEntityValue.decode(fine.encoded()) == fine)
     }
+
+    /// Review 3.3: a UUID stream and a string stream with the same text: streams pages by
+    /// (text, kind), history says both exist and takes --id-type.
+    @Test func aUUIDStreamAndAStringStreamOfTheSameText() async throws {
+        let temp = TemporaryDirectory("ek-fidelity")
+        let directory = temp.file("store")
+        let uuid = UUID(uuidString: "00000000-0000-4000-8000-000000000009")!
+        let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+        try await store.append([
+            PendingEvent(EncodedEvent(eventType: "Post.added", schemaVersion: 1, stream: StreamID("Post", .string(uuid.uuidString)), payload: Array("{\"k\":\"string\"}".utf8))),
+            PendingEvent(EncodedEvent(eventType: "Post.added", schemaVersion: 1, stream: StreamID("Post", .uuid(uuid)), payload: Array("{\"k\":\"uuid\"}".utf8))),
+        ])
+        try await store.close()
+        let first = try run("streams", directory.path, "Post", "--limit", "1", "--json")
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect((try jsonObject(first.stdout) as? [[String: Any]])?.map { $0["idType"] as? String } == ["string"])
+        #expect(first.stderr.contains("the next page: --after \(uuid.uuidString) --id-type string"), "\(first.stderr)")
+        let second = try run("streams", directory.path, "Post", "--limit", "1", "--json", "--after", uuid.uuidString, "--id-type", "string")
+        #expect((try jsonObject(second.stdout) as? [[String: Any]])?.map { $0["idType"] as? String } == ["uuid"], "\(second.stdout)")
+        let lower = try run("streams", directory.path, "Post", "--json", "--after", uuid.uuidString.lowercased(), "--id-type", "uuid")
+        #expect((try jsonObject(lower.stdout) as? [[String: Any]])?.isEmpty == true, "\(lower.stdout)")
+
+        let history = try run("history", directory.path, "Post", uuid.uuidString, "--json")
+        #expect(history.status == 0)
+        #expect(history.stderr.contains("both a UUID stream and a string stream"), "\(history.stderr)")
+        #expect(((try jsonObject(history.stdout) as? [[String: Any]])?.first?["state"] as? [String: String]) == ["k": "uuid"])
+        let other = try run("history", directory.path, "Post", uuid.uuidString, "--id-type", "string", "--json")
+        #expect(other.status == 0, "\(other.stderr)")
+        #expect(((try jsonObject(other.stdout) as? [[String: Any]])?.first?["state"] as? [String: String]) == ["k": "string"])
+    }
 }

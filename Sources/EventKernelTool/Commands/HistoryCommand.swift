@@ -30,6 +30,8 @@ struct HistoryCommand: AsyncParsableCommand {
     @OptionGroup var store: ReadableStoreArguments<Operand>
     @Argument(help: ArgumentHelp("With STORE TYPE before it: the id of a stream of that type.", valueName: "ID"))
     var third: String?
+    @Option(help: ArgumentHelp("With TYPE: the kind of ID, when the type has both a UUID stream and a string stream of that text.", valueName: "uuid|string"))
+    var idType: StreamsCommand.IDType?
     @OptionGroup var output: OutputOptions
 
     /// The stream's type (`nil`: an activity) and id, by the positional rule of ``Operand``.
@@ -46,6 +48,9 @@ struct HistoryCommand: AsyncParsableCommand {
             let option = store.local.dirOption.map { "--dir '\($0)'" } ?? "--postgres"
             throw ValidationError("the store is given twice, differently: '\(type)' and \(option); give one (with \(option), two arguments are TYPE ID)")
         }
+        if idType != nil, target.type == nil || target.type == ActivityEventCodec.entityType {
+            throw ValidationError("--id-type is for a stream of another entity type (TYPE ID); an activity's id is a UUID")
+        }
         if third != nil && (store.local.dirOption != nil || store.postgresOption != nil) {
             throw ValidationError("with --dir or --postgres give TYPE ID (two arguments); STORE TYPE ID is for a store given first")
         }
@@ -53,7 +58,7 @@ struct HistoryCommand: AsyncParsableCommand {
 
     func run() async throws {
         if let type = target.type, type != ActivityEventCodec.entityType {
-            return try await StreamHistory.print(store: store, type: type, id: id, format: output.resolved)
+            return try await StreamHistory.print(store: store, type: type, id: id, idType: idType, format: output.resolved)
         }
         guard let uuid = UUID(uuidString: id) else { throw ToolError(.badInput, "\"\(id)\" is not a UUID") }
         let repository = try await StoreLocation.openReadOnly(store)

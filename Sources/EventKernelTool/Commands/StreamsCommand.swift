@@ -31,11 +31,25 @@ struct StreamsCommand: AsyncParsableCommand {
     @Option(help: "At most N streams of the type (default 100).") var limit = 100
     @Option(help: ArgumentHelp("Only the streams whose id comes after ID (text order): the next page.", valueName: "ID"))
     var after: String?
+    @Option(help: ArgumentHelp("With --after: the id type of the stream to continue after, when a UUID stream and a string stream have the same text (as the next-page note says); default uuid, after both.", valueName: "uuid|string"))
+    var idType: IDType?
     @OptionGroup var output: OutputOptions
+
+    /// A stream id's kind: a UUID stream and a string stream can have the same text.
+    enum IDType: String, ExpressibleByArgument, CaseIterable, Comparable {
+        case string, uuid
+        static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+        init(_ id: EntityID) { if case .uuid = id { self = .uuid } else { self = .string } }
+    }
+
+    /// The order streams are listed and paged in: their id's text, then its kind (string
+    /// before uuid), so that two streams with the same text each have their place.
+    static func pageKey(_ id: EntityID) -> (String, IDType) { (id.description, IDType(id)) }
 
     func validate() throws {
         guard limit > 0 else { throw ValidationError("--limit must be positive") }
         if after != nil && store.operand == nil { throw ValidationError("--after pages the streams of a type: give the TYPE") }
+        if idType != nil && after == nil { throw ValidationError("--id-type says which stream --after names: give --after") }
     }
 
     struct TypeCount {
@@ -68,7 +82,11 @@ struct StreamsCommand: AsyncParsableCommand {
                 }
             }
             guard !streams.isEmpty else { throw Self.unknownType(type, types: types, store: store.name) }
-            let sorted = streams.values.filter { after == nil || $0.id.description > after! }.sorted { $0.id.description < $1.id.description }
+            // A UUID is listed upper case: --after of a UUID stream in lower case names the same place.
+            let cursor = after.map { text in
+                (idType == .uuid ? UUID(uuidString: text)?.uuidString ?? text : text, idType ?? .uuid)
+            }
+            let sorted = streams.values.filter { cursor == nil || Self.pageKey($0.id) > cursor! }.sorted { Self.pageKey($0.id) < Self.pageKey($1.id) }
             let page = sorted.prefix(limit)
             var listing = Listing(columns: [
                 Column("id"), Column("idType", header: "id type", inTable: false), Column("version", right: true),
@@ -81,7 +99,10 @@ struct StreamsCommand: AsyncParsableCommand {
             if format == .table { print("Streams of \(type): \(Output.count(streams.count)) in all\(after.map { ", after \($0)" } ?? "")") }
             Output.print(listing, as: format)
             if sorted.count > page.count, let last = page.last {
-                Output.note("\(Output.count(sorted.count - page.count)) more; the next page: --after \(last.id.description)")
+                // The type only when the next stream has the same text (a UUID and a string stream).
+                let next = sorted[page.count].id
+                let kind = next.description == last.id.description ? " --id-type \(IDType(last.id).rawValue)" : ""
+                Output.note("\(Output.count(sorted.count - page.count)) more; the next page: --after \(last.id.description)\(kind)")
             }
             return
         }

@@ -95,10 +95,16 @@ enum StreamHistory {
     /// Prints the history of the stream `type`/`id`.
     /// - Throws: ``ToolError``: exit 1 for a type or an id with no event (naming what there is),
     ///   what opening and reading the store throw.
-    static func print<Layout>(store: ReadableStoreArguments<Layout>, type: String, id: String, format: OutputFormat) async throws {
-        let repository = try await StoreLocation.openReadOnly(store)
+    /// - Parameter idType: Which of a UUID stream and a string stream of the text `id` (`nil`:
+    ///   the UUID one when both exist, with a note).
+    static func print<Layout>(store: ReadableStoreArguments<Layout>, type: String, id: String, idType: StreamsCommand.IDType? = nil, format: OutputFormat) async throws {
         // The id as typed, and as a UUID when it reads as one: a stream has one of the two.
-        let candidates: [EntityID] = UUID(uuidString: id).map { [.uuid($0), .string(id)] } ?? [.string(id)]
+        var candidates: [EntityID] = UUID(uuidString: id).map { [.uuid($0), .string(id)] } ?? [.string(id)]
+        if let idType {
+            candidates.removeAll { StreamsCommand.IDType($0) != idType }
+            guard !candidates.isEmpty else { throw ToolError(.badInput, "\"\(id)\" is not a UUID (--id-type uuid)") }
+        }
+        let repository = try await StoreLocation.openReadOnly(store)
         var events: [EventEnvelope] = []
         var typeSeen = false
         var types: Set<String> = []
@@ -114,6 +120,9 @@ enum StreamHistory {
         guard typeSeen else { throw StreamsCommand.unknownType(type, types: types, store: store.name) }
         // A UUID-shaped id names the UUID stream when both exist; the string one otherwise.
         if let first = candidates.first(where: { c in events.contains { $0.entityID == c } }) {
+            if events.contains(where: { $0.entityID != first }) {
+                Output.note("\(type) has both a UUID stream and a string stream \"\(id)\": this is the UUID one; --id-type string gives the other")
+            }
             events.removeAll { $0.entityID != first }
         }
         guard let stream = events.first?.stream else {
