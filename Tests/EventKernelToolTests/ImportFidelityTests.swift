@@ -280,4 +280,41 @@ func expectSameEvents(_ original: URL, _ copy: URL, times: Bool = true, sourceLo
         #expect(other.status == 0, "\(other.stderr)")
         #expect(((try jsonObject(other.stdout) as? [[String: Any]])?.first?["state"] as? [String: String]) == ["k": "string"])
     }
+
+    /// Review 2.3: import reads back the deepest nesting export writes, and refuses nesting the
+    /// binary format cannot read back.
+    @Test func importReadsTheDeepestNestingExportWrites() throws {
+        // Every level a keyed container with one "$" key: rendered as {"$object":{…}}, two JSON
+        // levels per binary level.
+        var value = BinaryEntityValue.date(Date(timeIntervalSinceReferenceDate: 0.5))
+        for _ in 0..<(BinaryEntityValue.maxDepth - 1) { value = .keyed([("$k", value)]) }
+        let bytes = try value.encoded()
+        #expect(try BinaryEntityValue.decode(bytes) == value)
+        let envelope = EventEnvelope(position: 0, timestamp: LogTimestamp(nanosecondsSince1970: 1), eventType: "Deep.added", schemaVersion: 1,
+                                     stream: StreamID("Deep", .string("d")), entityVersion: 1, payload: bytes)
+        let (line, payload) = EntityJSON.line(envelope)
+        #expect(payload.codec == "binary")
+        let imported = try EntityJSON.parseLine(Substring(line), lenient: false)
+        #expect(imported.event.payload == bytes)
+        // One level more than the format reads: refused with the path, never stored as damage.
+        let deep = String(repeating: "[", count: BinaryEntityValue.maxDepth + 1) + String(repeating: "]", count: BinaryEntityValue.maxDepth + 1)
+        #expect(throws: EntityJSON.ValueError.self) { try EntityJSON.binary(JSONParser.parse(Array(deep.utf8))) }
+    }
+
+    /// Review 2.4: bytes that decode as the binary format but are not what the encoder writes
+    /// for that value (a payload codec starting with 0xFF) are kept as bytes: import would
+    /// re-encode them otherwise.
+    @Test func binaryLookingBytesTheEncoderWouldNotWriteAreBytes() throws {
+        var bytes = try BinaryEntityValue.uint(5).encoded()
+        #expect(bytes.last == 5)
+        bytes.removeLast()
+        bytes += [0x85, 0x00]  // 5 as a two-byte varint
+        #expect(try BinaryEntityValue.decode(bytes) == .uint(5))
+        guard case .bytes(let reason, let damaged) = EntityJSON.payload(bytes) else {
+            Issue.record("shown as binary data, which import would store as other bytes")
+            return
+        }
+        #expect(!damaged)
+        #expect(reason.contains("the encoder writes that value otherwise"))
+    }
 }

@@ -68,6 +68,9 @@ package indirect enum BinaryEntityValue: Equatable, Sendable {
         return try state.untypedValue(&offset)
     }
 
+    /// The deepest nesting of values the binary format reads (``BinaryDecodingState/skip``).
+    package static let maxDepth = 512
+
     /// Whether `bytes` start as a binary entity payload does (JSON never starts so).
     package static func isBinary(_ bytes: [UInt8]) -> Bool { BinaryEntityFormat.isBinary(bytes) }
 

@@ -51,7 +51,15 @@ enum EntityJSON {
     static func payload(_ bytes: [UInt8]) -> Payload {
         if bytes.isEmpty { return .none }
         if BinaryEntityValue.isBinary(bytes) {
-            do { return .binary(json(try BinaryEntityValue.decode(bytes))) } catch {
+            do {
+                let tree = try BinaryEntityValue.decode(bytes)
+                // Import writes the tree back through the encoder: bytes the encoder would not
+                // write (another codec's that start with 0xFF and happen to decode) would change.
+                guard (try? tree.encoded()) == bytes else {
+                    return .bytes(reason: "decodes as the binary entity format, but the encoder writes that value otherwise (a payload codec whose bytes start with 0xFF?)", damaged: false)
+                }
+                return .binary(json(tree))
+            } catch {
                 // Starts as the binary format does but is not whole: the writer or the bytes are wrong.
                 return .bytes(reason: "binary entity payload does not decode: \(describe(error))", damaged: true)
             }
@@ -156,7 +164,11 @@ enum EntityJSON {
     /// The binary entity value a rendering stands for (the inverse of ``json(_:)``).
     /// - Parameter path: Where the value is, for messages (`data.owner.id`).
     /// - Throws: ``ValueError`` naming the path and what is wrong.
-    static func binary(_ value: JSONTree, path: String = "data") throws(ValueError) -> BinaryEntityValue {
+    static func binary(_ value: JSONTree, path: String = "data", depth: Int = 0) throws(ValueError) -> BinaryEntityValue {
+        // Deeper than the binary format reads: the stored payload would be damage.
+        guard depth < BinaryEntityValue.maxDepth else {
+            throw ValueError(message: "\(path): nested deeper than the binary entity format's \(BinaryEntityValue.maxDepth) levels")
+        }
         switch value {
         case .null: return .null
         case .bool(let b): return .bool(b)
@@ -171,17 +183,17 @@ enum EntityJSON {
             throw ValueError(message: "\(path): the integer \(text) does not fit 64 bits")
         case .array(let values):
             var out: [BinaryEntityValue] = []
-            for (i, v) in values.enumerated() { out.append(try binary(v, path: "\(path)[\(i)]")) }
+            for (i, v) in values.enumerated() { out.append(try binary(v, path: "\(path)[\(i)]", depth: depth + 1)) }
             return .unkeyed(out)
         case .object(let members):
-            if members.count == 1, members[0].key.hasPrefix("$") { return try tagged(members[0].key, members[0].value, path: path) }
+            if members.count == 1, members[0].key.hasPrefix("$") { return try tagged(members[0].key, members[0].value, path: path, depth: depth) }
             var out: [(key: String, value: BinaryEntityValue)] = []
-            for m in members { out.append((m.key, try binary(m.value, path: "\(path).\(m.key)"))) }
+            for m in members { out.append((m.key, try binary(m.value, path: "\(path).\(m.key)", depth: depth + 1))) }
             return .keyed(out)
         }
     }
 
-    private static func tagged(_ tag: String, _ value: JSONTree, path: String) throws(ValueError) -> BinaryEntityValue {
+    private static func tagged(_ tag: String, _ value: JSONTree, path: String, depth: Int) throws(ValueError) -> BinaryEntityValue {
         func text() throws(ValueError) -> String {
             guard case .string(let s) = value else { throw ValueError(message: "\(path): \(tag) takes a string") }
             return s
@@ -257,7 +269,7 @@ enum EntityJSON {
         case "$object":
             guard case .object(let members) = value else { throw ValueError(message: "\(path): $object takes an object") }
             var out: [(key: String, value: BinaryEntityValue)] = []
-            for m in members { out.append((m.key, try binary(m.value, path: "\(path).\(m.key)"))) }
+            for m in members { out.append((m.key, try binary(m.value, path: "\(path).\(m.key)", depth: depth + 1))) }
             return .keyed(out)
         default:
             throw ValueError(message: "\(path): unknown tag \"\(tag)\" (a one-key object whose key starts with $ is a typed value: $date, $uuid, $data, $decimal, $url, $float, $double, $uint; write a plain object with such a key as {\"$object\":{…}})")

@@ -1,3 +1,4 @@
+import EventKernel
 import Foundation
 
 /// A JSON value that keeps what `JSONSerialization` loses and a lossless export needs: the
@@ -141,8 +142,14 @@ struct JSONParser {
         return value
     }
 
+    /// The deepest nesting read. Export renders a binary payload as deep as the binary format
+    /// allows (512 levels), each keyed level possibly wrapped as `{"$object":…}` and a leaf
+    /// tagged (`{"$date":…}`), inside the line's object: import must read back all of that
+    /// (2 × 512 + 3), never refuse what export wrote.
+    static let maxDepth = 2 * BinaryEntityValue.maxDepth + 8
+
     private mutating func value(depth: Int) throws(Failure) -> JSONTree {
-        guard depth < 512 else { throw Failure(message: "nesting deeper than 512", offset: index) }
+        guard depth < Self.maxDepth else { throw Failure(message: "nesting deeper than \(Self.maxDepth)", offset: index) }
         guard let b = peek else { throw Failure(message: "unexpected end", offset: index) }
         switch b {
         case UInt8(ascii: "n"): return try literal("null", .null)
