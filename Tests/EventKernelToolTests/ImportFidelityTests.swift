@@ -73,6 +73,14 @@ func expectSameEvents(_ original: URL, _ copy: URL, times: Bool = true, sourceLo
         #expect(lines.count == 2)
         #expect(!lines[0].contains("metadata"))
         #expect(lines[1].hasSuffix(",\"metadata\":{\"correlationID\":\"req-42\",\"actor\":\"alice\"}}"), "\(lines[1])")
+        // tail --json writes the same lines.
+        let tail = try run("tail", directory.path, "--from", "0", "--json")
+        #expect(tail.stdout.split(separator: "\n").map(String.init) == lines)
+        let other = TemporaryDirectory("ek-fidelity")
+        let activityStore = try importedStore(other)
+        let activityTail = try run("tail", activityStore, "--from", "0", "--json")
+        #expect(activityTail.stdout.split(separator: "\n").first?.contains(",\"metadata\":{\"correlationID\":\"eventkernel-import ") == true, "\(activityTail.stdout)")
+        withExtendedLifetime(other) {}
         let exported = temp.file("people.jsonl")
         try (lines.joined(separator: "\n") + "\n").write(to: exported, atomically: true, encoding: .utf8)
         let copy = temp.file("copy")

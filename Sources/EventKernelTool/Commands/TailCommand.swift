@@ -117,7 +117,7 @@ struct TailCommand: AsyncParsableCommand {
                         if ActivityEventCodec.isActivityEvent(envelope) {
                             do {
                                 let event = try codec.decode(envelope)
-                                chunk.rows.append(EventRows.row(event, position: envelope.position, recordedAt: envelope.timestamp, version: envelope.entityVersion))
+                                chunk.rows.append(EventRows.row(event, position: envelope.position, recordedAt: envelope.timestamp, version: envelope.entityVersion, metadata: envelope.metadata))
                             } catch {
                                 // Shown with its bytes, and said: an activity event that does not decode is damage.
                                 chunk.rows.append(EventRows.row(other: envelope))

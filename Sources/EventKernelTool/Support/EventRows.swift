@@ -19,8 +19,8 @@ enum EventRows {
     /// An empty listing with the event columns.
     static var listing: Listing { Listing(columns: columns) }
 
-    /// One activity event's row.
-    static func row(_ event: ActivityEvent, position: LogPosition, recordedAt: LogTimestamp, version: UInt64) -> Listing.Row {
+    /// One activity event's row; `metadata` goes into its JSON object as export writes it.
+    static func row(_ event: ActivityEvent, position: LogPosition, recordedAt: LogTimestamp, version: UInt64, metadata: EventMetadata = .none) -> Listing.Row {
         var model: ActivityModel?
         var at: Date?
         switch event {
@@ -33,7 +33,7 @@ enum EventRows {
             .string(event.activityID.uuidString), .optional(model?.type.rawValue), .optional(model.map { ISODate.format($0.startDate) }),
             .optional(model?.endDate.map(ISODate.format)), .optional(at.map(ISODate.format)),
             .string(ActivityJSON.details(event)),
-        ], object: .raw(ActivityJSON.event(event, position: position, recordedAt: recordedAt, version: version)))
+        ], object: .raw(ActivityJSON.event(event, position: position, recordedAt: recordedAt, version: version, metadata: metadata)))
     }
 
     /// The row of an event that is not an activity event (another entity's, or one that no longer
