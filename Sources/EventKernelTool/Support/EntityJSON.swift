@@ -384,7 +384,9 @@ enum EntityJSON {
     /// - Throws: ``ActivityJSON/LineError`` as ``metadata(_:)``.
     static func activityLineMetadata(_ line: Substring) throws(ActivityJSON.LineError) -> EventMetadata {
         guard line.contains("\"metadata\"") else { return .none }
-        guard let members = try? JSONParser.members(Array(line.utf8)) else { return .none }
+        // A line this reader refuses (a key twice) must not pass with its metadata unread.
+        let members: [(key: String, value: JSONTree, range: Range<Int>)]
+        do { members = try JSONParser.members(Array(line.utf8)) } catch { throw .init(message: error.description) }
         return try metadata(members.first { $0.key == "metadata" }?.value)
     }
 
