@@ -8,8 +8,12 @@ import Foundation
 /// state then is its last such event's payload, decoded as export decodes it. Any other event
 /// of the type is not such a state: the command refuses (exit 1) rather than guess.
 enum EntityReplay {
-    /// An entity's last event and its decoded payload.
-    struct Entity { var envelope: EventEnvelope; var payload: EntityJSON.Payload }
+    /// An entity's last event; its payload is decoded only for the row printed (decoding every
+    /// add and update of the log, to keep only the last per entity, cost time and memory).
+    struct Entity {
+        var envelope: EventEnvelope
+        var payload: EntityJSON.Payload { EntityJSON.payload(envelope.payload) }
+    }
 
     /// Prints the state of `type` through `through` (`nil`: before the first event).
     /// - Throws: ``ToolError``: exit 1 for a type with no event or one whose events are not a
@@ -36,7 +40,7 @@ enum EntityReplay {
                 if envelope.eventType.hasSuffix(".deleted") {
                     entities[envelope.entityID] = nil
                 } else {
-                    entities[envelope.entityID] = Entity(envelope: envelope, payload: EntityJSON.payload(envelope.payload))
+                    entities[envelope.entityID] = Entity(envelope: envelope)
                 }
                 return true
             }
@@ -53,13 +57,14 @@ enum EntityReplay {
         ])
         for entity in rows {
             let e = entity.envelope
+            let payload = entity.payload
             var object: [(String, JSONValue)] = [
                 ("id", .string(e.entityID.description)), ("idType", .string(StreamsCommand.idType(e.entityID))),
                 ("version", .uint(e.entityVersion)), ("recordedAt", .string(ISODate.format(e.timestamp))),
-                ("state", entity.payload.value.map { .raw($0.text) } ?? .null),
+                ("state", payload.value.map { .raw($0.text) } ?? .null),
             ]
-            var stateCell: JSONValue = entity.payload.value.map { .raw($0.text) } ?? .null
-            if case .bytes(let reason, let damaged) = entity.payload {
+            var stateCell: JSONValue = payload.value.map { .raw($0.text) } ?? .null
+            if case .bytes(let reason, let damaged) = payload {
                 opaque.note(e, reason: reason, damaged: damaged)
                 object += [("base64", .string(Data(e.payload).base64EncodedString())), ("reason", .string(reason))]
                 stateCell = .string("(not decoded: \(reason))")
