@@ -134,6 +134,19 @@ struct ArgumentsAndOutputTests {
         #expect(twice.status == 1 && twice.stderr.contains("given twice"), "\(twice.stderr)")
     }
 
+    /// Review 3.4: a plain file named as the type in the current directory is not the store
+    /// given twice.
+    @Test func historyTypeIDWithAFileOfTheTypesNameInTheCurrentDirectory() async throws {
+        let temp = TemporaryDirectory("ekcli-type")
+        try await writeLedger(temp.file("ledger"))
+        try Data("not a store".utf8).write(to: temp.file("Account"))
+        let history = try run(in: temp.url, ["history", "--dir", "ledger", "Account", accountIDs[0].uuidString, "--json"])
+        #expect(history.status == 0, "\(history.stderr)")
+        try FileManager.default.createDirectory(at: temp.file("Transfer"), withIntermediateDirectories: true)
+        let directory = try run(in: temp.url, ["history", "--dir", "ledger", "Transfer", accountIDs[2].uuidString])
+        #expect(directory.status == 1 && directory.stderr.contains("given twice"), "\(directory.stderr)")
+    }
+
     // MARK: --version
 
     @Test func versionPrintsTheVersionAndTheTraits() throws {

@@ -44,7 +44,11 @@ struct HistoryCommand: AsyncParsableCommand {
 
     func validate() throws {
         // `history STORE ID --dir OTHER` reads as TYPE ID with --dir: a type is a name, never a path.
-        if let type = store.leadingType, type.contains("/") || FileManager.default.fileExists(atPath: type) {
+        // Only a directory can be the store: a plain file that happens to have the type's name
+        // in the current directory is not one.
+        var isDirectory: ObjCBool = false
+        if let type = store.leadingType,
+           type.contains("/") || FileManager.default.fileExists(atPath: type, isDirectory: &isDirectory) && isDirectory.boolValue {
             let option = store.local.dirOption.map { "--dir '\($0)'" } ?? "--postgres"
             throw ValidationError("the store is given twice, differently: '\(type)' and \(option); give one (with \(option), two arguments are TYPE ID)")
         }
