@@ -147,6 +147,16 @@ struct ArgumentsAndOutputTests {
         #expect(directory.status == 1 && directory.stderr.contains("given twice"), "\(directory.stderr)")
     }
 
+    /// Review 3.4: with --postgres, history's first argument is the type, never the store
+    /// directory that messages name.
+    @Test func withPostgresTheTypeIsNotTheStoreDirectory() throws {
+        let command = try HistoryCommand.parse(["--postgres", "postgres://u@localhost:5432/db", "Account", "A1"])
+        #expect(command.target.type == "Account" && command.id == "A1")
+        #expect(command.store.url.lastPathComponent != "Account", "\(command.store.url)")
+        let streams = try StreamsCommand.parse(["--postgres", "postgres://u@localhost:5432/db", "Account"])
+        #expect(streams.store.url.lastPathComponent != "Account", "\(streams.store.url)")
+    }
+
     // MARK: --version
 
     @Test func versionPrintsTheVersionAndTheTraits() throws {

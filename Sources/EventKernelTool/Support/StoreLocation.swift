@@ -94,8 +94,12 @@ struct StoreArguments<Layout: StoreOperandLayout>: ParsableArguments {
         URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL
     }
 
-    var url: URL {
-        guard let directory else { return EventStore.defaultDirectory }
+    var url: URL { url(storeOption: dirOption != nil) }
+
+    /// The store directory, when `storeOption` says whether an option gives the store (with
+    /// `--postgres`, a read command's first argument is a type, never a directory).
+    func url(storeOption: Bool) -> URL {
+        guard let directory = positionalStore(storeOption: storeOption) ?? dirOption else { return EventStore.defaultDirectory }
         return Self.standardized(directory)
     }
 }
@@ -145,8 +149,9 @@ struct ReadableStoreArguments<Layout: StoreOperandLayout>: ParsableArguments {
     }
     #endif
 
-    /// The directory (meaningful only without a PostgreSQL log).
-    var url: URL { local.url }
+    /// The directory (meaningful only without a PostgreSQL log; with one, never an operand
+    /// such as `history --postgres URL TYPE ID`'s type).
+    var url: URL { local.url(storeOption: storeOption) }
 
     /// What messages call the store: its directory, or the URL without its password.
     var name: String {
