@@ -6,7 +6,7 @@ import Foundation
 struct HistoryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "history", abstract: "Every event of one activity, or of any stream (TYPE ID), with the state after each and what changed.",
-        usage: "eventkernel history [STORE] [TYPE] ID [--dir D | --postgres URL] [--format F] [--json]",
+        usage: "eventkernel history [STORE] [TYPE] ID [--dir D | --postgres URL] [--id-type uuid|string] [--format F] [--json]",
         discussion: """
             The store may come first (history STORE ID) or as --dir; a single argument is the id. --format json prints \
             an array of event objects (the export schema plus version), jsonl one per line, csv flat columns.

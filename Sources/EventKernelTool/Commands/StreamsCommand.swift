@@ -6,7 +6,7 @@ import Foundation
 struct StreamsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "streams", abstract: "The store's entity types with their counts, or the streams of one type (read-only).",
-        usage: "eventkernel streams [STORE] [TYPE] [--dir D | --postgres URL] [--limit N] [--after ID] [--format F] [--json]",
+        usage: "eventkernel streams [STORE] [TYPE] [--dir D | --postgres URL] [--limit N] [--after ID [--id-type uuid|string]] [--format F] [--json]",
         discussion: """
             Without TYPE: every entity type (activities too) with its events, streams and recorded span. With \
             TYPE: that type's streams in id order (text order of the id), with each one's version, events, \
