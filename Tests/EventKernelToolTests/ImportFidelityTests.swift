@@ -329,4 +329,29 @@ func expectSameEvents(_ original: URL, _ copy: URL, times: Bool = true, sourceLo
         #expect(!damaged)
         #expect(reason.contains("the encoder writes that value otherwise"))
     }
+
+    /// Severity 4: streams keeps only a page's worth in order; the pages still cover every
+    /// stream once, in order.
+    @Test func streamsPagesCoverEveryStreamOnceInOrder() async throws {
+        let temp = TemporaryDirectory("ek-fidelity")
+        let directory = temp.file("store")
+        let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+        var rng = SplitMix64(seed: 7)
+        let texts = (0..<30).map { _ in String(rng.next() % 1000) }
+        let ids: [EntityID] = Set(texts).map { EntityID.string($0) } + [.uuid(UUID(uuidString: "00000000-0000-4000-8000-000000000001")!), .string("00000000-0000-4000-8000-000000000001")]
+        try await store.append(ids.map { PendingEvent(EncodedEvent(eventType: "N.added", schemaVersion: 1, stream: StreamID("N", $0), payload: [])) })
+        try await store.close()
+        var seen: [String] = []
+        var arguments = ["streams", directory.path, "N", "--limit", "7", "--json"]
+        for _ in 0..<10 {
+            let page = try run(arguments)
+            #expect(page.status == 0, "\(page.stderr)")
+            seen += ((try jsonObject(page.stdout) as? [[String: Any]]) ?? []).map { "\($0["id"] as? String ?? "")|\($0["idType"] as? String ?? "")" }
+            guard let range = page.stderr.range(of: "the next page: ") else { break }
+            let next = page.stderr[range.upperBound...].trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ").map(String.init)
+            arguments = ["streams", directory.path, "N", "--limit", "7", "--json"] + next
+        }
+        let expected = ids.map { ($0.description, StreamsCommand.IDType($0)) }.sorted { $0 < $1 }.map { "\($0.0)|\($0.1.rawValue)" }
+        #expect(seen == expected)
+    }
 }

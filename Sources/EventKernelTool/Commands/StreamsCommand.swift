@@ -86,8 +86,24 @@ struct StreamsCommand: AsyncParsableCommand {
             let cursor = after.map { text in
                 (idType == .uuid ? UUID(uuidString: text)?.uuidString ?? text : text, idType ?? .uuid)
             }
-            let sorted = streams.values.filter { cursor == nil || Self.pageKey($0.id) > cursor! }.sorted { Self.pageKey($0.id) < Self.pageKey($1.id) }
-            let page = sorted.prefix(limit)
+            // The page and the stream after it: the limit + 1 first after the cursor, kept in order
+            // as they are found (never every stream copied and sorted to print a page).
+            var following = 0
+            var first: [(key: (String, IDType), info: StreamInfo)] = []
+            for info in streams.values {
+                let key = Self.pageKey(info.id)
+                if let cursor, !(key > cursor) { continue }
+                following += 1
+                if first.count > limit, let last = first.last, !(key < last.key) { continue }
+                var low = 0, high = first.count
+                while low < high {
+                    let middle = (low + high) / 2
+                    if first[middle].key < key { low = middle + 1 } else { high = middle }
+                }
+                first.insert((key, info), at: low)
+                if first.count > limit + 1 { first.removeLast() }
+            }
+            let page = first.prefix(limit).map(\.info)
             var listing = Listing(columns: [
                 Column("id"), Column("idType", header: "id type", inTable: false), Column("version", right: true),
                 Column("events", right: true), Column("lastEvent", header: "last event"), Column("lastRecordedAt", header: "last recorded at"),
@@ -98,11 +114,11 @@ struct StreamsCommand: AsyncParsableCommand {
             }
             if format == .table { print("Streams of \(type): \(Output.count(streams.count)) in all\(after.map { ", after \($0)" } ?? "")") }
             Output.print(listing, as: format)
-            if sorted.count > page.count, let last = page.last {
+            if following > page.count, let last = page.last {
                 // The type only when the next stream has the same text (a UUID and a string stream).
-                let next = sorted[page.count].id
+                let next = first[page.count].info.id
                 let kind = next.description == last.id.description ? " --id-type \(IDType(last.id).rawValue)" : ""
-                Output.note("\(Output.count(sorted.count - page.count)) more; the next page: --after \(last.id.description)\(kind)")
+                Output.note("\(Output.count(following - page.count)) more; the next page: --after \(last.id.description)\(kind)")
             }
             return
         }
