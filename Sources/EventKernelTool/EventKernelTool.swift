@@ -7,10 +7,10 @@ import Logging
 struct EventKernelCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "eventkernel",
-        abstract: "Replay, audit, query, import and export an EventKernel activity store.",
+        abstract: "Replay, audit, query, import and export an EventKernel store (activities and every other entity type).",
         discussion: """
             The store is the first argument, or --dir D (default: $EVENTKERNEL_STORE, else ./eventkernel-store); the \
-            read-only commands (query, replay, history, export, tail, verify, inspect) also take a postgres:// URL \
+            read-only commands (query, replay, history, streams, export, tail, verify, inspect) also take a postgres:// URL \
             (or --postgres URL) for a PostgreSQL log, and copy moves a store between the two. Commands that list \
             rows take --format table|json|jsonl|csv. --version prints the version and the build's package traits.
             Exit status: 0 ok, 1 usage or bad input, 2 store missing/not a store/locked, 3 damage found, 4 I/O failure, 130/143 import interrupted by SIGINT/SIGTERM (run it again to continue).
@@ -28,7 +28,7 @@ struct EventKernelCommand: AsyncParsableCommand {
     private static var subcommands: [any ParsableCommand.Type] {
         var all: [any ParsableCommand.Type] = [
             DemoCommand.self, ImportCommand.self, ExportCommand.self, QueryCommand.self, ReplayCommand.self,
-            HistoryCommand.self, VerifyCommand.self, InspectCommand.self, SnapshotCommand.self, RepairCommand.self,
+            HistoryCommand.self, StreamsCommand.self, VerifyCommand.self, InspectCommand.self, SnapshotCommand.self, RepairCommand.self,
             TailCommand.self, ConsumersCommand.self,
         ]
         #if PostgreSQL

@@ -134,6 +134,29 @@ struct ArgumentsAndOutputTests {
         #expect(twice.status == 1 && twice.stderr.contains("given twice"), "\(twice.stderr)")
     }
 
+    /// Review 3.4: a plain file named as the type in the current directory is not the store
+    /// given twice.
+    @Test func historyTypeIDWithAFileOfTheTypesNameInTheCurrentDirectory() async throws {
+        let temp = TemporaryDirectory("ekcli-type")
+        try await writeLedger(temp.file("ledger"))
+        try Data("not a store".utf8).write(to: temp.file("Account"))
+        let history = try run(in: temp.url, ["history", "--dir", "ledger", "Account", accountIDs[0].uuidString, "--json"])
+        #expect(history.status == 0, "\(history.stderr)")
+        try FileManager.default.createDirectory(at: temp.file("Transfer"), withIntermediateDirectories: true)
+        let directory = try run(in: temp.url, ["history", "--dir", "ledger", "Transfer", accountIDs[2].uuidString])
+        #expect(directory.status == 1 && directory.stderr.contains("given twice"), "\(directory.stderr)")
+    }
+
+    /// Review 3.4: with --postgres, history's first argument is the type, never the store
+    /// directory that messages name.
+    @Test func withPostgresTheTypeIsNotTheStoreDirectory() throws {
+        let command = try HistoryCommand.parse(["--postgres", "postgres://u@localhost:5432/db", "Account", "A1"])
+        #expect(command.target.type == "Account" && command.id == "A1")
+        #expect(command.store.url.lastPathComponent != "Account", "\(command.store.url)")
+        let streams = try StreamsCommand.parse(["--postgres", "postgres://u@localhost:5432/db", "Account"])
+        #expect(streams.store.url.lastPathComponent != "Account", "\(streams.store.url)")
+    }
+
     // MARK: --version
 
     @Test func versionPrintsTheVersionAndTheTraits() throws {
@@ -389,7 +412,7 @@ struct ArgumentsAndOutputTests {
         let file = temp.file("good.jsonl")
         try write(goodLines, to: file)
         #expect(try run(in: temp.url, ["import", "demo", file.path]).status == 0)
-        let readOnly: Set<String> = ["query", "replay", "history", "tail", "verify", "inspect", "export", "snapshot", "repair"]
+        let readOnly: Set<String> = ["query", "replay", "history", "streams", "tail", "verify", "inspect", "export", "snapshot", "repair"]
         for command in EventKernelCommand.configuration.subcommands where readOnly.contains(command.configuration.commandName ?? "") {
             for arguments in examples(command) where !arguments.contains("--follow") {
                 let result = try run(in: temp.url, arguments)

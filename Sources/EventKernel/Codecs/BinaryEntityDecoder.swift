@@ -90,7 +90,7 @@ final class BinaryDecodingState {
 
     /// Moves `offset` past one value (registering key names on the first pass).
     func skip(_ offset: inout Int, depth: Int, register: Bool) throws {
-        guard depth < 512 else { throw corrupted("nesting deeper than 512", at: offset) }
+        guard depth < BinaryEntityValue.maxDepth else { throw corrupted("nesting deeper than \(BinaryEntityValue.maxDepth)", at: offset) }
         let tag = try byte(&offset)
         switch tag {
         case BinaryEntityFormat.null, BinaryEntityFormat.false, BinaryEntityFormat.true: break

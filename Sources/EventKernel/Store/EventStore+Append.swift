@@ -36,7 +36,7 @@ extension EventStore {
         var stamps: [LogTimestamp] = []
         stamps.reserveCapacity(events.count)
         for pending in events {
-            do { stamps.append(try LogTimestamp(pending.recordedAt ?? now)) } catch {
+            do { stamps.append(try pending.timestamp ?? LogTimestamp(pending.recordedAt ?? now)) } catch {
                 throw RepositoryError.limitExceeded(LimitExceeded(.timestamp, "recordedAt \(pending.recordedAt ?? now) of an event of \(pending.event.stream) cannot be stored", cause: error))
             }
         }

@@ -1,4 +1,5 @@
 public import Foundation
+package import EventLog
 
 /// An event to append: its encoded form plus an optional expected entity version.
 public struct PendingEvent: Hashable, Sendable {
@@ -11,6 +12,10 @@ public struct PendingEvent: Hashable, Sendable {
     public var metadata: EventMetadata
     /// The recorded-at time; `nil` uses the time of the append.
     public var recordedAt: Date?
+    /// The recorded-at time exactly as the log stores it, overriding ``recordedAt``: a `Date`
+    /// cannot hold the log's nanoseconds, and `eventkernel import` must store an exported
+    /// event's time as it was.
+    package var timestamp: LogTimestamp?
 
     /// Creates a pending event from an encoded one.
     public init(_ event: EncodedEvent, expectedVersion: UInt64? = nil, metadata: EventMetadata = .none, recordedAt: Date? = nil) {

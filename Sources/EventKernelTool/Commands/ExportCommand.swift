@@ -7,11 +7,14 @@ struct ExportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "export", abstract: "Write the store as JSON Lines: every event, or the current activities.",
         discussion: """
-            Always JSON Lines (the import schema): --format chooses which rows, events or activities.
+            Always JSON Lines (the import schema): --format chooses which rows, events or activities. Events \
+            are every event of every entity type: activities in the activity schema, any other type's with \
+            its stream, version and payload decoded to JSON (Docs/CLI.md, "Events of any entity type").
 
             Examples:
               eventkernel export demo --output events.jsonl
               eventkernel export demo --format activities --output activities.jsonl
+              eventkernel export demo | eventkernel import demo-copy -
             """)
 
     enum Format: String, ExpressibleByArgument, CaseIterable { case events, activities }
@@ -35,12 +38,15 @@ struct ExportCommand: AsyncParsableCommand {
         var buffer = ""
         buffer.reserveCapacity(1 << 20)
         var lines = 0
+        var opaque = OpaquePayloads()
         func emit(_ line: String) {
             buffer += line
             buffer += "\n"
             lines += 1
             if buffer.utf8.count >= 1 << 20 { sink.write(Data(buffer.utf8)); buffer.removeAll(keepingCapacity: true) }
         }
+        // What was formatted before a failure is written too: the lines are whole events.
+        do {
         switch format {
         case .activities:
             for model in repository.projection.read({ $0.all(sortedBy: .oldestFirst) }) { emit(ActivityJSON.activity(model)) }
@@ -48,16 +54,67 @@ struct ExportCommand: AsyncParsableCommand {
             let codec = ActivityEventCodec()
             try withToolErrorsSync(store: store.url) {
                 try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
-                    guard ActivityEventCodec.isActivityEvent(envelope) else { return true }
-                    emit(ActivityJSON.event(try codec.decode(envelope), position: envelope.position, recordedAt: envelope.timestamp))
+                    guard ActivityEventCodec.isActivityEvent(envelope) else {
+                        // Every other entity type's event, decoded without its code (EntityJSON).
+                        let (line, payload) = EntityJSON.line(envelope)
+                        emit(line)
+                        if case .bytes(let reason, let damaged) = payload { opaque.note(envelope, reason: reason, damaged: damaged) }
+                        return true
+                    }
+                    do {
+                        emit(ActivityJSON.event(try codec.decode(envelope), position: envelope.position, recordedAt: envelope.timestamp, metadata: envelope.metadata))
+                    } catch {
+                        // Written with its bytes and why, then exit 3 at the end (as tail does):
+                        // the events after it are exported too.
+                        let reason = "activity event does not decode: \(EntityJSON.describe(error))"
+                        emit(EntityJSON.line(envelope, payload: .bytes(reason: reason, damaged: true)).text)
+                        opaque.note(envelope, reason: reason, damaged: true)
+                    }
                     return true
                 }
             }
+        }
+        } catch {
+            sink.write(Data(buffer.utf8))
+            throw error
         }
         sink.write(Data(buffer.utf8))
         if let output {
             try? sink.close()
             Output.note("exported \(Output.count(lines)) \(format == .events ? "events" : "activities") to \(output)")
+        }
+        opaque.report()
+    }
+}
+
+/// The events whose payloads export wrote as base64: never in silence. A payload that is not
+/// self-describing (a domain's payload codec) is a note, exit 0: the line holds its bytes and
+/// import takes them back. One that starts as the binary entity format but does not decode is
+/// damage (exit 3), reported after every line was written.
+struct OpaquePayloads {
+    private(set) var count = 0
+    private(set) var damaged = 0
+    private var first: String?
+    private var firstDamaged: String?
+
+    mutating func note(_ envelope: EventEnvelope, reason: String, damaged isDamaged: Bool) {
+        count += 1
+        let place = "position \(envelope.position) (\(envelope.stream), \(envelope.eventType)): \(reason)"
+        if !isDamaged, first == nil { first = place }
+        if isDamaged {
+            damaged += 1
+            if firstDamaged == nil { firstDamaged = place }
+        }
+    }
+
+    func report() {
+        guard count > 0 else { return }
+        if let firstDamaged {
+            Output.error("\(Output.count(damaged)) event payload\(damaged == 1 ? "" : "s") do not decode and were written as base64 with a reason; first at \(firstDamaged)")
+            DeferredExit.record(.damage)
+        }
+        if count > damaged, let first {
+            Output.note("\(Output.count(count - damaged)) event payload\(count - damaged == 1 ? " is" : "s are") not self-describing and were written as base64 (\"codec\":\"bytes\"); first at \(first)")
         }
     }
 }

@@ -1,31 +1,69 @@
 import Activities
 import ArgumentParser
+import EventKernel
 import Foundation
 
 struct HistoryCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "history", abstract: "Every event of one activity, with position, time recorded and version.",
-        usage: "eventkernel history [STORE] ID [--dir D | --postgres URL] [--format F] [--json]",
+        commandName: "history", abstract: "Every event of one activity, or of any stream (TYPE ID), with the state after each and what changed.",
+        usage: "eventkernel history [STORE] [TYPE] ID [--dir D | --postgres URL] [--id-type uuid|string] [--format F] [--json]",
         discussion: """
             The store may come first (history STORE ID) or as --dir; a single argument is the id. --format json prints \
             an array of event objects (the export schema plus version), jsonl one per line, csv flat columns.
+            With a TYPE (history STORE TYPE ID, or --dir D TYPE ID): every event of that stream, any entity type, \
+            with the entity's state after it (decoded as export decodes it) and the fields it changed.
 
             Examples:
               eventkernel history demo 00000000-0000-4000-8000-000000000001
               eventkernel history 00000000-0000-4000-8000-000000000001 --dir demo --format jsonl
+              eventkernel history demo activity 00000000-0000-4000-8000-000000000001
+              eventkernel history --dir demo activity 00000000-0000-4000-8000-000000000001 --json
             """)
 
     /// `history [STORE] ID`: the id is the command's operand (StoreLocation.swift).
     enum Operand: StoreOperandLayout {
         static var operandName: String? { "ID" }
-        static var operandHelp: String { "The activity's id (a UUID)." }
+        static var operandHelp: String { "The activity's id (a UUID); after a TYPE, the entity type (then ID follows)." }
+        static var takesTypeBeforeOperand: Bool { true }
     }
 
     @OptionGroup var store: ReadableStoreArguments<Operand>
-    var id: String { store.operand ?? "" }
+    @Argument(help: ArgumentHelp("With STORE TYPE before it: the id of a stream of that type.", valueName: "ID"))
+    var third: String?
+    @Option(help: ArgumentHelp("With TYPE: the kind of ID, when the type has both a UUID stream and a string stream of that text.", valueName: "uuid|string"))
+    var idType: StreamsCommand.IDType?
     @OptionGroup var output: OutputOptions
 
+    /// The stream's type (`nil`: an activity) and id, by the positional rule of ``Operand``.
+    var target: (type: String?, id: String) {
+        if let third { return (store.operand, third) }
+        if let type = store.leadingType { return (type, store.operand ?? "") }
+        return (nil, store.operand ?? "")
+    }
+    var id: String { target.id }
+
+    func validate() throws {
+        // `history STORE ID --dir OTHER` reads as TYPE ID with --dir: a type is a name, never a path.
+        // Only a directory can be the store: a plain file that happens to have the type's name
+        // in the current directory is not one.
+        var isDirectory: ObjCBool = false
+        if let type = store.leadingType,
+           type.contains("/") || FileManager.default.fileExists(atPath: type, isDirectory: &isDirectory) && isDirectory.boolValue {
+            let option = store.local.dirOption.map { "--dir '\($0)'" } ?? "--postgres"
+            throw ValidationError("the store is given twice, differently: '\(type)' and \(option); give one (with \(option), two arguments are TYPE ID)")
+        }
+        if idType != nil, target.type == nil || target.type == ActivityEventCodec.entityType {
+            throw ValidationError("--id-type is for a stream of another entity type (TYPE ID); an activity's id is a UUID")
+        }
+        if third != nil && (store.local.dirOption != nil || store.postgresOption != nil) {
+            throw ValidationError("with --dir or --postgres give TYPE ID (two arguments); STORE TYPE ID is for a store given first")
+        }
+    }
+
     func run() async throws {
+        if let type = target.type, type != ActivityEventCodec.entityType {
+            return try await StreamHistory.print(store: store, type: type, id: id, idType: idType, format: output.resolved)
+        }
         guard let uuid = UUID(uuidString: id) else { throw ToolError(.badInput, "\"\(id)\" is not a UUID") }
         let repository = try await StoreLocation.openReadOnly(store)
         let entries = try withToolErrorsSync(store: store.url) { try repository.history(of: uuid) }

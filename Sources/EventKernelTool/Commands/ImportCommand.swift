@@ -1,6 +1,7 @@
 import Activities
 import ArgumentParser
 import EventKernel
+import EventLog
 import Foundation
 
 /// Imports JSON Lines. All or nothing for bad input: the whole file is parsed and checked
@@ -60,9 +61,13 @@ struct ImportCommand: AsyncParsableCommand {
         var repository = storeExists ? try StoreLocation.openWriter(directory, create: true) : nil
         let identity = input.identity
         var importedEarlier = 0
+        // The store's latest recording time: an imported event keeps its line's recordedAt only
+        // at or after it, as times must not go back (replay --as-of finds the last position
+        // recorded at or before a time).
+        var latest: LogTimestamp?
         if let existing = repository {
             do {
-                importedEarlier = try ImportMarker.lastLine(of: identity, in: existing) { interruption.caught != nil }
+                (importedEarlier, latest) = try ImportMarker.lastLine(of: identity, in: existing) { interruption.caught != nil }
             } catch {
                 try? await existing.close()
                 throw ToolError.from(error, store: directory)
@@ -75,10 +80,16 @@ struct ImportCommand: AsyncParsableCommand {
 
         // 1. Parse and check every line against the store's state plus the lines before it
         // (the lines an earlier run imported are in that state already: skipped).
-        var events: [(line: Int, event: ActivityEvent)] = []
+        var events: [(line: Int, item: ImportItem)] = []
         var validator = ActivityJSON.ImportValidator { [repository] id in repository?.activity(id: id) }
+        var streams = EntityVersionValidator { [repository] stream in try repository?.store.version(of: stream) ?? 0 }
         var lineNumber = 0
         var blank = 0
+        // Lines recorded at the import's time instead of their recordedAt (it is before a time
+        // already in the store or the lines before); after the first, every later line is.
+        var restamped = 0
+        var firstRestamped: Int?
+        var restampRest = false
         do {
             var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
             if text.hasSuffix("\n") { lines.removeLast() }  // the final newline ends the last line
@@ -90,14 +101,47 @@ struct ImportCommand: AsyncParsableCommand {
                 let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
                 if trimmed.isEmpty { blank += 1; continue }
                 if lineNumber <= importedEarlier { continue }
+                if EntityJSON.isEntityLine(Substring(trimmed)) {
+                    var imported: EntityJSON.ImportedEvent
+                    do {
+                        imported = try EntityJSON.parseLine(Substring(trimmed), lenient: lenient)
+                        try EntityJSON.requireStorableMetadata(imported.metadata)
+                    } catch {
+                        throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
+                    }
+                    do { try streams.check(imported) } catch let error as ActivityJSON.LineError {
+                        throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
+                    } catch {
+                        // The store failed, not the line: damage is exit 3, I/O exit 4.
+                        let failure = ToolError.from(error, store: directory)
+                        throw ToolError(failure.exit, "\(name):\(lineNumber): reading the version of \(imported.event.stream) from the store: \(failure.message)")
+                    }
+                    if let time = imported.recordedAt, !restampRest, latest.map({ time >= $0 }) ?? true {
+                        latest = time
+                    } else {
+                        if imported.recordedAt != nil {
+                            restamped += 1
+                            if firstRestamped == nil { firstRestamped = lineNumber }
+                        }
+                        imported.recordedAt = nil
+                        restampRest = true
+                    }
+                    events.append((lineNumber, .entity(imported)))
+                    continue
+                }
                 let event: ActivityEvent
-                do { event = try ActivityJSON.parseLine(Substring(trimmed), lenient: lenient) } catch {
+                do {
+                    event = try ActivityJSON.parseLine(Substring(trimmed), lenient: lenient)
+                    try EntityJSON.requireStorableMetadata(try EntityJSON.activityLineMetadata(Substring(trimmed)))
+                } catch {
                     throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
                 }
                 do { try validator.check(event) } catch {
                     throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
                 }
-                events.append((lineNumber, event))
+                // An activity event is recorded at the import's time: later lines cannot go back.
+                restampRest = true
+                events.append((lineNumber, .activity(event)))
             }
         } catch let error as ToolError {
             try? await repository?.close()
@@ -134,9 +178,23 @@ struct ImportCommand: AsyncParsableCommand {
                     let next = lastLine == 0 ? "to start again" : "to continue after line \(lastLine)"
                     throw ToolError(report.exit, "interrupted (\(report.name)) \(point): \(stored)\(earlier); lines \(events[written].line)–\(lineNumber) were not imported\n\(again) \(next)")
                 }
-                let chunk = events[written..<min(events.count, written + batchSize)]
+                // A batch holds one kind of line: activities go through the activity
+                // repository's checks, other entity types' events straight to the store, each
+                // expecting the version before it when its line gives one.
+                let activities = events[written].item.activity != nil
+                var end = written
+                while end < events.count, end - written < batchSize, (events[end].item.activity != nil) == activities { end += 1 }
+                let chunk = events[written..<end]
                 let marker = ImportMarker.metadata(identity: identity, throughLine: chunk.last!.line)
-                try await repository.apply(chunk.map(\.event), metadata: marker)
+                if activities {
+                    try await repository.apply(chunk.compactMap(\.item.activity), metadata: marker)
+                } else {
+                    try await repository.store.append(chunk.compactMap(\.item.entity).map {
+                        var pending = PendingEvent($0.event, expectedVersion: $0.version.map { $0 - 1 }, metadata: marker)
+                        pending.timestamp = $0.recordedAt
+                        return pending
+                    })
+                }
                 written += chunk.count
                 lastLine = chunk.last!.line
                 progress.update(written)
@@ -153,6 +211,9 @@ struct ImportCommand: AsyncParsableCommand {
                 "\(Output.count(written)) events from lines \(firstLine)–\(lastLine) were imported and are durable; the last line acknowledged is \(lastLine)"
             throw ToolError(underlying.exit == .badInput ? .io : underlying.exit,
                             "write failed at line \(events[written].line): \(underlying.message)\n\(acknowledged)\(earlier); lines \(events[written].line)–\(lineNumber) were not imported\n\(again) \(lastLine == 0 ? "to start again" : "to continue after line \(lastLine)")")
+        }
+        if let firstRestamped {
+            Output.note("\(Output.count(restamped)) event\(restamped == 1 ? " was" : "s were") recorded at the time of the import, not at their recordedAt, which is before a time already in \(directory.path) or on an earlier line (recording times never go back); first at line \(firstRestamped)")
         }
         let range = importedEarlier > 0 ? "lines \(firstLine)–\(lastLine); lines 1–\(importedEarlier) were imported earlier" : "lines 1–\(lastLine)"
         print("imported \(Output.count(written)) event\(written == 1 ? "" : "s") from \(name) (\(range), \(blank) blank line\(blank == 1 ? "" : "s") skipped) into \(directory.path); last line imported: \(lastLine)")
@@ -197,23 +258,68 @@ enum ImportMarker {
         EventMetadata(correlationID: "\(prefix)\(identity) through line \(line)")
     }
 
-    /// The last line of input `identity` the store records as imported (0: none).
+    /// Whether a correlation id is an import's marker (of any input).
+    static func isMarker(_ correlationID: String) -> Bool { correlationID.hasPrefix(prefix) }
+
+    /// The last line of input `identity` the store records as imported (0: none), and the
+    /// latest recording time in the store (`nil`: no events).
     /// - Parameters:
     ///   - identity: The input's ``ImportInput/identity``.
     ///   - repository: The store, open for writing (nothing appends meanwhile).
     ///   - stop: Polled between events: true ends the scan early (its answer is then partial).
     /// - Complexity: Reads every event of the log (the marker may be anywhere in it).
     /// - Throws: What reading the log throws (damage: the import must not guess).
-    static func lastLine(of identity: String, in repository: EventSourcedActivityRepository, stop: () -> Bool) throws -> Int {
-        guard repository.store.log.bounds.nextPosition > 0 else { return 0 }
+    static func lastLine(of identity: String, in repository: EventSourcedActivityRepository, stop: () -> Bool) throws -> (line: Int, latest: LogTimestamp?) {
+        guard repository.store.log.bounds.nextPosition > 0 else { return (0, nil) }
         let lead = "\(prefix)\(identity) through line "
         var last = 0
+        var latest: LogTimestamp?
         try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
+            latest = max(latest ?? envelope.timestamp, envelope.timestamp)
             if let id = envelope.metadata.correlationID, id.hasPrefix(lead), let line = Int(id.dropFirst(lead.count)) {
                 last = max(last, line)
             }
             return !stop()
         }
-        return last
+        return (last, latest)
+    }
+}
+
+/// One import line's event: an activity event, or any other entity type's.
+enum ImportItem {
+    case activity(ActivityEvent)
+    case entity(EntityJSON.ImportedEvent)
+
+    var activity: ActivityEvent? { if case .activity(let e) = self { e } else { nil } }
+    var entity: EntityJSON.ImportedEvent? { if case .entity(let e) = self { e } else { nil } }
+}
+
+/// Checks import lines of other entity types against the store's stream versions plus the
+/// lines before: a line that gives its version (export's lines do) must be the next event of
+/// its stream, so an import into a store that already holds other events of the stream is
+/// refused before anything is written, never appended out of order.
+struct EntityVersionValidator {
+    /// The store's committed version of a stream (0: none, or no store).
+    var stored: (StreamID) throws -> UInt64
+    private var overlay: [StreamID: UInt64] = [:]
+
+    init(stored: @escaping (StreamID) throws -> UInt64) { self.stored = stored }
+
+    /// Checks one line and counts it.
+    /// - Throws: ``ActivityJSON/LineError`` for a line out of order; what reading the store's
+    ///   version throws, as it is (a storage failure is not bad input).
+    mutating func check(_ imported: EntityJSON.ImportedEvent) throws {
+        let stream = imported.event.stream
+        guard stream.entityType != ActivityEventCodec.entityType else {
+            throw ActivityJSON.LineError(message: "stream type \"\(stream.entityType)\" is the activities': write an activity event line (see Docs/CLI.md)")
+        }
+        let current: UInt64
+        if let known = overlay[stream] { current = known } else {
+            current = try stored(stream)
+        }
+        if let version = imported.version, version != current + 1 {
+            throw ActivityJSON.LineError(message: "version \(version) of \(stream) does not follow its version \(current) (in the store\(overlay[stream] == nil ? "" : " and the lines before")): a stream's events are imported in order, from its next version")
+        }
+        overlay[stream] = current + 1
     }
 }

@@ -1,5 +1,6 @@
 import Activities
 import ArgumentParser
+import EventKernel
 import EventLog
 import Foundation
 
@@ -20,6 +21,7 @@ struct ReplayCommand: AsyncParsableCommand {
               eventkernel replay demo --position 3
               eventkernel replay demo --as-of 2026-01-15T12:00Z --type sleep --limit 10
               eventkernel replay demo --as-of 2026-01-15 --starting-in 2025-06-01...2025-06-30 --format csv
+              eventkernel replay demo --entity activity --position 3 --json
             """)
 
     @OptionGroup var store: ReadableStoreOptions
@@ -28,41 +30,30 @@ struct ReplayCommand: AsyncParsableCommand {
     var asOf: String?
     @Option(parsing: .unconditional, help: ArgumentHelp("After the event at position N (inclusive; N ≥ 0).", valueName: "N"))
     var position: Int64?
+    @Option(help: ArgumentHelp("Another entity type (a generic repository's): its entities then, decoded, instead of the activities.", valueName: "TYPE"))
+    var entity: String?
     @OptionGroup var query: QueryOptions
 
     func validate() throws {
         guard (asOf == nil) != (position == nil) else { throw ValidationError("give exactly one of --as-of DATE or --position N") }
         if let position, position < 0 { throw ValidationError("--position must be ≥ 0 (got \(position))") }
+        if entity != nil, query.hasFilters || query.limit != nil || query.oldestFirst {
+            throw ValidationError("the query flags select activities: with --entity give only --as-of or --position and --format")
+        }
     }
 
     func run() async throws {
         let repository = try await StoreLocation.openReadOnly(store)
         let bounds = repository.store.log.bounds
+        let (through, label, asOfTimestamp) = try moment(repository.store, bounds: bounds)
+        if let entity, entity != ActivityEventCodec.entityType {
+            return try EntityReplay.print(repository.store, store: store, type: entity, through: through, label: label,
+                                          asOf: asOfTimestamp, position: position, format: query.output.resolved)
+        }
         let index: ActivityIndex
-        let label: String
-        var asOfTimestamp: LogTimestamp?
         do {
-            if let asOf {
-                let limit: LogTimestamp
-                do { limit = try ISODate.parseRecordingTimeUpperBound(asOf) } catch { throw ToolError(.badInput, "--as-of: \(error)") }
-                asOfTimestamp = limit
-                Self.warnOutsideRecordedSpan(limit, text: asOf, bounds: bounds)
-                // Compared in the log's nanoseconds: `--as-of` an event's own recordedAt includes it.
-                if let last = try repository.store.lastPosition(recordedAtOrBefore: limit) {
-                    index = try repository.activities(throughPosition: last)
-                } else {
-                    index = ActivityIndex()
-                }
-                label = "as recorded at or before \(asOf)\(ISODate.isBareDate(asOf) ? " (the whole day, UTC)" : "")"
-            } else {
-                let next = bounds.nextPosition
-                guard let position, UInt64(position) < next else {
-                    throw ToolError(.badInput, "--position \(position ?? 0) is past the end of the log (last position: \(next == 0 ? "none, the log is empty" : String(next - 1)))")
-                }
-                index = try repository.activities(throughPosition: UInt64(position))
-                label = "through position \(position)"
-            }
-        } catch let error as ToolError { throw error } catch { throw ToolError.from(error, store: store.url) }
+            index = try through.map { try repository.activities(throughPosition: $0) } ?? ActivityIndex()
+        } catch { throw ToolError.from(error, store: store.url) }
 
         let format = query.output.resolved
         let answer = try query.run(on: index)
@@ -104,6 +95,27 @@ struct ReplayCommand: AsyncParsableCommand {
         } else {
             print(Output.table(["type", ">count"], byType.sorted { $0.value > $1.value }.map { [$0.key, Output.count($0.value)] }))
         }
+    }
+
+    /// The moment asked for: the last position it covers (`nil`: none, the state is empty), its
+    /// label, and the recording time it is (for --as-of).
+    /// - Throws: ``ToolError``: a bad date, a position past the end, what reading the log throws.
+    private func moment(_ events: EventStore, bounds: LogBounds) throws -> (LogPosition?, String, LogTimestamp?) {
+        do {
+            if let asOf {
+                let limit: LogTimestamp
+                do { limit = try ISODate.parseRecordingTimeUpperBound(asOf) } catch { throw ToolError(.badInput, "--as-of: \(error)") }
+                Self.warnOutsideRecordedSpan(limit, text: asOf, bounds: bounds)
+                // Compared in the log's nanoseconds: `--as-of` an event's own recordedAt includes it.
+                return (try events.lastPosition(recordedAtOrBefore: limit),
+                        "as recorded at or before \(asOf)\(ISODate.isBareDate(asOf) ? " (the whole day, UTC)" : "")", limit)
+            }
+            let next = bounds.nextPosition
+            guard let position, UInt64(position) < next else {
+                throw ToolError(.badInput, "--position \(position ?? 0) is past the end of the log (last position: \(next == 0 ? "none, the log is empty" : String(next - 1)))")
+            }
+            return (UInt64(position), "through position \(position)", nil)
+        } catch let error as ToolError { throw error } catch { throw ToolError.from(error, store: store.url) }
     }
 
     /// The log's first and last recording time (`null` for an empty log).

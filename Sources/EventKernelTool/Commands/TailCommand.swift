@@ -114,8 +114,16 @@ struct TailCommand: AsyncParsableCommand {
                 try withToolErrorsSync(store: store.url) {
                     try log.forEachRecord(from: next, through: end - 1) { view in
                         let envelope = try EventEnvelope(view)
-                        if ActivityEventCodec.isActivityEvent(envelope), let event = try? codec.decode(envelope) {
-                            chunk.rows.append(EventRows.row(event, position: envelope.position, recordedAt: envelope.timestamp, version: envelope.entityVersion))
+                        if ActivityEventCodec.isActivityEvent(envelope) {
+                            do {
+                                let event = try codec.decode(envelope)
+                                chunk.rows.append(EventRows.row(event, position: envelope.position, recordedAt: envelope.timestamp, version: envelope.entityVersion, metadata: envelope.metadata))
+                            } catch {
+                                // Shown with its bytes, and said: an activity event that does not decode is damage.
+                                chunk.rows.append(EventRows.row(other: envelope))
+                                Output.error("the activity event at position \(envelope.position) does not decode: \(error)")
+                                DeferredExit.record(.damage)
+                            }
                         } else {
                             chunk.rows.append(EventRows.row(other: envelope))
                         }

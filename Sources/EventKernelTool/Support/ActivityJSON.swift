@@ -30,7 +30,7 @@ enum ActivityJSON {
     }
 
     /// One event line; `position` and `recordedAt` lead when given (export).
-    static func event(_ event: ActivityEvent, position: UInt64? = nil, recordedAt: LogTimestamp? = nil, version: UInt64? = nil) -> String {
+    static func event(_ event: ActivityEvent, position: UInt64? = nil, recordedAt: LogTimestamp? = nil, version: UInt64? = nil, metadata: EventMetadata = .none) -> String {
         var fields: [String] = []
         if let position { fields.append("\"position\":\(position)") }
         if let recordedAt { fields.append("\"recordedAt\":\(escape(ISODate.format(recordedAt)))") }
@@ -41,7 +41,7 @@ enum ActivityJSON {
         case .ended(let id, let at): fields += ["\"event\":\"ended\"", "\"id\":\(escape(id.uuidString))", "\"at\":\(escape(ISODate.format(at)))"]
         case .deleted(let id): fields += ["\"event\":\"deleted\"", "\"id\":\(escape(id.uuidString))"]
         }
-        return "{" + fields.joined(separator: ",") + "}"
+        return "{" + fields.joined(separator: ",") + EntityJSON.metadataField(metadata) + "}"
     }
 
     /// For JSONSerialization-based output.
@@ -73,7 +73,7 @@ enum ActivityJSON {
     /// The fields an activity object may hold.
     static let activityFields = ["id", "startDate", "endDate", "type"]
     /// The fields export writes beside an event and import ignores (the log assigns them).
-    static let exportOnlyFields = ["position", "recordedAt", "version"]
+    static let exportOnlyFields = ["position", "recordedAt", "version", "metadata"]
     /// The fields of each event kind, besides ``exportOnlyFields``.
     static let eventFields: [String: [String]] = [
         "added": ["event", "activity"], "updated": ["event", "activity"],

@@ -64,8 +64,9 @@ enum ISODate {
             guard let h = number(2), expect(58), let m = number(2), h < 24, m < 60 else { return nil }
             hour = h; minute = m
             if expect(58) {
-                guard let s = number(2), s < 61 else { return nil }
-                second = min(s, 59)
+                // No leap second: a Date has none, and :60 stored as :59 would be another time.
+                guard let s = number(2), s < 60 else { return nil }
+                second = s
                 if expect(46) || expect(44) {
                     while i < b.count, b[i] >= 48 && b[i] <= 57 { fraction.append(b[i]); i += 1 }
                     guard !fraction.isEmpty else { return nil }
@@ -237,5 +238,22 @@ func parseDateRange(_ text: String, flag: String) throws -> ClosedRange<Date> {
         return a...b
     } catch let error as ISODate.ParseError {
         throw ToolError(.badInput, "\(flag): \(error)")
+    }
+}
+
+extension ISODate {
+    /// A recording time exactly as export writes it (``format(_:)-(LogTimestamp)``): a date-time
+    /// with at most nine fraction digits within a log timestamp's range, to the nanosecond;
+    /// `nil` for anything else (a bare date, more digits, years beyond 1678...2262), which
+    /// would stand for another time.
+    static func parseRecordingTime(_ text: String) -> LogTimestamp? {
+        guard !isBareDate(text), let (whole, fraction) = components(text), fraction.count <= 9 else { return nil }
+        var nanos: Int64 = 0
+        for k in 0..<9 { nanos = nanos * 10 + (k < fraction.count ? Int64(fraction[k]) : 0) }
+        let (scaled, overflow) = Int64(whole).multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return nil }
+        let (total, overflow2) = scaled.addingReportingOverflow(nanos)
+        guard !overflow2 else { return nil }
+        return LogTimestamp(nanosecondsSince1970: total)
     }
 }

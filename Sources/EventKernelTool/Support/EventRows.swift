@@ -19,8 +19,8 @@ enum EventRows {
     /// An empty listing with the event columns.
     static var listing: Listing { Listing(columns: columns) }
 
-    /// One activity event's row.
-    static func row(_ event: ActivityEvent, position: LogPosition, recordedAt: LogTimestamp, version: UInt64) -> Listing.Row {
+    /// One activity event's row; `metadata` goes into its JSON object as export writes it.
+    static func row(_ event: ActivityEvent, position: LogPosition, recordedAt: LogTimestamp, version: UInt64, metadata: EventMetadata = .none) -> Listing.Row {
         var model: ActivityModel?
         var at: Date?
         switch event {
@@ -33,19 +33,22 @@ enum EventRows {
             .string(event.activityID.uuidString), .optional(model?.type.rawValue), .optional(model.map { ISODate.format($0.startDate) }),
             .optional(model?.endDate.map(ISODate.format)), .optional(at.map(ISODate.format)),
             .string(ActivityJSON.details(event)),
-        ], object: .raw(ActivityJSON.event(event, position: position, recordedAt: recordedAt, version: version)))
+        ], object: .raw(ActivityJSON.event(event, position: position, recordedAt: recordedAt, version: version, metadata: metadata)))
     }
 
     /// The row of an event that is not an activity event (another entity's, or one that no longer
-    /// decodes): its type name stands in the event column, its entity in the id column.
+    /// decodes): its type name stands in the event column, its stream in the id column, its
+    /// decoded data (or why it is not decoded) in the details; its object is its export line.
     static func row(other envelope: EventEnvelope) -> Listing.Row {
-        Listing.Row([
+        let (line, payload) = EntityJSON.line(envelope)
+        let details: String = switch payload {
+        case .none: ""
+        case .binary(let value), .json(_, let value): value.text
+        case .bytes(let reason, _): "(\(envelope.payload.count) bytes, not decoded: \(reason))"
+        }
+        return Listing.Row([
             .uint(envelope.position), .string(ISODate.format(envelope.timestamp)), .uint(envelope.entityVersion),
-            .string(envelope.eventType), .string(envelope.entityID.description), .null, .null, .null, .null, .null,
-        ], object: .object([
-            ("position", .uint(envelope.position)), ("recordedAt", .string(ISODate.format(envelope.timestamp))),
-            ("version", .uint(envelope.entityVersion)), ("eventType", .string(envelope.eventType)),
-            ("entity", .string(envelope.entityID.description)),
-        ]))
+            .string(envelope.eventType), .string(envelope.stream.description), .null, .null, .null, .null, .string(details),
+        ], object: .raw(line))
     }
 }

@@ -15,6 +15,18 @@ protocol StoreOperandLayout {
     static var operandName: String? { get }
     /// The operand's help.
     static var operandHelp: String { get }
+    /// Whether the operand may be left out (`streams [STORE] [TYPE]`): then a single positional
+    /// argument is the store, unless `--dir` (or `--postgres`) gives the store (then it is the operand).
+    static var operandIsOptional: Bool { get }
+    /// Whether an entity type may come before the operand (`history [STORE] [TYPE] ID`): with
+    /// `--dir` (or `--postgres`), two positional arguments are the type and the operand; without it, the store and
+    /// the operand (the command takes a third positional argument for STORE TYPE ID).
+    static var takesTypeBeforeOperand: Bool { get }
+}
+
+extension StoreOperandLayout {
+    static var operandIsOptional: Bool { false }
+    static var takesTypeBeforeOperand: Bool { false }
 }
 
 /// A command whose only positional argument is the store.
@@ -40,20 +52,36 @@ struct StoreArguments<Layout: StoreOperandLayout>: ParsableArguments {
         "The store directory (default: $EVENTKERNEL_STORE, else ./eventkernel-store).", valueName: "D"))
     var dirOption: String?
 
-    /// The store given as a positional argument, if any.
-    var positionalStore: String? {
-        Layout.operandName == nil || second != nil ? first : nil
+    /// Whether the first positional argument is the store, when an option gives the store
+    /// (`storeOption`: `--dir`, or `--postgres` for the read commands) or none does.
+    func firstIsStore(storeOption: Bool) -> Bool {
+        if Layout.takesTypeBeforeOperand && storeOption { return false }
+        return Layout.operandName == nil || second != nil || (Layout.operandIsOptional && !storeOption)
     }
 
-    /// The command's operand (`nil` only for a command that takes none).
-    var operand: String? { Layout.operandName == nil ? nil : second ?? first }
+    private var firstIsStore: Bool { firstIsStore(storeOption: dirOption != nil) }
+
+    /// The entity type before the operand (`history --dir D TYPE ID`), when the layout takes one.
+    func leadingType(storeOption: Bool) -> String? {
+        Layout.takesTypeBeforeOperand && !firstIsStore(storeOption: storeOption) && second != nil ? first : nil
+    }
+
+    /// The store given as a positional argument, if any.
+    func positionalStore(storeOption: Bool) -> String? { firstIsStore(storeOption: storeOption) ? first : nil }
+    var positionalStore: String? { positionalStore(storeOption: dirOption != nil) }
+
+    /// The command's operand (`nil` for a command that takes none, or an optional one left out).
+    func operand(storeOption: Bool) -> String? {
+        Layout.operandName == nil ? nil : firstIsStore(storeOption: storeOption) ? second : second ?? first
+    }
+    var operand: String? { operand(storeOption: dirOption != nil) }
 
     /// The store directory given, either way (`nil`: the default).
     var directory: String? { positionalStore ?? dirOption }
 
     func validate() throws {
         if let name = Layout.operandName {
-            guard operand != nil else { throw ValidationError("Missing expected argument '\(name)'") }
+            guard operand != nil || Layout.operandIsOptional else { throw ValidationError("Missing expected argument '\(name)'") }
         } else if let second {
             throw ValidationError("Unexpected argument '\(second)': the store is the only positional argument")
         }
@@ -66,8 +94,12 @@ struct StoreArguments<Layout: StoreOperandLayout>: ParsableArguments {
         URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL
     }
 
-    var url: URL {
-        guard let directory else { return EventStore.defaultDirectory }
+    var url: URL { url(storeOption: dirOption != nil) }
+
+    /// The store directory, when `storeOption` says whether an option gives the store (with
+    /// `--postgres`, a read command's first argument is a type, never a directory).
+    func url(storeOption: Bool) -> URL {
+        guard let directory = positionalStore(storeOption: storeOption) ?? dirOption else { return EventStore.defaultDirectory }
         return Self.standardized(directory)
     }
 }
@@ -83,22 +115,31 @@ struct ReadableStoreArguments<Layout: StoreOperandLayout>: ParsableArguments {
         "Read the PostgreSQL log at URL (postgres://user@host:port/database?schema=S) instead of a directory.", valueName: "URL"))
     var postgresOption: String?
 
+    /// Whether an option gives the store (`--dir` or `--postgres`): the positional arguments
+    /// are then the operands (see ``StoreOperandLayout``).
+    private var storeOption: Bool { local.dirOption != nil || postgresOption != nil }
+
     /// The PostgreSQL URL, given as `--postgres` or as the store argument.
     var postgresURL: String? {
         if let postgresOption { return postgresOption }
-        if let positional = local.positionalStore, positional.hasPrefix("postgres://") || positional.hasPrefix("postgresql://") {
+        if let positional = local.positionalStore(storeOption: storeOption), positional.hasPrefix("postgres://") || positional.hasPrefix("postgresql://") {
             return positional
         }
         return nil
     }
 
     func validate() throws {
-        if postgresOption != nil && local.directory != nil { throw ValidationError("give a store directory or --postgres, not both") }
+        if postgresOption != nil && (local.positionalStore(storeOption: storeOption) ?? local.dirOption) != nil {
+            throw ValidationError("give a store directory or --postgres, not both")
+        }
         if postgresURL != nil && local.dirOption != nil { throw ValidationError("give --dir or a postgres:// URL, not both") }
     }
 
     /// The command's operand (see ``StoreArguments/operand``).
-    var operand: String? { local.operand }
+    var operand: String? { local.operand(storeOption: storeOption) }
+
+    /// The entity type before the operand (`history --dir D TYPE ID`), when the layout takes one.
+    var leadingType: String? { local.leadingType(storeOption: storeOption) }
 
     #if PostgreSQL
     /// The PostgreSQL log, when one was given.
@@ -108,8 +149,9 @@ struct ReadableStoreArguments<Layout: StoreOperandLayout>: ParsableArguments {
     }
     #endif
 
-    /// The directory (meaningful only without a PostgreSQL log).
-    var url: URL { local.url }
+    /// The directory (meaningful only without a PostgreSQL log; with one, never an operand
+    /// such as `history --postgres URL TYPE ID`'s type).
+    var url: URL { local.url(storeOption: storeOption) }
 
     /// What messages call the store: its directory, or the URL without its password.
     var name: String {

@@ -1,0 +1,175 @@
+package import Foundation
+
+/// A binary entity payload read without its type: the tree of tagged values the format
+/// stores (``BinaryEntityEncoder``), for tools that show or copy events without the
+/// application's code (`eventkernel export`, `history`).
+///
+/// Reading goes through the decoder's own state (tags, key table, limits), so this is not a
+/// second parser of the format; writing goes through ``BinaryEntityEncoder`` (the value is
+/// `Encodable`), so a tree read and written again decodes as the original did.
+package indirect enum BinaryEntityValue: Equatable, Sendable {
+    case null
+    case bool(Bool)
+    /// A signed integer (the `int` tag, zigzag).
+    case int(Int64)
+    /// An unsigned integer (the `uint` tag).
+    case uint(UInt64)
+    case double(Double)
+    case float(Float)
+    case string(String)
+    case uuid(UUID)
+    /// A date: seconds since the reference date (2001-01-01T00:00:00Z), as the format stores it.
+    case date(Date)
+    case data([UInt8])
+    /// A decimal, in either of the format's forms (text or parts).
+    case decimal(Decimal)
+    /// A URL, as its text.
+    case url(String)
+    /// A keyed container: its entries in stored order.
+    case keyed([(key: String, value: BinaryEntityValue)])
+    /// An unkeyed container (also what `Codable` makes of a dictionary with non-string keys).
+    case unkeyed([BinaryEntityValue])
+
+    package static func == (lhs: Self, rhs: Self) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): true
+        case (.bool(let a), .bool(let b)): a == b
+        case (.int(let a), .int(let b)): a == b
+        case (.uint(let a), .uint(let b)): a == b
+        case (.double(let a), .double(let b)): a.bitPattern == b.bitPattern
+        case (.float(let a), .float(let b)): a.bitPattern == b.bitPattern
+        case (.string(let a), .string(let b)): a == b
+        case (.uuid(let a), .uuid(let b)): a == b
+        case (.date(let a), .date(let b)): a.timeIntervalSinceReferenceDate.bitPattern == b.timeIntervalSinceReferenceDate.bitPattern
+        case (.data(let a), .data(let b)): a == b
+        case (.decimal(let a), .decimal(let b)): a.isNaN ? b.isNaN : a == b
+        case (.url(let a), .url(let b)): a == b
+        case (.keyed(let a), .keyed(let b)): a.count == b.count && zip(a, b).allSatisfy { $0.key == $1.key && $0.value == $1.value }
+        case (.unkeyed(let a), .unkeyed(let b)): a == b
+        default: false
+        }
+    }
+
+    /// Reads a binary entity payload (starting with the format's `0xFF`) into its tree.
+    /// - Throws: `DecodingError.dataCorrupted` for bytes that are not a whole, well-formed
+    ///   payload (with the byte offset), as ``BinaryEntityDecoder`` does.
+    package static func decode(_ bytes: [UInt8]) throws -> BinaryEntityValue {
+        guard BinaryEntityFormat.isBinary(bytes) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not a binary entity payload (first byte \(bytes.first.map { String($0, radix: 16) } ?? "none"))"))
+        }
+        let state = BinaryDecodingState(bytes)
+        var offset = 1
+        // The checking pass of the typed decoder: bounds, tags, nesting, and the key table.
+        try state.skip(&offset, depth: 0, register: true)
+        guard offset == bytes.count else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "\(bytes.count - offset) trailing bytes at offset \(offset)"))
+        }
+        offset = 1
+        return try state.untypedValue(&offset)
+    }
+
+    /// The deepest nesting of values the binary format reads (``BinaryDecodingState/skip``).
+    package static let maxDepth = 512
+
+    /// Whether `bytes` start as a binary entity payload does (JSON never starts so).
+    package static func isBinary(_ bytes: [UInt8]) -> Bool { BinaryEntityFormat.isBinary(bytes) }
+
+    /// The payload of this tree: ``BinaryEntityEncoder``'s bytes.
+    /// - Throws: `EncodingError` for a URL whose text is not a URL.
+    package func encoded() throws -> [UInt8] { try BinaryEntityEncoder().encode(self) }
+}
+
+extension BinaryDecodingState {
+    /// Reads the value at `offset` (already checked by `skip`) as a tree, moving past it.
+    /// - Throws: `DecodingError.dataCorrupted` for a keyed container holding a key twice (the
+    ///   typed decoder reads the first, a JSON reader the last: no one answer), or what the
+    ///   decoding helpers throw.
+    func untypedValue(_ offset: inout Int) throws -> BinaryEntityValue {
+        let start = offset
+        let tag = bytes[start]
+        if tag != BinaryEntityFormat.keyed && tag != BinaryEntityFormat.unkeyed {
+            // A scalar's end is where `skip` (the one walker of the format) puts it; its body is
+            // read by the typed decoder's helpers.
+            var end = start
+            try skip(&end, depth: 0, register: false)
+            defer { offset = end }
+            var body = start + 1
+            switch tag {
+            case BinaryEntityFormat.null: return .null
+            case BinaryEntityFormat.false: return .bool(false)
+            case BinaryEntityFormat.true: return .bool(true)
+            case BinaryEntityFormat.int: return .int(try decodeInt(at: start, []))
+            case BinaryEntityFormat.uint: return .uint(try varint(&body))
+            case BinaryEntityFormat.double: return .double(try decodeDouble(at: start, []))
+            case BinaryEntityFormat.float: return .float(Float(try decodeDouble(at: start, [])))
+            case BinaryEntityFormat.date: return .date(try decodeValue(Date.self, at: start, codingPath: []))
+            case BinaryEntityFormat.uuid: return .uuid(try decodeValue(UUID.self, at: start, codingPath: []))
+            case BinaryEntityFormat.string: return .string(try string(&body))
+            case BinaryEntityFormat.url: return .url(try string(&body))
+            case BinaryEntityFormat.data:
+                let n = try length(&body)
+                return .data(Array(bytes[body..<body + n]))
+            case BinaryEntityFormat.decimal, BinaryEntityFormat.decimalParts: return .decimal(try decodeDecimal(at: start, []))
+            default: throw corrupted("unknown tag 0x\(String(tag, radix: 16))", at: start)
+            }
+        }
+        offset += 1
+        if tag == BinaryEntityFormat.keyed {
+            var entries: [(key: String, value: BinaryEntityValue)] = []
+            var seen: Set<String> = []
+            while let key = try keyReference(&offset, register: false) {
+                guard seen.insert(keys[key]).inserted else {
+                    throw corrupted("key \"\(keys[key])\" twice in one keyed container (an encode(to:) wrote it twice; the application's decoder reads the first)", at: start)
+                }
+                entries.append((keys[key], try untypedValue(&offset)))
+            }
+            return .keyed(entries)
+        }
+        var values: [BinaryEntityValue] = []
+        while bytes[offset] != BinaryEntityFormat.end { values.append(try untypedValue(&offset)) }
+        offset += 1
+        return .unkeyed(values)
+    }
+}
+
+extension BinaryEntityValue: Encodable {
+    private struct Key: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(_ name: String) { stringValue = name }
+        init?(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    package func encode(to encoder: any Encoder) throws {
+        switch self {
+        case .keyed(let entries):
+            var container = encoder.container(keyedBy: Key.self)
+            for entry in entries { try container.encode(entry.value, forKey: Key(entry.key)) }
+        case .unkeyed(let values):
+            var container = encoder.unkeyedContainer()
+            for value in values { try container.encode(value) }
+        default:
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .null: try container.encodeNil()
+            case .bool(let v): try container.encode(v)
+            case .int(let v): try container.encode(v)
+            case .uint(let v): try container.encode(v)
+            case .double(let v): try container.encode(v)
+            case .float(let v): try container.encode(v)
+            case .string(let v): try container.encode(v)
+            case .uuid(let v): try container.encode(v)
+            case .date(let v): try container.encode(v)
+            case .data(let v): try container.encode(Data(v))
+            case .decimal(let v): try container.encode(v)
+            case .url(let text):
+                guard let url = URL(string: text) else {
+                    throw EncodingError.invalidValue(text, .init(codingPath: encoder.codingPath, debugDescription: "\"\(text)\" is not a URL"))
+                }
+                try container.encode(url)
+            case .keyed, .unkeyed: break
+            }
+        }
+    }
+}

@@ -1,0 +1,180 @@
+import EventKernel
+import EventLog
+import Foundation
+
+/// `history TYPE ID` for a stream of any entity type: every event, the entity's state after it
+/// (its payload decoded as export decodes it: a generic repository's event holds the whole
+/// entity, and a delete none) and what changed from the state before.
+enum StreamHistory {
+    /// One field-level difference between two decoded states.
+    struct Change: Equatable {
+        enum Kind: String { case added, removed, changed }
+        /// Where: member names and `[index]`s from the entity (`tags[1]`, `owner.name`).
+        var path: String
+        var kind: Kind
+        var from: JSONTree?
+        var to: JSONTree?
+
+        var json: JSONValue {
+            var members: [(String, JSONValue)] = [("path", .string(path)), ("op", .string(kind.rawValue))]
+            if let from { members.append(("from", .raw(from.text))) }
+            if let to { members.append(("to", .raw(to.text))) }
+            return .object(members)
+        }
+
+        var summary: String {
+            let name = path.isEmpty ? "(entity)" : path
+            switch kind {
+            case .added: return "\(name): + \(to?.text ?? "")"
+            case .removed: return "\(name): − \(from?.text ?? "")"
+            case .changed: return "\(name): \(from?.text ?? "") → \(to?.text ?? "")"
+            }
+        }
+    }
+
+    /// The changes from `old` to `new` (`nil`: no state, before an add or after a delete),
+    /// member by member and element by element; a typed value (`{"$date":…}`) is one value.
+    static func diff(_ old: JSONTree?, _ new: JSONTree?, path: String = "") -> [Change] {
+        let empty = JSONTree.object([])
+        switch (old, new) {
+        case (nil, nil): return []
+        case (nil, .some(let n)) where isContainer(n): return diff(empty, n, path: path)
+        case (.some(let o), nil) where isContainer(o): return diff(o, empty, path: path)
+        case (nil, .some(let n)): return [Change(path: path, kind: .added, from: nil, to: n)]
+        case (.some(let o), nil): return [Change(path: path, kind: .removed, from: o, to: nil)]
+        case (.some(let o), .some(let n)):
+            if case .object(let a) = o, case .object(let b) = n, !isTagged(o), !isTagged(n) {
+                var out: [Change] = []
+                for member in b {
+                    let sub = join(path, member.key)
+                    if let before = a.first(where: { $0.key == member.key }) {
+                        out += diff(before.value, member.value, path: sub)
+                    } else {
+                        out.append(Change(path: sub, kind: .added, from: nil, to: member.value))
+                    }
+                }
+                for member in a where !b.contains(where: { $0.key == member.key }) {
+                    out.append(Change(path: join(path, member.key), kind: .removed, from: member.value, to: nil))
+                }
+                return out
+            }
+            if case .array(let a) = o, case .array(let b) = n {
+                var out: [Change] = []
+                for i in 0..<max(a.count, b.count) {
+                    let sub = "\(path)[\(i)]"
+                    if i < a.count && i < b.count { out += diff(a[i], b[i], path: sub) }
+                    else if i < b.count { out.append(Change(path: sub, kind: .added, from: nil, to: b[i])) }
+                    else { out.append(Change(path: sub, kind: .removed, from: a[i], to: nil)) }
+                }
+                return out
+            }
+            return o == n ? [] : [Change(path: path, kind: .changed, from: o, to: n)]
+        }
+    }
+
+    private static func join(_ path: String, _ key: String) -> String { path.isEmpty ? key : path + "." + key }
+
+    private static func isTagged(_ value: JSONTree) -> Bool {
+        guard case .object(let members) = value else { return false }
+        return members.count == 1 && members[0].key.hasPrefix("$")
+    }
+
+    private static func isContainer(_ value: JSONTree) -> Bool {
+        switch value {
+        case .object: !isTagged(value)
+        default: false
+        }
+    }
+
+    static let columns: [Column] = [
+        Column("position", right: true), Column("recordedAt", header: "recorded at"), Column("version", right: true),
+        Column("event"), Column("schemaVersion", inTable: false), Column("codec", inTable: false),
+        Column("state", inTable: false), Column("data", inTable: false), Column("changes", inMachineFormats: false, tableNull: ""),
+    ]
+
+    /// Prints the history of the stream `type`/`id`.
+    /// - Throws: ``ToolError``: exit 1 for a type or an id with no event (naming what there is),
+    ///   what opening and reading the store throw.
+    /// - Parameter idType: Which of a UUID stream and a string stream of the text `id` (`nil`:
+    ///   the UUID one when both exist, with a note).
+    static func print<Layout>(store: ReadableStoreArguments<Layout>, type: String, id: String, idType: StreamsCommand.IDType? = nil, format: OutputFormat) async throws {
+        // The id as typed, and as a UUID when it reads as one: a stream has one of the two.
+        var candidates: [EntityID] = UUID(uuidString: id).map { [.uuid($0), .string(id)] } ?? [.string(id)]
+        if let idType {
+            candidates.removeAll { StreamsCommand.IDType($0) != idType }
+            guard !candidates.isEmpty else { throw ToolError(.badInput, "\"\(id)\" is not a UUID (--id-type uuid)") }
+        }
+        let repository = try await StoreLocation.openReadOnly(store)
+        var events: [EventEnvelope] = []
+        var typeSeen = false
+        var types: Set<String> = []
+        try withToolErrorsSync(store: store.url) {
+            try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
+                types.insert(envelope.stream.entityType)
+                guard envelope.stream.entityType == type else { return true }
+                typeSeen = true
+                if candidates.contains(envelope.entityID) { events.append(envelope) }
+                return true
+            }
+        }
+        guard typeSeen else { throw StreamsCommand.unknownType(type, types: types, store: store.name) }
+        // A UUID-shaped id names the UUID stream when both exist; the string one otherwise.
+        if let first = candidates.first(where: { c in events.contains { $0.entityID == c } }) {
+            if events.contains(where: { $0.entityID != first }) {
+                Output.note("\(type) has both a UUID stream and a string stream \"\(id)\": this is the UUID one; --id-type string gives the other")
+            }
+            events.removeAll { $0.entityID != first }
+        }
+        guard let stream = events.first?.stream else {
+            throw ToolError(.badInput, "no stream \(type)/\(id) in \(store.name) (`eventkernel streams \(store.name) \(type)` lists them)")
+        }
+        var listing = Listing(columns: columns)
+        var previous: JSONTree?
+        var opaque = OpaquePayloads()
+        for envelope in events {
+            let payload = EntityJSON.payload(envelope.payload)
+            // Only a generic repository's event holds the entity's state: any other event's
+            // payload is data (a rename holds the new name, not the entity), never diffed.
+            let repositoryEvent = EntityJSON.isRepositoryEvent(envelope)
+            let state = repositoryEvent ? payload.value : nil
+            let data = repositoryEvent ? nil : payload.value
+            var changes: [Change] = []
+            var note: String?
+            if case .bytes(let reason, let damaged) = payload {
+                opaque.note(envelope, reason: reason, damaged: damaged)
+                note = "(payload not decoded: \(reason))"
+            } else if !repositoryEvent {
+                note = "(not a generic repository's event: data \(data?.text ?? "null"), no state)"
+            } else {
+                changes = diff(previous, state)
+            }
+            let summary = note ?? (changes.isEmpty ? "(no change)" : changes.map(\.summary).joined(separator: "; "))
+            var object: [(String, JSONValue)] = [
+                ("position", .uint(envelope.position)), ("recordedAt", .string(ISODate.format(envelope.timestamp))),
+                ("version", .uint(envelope.entityVersion)), ("event", .string(envelope.eventType)),
+                ("schemaVersion", .int(Int64(envelope.schemaVersion))), ("codec", .string(payload.codec)),
+                ("state", state.map { .raw($0.text) } ?? .null), ("data", data.map { .raw($0.text) } ?? .null),
+            ]
+            if case .bytes(let reason, _) = payload {
+                object += [("base64", .string(Data(envelope.payload).base64EncodedString())), ("reason", .string(reason)), ("changes", .null)]
+            } else if !repositoryEvent {
+                object.append(("changes", .null))
+            } else {
+                object.append(("changes", .array(changes.map(\.json))))
+            }
+            listing.rows.append(Listing.Row([
+                .uint(envelope.position), .string(ISODate.format(envelope.timestamp)), .uint(envelope.entityVersion),
+                .string(envelope.eventType), .int(Int64(envelope.schemaVersion)), .string(payload.codec),
+                state.map { .raw($0.text) } ?? .null, data.map { .raw($0.text) } ?? .null, .string(summary),
+            ], object: .object(object)))
+            // After an undecoded payload the state is unknown: the next diff starts from nothing.
+            previous = note == nil ? state : nil
+        }
+        if format == .table { Swift.print("History of \(stream)") }
+        Output.print(listing, as: format)
+        if format == .table, let last = events.last, EntityJSON.isRepositoryEvent(last), let state = EntityJSON.payload(last.payload).value {
+            Swift.print("State after version \(last.entityVersion): \(state.text)")
+        }
+        opaque.report()
+    }
+}
