@@ -80,6 +80,9 @@ public struct Misuse: Error, Hashable, Sendable, CustomStringConvertible {
         /// that is not a fresh one of the same name, or while another rebuild of it is under way
         /// (``EventStore/rebuild(_:from:progress:)``).
         case invalidRebuild
+        /// ``EventStore/backup(to:options:)`` of a store whose log is not a local directory (an
+        /// in-memory or PostgreSQL log: `eventkernel copy` copies the latter).
+        case backupUnsupported
     }
 
     /// The rule broken.

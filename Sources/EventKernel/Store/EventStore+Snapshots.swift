@@ -70,6 +70,13 @@ extension EventStore {
     /// The anchor of the record at `nextPosition - 1`, for a snapshot covering up to there.
     /// - Throws: ``RepositoryError/storage(_:)`` when it cannot be read.
     func anchor(coveringUpTo nextPosition: LogPosition) throws -> SnapshotAnchor? {
+        try Self.anchor(in: log, coveringUpTo: nextPosition)
+    }
+
+    /// The anchor of the record at `nextPosition - 1` of `log` (a backup judges snapshots
+    /// against a log no store is open on).
+    /// - Throws: ``RepositoryError/storage(_:)`` when it cannot be read.
+    static func anchor(in log: any RecordLog, coveringUpTo nextPosition: LogPosition) throws -> SnapshotAnchor? {
         guard nextPosition > 0 else { return nil }
         var found: SnapshotAnchor?
         try Self.readingRecords {

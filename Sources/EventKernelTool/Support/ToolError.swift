@@ -50,6 +50,8 @@ struct ToolError: Error, CustomStringConvertible {
                 return ToolError(.badInput, error.description)
             case .unavailable:
                 return ToolError(.storeUnavailable, error.description)
+            case .backupMismatch:
+                return ToolError(.badInput, error.description)
             default:
                 return ToolError(.io, error.description)
             }

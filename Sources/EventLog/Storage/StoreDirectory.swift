@@ -84,9 +84,12 @@ package enum StoreDirectory {
     ///   - temporaryName: The temporary file's name in `directory`; default `name + ".tmp"`.
     ///     Writers that may overlap on one `name` give each write its own.
     ///   - io: The system-call layer.
+    ///   - synchronizingDirectory: Sync the directory after the rename (a caller writing many
+    ///     files, a backup, syncs it once after the last).
     /// - Throws: ``LogError`` naming the file that failed; the temporary file is removed.
     package static func writeAtomically(
-        _ bytes: [UInt8], directory: String, name: String, temporaryName: String? = nil, io: any LogFileIO
+        _ bytes: [UInt8], directory: String, name: String, temporaryName: String? = nil, io: any LogFileIO,
+        synchronizingDirectory: Bool = true
     ) throws(LogError) {
         let temporary = directory + "/" + (temporaryName ?? name + ".tmp")
         let final = directory + "/" + name
@@ -105,7 +108,7 @@ package enum StoreDirectory {
             unlink(temporary)
             throw error
         }
-        try synchronize(directory, io: io)
+        if synchronizingDirectory { try synchronize(directory, io: io) }
     }
 
     /// Removes a file (or a symbolic link, never what it points to); a missing one is not an error.

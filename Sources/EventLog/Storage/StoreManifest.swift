@@ -89,6 +89,7 @@ struct StoreManifest: Hashable, Sendable {
     static func isStoreOwnedOrIgnorable(_ name: String) -> Bool {
         name == fileName || name == fileName + ".tmp" || name == DirectoryLock.fileName || name == RecoveredFiles.directoryName
             || name == "snapshots" || name == ConsumerFiles.directoryName || name.hasPrefix(".")
+            || name == BackupManifest.fileName || name == BackupManifest.partialFileName
     }
 
     /// Makes sure `directory` is a store, for a writer: reads its manifest, adds one to a store

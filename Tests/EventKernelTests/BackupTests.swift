@@ -1,0 +1,296 @@
+import EventKernel
+@testable import EventLog
+import EventKernelTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// Online, incremental backups (issue 28, items 1 and 2): consistent at one position while a
+/// writer goes on, checked and synced, incremental into an earlier backup of the same store,
+/// refusing another store's or another history's, never trusting a backup cut short.
+@Suite struct BackupTests {
+    /// Small segments: a few hundred events seal several of them.
+    static let configuration = SegmentedLog.Configuration(segmentSize: 16 << 10)
+
+    /// 48 bytes that do not compress: segments fill and seal after a few hundred events.
+    static func noise(_ i: Int) -> [UInt8] {
+        var random = SplitMix64(seed: UInt64(i))
+        return (0..<6).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
+    }
+
+    static func events(_ first: Int, _ count: Int) -> [PendingEvent] {
+        (first..<first + count).map { i in
+            PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1, stream: StreamID("Counted", .string("c\(i % 37)")),
+                                      payload: Array("event \(i) ".utf8) + noise(i)))
+        }
+    }
+
+    /// A store at `directory` holding `count` events (appended 10 at a time), closed.
+    static func makeStore(_ directory: URL, count: Int, from first: Int = 0) async throws {
+        let store = try EventStore.open(at: directory, log: configuration, snapshotPolicy: .never)
+        for start in stride(from: first, to: first + count, by: 10) { try await store.append(events(start, 10)) }
+        try await store.close()
+    }
+
+    /// Every record below `end` as (position, timestamp, payload).
+    static func records(_ directory: URL, below end: LogPosition? = nil) throws -> [(LogPosition, LogTimestamp, [UInt8])] {
+        let log = try SegmentedLog.openReadOnly(at: directory)
+        var found: [(LogPosition, LogTimestamp, [UInt8])] = []
+        let last = (end ?? log.bounds.nextPosition)
+        if last > 0 {
+            try log.forEachRecord(from: 0, through: last - 1) { record in
+                found.append((record.position, record.timestamp, Array(record.payload)))
+                return true
+            }
+        }
+        return found
+    }
+
+    static func expectSameRecords(_ backup: URL, _ source: URL, below end: LogPosition) throws {
+        let copied = try records(backup)
+        let original = try records(source, below: end)
+        #expect(copied.count == Int(end))
+        #expect(copied.count == original.count)
+        for (a, b) in zip(copied, original) where a != b {
+            Issue.record("the backup's record \(a.0) differs from the source's")
+            break
+        }
+    }
+
+    static func logError(_ error: any Error) -> LogError? {
+        if let error = error as? LogError { return error }
+        if case .storage(let failure) = error as? RepositoryError { return failure.logError }
+        return nil
+    }
+
+    /// Backs up while a task appends without pause: the backup's first write waits until the
+    /// writer has made 20 more appends, which it could not if the backup held the log's lock.
+    @Test func backupWhileAWriterAppendsHoldsExactlyItsPrefix() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 400)
+        let store = try EventStore.open(at: source, log: Self.configuration, snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: true))
+        try await store.writeSnapshots()
+        let appends = Atomic<Int>(0)
+        let stop = Atomic<Bool>(false)
+        let writer = Task {
+            var i = 400
+            while !stop.load(ordering: .relaxed) {
+                try await store.append(Self.events(i, 5))
+                i += 5
+                appends.add(1, ordering: .relaxed)
+            }
+        }
+        while appends.load(ordering: .relaxed) < 5 { try await Task.sleep(for: .milliseconds(1)) }
+        let gate = WaitingFileIO { appends.load(ordering: .relaxed) }
+        let report = try await Task.detached {
+            try store.backup(to: destination, options: BackupOptions(fileIO: gate))
+        }.value
+        stop.store(true, ordering: .relaxed)
+        try await writer.value
+        #expect(gate.waitedFor, "the writer made no append while the backup copied: it was blocked")
+        try await store.close()
+
+        let position = report.manifest.nextPosition
+        #expect(position >= 400)
+        #expect(!report.incremental)
+        #expect(report.manifest.files.contains { $0.name.hasPrefix("snapshots/") })
+        let verification = try SegmentedLog.verify(at: destination)
+        #expect(verification.isIntact, "\(verification.problems)")
+        try Self.expectSameRecords(destination, source, below: position)
+        #expect(try Self.records(source).count > Int(position), "the writer appended past the backup's position")
+        // The backup is a store: it opens (as a writer too) and holds its manifest's position.
+        let reopened = try EventStore.open(at: destination, snapshotPolicy: .never)
+        #expect(reopened.nextPosition == position)
+        try await reopened.close()
+    }
+
+    @Test func incrementalBackupWritesOnlyNewAndChangedFiles() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 600)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(!first.incremental)
+        let sealed = first.manifest.files.filter { $0.name.hasSuffix(".idx") }.map { $0.name.replacingOccurrences(of: ".idx", with: ".log") }
+        #expect(sealed.count >= 2, "the test needs sealed segments")
+
+        // Nothing new: nothing written.
+        let again = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(again.incremental)
+        #expect(again.copiedFiles.isEmpty)
+        #expect(again.copiedBytes == 0)
+
+        try await Self.makeStore(source, count: 50, from: 600)
+        let second = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(second.incremental)
+        // The sealed segments of the first backup are not written again.
+        for name in sealed { #expect(second.unchangedFiles.contains(name), "\(name) was written again") }
+        #expect(second.copiedBytes < first.copiedBytes / 2)
+        let newBytes = second.manifest.files.filter { second.copiedFiles.contains($0.name) }.reduce(0) { $0 + $1.size }
+        #expect(newBytes == second.copiedBytes)
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+        try Self.expectSameRecords(destination, source, below: 650)
+    }
+
+    /// A sealed segment whose bytes differ from what the manifest recorded (as a compaction
+    /// that rewrites a segment would make) is written again, not trusted by its name.
+    @Test func aFileChangedUnderTheSameNameIsCopiedAgain() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        _ = try await EventStore.backup(storeAt: source, to: destination)
+        // The backup's copy of the first segment is damaged: same name, same size, other bytes.
+        let name = "00000000000000000000.log"
+        try flipBit(in: destination.appending(path: name).path, at: 100)
+        var manifest = try #require(try BackupManifest.read(in: destination))
+        // Make the manifest describe the damaged copy, as a store that rewrote its segment
+        // would look from the backup's side: the source's CRC now differs from it.
+        let index = try #require(manifest.files.firstIndex { $0.name == name })
+        manifest.files[index].crc32c ^= 1
+        try StoreDirectory.writeAtomically(try manifest.encoded(), directory: destination.path, name: BackupManifest.fileName, io: PosixFileIO())
+        let report = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(report.copiedFiles.contains(name))
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+    }
+
+    @Test func refusesAnotherStoresBackupUnlessRestart() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let one = scratch.file("one"), two = scratch.file("two"), destination = scratch.file("backup")
+        try await Self.makeStore(one, count: 100)
+        try await Self.makeStore(two, count: 120)
+        let first = try await EventStore.backup(storeAt: one, to: destination)
+        await #expect { try await EventStore.backup(storeAt: two, to: destination) } throws: { error in
+            Self.logError(error)?.code == .backupMismatch && "\(error)".contains("another store")
+        }
+        // Refused: the earlier backup is untouched and complete.
+        #expect(try BackupManifest.read(in: destination) == first.manifest)
+        let restarted = try await EventStore.backup(storeAt: two, to: destination, options: BackupOptions(restart: true))
+        #expect(!restarted.incremental)
+        #expect(restarted.manifest.nextPosition == 120)
+        #expect(restarted.manifest.storeIdentity != first.manifest.storeIdentity)
+        try Self.expectSameRecords(destination, two, below: 120)
+    }
+
+    @Test func refusesABackupOfAnotherHistoryEpoch() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 100)
+        _ = try await EventStore.backup(storeAt: source, to: destination)
+        _ = try SegmentedLog.startNewHistoryEpoch(at: source)
+        await #expect { try await EventStore.backup(storeAt: source, to: destination) } throws: { error in
+            Self.logError(error)?.code == .backupMismatch && "\(error)".contains("epoch")
+        }
+        let restarted = try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(restart: true))
+        #expect(restarted.manifest.historyEpoch == 1)
+    }
+
+    @Test func refusesADirectoryThatIsNotABackup() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 10)
+        try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: true)
+        try Data("mine".utf8).write(to: destination.appending(path: "notes.txt"))
+        for restart in [false, true] {
+            await #expect { try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(restart: restart)) } throws: { error in
+                Self.logError(error)?.code == .backupMismatch && "\(error)".contains("notes.txt")
+            }
+        }
+        #expect(FileManager.default.fileExists(atPath: destination.appending(path: "notes.txt").path))
+    }
+
+    /// A backup cut short (a write fails midway, as a crash would stop it) leaves no manifest;
+    /// the next backup into the directory trusts nothing there and writes every file.
+    @Test func aBackupCutShortLeavesNoManifestAndIsRedoneWhole() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        _ = try await EventStore.backup(storeAt: source, to: destination)
+        try await Self.makeStore(source, count: 300, from: 300)
+        await #expect(throws: (any Error).self) {
+            try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: FailingFileIO(failAfter: 1)))
+        }
+        #expect(try BackupManifest.read(in: destination) == nil)
+        #expect(FileManager.default.fileExists(atPath: destination.appending(path: BackupManifest.partialFileName).path))
+        let resumed = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(!resumed.incremental)
+        #expect(resumed.unchangedFiles.isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: destination.appending(path: BackupManifest.partialFileName).path))
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+        try Self.expectSameRecords(destination, source, below: 600)
+    }
+
+    /// A damaged batch in the source stops the backup with its file and offset; no manifest.
+    @Test func aChecksumMismatchInTheSourceIsReportedWithFileAndOffset() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        let segment = source.appending(path: "00000000000000000000.log").path
+        // Past the segment header and the first batch header: inside the first payload.
+        try flipBit(in: segment, at: 32 + 64 + 5)
+        await #expect { try await EventStore.backup(storeAt: source, to: destination) } throws: { error in
+            guard let error = Self.logError(error) else { return false }
+            return error.code == .corruption && error.file == segment && error.offset == 32 && error.position == 0
+        }
+        #expect(try BackupManifest.read(in: destination) == nil)
+    }
+
+    @Test func aDestinationThatCannotBeCreatedIsAnIOError() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store")
+        try await Self.makeStore(source, count: 10)
+        try Data("x".utf8).write(to: scratch.file("file"))
+        await #expect { try await EventStore.backup(storeAt: source, to: scratch.file("file").appending(path: "backup")) } throws: { error in
+            Self.logError(error)?.code == .io
+        }
+    }
+
+    @Test func anInMemoryStoreCannotBeBackedUp() async throws {
+        let store = try EventStore.inMemory()
+        #expect(throws: RepositoryError.misuse(Misuse(.backupUnsupported, ""))) {
+            do { _ = try store.backup(to: TemporaryDirectory("backup").url) } catch RepositoryError.misuse(let misuse) {
+                throw RepositoryError.misuse(Misuse(misuse.code, ""))
+            }
+        }
+    }
+}
+
+/// The real system calls; its first write waits (up to 10 s) until `progress` has grown by 20.
+final class WaitingFileIO: LogFileIO, Sendable {
+    private let progress: @Sendable () -> Int
+    private let state = Mutex<(waited: Bool, done: Bool)>((false, false))
+    init(_ progress: @escaping @Sendable () -> Int) { self.progress = progress }
+    var waitedFor: Bool { state.withLock { $0.waited } }
+
+    func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, descriptor: Int32, path: String) throws(LogError) -> Int {
+        if !state.withLock({ $0.done }) {
+            state.withLock { $0.done = true }
+            let start = progress()
+            let deadline = ContinuousClock.now + .seconds(10)
+            while progress() < start + 20 && ContinuousClock.now < deadline { usleep(1_000) }
+            state.withLock { $0.waited = progress() >= start + 20 }
+        }
+        return try PosixFileIO().write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
+    }
+    func synchronizeData(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronizeData(descriptor: descriptor, path: path) }
+    func synchronize(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronize(descriptor: descriptor, path: path) }
+    func preallocate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().preallocate(descriptor: descriptor, path: path, length: length) }
+    func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().truncate(descriptor: descriptor, path: path, length: length) }
+}
+
+/// The real system calls, but every write after the first `failAfter` fails (ENOSPC).
+final class FailingFileIO: LogFileIO, Sendable {
+    private let writes = Atomic<Int>(0)
+    private let failAfter: Int
+    init(failAfter: Int) { self.failAfter = failAfter }
+
+    func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, descriptor: Int32, path: String) throws(LogError) -> Int {
+        if writes.add(1, ordering: .relaxed).newValue > failAfter {
+            throw LogError(.io, "injected write failure", file: path, offset: offset, systemErrorNumber: ENOSPC)
+        }
+        return try PosixFileIO().write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
+    }
+    func synchronizeData(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronizeData(descriptor: descriptor, path: path) }
+    func synchronize(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronize(descriptor: descriptor, path: path) }
+    func preallocate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().preallocate(descriptor: descriptor, path: path, length: length) }
+    func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().truncate(descriptor: descriptor, path: path, length: length) }
+}
