@@ -153,6 +153,26 @@ import Testing
         #expect(try SegmentedLog.verify(at: destination).isIntact)
     }
 
+    /// With `link`, sealed segments and their indexes share the source's inode; the active
+    /// segment is copied.
+    @Test func linkHardLinksSealedFiles() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 600)
+        let report = try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(link: true))
+        let sealed = report.manifest.files.filter { $0.name.hasSuffix(".idx") }.count
+        #expect(sealed >= 2)
+        #expect(report.linkedFiles.count == 2 * sealed)
+        for name in report.linkedFiles {
+            let a = try FileManager.default.attributesOfItem(atPath: source.appending(path: name).path)
+            let b = try FileManager.default.attributesOfItem(atPath: destination.appending(path: name).path)
+            #expect(a[.systemFileNumber] as? Int == b[.systemFileNumber] as? Int)
+        }
+        let active = try #require(report.manifest.files.filter { $0.name.hasSuffix(".log") }.map(\.name).max())
+        #expect(report.copiedFiles.contains(active))
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+    }
+
     @Test func refusesAnotherStoresBackupUnlessRestart() async throws {
         let scratch = TemporaryDirectory("backup")
         let one = scratch.file("one"), two = scratch.file("two"), destination = scratch.file("backup")
