@@ -1,5 +1,8 @@
 import EventLog
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Testing
 import EventKernelTestSupport
 
@@ -75,5 +78,53 @@ struct BackupCLITests {
         #expect(try run("backup", "--dir", store).status == 1)
         #expect(try run("backup", store, temp.file("a").path, "--to", temp.file("b").path).status == 1)
         #expect(try run("backup", temp.file("missing").path, temp.file("b").path).status == 2)
+    }
+}
+
+/// SIGKILL of `eventkernel backup` at random instants (issue 28's bar): the directory is then
+/// either a complete backup (its manifest lists exactly the files there, and it verifies) or
+/// holds no manifest; the next backup completes it.
+@Suite("eventkernel backup killed")
+struct BackupKillTests {
+    static func checkNoFalseManifest(_ backup: URL) throws {
+        guard let manifest = try BackupManifest.read(in: backup) else { return }
+        for file in manifest.files {
+            let attributes = try FileManager.default.attributesOfItem(atPath: backup.appending(path: file.name).path)
+            #expect((attributes[.size] as? Int).map(Int64.init) == file.size, "\(file.name)")
+        }
+        let verify = try run("verify", backup.path)
+        #expect(verify.status == 0, "a manifest claims a backup that does not verify: \(verify.stdout)\(verify.stderr)")
+    }
+
+    @Test func killedBackupsLeaveEitherACompleteBackupOrNoManifest() throws {
+        let temp = TemporaryDirectory()
+        let store = temp.file("demo").path
+        #expect(try run("demo", "--dir", store, "--activities", "20000", "--repetitions", "20").status == 0)
+        let probe = temp.file("probe")
+        let started = ContinuousClock.now
+        #expect(try run("backup", store, probe.path).status == 0)
+        let full = ContinuousClock.now - started
+        var random = SplitMix64(seed: 28)
+        var killedMidway = 0
+        for round in 0..<8 {
+            let backup = temp.file("backup\(round % 2)")
+            let out = temp.file("out\(round)"), err = temp.file("err\(round)")
+            let process = try makeProcess(["backup", store, backup.path, "--restart"], stdout: out, stderr: err)
+            try process.run()
+            let delay = Double(random.next() % 1_000) / 1_000 * (full / .milliseconds(1))
+            usleep(UInt32(delay * 1_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
+            try Self.checkNoFalseManifest(backup)
+        }
+        // Whatever the kills left, a backup into the same directories completes and verifies.
+        for directory in ["backup0", "backup1"] {
+            let result = try run("backup", store, temp.file(directory).path, "--restart")
+            #expect(result.status == 0, "\(result.stderr)")
+            try Self.checkNoFalseManifest(temp.file(directory))
+            #expect(try BackupManifest.read(in: temp.file(directory)) != nil)
+        }
+        #expect(killedMidway > 0, "no kill landed while a backup ran")
     }
 }
