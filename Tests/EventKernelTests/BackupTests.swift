@@ -264,6 +264,62 @@ import Testing
         }
     }
 
+    /// Restore (issue 28, item 4): at the end the backup's files (snapshots too); at a
+    /// position or a recording time the log cut there; the result verifies and opens.
+    @Test func restoreAtTheEndAtAPositionAndAtATime() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), backup = scratch.file("backup")
+        try await Self.makeStore(source, count: 500)
+        let store = try EventStore.open(at: source, log: Self.configuration, snapshotPolicy: .never)
+        try await store.writeSnapshots()
+        try await store.close()
+        _ = try await EventStore.backup(storeAt: source, to: backup)
+
+        let whole = scratch.file("whole")
+        #expect(try await EventStore.restore(from: backup, to: whole) == 500)
+        #expect(try SegmentedLog.verify(at: whole).isIntact)
+        #expect(FileManager.default.fileExists(atPath: whole.appending(path: "snapshots").path))
+        #expect(!FileManager.default.fileExists(atPath: whole.appending(path: BackupManifest.fileName).path))
+        try Self.expectSameRecords(whole, source, below: 500)
+
+        let cut = scratch.file("cut")
+        #expect(try await EventStore.restore(from: backup, to: cut, at: .position(237)) == 237)
+        #expect(try SegmentedLog.verify(at: cut).isIntact)
+        try Self.expectSameRecords(cut, source, below: 237)
+        let reopened = try EventStore.open(at: cut, snapshotPolicy: .never)
+        #expect(reopened.nextPosition == 237)
+        try await reopened.close()
+
+        let records = try Self.records(source)
+        let limit = records[321].1
+        let expected = LogPosition(records.lastIndex { $0.1 <= limit }! + 1)
+        let timed = scratch.file("timed")
+        #expect(try await EventStore.restore(from: backup, to: timed, at: .recordedAtOrBefore(limit)) == expected)
+        try Self.expectSameRecords(timed, source, below: expected)
+    }
+
+    @Test func restoreRefusesWhatIsNotACompleteIntactBackup() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), backup = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        // Not a backup: a store.
+        await #expect { try await EventStore.restore(from: source, to: scratch.file("a")) } throws: { error in
+            Self.logError(error)?.code == .backupMismatch
+        }
+        _ = try await EventStore.backup(storeAt: source, to: backup)
+        await #expect { try await EventStore.restore(from: backup, to: scratch.file("b"), at: .position(301)) } throws: { error in
+            Self.logError(error)?.code == .invalidArgument
+        }
+        await #expect { try await EventStore.restore(from: backup, to: source) } throws: { error in
+            Self.logError(error)?.code == .invalidArgument && "\(error)".contains("not empty")
+        }
+        let damaged = backup.appending(path: "00000000000000000000.log").path
+        try flipBit(in: damaged, at: 200)
+        await #expect { try await EventStore.restore(from: backup, to: scratch.file("c")) } throws: { error in
+            Self.logError(error)?.code == .corruption && Self.logError(error)?.file == damaged
+        }
+    }
+
     @Test func anInMemoryStoreCannotBeBackedUp() async throws {
         let store = try EventStore.inMemory()
         #expect(throws: RepositoryError.misuse(Misuse(.backupUnsupported, ""))) {

@@ -72,6 +72,29 @@ struct BackupCLITests {
         #expect(!FileManager.default.fileExists(atPath: temp.file("backup").appending(path: BackupManifest.fileName).path))
     }
 
+    @Test func restoreAtTheEndAndAtAPosition() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.demo(temp)
+        let backup = temp.file("backup").path
+        #expect(try run("backup", store, backup).status == 0)
+        let whole = temp.file("whole").path
+        let restored = try run("restore", backup, whole, "--json")
+        #expect(restored.status == 0, "\(restored.stderr)")
+        #expect(try run("verify", whole).status == 0)
+        #expect(try run("export", whole).stdout == (try run("export", store).stdout))
+
+        let cut = temp.file("cut").path
+        #expect(try run("restore", backup, "--to", cut, "--position", "100").status == 0)
+        #expect(try run("verify", cut).status == 0)
+        let inspect = try run("inspect", cut, "--json")
+        #expect(inspect.stdout.contains("\"events\" : 100") || inspect.stdout.contains("\"events\":100"), "\(inspect.stdout)")
+
+        #expect(try run("restore", backup, whole).status == 1, "a destination that is not empty")
+        #expect(try run("restore", store, temp.file("x").path).status == 1, "not a backup")
+        try flipBit(in: backup + "/eventkernel.store", at: 3)
+        #expect(try run("restore", backup, temp.file("y").path).status == 3, "a backup file that does not match its manifest")
+    }
+
     @Test func usageErrors() throws {
         let temp = TemporaryDirectory()
         let store = try Self.demo(temp)
