@@ -95,6 +95,31 @@ struct BackupCLITests {
         #expect(try run("restore", backup, temp.file("y").path).status == 3, "a backup file that does not match its manifest")
     }
 
+    @Test func backupsListShowsEachGenerationAndWhetherItVerifies() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.demo(temp)
+        let generations = temp.file("generations")
+        #expect(try run("backup", store, generations.appending(path: "one").path).status == 0)
+        #expect(try run("backup", store, generations.appending(path: "two").path).status == 0)
+        let listed = try run("backups", "list", generations.path, "--format", "json")
+        #expect(listed.status == 0, "\(listed.stderr)")
+        let rows = try #require(try jsonObject(listed.stdout) as? [[String: Any]])
+        #expect(rows.count == 2)
+        #expect(rows.allSatisfy { $0["state"] as? String == "complete" && $0["verified"] as? String == "yes" })
+        #expect(rows.allSatisfy { ($0["position"] as? Int ?? 0) > 0 && ($0["bytes"] as? Int ?? 0) > 0 })
+
+        // A damaged file, and a backup cut short: listed, and exit 3.
+        try flipBit(in: generations.appending(path: "two/eventkernel.store").path, at: 2)
+        try FileManager.default.createDirectory(at: generations.appending(path: "three"), withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: generations.appending(path: "three/\(BackupManifest.partialFileName)").path, contents: nil)
+        let damaged = try run("backups", "list", generations.path, "--format", "json")
+        #expect(damaged.status == 3)
+        let states = try #require(try jsonObject(damaged.stdout) as? [[String: Any]]).map { $0["state"] as? String }
+        #expect(states == ["complete", "incomplete", "damaged"])
+        // Without verifying, the damage is not seen; the incomplete backup still is.
+        #expect(try run("backups", "list", generations.appending(path: "two").path, "--no-verify").status == 0)
+    }
+
     @Test func usageErrors() throws {
         let temp = TemporaryDirectory()
         let store = try Self.demo(temp)
