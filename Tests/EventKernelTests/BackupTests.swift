@@ -204,6 +204,23 @@ import Testing
         #expect(restarted.manifest.historyEpoch == 1)
     }
 
+    /// A manifest that does not decode is never trusted: refused, and `restart` writes every file.
+    @Test func aDamagedManifestIsRefusedAndRestartWritesEverything() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        try Data("{\"format\": 1".utf8).write(to: destination.appending(path: BackupManifest.fileName))
+        await #expect { try await EventStore.backup(storeAt: source, to: destination) } throws: { error in
+            Self.logError(error)?.code == .backupMismatch && "\(error)".contains("damaged backup manifest")
+        }
+        let restarted = try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(restart: true))
+        #expect(!restarted.incremental)
+        #expect(restarted.unchangedFiles.isEmpty)
+        #expect(Set(restarted.copiedFiles) == Set(first.manifest.files.map(\.name)))
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+    }
+
     @Test func refusesADirectoryThatIsNotABackup() async throws {
         let scratch = TemporaryDirectory("backup")
         let source = scratch.file("store"), destination = scratch.file("backup")

@@ -85,8 +85,10 @@ public struct BackupOptions: Sendable {
     /// destination is on the same filesystem (else they are copied). Sealed files are never
     /// written again, so a link shares immutable bytes.
     public var link: Bool
-    /// Start over: a destination holding another store's (or another history's) backup, or a
-    /// damaged manifest, is emptied of its backup files instead of refused.
+    /// Start over: nothing in the destination is trusted, every file is written again and the
+    /// files of the backup there that the new one does not hold are removed. A destination
+    /// holding another store's (or another history's) backup, or a damaged manifest, is then
+    /// taken over instead of refused; one holding files that are not a backup's still is refused.
     public var restart: Bool
     /// The system-call layer for the backup's writes and syncs (fault injection in tests).
     public var fileIO: any LogFileIO

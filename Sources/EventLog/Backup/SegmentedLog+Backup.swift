@@ -145,34 +145,30 @@ extension SegmentedLog {
     ) throws(LogError) -> BackupManifest? {
         let dest = destination.path
         let names = try StoreDirectory.list(dest)
+        let foreign = names.filter { !isBackupOwned($0) }.sorted()
+        if options.restart {
+            // Starting over: nothing there is trusted (every file is written again, then the
+            // old backup's other files removed); files that are not a backup's are never removed.
+            guard foreign.isEmpty else {
+                throw LogError(.backupMismatch, "\(dest) holds files that are not a backup's (\(foreign.prefix(3).joined(separator: ", "))): not removed; back up into another directory", file: dest)
+            }
+            return nil
+        }
         let manifest: BackupManifest?
-        let refusal: String?
-        do throws(LogError) {
-            manifest = try BackupManifest.read(in: destination)
-            refusal = manifest.flatMap { Self.mismatch(of: $0, identity: identity, epoch: epoch, segments: segments) }
-        } catch where !options.restart {
+        do throws(LogError) { manifest = try BackupManifest.read(in: destination) } catch {
             throw LogError(.backupMismatch, "\(dest) holds a damaged backup manifest (\(error)): back up with --restart to start over",
                            file: error.file, offset: error.offset)
-        } catch {
-            manifest = nil
-            refusal = "its manifest is damaged"
         }
-        if let manifest, refusal == nil { return manifest }
-        let foreign = names.filter { !isBackupOwned($0) }.sorted()
-        if manifest == nil && refusal == nil {
-            if names.contains(BackupManifest.partialFileName) || names.isEmpty { return nil }
-            guard foreign.isEmpty, options.restart else {
-                let shown = (foreign.isEmpty ? names.sorted() : foreign).prefix(3).joined(separator: ", ")
-                throw LogError(.backupMismatch, "\(dest) is not empty and holds no backup (\(shown)): back up into a new directory\(foreign.isEmpty ? " or use --restart" : "")", file: dest)
+        if let manifest {
+            if let refusal = Self.mismatch(of: manifest, identity: identity, epoch: epoch, segments: segments) {
+                throw LogError(.backupMismatch, "\(dest) holds a backup that cannot be continued: \(refusal) (back up with --restart to start over, or into another directory)", file: dest)
             }
-        } else if !options.restart {
-            throw LogError(.backupMismatch, "\(dest) holds a backup that cannot be continued: \(refusal ?? "") (back up with --restart to start over, or into another directory)", file: dest)
+            return manifest
         }
-        guard foreign.isEmpty else {
-            throw LogError(.backupMismatch, "\(dest) holds files that are not a backup's (\(foreign.prefix(3).joined(separator: ", "))): not removed; back up into another directory", file: dest)
-        }
-        // Starting over: nothing there is kept (the files are written again, then stale ones removed).
-        return nil
+        // No manifest: a backup cut short is redone whole; anything else is not ours to fill.
+        if names.contains(BackupManifest.partialFileName) || names.isEmpty { return nil }
+        let shown = (foreign.isEmpty ? names.sorted() : foreign).prefix(3).joined(separator: ", ")
+        throw LogError(.backupMismatch, "\(dest) is not empty and holds no backup (\(shown)): back up into a new directory\(foreign.isEmpty ? " or use --restart" : "")", file: dest)
     }
 
     /// Why a backup cannot be continued from this log, or `nil` when it can.
