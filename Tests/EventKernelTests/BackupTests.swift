@@ -83,9 +83,7 @@ import Testing
         }
         while appends.load(ordering: .relaxed) < 5 { try await Task.sleep(for: .milliseconds(1)) }
         let gate = WaitingFileIO { appends.load(ordering: .relaxed) }
-        let report = try await Task.detached {
-            try store.backup(to: destination, options: BackupOptions(fileIO: gate))
-        }.value
+        let report = try await store.backup(to: destination, options: BackupOptions(fileIO: gate))
         stop.store(true, ordering: .relaxed)
         try await writer.value
         #expect(gate.waitedFor, "the writer made no append while the backup copied: it was blocked")
@@ -339,8 +337,8 @@ import Testing
 
     @Test func anInMemoryStoreCannotBeBackedUp() async throws {
         let store = try EventStore.inMemory()
-        #expect(throws: RepositoryError.misuse(Misuse(.backupUnsupported, ""))) {
-            do { _ = try store.backup(to: TemporaryDirectory("backup").url) } catch RepositoryError.misuse(let misuse) {
+        await #expect(throws: RepositoryError.misuse(Misuse(.backupUnsupported, ""))) {
+            do { _ = try await store.backup(to: TemporaryDirectory("backup").url) } catch RepositoryError.misuse(let misuse) {
                 throw RepositoryError.misuse(Misuse(misuse.code, ""))
             }
         }

@@ -10,7 +10,8 @@ extension EventStore {
     /// appends after it are in the next backup), the newest snapshot of each projection that
     /// covers no more than that and is bound to this log, and the store file. It is itself a
     /// store: `eventkernel verify` passes on it, and it opens. Into a directory that holds an
-    /// earlier backup of this store and history, only new or changed files are written.
+    /// earlier backup of this store and history, only new or changed files are written. The
+    /// copying runs on a thread of its own, not the caller's.
     /// - Parameters:
     ///   - destination: The backup directory (created when missing).
     ///   - options: Hard links for sealed segments, starting over, the system-call layer.
@@ -20,12 +21,17 @@ extension EventStore {
     ///   ``LogError`` of ``SegmentedLog/backup(to:options:extraFiles:)`` (a destination that
     ///   belongs to another store or history, damage met on the way with its file and offset,
     ///   an I/O failure); the destination then holds no manifest.
-    public func backup(to destination: URL, options: BackupOptions = BackupOptions()) throws -> BackupReport {
+    public func backup(to destination: URL, options: BackupOptions = BackupOptions()) async throws -> BackupReport {
         guard let segmented = log as? SegmentedLog else {
             throw RepositoryError.misuse(Misuse(.backupUnsupported,
                 "the store's log is not a local directory: back up the PostgreSQL database with its own tools, or `eventkernel copy` it to a directory"))
         }
-        return try Self.backup(segmented, snapshots: snapshots?.url, to: destination, options: options)
+        let snapshots = snapshots?.url
+        // Blocking file I/O for as long as the copy takes: off the cooperative threads the
+        // store's own tasks run on.
+        return try await Task.detached {
+            try Self.backup(segmented, snapshots: snapshots, to: destination, options: options)
+        }.value
     }
 
     /// Backs up the store at `source` from a read-only view of it: the writer (another
@@ -42,7 +48,8 @@ extension EventStore {
         do { log = try SegmentedLog.openReadOnly(at: source) } catch let error as LogError {
             throw RepositoryError.storage(StorageFailure(error))
         }
-        let result = Result { try backup(log, snapshots: source.appending(path: "snapshots", directoryHint: .isDirectory), to: destination, options: options) }
+        let snapshots = source.appending(path: "snapshots", directoryHint: .isDirectory)
+        let result = await Task.detached { Result { try backup(log, snapshots: snapshots, to: destination, options: options) } }.value
         try? await log.close()
         return try result.get()
     }
