@@ -49,11 +49,13 @@ extension SegmentedLog {
         to destination: URL, options: BackupOptions = BackupOptions(),
         extraFiles: (LogPosition, UInt64) throws -> [BackupExtraFile] = { _, _ in [] }
     ) throws -> BackupReport {
+        // The epoch changes only by a cut of the history, which an open log does not make
+        // while it serves appends; read first, not under the state lock (one lock at a time).
+        let epoch = historyEpoch
         // The plan: taken under the log's lock, for a moment.
-        let (segments, epoch) = core.state.withLock { state in
-            (state.segments.map { BackupSegment(base: $0.basePosition, file: $0.file, sealed: $0.sealed,
-                                                batches: $0.batches, dataEnd: $0.dataEnd, nextPosition: $0.nextPosition) },
-             historyEpoch)
+        let segments = core.state.withLock { state in
+            state.segments.map { BackupSegment(base: $0.basePosition, file: $0.file, sealed: $0.sealed,
+                                               batches: $0.batches, dataEnd: $0.dataEnd, nextPosition: $0.nextPosition) }
         }
         let position = segments.last?.nextPosition ?? 0
         let io = options.fileIO
