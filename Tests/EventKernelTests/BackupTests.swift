@@ -145,6 +145,8 @@ import Testing
         // would look from the backup's side: the source's CRC now differs from it.
         let index = try #require(manifest.files.firstIndex { $0.name == name })
         manifest.files[index].crc32c ^= 1
+        manifest.files[index].headers = manifest.files[index].headers.map { $0 ^ 1 }
+        #expect(manifest.files[index].headers != nil, "a sealed segment's batch headers are fingerprinted")
         try StoreDirectory.writeAtomically(try manifest.encoded(), directory: destination.path, name: BackupManifest.fileName, io: PosixFileIO())
         let report = try await EventStore.backup(storeAt: source, to: destination)
         #expect(report.copiedFiles.contains(name))

@@ -26,6 +26,10 @@ public struct BackupManifest: Codable, Hashable, Sendable {
         public var size: Int64
         /// The CRC32C of its bytes.
         public var crc32c: UInt32
+        /// For a segment: the CRC32C of its header and its batch headers in order (each holds
+        /// its payload's CRC32C), which an incremental backup compares for a sealed segment
+        /// instead of reading it whole; `nil` for other files.
+        public var headers: UInt32?
     }
 
     /// The manifest format (``currentFormat``).

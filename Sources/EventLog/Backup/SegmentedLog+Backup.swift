@@ -82,8 +82,18 @@ extension SegmentedLog {
         var writer = BackupWriter(directory: dest, io: io, known: known, linking: options.link)
         for segment in segments {
             let name = Segment.Name.segment(segment.base)
-            let bytes = try Self.checkedSegmentBytes(segment)
-            files.append(try writer.put(name, bytes: bytes, linkFrom: segment.sealed ? segment.file.path : nil, report: &report))
+            if segment.sealed, let old = known[name], old.size == segment.dataEnd, let headers = old.headers,
+               try Self.headersChecksum(segment) == headers, writer.holds(name, size: old.size) {
+                // A sealed segment the earlier backup holds: the same size and the same batch
+                // headers (each with its payload's CRC32C), so the same bytes, not read again.
+                report.unchangedFiles.append(name)
+                files.append(old)
+            } else {
+                let bytes = try Self.checkedSegmentBytes(segment)
+                var entry = try writer.put(name, bytes: bytes, linkFrom: segment.sealed ? segment.file.path : nil, report: &report)
+                entry.headers = Self.headersChecksum(bytes, segment)
+                files.append(entry)
+            }
             if segment.sealed {
                 let indexPath = core.directory + "/" + Segment.Name.index(segment.base)
                 if let index = try Self.checkedIndexBytes(at: indexPath, segment: segment) {
@@ -122,6 +132,30 @@ extension SegmentedLog {
         try StoreDirectory.remove(dest + "/" + BackupManifest.partialFileName)
         try StoreDirectory.synchronize(dest, io: io)
         return report
+    }
+
+    /// The CRC32C of a segment's header and its batch headers in order, read from the file: a
+    /// fingerprint of the whole segment (each batch header holds its payload's CRC32C) that
+    /// costs one small read per batch.
+    private static func headersChecksum(_ segment: BackupSegment) throws(LogError) -> UInt32 {
+        var crc = try segment.file.read(fromAbsoluteOffset: 0, count: SegmentHeader.size).withUnsafeBytes { CRC32C.checksum($0) }
+        for batch in segment.batches {
+            let header = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
+            crc = header.withUnsafeBytes { CRC32C.checksum($0, continuing: crc) }
+        }
+        return crc
+    }
+
+    /// ``headersChecksum(_:)`` of a segment's bytes already read.
+    private static func headersChecksum(_ bytes: [UInt8], _ segment: BackupSegment) -> UInt32 {
+        bytes.withUnsafeBytes { raw in
+            var crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<SegmentHeader.size]))
+            for batch in segment.batches {
+                let start = Int(batch.offset)
+                crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[start..<(start + BatchHeader.size)]), continuing: crc)
+            }
+            return crc
+        }
     }
 
     /// The store's identity: its first batch's header checksum and minimum timestamp.
@@ -286,6 +320,12 @@ struct BackupWriter {
     /// The subdirectories written into, to sync.
     var directories: Set<String> = []
 
+    /// Whether the destination holds `name` with `size` bytes.
+    func holds(_ name: String, size: Int64) -> Bool {
+        var st = stat()
+        return stat(directory + "/" + name, &st) == 0 && Int64(st.st_size) == size
+    }
+
     mutating func put(_ name: String, bytes: [UInt8], linkFrom source: String?, report: inout BackupReport) throws(LogError) -> BackupManifest.File {
         let entry = BackupManifest.File(name: name, size: Int64(bytes.count), crc32c: bytes.withUnsafeBytes { CRC32C.checksum($0) })
         let final = directory + "/" + name
@@ -294,8 +334,7 @@ struct BackupWriter {
             try StoreDirectory.create(directory + "/" + sub)
             directories.insert(sub)
         }
-        var st = stat()
-        if let old = known[name], old == entry, stat(final, &st) == 0, Int64(st.st_size) == entry.size {
+        if let old = known[name], old.size == entry.size, old.crc32c == entry.crc32c, holds(name, size: entry.size) {
             report.unchangedFiles.append(name)
             return entry
         }
