@@ -256,6 +256,63 @@ import Testing
         try Self.expectSameRecords(destination, source, below: 600)
     }
 
+    /// A backup cut short is a prefix of a store that would open and verify as a shorter one:
+    /// every reader, writer and verify refuses it while it holds the partial marker, and the
+    /// writer's refusal leaves no LOCK behind.
+    @Test func aBackupCutShortIsNotAStore() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        _ = try await EventStore.backup(storeAt: source, to: destination)
+        try await Self.makeStore(source, count: 300, from: 300)
+        await #expect(throws: (any Error).self) {
+            try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: FailingFileIO(failAfter: 1)))
+        }
+        try? FileManager.default.removeItem(at: destination.appending(path: "LOCK"))
+        let refusals: [(String, () throws -> Void)] = [
+            ("openReadOnly", { _ = try SegmentedLog.openReadOnly(at: destination) }),
+            ("open", { _ = try SegmentedLog.open(at: destination) }),
+            ("verify", { _ = try SegmentedLog.verify(at: destination) }),
+        ]
+        for (name, body) in refusals {
+            do {
+                try body()
+                Issue.record("\(name) accepted a backup cut short")
+            } catch let error as LogError {
+                #expect(error.code == .notAStore, "\(name): \(error)")
+                #expect(error.message.contains(BackupManifest.partialFileName), "\(name): \(error)")
+            }
+        }
+        #expect(!FileManager.default.fileExists(atPath: destination.appending(path: "LOCK").path))
+        // Completed, it is a store again.
+        _ = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+    }
+
+    /// Two backups into one directory at once (a cron run overlapping the previous one): the
+    /// second is refused as locked while the first holds the directory, and the first ends
+    /// with a manifest that matches every file.
+    @Test func twoConcurrentBackupsIntoOneDirectoryOneSucceeds() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        let gate = GateFileIO()
+        let first = Task { try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: gate)) }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !gate.entered && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(gate.entered, "the first backup never wrote")
+        do {
+            _ = try await EventStore.backup(storeAt: source, to: destination)
+            Issue.record("a second backup into a directory being written succeeded")
+        } catch {
+            #expect(Self.logError(error)?.code == .locked, "\(error)")
+        }
+        gate.release()
+        let report = try await first.value
+        #expect(try BackupManifest.check(in: destination) == report.manifest)
+        try Self.expectSameRecords(destination, source, below: 300)
+    }
+
     /// A damaged batch in the source stops the backup with its file and offset; no manifest.
     @Test func aChecksumMismatchInTheSourceIsReportedWithFileAndOffset() async throws {
         let scratch = TemporaryDirectory("backup")
@@ -380,6 +437,24 @@ final class FailingFileIO: LogFileIO, Sendable {
         if writes.add(1, ordering: .relaxed).newValue > failAfter {
             throw LogError(.io, "injected write failure", file: path, offset: offset, systemErrorNumber: ENOSPC)
         }
+        return try PosixFileIO().write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
+    }
+    func synchronizeData(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronizeData(descriptor: descriptor, path: path) }
+    func synchronize(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronize(descriptor: descriptor, path: path) }
+    func preallocate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().preallocate(descriptor: descriptor, path: path, length: length) }
+    func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().truncate(descriptor: descriptor, path: path, length: length) }
+}
+
+/// The real system calls; the first write waits (up to 20 s) until ``release()``.
+final class GateFileIO: LogFileIO, Sendable {
+    private let state = Mutex<(entered: Bool, released: Bool)>((false, false))
+    var entered: Bool { state.withLock { $0.entered } }
+    func release() { state.withLock { $0.released = true } }
+
+    func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, descriptor: Int32, path: String) throws(LogError) -> Int {
+        state.withLock { $0.entered = true }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !state.withLock({ $0.released }) && ContinuousClock.now < deadline { usleep(1_000) }
         return try PosixFileIO().write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
     }
     func synchronizeData(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronizeData(descriptor: descriptor, path: path) }

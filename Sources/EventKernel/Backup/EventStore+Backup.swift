@@ -29,9 +29,9 @@ extension EventStore {
         let snapshots = snapshots?.url
         // Blocking file I/O for as long as the copy takes: off the cooperative threads the
         // store's own tasks run on.
-        return try await Task.detached {
+        return try await runOnThreadOfItsOwn(named: "EventKernel backup") {
             try Self.backup(segmented, snapshots: snapshots, to: destination, options: options)
-        }.value
+        }
     }
 
     /// Backs up the store at `source` from a read-only view of it: the writer (another
@@ -49,7 +49,14 @@ extension EventStore {
             throw RepositoryError.storage(StorageFailure(error))
         }
         let snapshots = source.appending(path: "snapshots", directoryHint: .isDirectory)
-        let result = await Task.detached { Result { try backup(log, snapshots: snapshots, to: destination, options: options) } }.value
+        let result: Result<BackupReport, any Error>
+        do {
+            result = .success(try await runOnThreadOfItsOwn(named: "EventKernel backup") {
+                try backup(log, snapshots: snapshots, to: destination, options: options)
+            })
+        } catch {
+            result = .failure(error)
+        }
         try? await log.close()
         return try result.get()
     }

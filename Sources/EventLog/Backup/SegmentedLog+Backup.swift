@@ -39,7 +39,8 @@ extension SegmentedLog {
     ///   - extraFiles: Given the backup's position and history epoch, the files beside the log
     ///     the backup carries (EventKernel's snapshots), checked by their owner.
     /// - Returns: What was copied, linked, kept and removed, and the manifest.
-    /// - Throws: ``LogError``: ``LogError/Code/backupMismatch`` for a destination holding
+    /// - Throws: ``LogError``: ``LogError/Code/locked`` when another backup (or a writer) holds
+    ///   the destination's lock; ``LogError/Code/backupMismatch`` for a destination holding
     ///   another store's or another history's backup, or files that are not a backup (unless
     ///   ``BackupOptions/restart``, which still never removes files that are not a backup's);
     ///   ``LogError/Code/corruption`` with the source file, offset and position when a batch
@@ -66,6 +67,11 @@ extension SegmentedLog {
             throw LogError(.io, "cannot create the backup directory: \(error.message)", file: error.file ?? dest,
                            systemErrorNumber: error.systemErrorNumber)
         }
+        // One backup at a time per directory: two would share temporary names and each
+        // remove the other's files, and the last manifest would describe bytes the other wrote.
+        // Held to the end (released when `lock` goes); a store's writer takes the same lock.
+        let lock = try Self.lockDestination(dest)
+        defer { lock.unlock() }
         let identity = try Self.storeIdentity(segments)
         let previous = try Self.previousBackup(in: destination, identity: identity, epoch: epoch, segments: segments, options: options)
         // From here until the new manifest, the directory is a backup in progress.
@@ -120,7 +126,7 @@ extension SegmentedLog {
         }
         // What an earlier backup held and this one does not (older snapshots, checkpoints).
         let kept = Set(files.map(\.name))
-        for name in try Self.backupOwnedNames(in: dest) where !kept.contains(name) && name != BackupManifest.partialFileName {
+        for name in try Self.backupOwnedNames(in: dest) where !kept.contains(name) && name != BackupManifest.partialFileName && name != DirectoryLock.fileName {
             try StoreDirectory.remove(dest + "/" + name)
             report.removedFiles.append(name)
         }
@@ -132,6 +138,19 @@ extension SegmentedLog {
         try StoreDirectory.remove(dest + "/" + BackupManifest.partialFileName)
         try StoreDirectory.synchronize(dest, io: io)
         return report
+    }
+
+    /// The destination's lock, held for the whole backup.
+    /// - Throws: ``LogError/Code/locked`` naming the destination when another backup (or a
+    ///   store's writer) holds it.
+    private static func lockDestination(_ dest: String) throws(LogError) -> DirectoryLock {
+        do {
+            return try DirectoryLock(directory: dest)
+        } catch {
+            guard error.code == .locked else { throw error }
+            throw LogError(.locked, "\(dest) is being written by another backup (or is a store open by a writer): wait for it to end, or back up into another directory",
+                           file: error.file, systemErrorNumber: error.systemErrorNumber)
+        }
     }
 
     /// The CRC32C of a segment's header and its batch headers in order, read from the file: a
@@ -202,8 +221,8 @@ extension SegmentedLog {
             return manifest
         }
         // No manifest: a backup cut short is redone whole; anything else is not ours to fill.
-        if names.contains(BackupManifest.partialFileName) || names.isEmpty { return nil }
-        let shown = (foreign.isEmpty ? names.sorted() : foreign).prefix(3).joined(separator: ", ")
+        if names.contains(BackupManifest.partialFileName) || names.allSatisfy({ $0 == DirectoryLock.fileName }) { return nil }
+        let shown = (foreign.isEmpty ? names.filter { $0 != DirectoryLock.fileName }.sorted() : foreign).prefix(3).joined(separator: ", ")
         throw LogError(.backupMismatch, "\(dest) is not empty and holds no backup (\(shown)): back up into a new directory\(foreign.isEmpty ? " or use --restart" : "")", file: dest)
     }
 
@@ -233,7 +252,7 @@ extension SegmentedLog {
 
     /// Names a backup directory holds: the store's files and the backup's own.
     static func isBackupOwned(_ name: String) -> Bool {
-        name == BackupManifest.fileName || name == BackupManifest.partialFileName || name.hasSuffix(".tmp")
+        name == BackupManifest.fileName || name == DirectoryLock.fileName || name == BackupManifest.partialFileName || name.hasSuffix(".tmp")
             || Segment.Name.isSegmentOrSideFile(name) || name == StoreManifest.fileName || name == "snapshots"
     }
 
