@@ -124,7 +124,9 @@ import Testing
         // The sealed segments of the first backup are not written again.
         for name in sealed { #expect(second.unchangedFiles.contains(name), "\(name) was written again") }
         #expect(second.copiedBytes < first.copiedBytes / 2)
-        let newBytes = second.manifest.files.filter { second.copiedFiles.contains($0.name) }.reduce(0) { $0 + $1.size }
+        // What the files grew by, or the new files' sizes: a grown file is appended to.
+        let before = Dictionary(uniqueKeysWithValues: first.manifest.files.map { ($0.name, $0.size) })
+        let newBytes = second.manifest.files.filter { second.copiedFiles.contains($0.name) }.reduce(Int64(0)) { $0 + $1.size - (before[$1.name] ?? 0) }
         #expect(newBytes == second.copiedBytes)
         #expect(try SegmentedLog.verify(at: destination).isIntact)
         try Self.expectSameRecords(destination, source, below: 650)
@@ -235,14 +237,12 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: destination.appending(path: "notes.txt").path))
     }
 
-    /// A backup cut short (a write fails midway, as a crash would stop it) leaves no manifest;
-    /// the next backup into the directory trusts nothing there and writes every file.
+    /// A first backup cut short (a write fails midway, as a crash would stop it) leaves no
+    /// manifest; the next backup into the directory trusts nothing there and writes every file.
     @Test func aBackupCutShortLeavesNoManifestAndIsRedoneWhole() async throws {
         let scratch = TemporaryDirectory("backup")
         let source = scratch.file("store"), destination = scratch.file("backup")
-        try await Self.makeStore(source, count: 300)
-        _ = try await EventStore.backup(storeAt: source, to: destination)
-        try await Self.makeStore(source, count: 300, from: 300)
+        try await Self.makeStore(source, count: 600)
         await #expect(throws: (any Error).self) {
             try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: FailingFileIO(failAfter: 1)))
         }
@@ -311,6 +311,50 @@ import Testing
         let report = try await first.value
         #expect(try BackupManifest.check(in: destination) == report.manifest)
         try Self.expectSameRecords(destination, source, below: 300)
+    }
+
+    /// An incremental backup that fails midway (a full disk) leaves the earlier complete backup:
+    /// its manifest stays and every file it lists still has its listed bytes; a restore of it
+    /// gives the earlier backup's events. The next backup builds on it.
+    @Test func anIncrementalBackupCutShortLeavesTheEarlierBackupWhole() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        try await Self.makeStore(source, count: 300, from: 300)
+        for failAfter in [0, 1, 2, 3] {
+            await #expect(throws: (any Error).self) {
+                try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: FailingFileIO(failAfter: failAfter)))
+            }
+            #expect(try BackupManifest.check(in: destination) == first.manifest, "after \(failAfter) writes")
+        }
+        let restored = scratch.file("restored")
+        #expect(try await EventStore.restore(from: destination, to: restored) == first.manifest.nextPosition)
+        try Self.expectSameRecords(restored, source, below: first.manifest.nextPosition)
+        let next = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(next.incremental)
+        #expect(try BackupManifest.check(in: destination) == next.manifest)
+        try Self.expectSameRecords(destination, source, below: 600)
+    }
+
+    /// An incremental backup writes only the active segment's new tail, not the whole segment
+    /// again: the bytes written are exactly what the files grew by or the new files hold.
+    @Test func anIncrementalBackupAppendsOnlyTheActiveSegmentsTail() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        try await Self.makeStore(source, count: 10, from: 300)
+        let second = try await EventStore.backup(storeAt: source, to: destination)
+        let before = Dictionary(uniqueKeysWithValues: first.manifest.files.map { ($0.name, $0.size) })
+        let grown = second.manifest.files.filter { file in before[file.name].map { old in old < file.size } ?? false }
+        #expect(!grown.isEmpty, "the test needs the active segment to grow, not seal")
+        let expected = second.manifest.files.filter { second.copiedFiles.contains($0.name) }
+            .reduce(Int64(0)) { $0 + $1.size - (before[$1.name] ?? 0) }
+        #expect(second.copiedBytes == expected)
+        #expect(second.copiedBytes < grown.reduce(Int64(0)) { $0 + $1.size })
+        #expect(try BackupManifest.check(in: destination) == second.manifest)
+        try Self.expectSameRecords(destination, source, below: 310)
     }
 
     /// A damaged batch in the source stops the backup with its file and offset; no manifest.

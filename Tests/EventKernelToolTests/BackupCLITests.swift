@@ -135,13 +135,60 @@ struct BackupCLITests {
 @Suite("eventkernel backup killed")
 struct BackupKillTests {
     static func checkNoFalseManifest(_ backup: URL) throws {
-        guard let manifest = try BackupManifest.read(in: backup) else { return }
-        for file in manifest.files {
-            let attributes = try FileManager.default.attributesOfItem(atPath: backup.appending(path: file.name).path)
-            #expect((attributes[.size] as? Int).map(Int64.init) == file.size, "\(file.name)")
-        }
+        guard try BackupManifest.read(in: backup) != nil else { return }
+        // Every listed file has its listed bytes (CRC32C), whatever a kill left past them.
+        _ = try BackupManifest.check(in: backup)
+        // A backup cut short is no store (it may hold the earlier complete backup's manifest).
+        if FileManager.default.fileExists(atPath: backup.appending(path: BackupManifest.partialFileName).path) { return }
         let verify = try run("verify", backup.path)
         #expect(verify.status == 0, "a manifest claims a backup that does not verify: \(verify.stdout)\(verify.stderr)")
+    }
+
+    /// SIGKILL of incremental backups (no --restart) while a writer in another process appends:
+    /// each kill leaves a manifest (the earlier complete backup or the new one) whose every file
+    /// has its listed bytes (``BackupManifest/check(in:)``, CRC32C, not only sizes), never a
+    /// directory that is neither.
+    @Test func killedIncrementalBackupsLeaveACompleteBackup() throws {
+        let temp = TemporaryDirectory()
+        let store = temp.file("store"), backup = temp.file("backup")
+        let writer = Process()
+        writer.executableURL = builtExecutable("ActivitiesTestHelper")
+        writer.arguments = ["append", store.path, "100000000", "100"]
+        writer.standardOutput = FileHandle.nullDevice
+        try writer.run()
+        defer {
+            kill(writer.processIdentifier, SIGKILL)
+            writer.waitUntilExit()
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline, ((try? FileManager.default.contentsOfDirectory(atPath: store.path)) ?? []).filter({ $0.hasSuffix(".log") }).isEmpty {
+            usleep(50_000)
+        }
+        usleep(500_000)
+        let started = ContinuousClock.now
+        let full = try run("backup", store.path, backup.path)
+        #expect(full.status == 0, "\(full.stderr)")
+        let duration = max(ContinuousClock.now - started, .milliseconds(50))
+        var random = SplitMix64(seed: 2_028)
+        var killedMidway = 0
+        var previous = try #require(try BackupManifest.read(in: backup)).nextPosition
+        for round in 0..<8 {
+            let out = temp.file("out\(round)"), err = temp.file("err\(round)")
+            let process = try makeProcess(["backup", store.path, backup.path], stdout: out, stderr: err)
+            try process.run()
+            let delay = Double(random.next() % 1_000) / 1_000 * (duration / .milliseconds(1))
+            usleep(UInt32(delay * 1_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
+            let manifest = try BackupManifest.check(in: backup)
+            #expect(manifest.nextPosition >= previous)
+            previous = manifest.nextPosition
+        }
+        #expect(killedMidway > 0, "no kill landed while a backup ran")
+        let last = try run("backup", store.path, backup.path)
+        #expect(last.status == 0, "\(last.stderr)")
+        #expect(try BackupManifest.check(in: backup).nextPosition >= previous)
     }
 
     @Test func killedBackupsLeaveEitherACompleteBackupOrNoManifest() throws {

@@ -30,36 +30,75 @@ extension EventStore {
     ///   ``LogError/Code/invalidArgument`` for a destination that is not empty or a position
     ///   past the backup's end, ``LogError/Code/io`` when a write fails.
     public static func restore(from backup: URL, to destination: URL, at point: RestorePoint = .end) async throws -> LogPosition {
+        let dest = destination.standardizedFileURL.path
+        let staging: String
+        let manifest: BackupManifest
         do {
-            let manifest = try BackupManifest.check(in: backup)
-            let dest = destination.path
             if FileManager.default.fileExists(atPath: dest) {
                 let entries = (try? FileManager.default.contentsOfDirectory(atPath: dest)) ?? ["?"]
                 guard entries.isEmpty else {
                     throw LogError(.invalidArgument, "\(dest) is not empty: restore into a new directory", file: dest)
                 }
             }
-            let source = try SegmentedLog.openReadOnly(at: backup)
-            let end: LogPosition
-            switch point {
-            case .end: end = manifest.nextPosition
-            case .position(let position):
-                guard position <= manifest.nextPosition else {
+            // Everything goes into a sibling first, renamed to `destination` only when whole and
+            // synced: a restore killed midway leaves no directory that opens as a shorter store.
+            staging = dest + ".restoring-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+            manifest = try await runOnThreadOfItsOwn(named: "EventKernel restore") { () throws -> BackupManifest in
+                let manifest = try BackupManifest.check(in: backup)
+                try StoreDirectory.createDurably(staging, io: PosixFileIO())
+                try manifest.restoreFiles(from: backup, to: URL(filePath: staging, directoryHint: .isDirectory))
+                return manifest
+            }
+        } catch let error as LogError {
+            throw RepositoryError.storage(StorageFailure(error))
+        }
+        do {
+            var end = manifest.nextPosition
+            if point != .end {
+                // A cut: the events below it appended to a new log, from the restored copy (the
+                // backup directory itself may hold an incremental backup's files past the
+                // manifest's).
+                let whole = URL(filePath: staging, directoryHint: .isDirectory)
+                let cut = URL(filePath: staging + "-cut", directoryHint: .isDirectory)
+                let source = try SegmentedLog.openReadOnly(at: whole)
+                do {
+                    switch point {
+                    case .end: break
+                    case .position(let position):
+                        guard position <= manifest.nextPosition else {
+                            throw LogError(.invalidArgument, "position \(position) is past the backup's end, \(manifest.nextPosition)", position: position)
+                        }
+                        end = position
+                    case .recordedAtOrBefore(let limit):
+                        end = try lastPosition(in: source, recordedAtOrBefore: limit).map { $0 + 1 } ?? 0
+                    }
+                    try await appendPrefix(of: source, below: end, to: cut)
+                } catch {
                     try? await source.close()
-                    throw LogError(.invalidArgument, "position \(position) is past the backup's end, \(manifest.nextPosition)", position: position)
+                    try? FileManager.default.removeItem(at: cut)
+                    throw error
                 }
-                end = position
-            case .recordedAtOrBefore(let limit):
-                end = try lastPosition(in: source, recordedAtOrBefore: limit).map { $0 + 1 } ?? 0
-            }
-            guard end < manifest.nextPosition else {
                 try? await source.close()
-                try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: true)
-                try manifest.restoreFiles(from: backup, to: destination)
-                return manifest.nextPosition
+                try FileManager.default.removeItem(at: whole)
+                try FileManager.default.moveItem(at: cut, to: whole)
             }
-            let target = try SegmentedLog.open(at: destination)
-            var next: LogPosition = 0
+            try await runOnThreadOfItsOwn(named: "EventKernel restore") {
+                try StoreDirectory.moveDurably(staging, to: dest, io: PosixFileIO())
+            }
+            return end
+        } catch {
+            try? FileManager.default.removeItem(atPath: staging)
+            if let error = error as? LogError { throw RepositoryError.storage(StorageFailure(error)) }
+            throw error
+        }
+    }
+
+    /// Appends the records of `source` below `end` to a new log in `target`, with their
+    /// positions and recording times.
+    private static func appendPrefix(of source: SegmentedLog, below end: LogPosition, to target: URL) async throws {
+        let log = try SegmentedLog.open(at: target)
+        var next: LogPosition = 0
+        do {
             while next < end {
                 var chunk: [LogEntry] = []
                 try source.forEachRecord(from: next, through: min(end, next + 4_096) - 1) { record in
@@ -67,17 +106,16 @@ extension EventStore {
                     return true
                 }
                 guard !chunk.isEmpty else { throw LogError(.corruption, "the backup ends at position \(next), before \(end)", position: next) }
-                let positions = try await target.append(chunk)
+                let positions = try await log.append(chunk)
                 guard positions.lowerBound == next else {
                     throw LogError(.io, "the restored log gave position \(positions.lowerBound) to the record at \(next)", position: next)
                 }
                 next = positions.upperBound
             }
-            try await target.close()
-            try? await source.close()
-            return end
-        } catch let error as LogError {
-            throw RepositoryError.storage(StorageFailure(error))
+        } catch {
+            try? await log.close()
+            throw error
         }
+        try await log.close()
     }
 }

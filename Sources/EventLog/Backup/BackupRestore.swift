@@ -7,8 +7,9 @@ public import Foundation
 import KernelPrimitives
 
 extension BackupManifest {
-    /// Checks a backup directory against its manifest: every listed file is there with its
-    /// size and CRC32C (a restore that verifies itself).
+    /// Checks a backup directory against its manifest: every listed file is there and its first
+    /// `size` bytes have the listed CRC32C (a restore that verifies itself). A file may be longer:
+    /// an incremental backup cut short appends past the listed bytes and never writes below.
     /// - Parameter directory: The backup directory.
     /// - Returns: The manifest.
     /// - Throws: ``LogError``: ``LogError/Code/backupMismatch`` when the directory holds no
@@ -23,7 +24,9 @@ extension BackupManifest {
             guard StoreDirectory.exists(path) else {
                 throw LogError(.corruption, "a file of the backup is missing", file: path)
             }
-            let bytes = try Self.contents(of: path)
+            // The listed bytes are the file's first `size`: an incremental backup cut short may
+            // have appended past them (it never writes below), and restore copies only these.
+            let bytes = try Self.contents(of: path, count: file.size)
             guard Int64(bytes.count) == file.size else {
                 throw LogError(.corruption, "the file has \(bytes.count) bytes, the backup's manifest says \(file.size)", file: path, offset: Int64(min(bytes.count, Int(file.size))))
             }
@@ -35,9 +38,10 @@ extension BackupManifest {
         return manifest
     }
 
-    static func contents(of path: String) throws(LogError) -> [UInt8] {
+    /// The first `count` bytes of a file (fewer when it is shorter).
+    static func contents(of path: String, count: Int64) throws(LogError) -> [UInt8] {
         let file = try OpenFile.open(path, flags: O_RDONLY)
-        return try file.read(fromAbsoluteOffset: 0, count: Int(try file.size()))
+        return try file.read(fromAbsoluteOffset: 0, count: Int(min(count, try file.size())))
     }
 
     /// Copies a checked backup's files into `destination` (a new or empty directory): every
@@ -52,8 +56,8 @@ extension BackupManifest {
         let dest = destination.path
         var directories: Set<String> = []
         for file in files {
-            let bytes = try Self.contents(of: backup.path + "/" + file.name)
-            guard bytes.withUnsafeBytes({ CRC32C.checksum($0) }) == file.crc32c else {
+            let bytes = try Self.contents(of: backup.path + "/" + file.name, count: file.size)
+            guard bytes.count == Int(file.size), bytes.withUnsafeBytes({ CRC32C.checksum($0) }) == file.crc32c else {
                 throw LogError(.corruption, "the file changed while it was restored", file: backup.path + "/" + file.name)
             }
             if let slash = file.name.lastIndex(of: "/") {

@@ -61,7 +61,7 @@ extension SegmentedLog {
         let position = segments.last?.nextPosition ?? 0
         let io = options.fileIO
         let dest = destination.path
-        do throws(LogError) { try StoreDirectory.create(dest) } catch {
+        do throws(LogError) { try StoreDirectory.createDurably(dest, io: io) } catch {
             // A destination that cannot be made is an I/O failure, whatever the reason (the
             // store's own "not a store" is about the source).
             throw LogError(.io, "cannot create the backup directory: \(error.message)", file: error.file ?? dest,
@@ -74,10 +74,18 @@ extension SegmentedLog {
         defer { lock.unlock() }
         let identity = try Self.storeIdentity(segments)
         let previous = try Self.previousBackup(in: destination, identity: identity, epoch: epoch, segments: segments, options: options)
-        // From here until the new manifest, the directory is a backup in progress.
+        // From here until the new manifest, the directory is a backup in progress. The earlier
+        // manifest stays: no file it lists changes before the new one replaces it (files only
+        // grow past their listed size, new ones get new names, superseded ones go after), so a
+        // backup killed here leaves the earlier complete backup. Only a file it lists that must
+        // be rewritten (not grown) withdraws it first (``BackupWriter/withdrawPrevious()``).
         try StoreDirectory.writeAtomically([], directory: dest, name: BackupManifest.partialFileName, io: io)
-        try StoreDirectory.remove(dest + "/" + BackupManifest.fileName)
-        try StoreDirectory.synchronize(dest, io: io)
+        if previous == nil {
+            // Not built on (none, --restart, cut short): every file is written again, so no
+            // manifest may stay to describe what is being replaced.
+            try StoreDirectory.remove(dest + "/" + BackupManifest.fileName)
+            try StoreDirectory.synchronize(dest, io: io)
+        }
 
         let known = Dictionary((previous?.files ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         var report = BackupReport(manifest: BackupManifest(format: BackupManifest.currentFormat, storeIdentity: identity,
@@ -124,18 +132,24 @@ extension SegmentedLog {
         for extra in try extraFiles(position, epoch) {
             files.append(try writer.put(extra.name, bytes: extra.bytes, linkFrom: nil, report: &report))
         }
-        // What an earlier backup held and this one does not (older snapshots, checkpoints).
-        let kept = Set(files.map(\.name))
-        for name in try Self.backupOwnedNames(in: dest) where !kept.contains(name) && name != BackupManifest.partialFileName && name != DirectoryLock.fileName {
-            try StoreDirectory.remove(dest + "/" + name)
-            report.removedFiles.append(name)
-        }
         for directory in writer.directories.sorted() { try StoreDirectory.synchronize(dest + "/" + directory, io: io) }
         try StoreDirectory.synchronize(dest, io: io)
         report.manifest.files = files.sorted { $0.name < $1.name }
         report.manifest.createdAt = Date.now.formatted(.iso8601)
+        // The new manifest replaces the earlier one in one rename: the directory is the earlier
+        // complete backup until here, the new one after.
         try StoreDirectory.writeAtomically(try report.manifest.encoded(), directory: dest, name: BackupManifest.fileName, io: io)
         try StoreDirectory.remove(dest + "/" + BackupManifest.partialFileName)
+        // What an earlier backup held and this one does not (older snapshots): removed only now,
+        // when no manifest lists them.
+        let kept = Set(files.map(\.name))
+        var touched: Set<String> = []
+        for name in try Self.backupOwnedNames(in: dest) where !kept.contains(name) && name != BackupManifest.partialFileName && name != DirectoryLock.fileName && name != BackupManifest.fileName {
+            try StoreDirectory.remove(dest + "/" + name)
+            report.removedFiles.append(name)
+            if let slash = name.lastIndex(of: "/") { touched.insert(String(name[..<slash])) }
+        }
+        for directory in touched.sorted() { try StoreDirectory.synchronize(dest + "/" + directory, io: io) }
         try StoreDirectory.synchronize(dest, io: io)
         return report
     }
@@ -330,7 +344,8 @@ extension SegmentedLog {
 }
 
 /// Writes a backup's files: each to a temporary name, synced, renamed; or not at all when the
-/// earlier backup's manifest lists it with the same size and CRC32C and the file is there.
+/// earlier backup's manifest lists it with the same size and CRC32C and the file is there; or
+/// only its new tail when the earlier copy is its prefix.
 struct BackupWriter {
     let directory: String
     let io: any LogFileIO
@@ -338,6 +353,41 @@ struct BackupWriter {
     let linking: Bool
     /// The subdirectories written into, to sync.
     var directories: Set<String> = []
+
+    /// Whether the earlier manifest was removed (a file it lists had to be rewritten).
+    var withdrewPrevious = false
+
+    /// Removes the earlier manifest (once) before a file it lists is rewritten, so that a
+    /// backup killed afterwards leaves no manifest describing other bytes.
+    mutating func withdrawPrevious() throws(LogError) {
+        guard !withdrewPrevious else { return }
+        try StoreDirectory.remove(directory + "/" + BackupManifest.fileName)
+        try StoreDirectory.synchronize(directory, io: io)
+        withdrewPrevious = true
+    }
+
+    /// Appends to the destination's copy of `name` the bytes of `bytes` past the earlier
+    /// manifest's size, when that copy is the earlier one grown (the active segment since the
+    /// last backup): the listed prefix is never written, so the earlier backup stays whole.
+    /// - Returns: `false` when `bytes` do not extend the listed prefix (other bytes, shorter)
+    ///   or the copy is not there with at least that prefix, or is a hard link (its bytes are
+    ///   the source's own): the file is then written whole.
+    private func grow(_ name: String, from old: BackupManifest.File, to bytes: [UInt8]) throws(LogError) -> Bool {
+        let path = directory + "/" + name
+        var st = stat()
+        guard old.size < Int64(bytes.count), stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_nlink == 1,
+              Int64(st.st_size) >= old.size,
+              bytes.withUnsafeBytes({ CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<Int(old.size)])) }) == old.crc32c
+        else { return false }
+        let file = try OpenFile.open(path, flags: O_WRONLY)
+        try Array(bytes[Int(old.size)...]).withBytes { (raw) throws(LogError) in
+            try io.writeAll(raw, toAbsoluteOffset: old.size, descriptor: file.descriptor, path: path)
+        }
+        // A backup killed earlier may have appended more: the copy is exactly `bytes` again.
+        if Int64(st.st_size) > Int64(bytes.count) { try io.truncate(descriptor: file.descriptor, path: path, length: Int64(bytes.count)) }
+        try io.synchronize(descriptor: file.descriptor, path: path)
+        return true
+    }
 
     /// Whether the destination holds `name` with `size` bytes.
     func holds(_ name: String, size: Int64) -> Bool {
@@ -357,6 +407,13 @@ struct BackupWriter {
             report.unchangedFiles.append(name)
             return entry
         }
+        if let old = known[name], try grow(name, from: old, to: bytes) {
+            report.copiedFiles.append(name)
+            report.copiedBytes += entry.size - old.size
+            return entry
+        }
+        // Replacing a file the earlier manifest lists: that backup is no longer whole.
+        if known[name] != nil { try withdrawPrevious() }
         let temporary = final + ".tmp"
         unlink(temporary)
         if linking, let source, systemLink(source, temporary) == 0 {
