@@ -357,6 +357,37 @@ import Testing
         try Self.expectSameRecords(destination, source, below: 310)
     }
 
+    /// Only a manifest that does not decode is "damaged, use --restart": a newer build's
+    /// manifest (unsupported version) is reported as such, never relabelled.
+    @Test func aNewerBuildsManifestIsNotCalledDamaged() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 100)
+        _ = try await EventStore.backup(storeAt: source, to: destination)
+        let path = destination.appending(path: BackupManifest.fileName)
+        let text = try String(contentsOf: path, encoding: .utf8)
+        try text.replacingOccurrences(of: "\"format\":1", with: "\"format\":99").replacingOccurrences(of: "\"format\" : 1", with: "\"format\" : 99")
+            .write(to: path, atomically: true, encoding: .utf8)
+        await #expect { try await EventStore.backup(storeAt: source, to: destination) } throws: { error in
+            Self.logError(error)?.code == .unsupportedVersion
+        }
+    }
+
+    /// The parent of every directory a backup creates is synced (a completed backup in a new
+    /// dated directory must survive a power loss).
+    @Test func theParentsOfCreatedDirectoriesAreSynced() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store")
+        try await Self.makeStore(source, count: 100)
+        let io = SyncRecordingFileIO()
+        let destination = scratch.file("a").appending(path: "b").appending(path: "backup")
+        _ = try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: io))
+        let synced = io.synced
+        for directory in [scratch.url, scratch.file("a"), scratch.file("a").appending(path: "b")] {
+            #expect(synced.contains(directory.standardizedFileURL.path), "\(directory.path) not synced: \(synced)")
+        }
+    }
+
     /// A damaged batch in the source stops the backup with its file and offset; no manifest.
     @Test func aChecksumMismatchInTheSourceIsReportedWithFileAndOffset() async throws {
         let scratch = TemporaryDirectory("backup")
@@ -503,6 +534,23 @@ final class GateFileIO: LogFileIO, Sendable {
     }
     func synchronizeData(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronizeData(descriptor: descriptor, path: path) }
     func synchronize(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronize(descriptor: descriptor, path: path) }
+    func preallocate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().preallocate(descriptor: descriptor, path: path, length: length) }
+    func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().truncate(descriptor: descriptor, path: path, length: length) }
+}
+
+/// The real system calls, recording the path of every `synchronize`.
+final class SyncRecordingFileIO: LogFileIO, Sendable {
+    private let paths = Mutex<[String]>([])
+    var synced: [String] { paths.withLock { $0 } }
+
+    func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, descriptor: Int32, path: String) throws(LogError) -> Int {
+        try PosixFileIO().write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
+    }
+    func synchronizeData(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronizeData(descriptor: descriptor, path: path) }
+    func synchronize(descriptor: Int32, path: String) throws(LogError) {
+        paths.withLock { $0.append(path) }
+        try PosixFileIO().synchronize(descriptor: descriptor, path: path)
+    }
     func preallocate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().preallocate(descriptor: descriptor, path: path, length: length) }
     func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().truncate(descriptor: descriptor, path: path, length: length) }
 }

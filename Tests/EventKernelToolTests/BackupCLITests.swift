@@ -92,7 +92,15 @@ struct BackupCLITests {
         #expect(try run("restore", backup, whole).status == 1, "a destination that is not empty")
         #expect(try run("restore", store, temp.file("x").path).status == 1, "not a backup")
         try flipBit(in: backup + "/eventkernel.store", at: 3)
-        #expect(try run("restore", backup, temp.file("y").path).status == 3, "a backup file that does not match its manifest")
+        let damaged = try run("restore", backup, temp.file("y").path)
+        #expect(damaged.status == 3, "a backup file that does not match its manifest")
+        // The backup's damage: not the store's advice (`repair` would cut a log, not mend a backup).
+        #expect(!damaged.stderr.contains("repair"), "\(damaged.stderr)")
+        #expect(damaged.stderr.contains("the backup is damaged"), "\(damaged.stderr)")
+        // A restore writes into a sibling renamed at the end: nothing left beside the failed one.
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: temp.url.path).filter { $0.contains(".restoring-") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+        #expect(!FileManager.default.fileExists(atPath: temp.file("y").path))
     }
 
     @Test func backupsListShowsEachGenerationAndWhetherItVerifies() throws {

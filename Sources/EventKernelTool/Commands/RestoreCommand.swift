@@ -62,6 +62,10 @@ struct RestoreCommand: AsyncParsableCommand {
                 if let logError = error.logError, logError.code == .invalidArgument || logError.code == .backupMismatch {
                     throw ToolError(.badInput, logError.description)
                 }
+                // Damage here is the backup's: `repair` (the store's advice) does not apply to it.
+                if let logError = error.logError, [.corruption, .unsupportedVersion, .compression].contains(logError.code) {
+                    throw ToolError(.damage, "\(logError.description); the backup is damaged: restore another backup, or take a new one from the store (`eventkernel backup --restart`); `eventkernel backups list` checks every file")
+                }
                 throw error
             }
         }

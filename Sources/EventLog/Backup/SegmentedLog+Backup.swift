@@ -225,11 +225,14 @@ extension SegmentedLog {
         }
         let manifest: BackupManifest?
         do throws(LogError) { manifest = try BackupManifest.read(in: destination) } catch {
+            // Only a manifest that does not decode is a damaged one; a newer build's (following
+            // "--restart" would overwrite it), EIO or EACCES stay what they are.
+            guard error.code == .corruption else { throw error }
             throw LogError(.backupMismatch, "\(dest) holds a damaged backup manifest (\(error)): back up with --restart to start over",
                            file: error.file, offset: error.offset)
         }
         if let manifest {
-            if let refusal = Self.mismatch(of: manifest, identity: identity, epoch: epoch, segments: segments) {
+            if let refusal = try Self.mismatch(of: manifest, identity: identity, epoch: epoch, segments: segments) {
                 throw LogError(.backupMismatch, "\(dest) holds a backup that cannot be continued: \(refusal) (back up with --restart to start over, or into another directory)", file: dest)
             }
             return manifest
@@ -241,7 +244,8 @@ extension SegmentedLog {
     }
 
     /// Why a backup cannot be continued from this log, or `nil` when it can.
-    private static func mismatch(of manifest: BackupManifest, identity: String?, epoch: UInt64, segments: [BackupSegment]) -> String? {
+    /// - Throws: ``LogError`` when the source's batch header cannot be read (not a mismatch).
+    private static func mismatch(of manifest: BackupManifest, identity: String?, epoch: UInt64, segments: [BackupSegment]) throws(LogError) -> String? {
         if let theirs = manifest.storeIdentity, let ours = identity, theirs != ours {
             return "it is a backup of another store (store \(theirs); this one is \(ours))"
         }
@@ -252,11 +256,14 @@ extension SegmentedLog {
             return "it holds positions up to \(manifest.nextPosition) and the store ends at \(segments.last?.nextPosition ?? 0)"
         }
         if let mark = manifest.lastBatch {
-            let holds = segments.contains { segment in
-                segment.batches.contains { batch in
-                    guard mark.hasPrefix("\(Segment.Name.segment(segment.base))@\(batch.offset):"),
-                          let header = try? segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size) else { return false }
-                    return Self.mark(segment: segment.base, offset: batch.offset, header: header) == mark
+            var holds = false
+            search: for segment in segments {
+                for batch in segment.batches where mark.hasPrefix("\(Segment.Name.segment(segment.base))@\(batch.offset):") {
+                    let header = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
+                    if Self.mark(segment: segment.base, offset: batch.offset, header: header) == mark {
+                        holds = true
+                        break search
+                    }
                 }
             }
             if !holds { return "the store no longer holds its last batch (\(mark)): it describes another history" }
