@@ -104,14 +104,14 @@ extension SegmentedLog {
                 files.append(old)
             } else {
                 let bytes = try Self.checkedSegmentBytes(segment)
-                var entry = try writer.put(name, bytes: bytes, linkFrom: segment.sealed ? segment.file.path : nil, report: &report)
+                var entry = try writer.put(name, bytes: bytes, linkFrom: segment.sealed ? segment.file : nil, report: &report)
                 entry.headers = Self.headersChecksum(bytes, segment)
                 files.append(entry)
             }
             if segment.sealed {
                 let indexPath = core.directory + "/" + Segment.Name.index(segment.base)
-                if let index = try Self.checkedIndexBytes(at: indexPath, segment: segment) {
-                    files.append(try writer.put(Segment.Name.index(segment.base), bytes: index, linkFrom: indexPath, report: &report))
+                if let (index, indexFile) = try Self.checkedIndexBytes(at: indexPath, segment: segment) {
+                    files.append(try writer.put(Segment.Name.index(segment.base), bytes: index, linkFrom: indexFile, report: &report))
                 }
             }
         }
@@ -339,14 +339,14 @@ extension SegmentedLog {
 
     /// A sealed segment's index file, checked against the segment; `nil` when there is none
     /// or it is invalid (it is derived: the backup's first open rebuilds it).
-    private static func checkedIndexBytes(at path: String, segment: BackupSegment) throws(LogError) -> [UInt8]? {
+    private static func checkedIndexBytes(at path: String, segment: BackupSegment) throws(LogError) -> ([UInt8], OpenFile)? {
         guard StoreDirectory.exists(path) else { return nil }
         let file = try OpenFile.open(path, flags: O_RDONLY)
         let bytes = try file.read(fromAbsoluteOffset: 0, count: Int(try file.size()))
         guard case .success(let index) = bytes.withUnsafeBytes({ SegmentIndexFile.decode($0) }),
               index.basePosition == segment.base, index.nextPosition == segment.nextPosition,
               index.dataLength == segment.dataEnd else { return nil }
-        return bytes
+        return (bytes, file)
     }
 }
 
@@ -396,13 +396,23 @@ struct BackupWriter {
         return true
     }
 
+    /// Whether `path` is the file open as `file` (same device and inode).
+    static func sameFile(_ path: String, _ file: OpenFile) -> Bool {
+        var linked = stat(), opened = stat()
+        guard stat(path, &linked) == 0, fstat(file.descriptor, &opened) == 0 else { return false }
+        return linked.st_dev == opened.st_dev && linked.st_ino == opened.st_ino
+    }
+
     /// Whether the destination holds `name` with `size` bytes.
     func holds(_ name: String, size: Int64) -> Bool {
         var st = stat()
         return stat(directory + "/" + name, &st) == 0 && Int64(st.st_size) == size
     }
 
-    mutating func put(_ name: String, bytes: [UInt8], linkFrom source: String?, report: inout BackupReport) throws(LogError) -> BackupManifest.File {
+    /// Writes (or links, or keeps) one file of the backup.
+    /// - Parameter source: For `--link`, the open file whose bytes `bytes` were read from: the
+    ///   link is kept only when it names that very file (the path may have been replaced since).
+    mutating func put(_ name: String, bytes: [UInt8], linkFrom source: OpenFile?, report: inout BackupReport) throws(LogError) -> BackupManifest.File {
         let entry = BackupManifest.File(name: name, size: Int64(bytes.count), crc32c: bytes.withUnsafeBytes { CRC32C.checksum($0) })
         let final = directory + "/" + name
         if let slash = name.lastIndex(of: "/") {
@@ -423,8 +433,9 @@ struct BackupWriter {
         if known[name] != nil { try withdrawPrevious() }
         let temporary = final + ".tmp"
         unlink(temporary)
-        if linking, let source, systemLink(source, temporary) == 0 {
-            // Sealed files are immutable: the link shares the bytes just checked.
+        if linking, let source, systemLink(source.path, temporary) == 0, Self.sameFile(temporary, source) {
+            // Sealed files are not rewritten by the writer: the link shares the bytes just
+            // checked (it is that file: the same device and inode as the one read).
             do throws(SystemCallError) {
                 try SystemCall.run("rename to \(final)") { rename(temporary, final) }
             } catch {
@@ -434,6 +445,8 @@ struct BackupWriter {
             report.linkedFiles.append(name)
             return entry
         }
+        // No link, or one to another file than the one read (removed and recreated since): a copy.
+        unlink(temporary)
         try StoreDirectory.writeAtomically(bytes, directory: directory, name: name, io: io, synchronizingDirectory: false)
         report.copiedFiles.append(name)
         report.copiedBytes += entry.size
