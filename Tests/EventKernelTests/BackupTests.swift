@@ -388,6 +388,51 @@ import Testing
         }
     }
 
+    /// The snapshot filter is the store's own rule: a snapshot that contradicts the log (it
+    /// covers events the log, never cut, does not hold) is damage, not skipped; one from an
+    /// earlier history (a log cut since) is not carried.
+    @Test func snapshotsAreJudgedByTheStoresRule() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), later = scratch.file("later")
+        try await Self.makeStore(source, count: 300)
+        let store = try EventStore.open(at: source, log: Self.configuration, snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: false))
+        try await store.writeSnapshots()
+        try await store.close()
+        try FileManager.default.copyItem(at: source, to: later)
+        try await Self.makeStore(later, count: 100, from: 300)
+        let grown = try EventStore.open(at: later, log: Self.configuration, snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: false))
+        try await grown.writeSnapshots()
+        try await grown.close()
+
+        // Bound to the log: carried.
+        let good = try await EventStore.backup(storeAt: source, to: scratch.file("good"))
+        let carried = good.manifest.files.filter { $0.name.hasPrefix("snapshots/") }
+        #expect(!carried.isEmpty)
+
+        // A snapshot covering 400 events beside a log of 300 never cut: damage.
+        let snapshots = source.appending(path: "snapshots")
+        let before = Set(try FileManager.default.contentsOfDirectory(atPath: snapshots.path))
+        let planted = try FileManager.default.contentsOfDirectory(atPath: later.appending(path: "snapshots").path)
+            .filter { $0.hasSuffix(".snap") && !before.contains($0) }
+        #expect(!planted.isEmpty, "the test needs snapshots at 400")
+        for name in planted {
+            try FileManager.default.copyItem(at: later.appending(path: "snapshots").appending(path: name), to: snapshots.appending(path: name))
+        }
+        await #expect { try await EventStore.backup(storeAt: source, to: scratch.file("bad")) } throws: { error in
+            Self.logError(error)?.code == .corruption
+        }
+        #expect(try BackupManifest.read(in: scratch.file("bad")) == nil)
+
+        // A new history epoch (damage accepted): the one at 400 is stale and not carried; the
+        // ones at 300 still match the log's records, so the store uses them, and so does the
+        // backup, whatever their epoch.
+        _ = try SegmentedLog.startNewHistoryEpoch(at: source)
+        let after = try await EventStore.backup(storeAt: source, to: scratch.file("after"))
+        let names = Set(after.manifest.files.map(\.name).filter { $0.hasPrefix("snapshots/") })
+        #expect(names == Set(carried.map(\.name)))
+        for name in planted { #expect(!names.contains("snapshots/" + name)) }
+    }
+
     /// A damaged batch in the source stops the backup with its file and offset; no manifest.
     @Test func aChecksumMismatchInTheSourceIsReportedWithFileAndOffset() async throws {
         let scratch = TemporaryDirectory("backup")

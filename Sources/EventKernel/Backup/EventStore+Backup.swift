@@ -73,22 +73,35 @@ extension EventStore {
     }
 
     /// The newest snapshot of each projection (and schema version) that covers no more than
-    /// `position` and is bound to `log` as it is (this history epoch, its anchor record still
-    /// there: the rule of ``standing(of:at:)`` for a snapshot that is used); its whole file was
-    /// read and checked (the header's and the body's checksums). A snapshot the writer pruned
-    /// meanwhile is skipped: snapshots are derived, and the backup's first open replays
-    /// instead.
+    /// `position` and is bound to `log` as it is: the store's own rule,
+    /// ``standing(of:at:in:historyEpoch:logEnd:)``, judges each (a stale one is skipped, as the
+    /// store would not use it). Its whole file was read and checked (the header's and the
+    /// body's checksums). A snapshot the writer pruned meanwhile, or that does not decode, is
+    /// skipped: snapshots are derived, and the backup's first open replays instead.
+    /// - Throws: ``LogError/Code/corruption`` for a snapshot that contradicts the log (events it
+    ///   covers are missing or changed in a history never cut: damage, as at the store's open).
     static func boundSnapshots(in directory: URL, log: SegmentedLog, position: LogPosition, epoch: UInt64) throws -> [BackupExtraFile] {
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [])
             .filter { $0.hasSuffix(".snap") && !$0.hasPrefix(".") }.sorted().reversed()
         var chosen: [String: BackupExtraFile] = [:]
+        let logEnd = log.bounds.nextPosition
         for name in names {
-            guard let data = try? Data(contentsOf: directory.appending(path: name)) else { continue }
-            let bytes = Array(data)
-            guard let file = try? SnapshotFile(decoding: bytes), file.nextPosition <= position,
-                  file.historyEpoch == epoch, chosen["\(file.projectionName)\u{0}\(file.schemaVersion)"] == nil else { continue }
-            guard file.nextPosition == 0 || (try? anchor(in: log, coveringUpTo: file.nextPosition)) == file.anchor else { continue }
-            chosen["\(file.projectionName)\u{0}\(file.schemaVersion)"] = BackupExtraFile(name: "snapshots/" + name, bytes: bytes)
+            let url = directory.appending(path: name)
+            guard let data = try? Data(contentsOf: url), let file = try? SnapshotFile(decoding: Array(data)) else { continue }
+            let key = "\(file.projectionName)\u{0}\(file.schemaVersion)"
+            let judged: SnapshotStanding
+            do { judged = try Self.standing(of: file, at: url, in: log, historyEpoch: epoch, logEnd: logEnd) } catch {
+                if case .storage(let failure) = error as? RepositoryError, let logError = failure.logError { throw logError }
+                throw error
+            }
+            switch judged {
+            case .contradicts(let error): throw error
+            case .stale: continue
+            case .matches:
+                // Past the backup's position (written since the plan): the next backup's.
+                guard file.nextPosition <= position, chosen[key] == nil else { continue }
+                chosen[key] = BackupExtraFile(name: "snapshots/" + name, bytes: Array(data))
+            }
         }
         return chosen.values.sorted { $0.name < $1.name }
     }
