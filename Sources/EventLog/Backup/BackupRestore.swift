@@ -54,20 +54,18 @@ extension BackupManifest {
     /// - Throws: ``LogError`` when a read, write or sync fails, or a file changed since the check.
     public func restoreFiles(from backup: URL, to destination: URL, io: any LogFileIO = PosixFileIO()) throws(LogError) {
         let dest = destination.path
-        var directories: Set<String> = []
+        // The backup's own write routine (subdirectory, temporary name, sync, rename), with
+        // nothing known and no linking: every file written.
+        var writer = BackupWriter(directory: dest, io: io, known: [:], linking: false)
+        var report = BackupReport(manifest: self, incremental: false)
         for file in files {
             let bytes = try Self.contents(of: backup.path + "/" + file.name, count: file.size)
             guard bytes.count == Int(file.size), bytes.withUnsafeBytes({ CRC32C.checksum($0) }) == file.crc32c else {
                 throw LogError(.corruption, "the file changed while it was restored", file: backup.path + "/" + file.name)
             }
-            if let slash = file.name.lastIndex(of: "/") {
-                let sub = String(file.name[..<slash])
-                try StoreDirectory.create(dest + "/" + sub)
-                directories.insert(sub)
-            }
-            try StoreDirectory.writeAtomically(bytes, directory: dest, name: file.name, io: io, synchronizingDirectory: false)
+            _ = try writer.put(file.name, bytes: bytes, linkFrom: nil, report: &report)
         }
-        for directory in directories.sorted() { try StoreDirectory.synchronize(dest + "/" + directory, io: io) }
+        for directory in writer.directories.sorted() { try StoreDirectory.synchronize(dest + "/" + directory, io: io) }
         try StoreDirectory.synchronize(dest, io: io)
     }
 }
