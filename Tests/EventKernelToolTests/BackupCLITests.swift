@@ -199,6 +199,38 @@ struct BackupKillTests {
         #expect(try BackupManifest.check(in: backup).nextPosition >= previous)
     }
 
+    /// SIGKILL of `eventkernel restore` at random instants: DEST is then either missing or the
+    /// whole restored store (never a prefix that opens as a shorter store).
+    @Test func killedRestoresLeaveNoDestinationOrAWholeStore() throws {
+        let temp = TemporaryDirectory()
+        let store = temp.file("demo").path
+        #expect(try run("demo", "--dir", store, "--activities", "10000", "--repetitions", "10").status == 0)
+        let backup = temp.file("backup").path
+        #expect(try run("backup", store, backup).status == 0)
+        let expected = try run("inspect", store, "--json").stdout.components(separatedBy: "\n").first { $0.contains("\"events\"") }
+        let started = ContinuousClock.now
+        #expect(try run("restore", backup, temp.file("probe").path).status == 0)
+        let full = ContinuousClock.now - started
+        var random = SplitMix64(seed: 16)
+        var killedMidway = 0
+        for round in 0..<6 {
+            let dest = temp.file("restored\(round)")
+            let out = temp.file("rout\(round)"), err = temp.file("rerr\(round)")
+            let process = try makeProcess(["restore", backup, dest.path], stdout: out, stderr: err)
+            try process.run()
+            let delay = Double(random.next() % 1_000) / 1_000 * (full / .milliseconds(1))
+            usleep(UInt32(delay * 1_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
+            guard FileManager.default.fileExists(atPath: dest.path) else { continue }
+            #expect(try run("verify", dest.path).status == 0)
+            let events = try run("inspect", dest.path, "--json").stdout.components(separatedBy: "\n").first { $0.contains("\"events\"") }
+            #expect(events == expected, "a killed restore left a store of another length")
+        }
+        #expect(killedMidway > 0, "no kill landed while a restore ran")
+    }
+
     @Test func killedBackupsLeaveEitherACompleteBackupOrNoManifest() throws {
         let temp = TemporaryDirectory()
         let store = temp.file("demo").path
