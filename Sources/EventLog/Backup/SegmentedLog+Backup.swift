@@ -104,7 +104,15 @@ extension SegmentedLog {
                 files.append(old)
             } else {
                 let bytes = try Self.checkedSegmentBytes(segment)
-                var entry = try writer.put(name, bytes: bytes, linkFrom: segment.sealed ? segment.file : nil, report: &report)
+                // The file's CRC32C cannot tell segments apart whose batch headers differ (a
+                // CRC over a block followed by its own CRC is a constant): the earlier copy is
+                // kept, or grown, only when the batch headers it covers are these too.
+                var sameHeaders = true
+                if let old = known[name], let oldHeaders = old.headers {
+                    sameHeaders = Self.headersChecksum(bytes, segment, upTo: old.size) == oldHeaders
+                }
+                var entry = try writer.put(name, bytes: bytes, linkFrom: segment.sealed ? segment.file : nil,
+                                           trustingEarlierCopy: sameHeaders, report: &report)
                 entry.headers = Self.headersChecksum(bytes, segment)
                 files.append(entry)
             }
@@ -167,28 +175,40 @@ extension SegmentedLog {
         }
     }
 
-    /// The CRC32C of a segment's header and its batch headers in order, read from the file: a
-    /// fingerprint of the whole segment (each batch header holds its payload's CRC32C) that
-    /// costs one small read per batch.
+    /// The CRC32C of a segment's header and its batch headers in order, each without its own
+    /// trailing CRC32C field, read from the file: a fingerprint of the whole segment (each batch
+    /// header holds its payload's CRC32C and lengths) that costs one small read per batch.
+    ///
+    /// The trailing checksums are left out because a CRC32C continued over a block followed by
+    /// that block's own CRC32C ends in a constant state: chaining whole headers would give every
+    /// segment of the same batch count the same fingerprint.
     private static func headersChecksum(_ segment: BackupSegment) throws(LogError) -> UInt32 {
-        var crc = try segment.file.read(fromAbsoluteOffset: 0, count: SegmentHeader.size).withUnsafeBytes { CRC32C.checksum($0) }
+        let header = try segment.file.read(fromAbsoluteOffset: 0, count: SegmentHeader.size)
+        var crc = fingerprintStart(header[...])
         for batch in segment.batches {
-            let header = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
-            crc = header.withUnsafeBytes { CRC32C.checksum($0, continuing: crc) }
+            let bytes = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
+            crc = fingerprint(bytes[...], continuing: crc)
         }
         return crc
     }
 
-    /// ``headersChecksum(_:)`` of a segment's bytes already read.
-    private static func headersChecksum(_ bytes: [UInt8], _ segment: BackupSegment) -> UInt32 {
-        bytes.withUnsafeBytes { raw in
-            var crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[0..<SegmentHeader.size]))
-            for batch in segment.batches {
-                let start = Int(batch.offset)
-                crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: raw[start..<(start + BatchHeader.size)]), continuing: crc)
-            }
-            return crc
+    /// ``headersChecksum(_:)`` of a segment's bytes already read; of its batches that end at or
+    /// before `end` when given (the fingerprint an earlier backup recorded for a prefix).
+    private static func headersChecksum(_ bytes: [UInt8], _ segment: BackupSegment, upTo end: Int64? = nil) -> UInt32 {
+        var crc = fingerprintStart(bytes[0..<SegmentHeader.size])
+        for batch in segment.batches where end.map({ batch.endOffset <= $0 }) ?? true {
+            let start = Int(batch.offset)
+            crc = fingerprint(bytes[start..<(start + BatchHeader.size)], continuing: crc)
         }
+        return crc
+    }
+
+    private static func fingerprintStart(_ header: ArraySlice<UInt8>) -> UInt32 {
+        header.dropLast(4).withUnsafeBytes { CRC32C.checksum($0) }
+    }
+
+    private static func fingerprint(_ header: ArraySlice<UInt8>, continuing crc: UInt32) -> UInt32 {
+        header.dropLast(4).withUnsafeBytes { CRC32C.checksum($0, continuing: crc) }
     }
 
     /// The store's identity: its first batch's header checksum and minimum timestamp.
@@ -412,7 +432,10 @@ struct BackupWriter {
     /// Writes (or links, or keeps) one file of the backup.
     /// - Parameter source: For `--link`, the open file whose bytes `bytes` were read from: the
     ///   link is kept only when it names that very file (the path may have been replaced since).
-    mutating func put(_ name: String, bytes: [UInt8], linkFrom source: OpenFile?, report: inout BackupReport) throws(LogError) -> BackupManifest.File {
+    /// - Parameter trustingEarlierCopy: `false` when the caller knows the earlier copy holds
+    ///   other bytes than its CRC32C can show (a segment's batch headers differ): written whole.
+    mutating func put(_ name: String, bytes: [UInt8], linkFrom source: OpenFile?, trustingEarlierCopy: Bool = true,
+                      report: inout BackupReport) throws(LogError) -> BackupManifest.File {
         let entry = BackupManifest.File(name: name, size: Int64(bytes.count), crc32c: bytes.withUnsafeBytes { CRC32C.checksum($0) })
         let final = directory + "/" + name
         if let slash = name.lastIndex(of: "/") {
@@ -420,11 +443,11 @@ struct BackupWriter {
             try StoreDirectory.create(directory + "/" + sub)
             directories.insert(sub)
         }
-        if let old = known[name], old.size == entry.size, old.crc32c == entry.crc32c, holds(name, size: entry.size) {
+        if trustingEarlierCopy, let old = known[name], old.size == entry.size, old.crc32c == entry.crc32c, holds(name, size: entry.size) {
             report.unchangedFiles.append(name)
             return entry
         }
-        if let old = known[name], try grow(name, from: old, to: bytes) {
+        if trustingEarlierCopy, let old = known[name], try grow(name, from: old, to: bytes) {
             report.copiedFiles.append(name)
             report.copiedBytes += entry.size - old.size
             return entry
