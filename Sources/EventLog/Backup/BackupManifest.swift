@@ -26,9 +26,10 @@ public struct BackupManifest: Codable, Hashable, Sendable {
         public var size: Int64
         /// The CRC32C of its bytes.
         public var crc32c: UInt32
-        /// For a segment: the CRC32C of its header and its batch headers in order (each holds
-        /// its payload's CRC32C), which an incremental backup compares for a sealed segment
-        /// instead of reading it whole; `nil` for other files.
+        /// For a segment: the CRC32C of its header and its batch headers in order, each without
+        /// its own trailing CRC32C (each holds its payload's CRC32C), which an incremental backup
+        /// compares for a sealed segment instead of reading it whole, and before keeping or
+        /// growing a segment's copy; `nil` for other files.
         public var headers: UInt32?
     }
 
