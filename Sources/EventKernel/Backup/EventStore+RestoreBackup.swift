@@ -18,7 +18,10 @@ extension EventStore {
     /// The backup is checked first against its manifest (every file's size and CRC32C). At
     /// its end, its files are copied; at an earlier point, the events below it are appended to
     /// a new log with their positions and recording times (the snapshots are not carried:
-    /// they would describe another history's bytes; the store's first open replays).
+    /// they would describe another history's bytes; the store's first open replays). All of
+    /// it is written into a sibling `<destination>.restoring-XXXX`, synced, and renamed to
+    /// `destination` at the end (its parent synced): killed midway, a restore leaves no
+    /// `destination`. The file copies run on a thread of their own.
     /// - Parameters:
     ///   - backup: A complete backup (`eventkernel backup`).
     ///   - destination: A new or empty directory.
