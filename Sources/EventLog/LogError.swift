@@ -51,6 +51,9 @@ public struct LogError: Error, Sendable, CustomStringConvertible {
         /// The server holding a shared log could not be reached, or the connection was lost
         /// (the message names the host and whether an append's outcome is known).
         public static let unavailable = Code("unavailable")
+        /// A backup destination holds another store's backup, another history's, a damaged
+        /// manifest, or files that are not a backup's (Docs/Backups.md).
+        public static let backupMismatch = Code("backup-mismatch")
     }
 
     /// What kind of failure this is.

@@ -37,6 +37,11 @@
 //                                    the commit). Prints "start C" (C: the committed position), then
 //                                    "done C" once it has handled and committed every position
 //                                    below TOTAL
+//   ActivitiesTestHelper snapshot-close DIR
+//                                    opens DIR with the snapshot-determinism workload's store
+//                                    (`SnapshotDeterminism`, snapshots on close only), which
+//                                    replays the log, and closes it: the close writes the
+//                                    snapshots; prints "closed P" (P: the next position)
 //   ActivitiesTestHelper instance DIR SCHEMA NAME SECONDS WRITERS
 //                                    one service instance on the PostgreSQL log in SCHEMA (server:
 //                                    $EVENTKERNEL_POSTGRES_URL), snapshots in DIR: WRITERS tasks
@@ -160,6 +165,17 @@ case "consume":
         try await run.value
         try await store.close()
         say("done")
+        exit(0)
+    } catch {
+        say("error: \(error)")
+        exit(1)
+    }
+case "snapshot-close":
+    do {
+        let (store, _) = try SnapshotDeterminism.open(at: directory, snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: true))
+        let position = store.nextPosition
+        try await store.close()
+        say("closed \(position)")
         exit(0)
     } catch {
         say("error: \(error)")

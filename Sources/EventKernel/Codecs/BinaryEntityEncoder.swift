@@ -160,7 +160,13 @@ final class BinaryEncodingState {
         } else {
             let before = bytes.count
             let encoder = BinaryEntityEncoderImpl(state: self, level: level, codingPath: codingPath())
-            try value.encode(to: encoder)
+            // Dictionaries and sets in sorted order: the same value, the same bytes in every
+            // process (DeterministicEncoding.swift).
+            if let unordered = value as? any DeterministicallyEncodable {
+                try unordered.encodeDeterministically(to: encoder)
+            } else {
+                try value.encode(to: encoder)
+            }
             close(above: level)
             // A value that encoded nothing is an empty keyed container, as JSON's `{}`.
             if bytes.count == before { bytes.append(BinaryEntityFormat.keyed); bytes.append(0) }

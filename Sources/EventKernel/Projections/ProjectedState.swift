@@ -320,7 +320,7 @@ extension ProjectedState where State: Codable {
     public convenience init(name: String, schemaVersion: UInt16, initial: State, reducer: @escaping Reducer) {
         self.init(
             name: name, schemaVersion: schemaVersion, initial: initial,
-            encode: { Array(try JSONEncoder().encode($0)) },
+            encode: { Array(try JSONEncoder.deterministic().encode($0)) },
             decode: { try JSONDecoder().decode(State.self, from: Data($0)) },
             reducer: reducer)
     }

@@ -133,7 +133,7 @@ public struct EntitySchema<Entity: Codable & Sendable>: Sendable {
     private func encode<T: Encodable>(value: T) throws -> [UInt8] {
         switch codec {
         case .binary: try BinaryEntityEncoder().encode(value)
-        case .json: Array(try JSONEncoder().encode(value))
+        case .json: Array(try JSONEncoder.deterministic().encode(value))
         }
     }
 

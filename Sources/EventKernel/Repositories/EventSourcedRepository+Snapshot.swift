@@ -38,8 +38,10 @@ extension EventSourcedRepository {
             slots.append(entry.slot)
             return true
         }
-        // Versions of deleted entities that were not added again.
+        // Versions of deleted entities that were not added again, in id order: a dictionary's
+        // order changes from process to process, and snapshots are byte-for-byte deterministic.
         let deleted = rows.deletedVersions.filter { rows.slot(of: $0.key) == nil }
+            .sorted { EntityID.canonicallyPrecedes($0.key, $1.key) }
         writer.writeVarint(UInt64(deleted.count))
         for (id, version) in deleted {
             writer.writeEntityID(id)

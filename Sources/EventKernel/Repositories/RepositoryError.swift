@@ -85,6 +85,9 @@ public struct Misuse: Error, Hashable, Sendable, CustomStringConvertible {
         /// A repository recording field events indexes a computed property, or a property
         /// stored in part of a field's bytes: its keys could not follow a field event.
         case fieldEventIndexConflict
+        /// ``EventStore/backup(to:options:)`` of a store whose log is not a local directory (an
+        /// in-memory or PostgreSQL log: `eventkernel copy` copies the latter).
+        case backupUnsupported
     }
 
     /// The rule broken.

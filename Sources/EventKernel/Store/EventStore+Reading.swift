@@ -120,6 +120,12 @@ extension EventStore {
     /// - Parameter limit: The latest recording time to include.
     /// - Throws: ``RepositoryError/storage(_:)``.
     public func lastPosition(recordedAtOrBefore limit: LogTimestamp) throws -> LogPosition? {
+        try Self.lastPosition(in: log, recordedAtOrBefore: limit)
+    }
+
+    /// ``lastPosition(recordedAtOrBefore:)-(LogTimestamp)`` of any log (a restore cuts a
+    /// backup's log by it).
+    static func lastPosition(in log: any RecordLog, recordedAtOrBefore limit: LogTimestamp) throws -> LogPosition? {
         var found: LogPosition?
         try Self.readingRecords {
             try log.forEachRecord(from: 0, through: nil) { view in

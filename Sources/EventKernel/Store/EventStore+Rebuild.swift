@@ -182,20 +182,13 @@ extension EventStore {
     }
 
     /// Folds `[start, end)` into `projection` on a thread of its own, and throws the failure
-    /// the projection met there (position and cause). Not on a dispatch queue: on Linux those
-    /// threads are the cooperative pool's, which tasks that never suspend can hold.
+    /// the projection met there (position and cause).
     private static func foldOffThread(
         _ log: any RecordLog, into projection: any Projection, from start: LogPosition, until end: LogPosition
     ) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let thread = Thread {
-                continuation.resume(with: Result {
-                    try replay(log, into: [projection], from: start, until: end)
-                    if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
-                })
-            }
-            thread.name = "EventKernel rebuild"
-            thread.start()
+        try await runOnThreadOfItsOwn(named: "EventKernel rebuild") {
+            try replay(log, into: [projection], from: start, until: end)
+            if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
         }
     }
 }

@@ -25,22 +25,37 @@ extension EventStore {
     /// changed underneath it, which is reported as damage rather than answered from.
     /// - Throws: ``RepositoryError/storage(_:)`` when the anchor record cannot be read.
     func standing(of snapshot: SnapshotFile, at file: URL) throws -> SnapshotStanding {
+        var next = log.bounds.nextPosition
+        if snapshot.nextPosition > next, let shared = sharedLog {
+            // A follower's view is a prefix: the writer (another instance) may have appended
+            // (and snapshotted) since it was taken. Look again before calling anything missing.
+            next = (try? shared.refresh().nextPosition) ?? next
+        }
+        return try Self.standing(of: snapshot, at: file, in: log, historyEpoch: log.historyEpoch, logEnd: next)
+    }
+
+    /// ``standing(of:at:)`` against any log (a backup judges the snapshots of a store no
+    /// `EventStore` is open on).
+    /// - Parameters:
+    ///   - snapshot: The snapshot.
+    ///   - file: Its file, for the error.
+    ///   - log: The log it must be bound to.
+    ///   - historyEpoch: The log's history epoch.
+    ///   - logEnd: The log's next position as seen now.
+    /// - Throws: ``RepositoryError/storage(_:)`` when the anchor record cannot be read.
+    static func standing(
+        of snapshot: SnapshotFile, at file: URL, in log: any RecordLog, historyEpoch: UInt64, logEnd next: LogPosition
+    ) throws -> SnapshotStanding {
         let position = snapshot.nextPosition
         guard position > 0 else { return .matches }
         guard let anchor = snapshot.anchor, let epoch = snapshot.historyEpoch else {
             return .stale("it was written by a version that did not record which history it covers")
         }
-        var next = log.bounds.nextPosition
-        if position > next, let shared = sharedLog {
-            // A follower's view is a prefix: the writer (another instance) may have appended
-            // (and snapshotted) since it was taken. Look again before calling anything missing.
-            next = (try? shared.refresh().nextPosition) ?? next
-        }
-        let found = position <= next ? try self.anchor(coveringUpTo: position) : nil
+        let found = position <= next ? try Self.anchor(in: log, coveringUpTo: position) : nil
         if found == anchor { return .matches }
         let what = found == nil ? "the log ends before position \(next)" : "the log holds a different event at position \(position - 1)"
-        guard epoch == log.historyEpoch else {
-            return .stale("it covers positions up to \(position) of an earlier history (epoch \(epoch); the log was cut since and is now in epoch \(log.historyEpoch)), but \(what)")
+        guard epoch == historyEpoch else {
+            return .stale("it covers positions up to \(position) of an earlier history (epoch \(epoch); the log was cut since and is now in epoch \(historyEpoch)), but \(what)")
         }
         return .contradicts(LogError(.corruption,
             "the snapshot covers acknowledged events up to position \(position), but \(what) and the log was never cut: acknowledged events are missing or changed (`eventkernel verify` shows the damage; `eventkernel repair --yes` accepts the loss)",
@@ -70,6 +85,13 @@ extension EventStore {
     /// The anchor of the record at `nextPosition - 1`, for a snapshot covering up to there.
     /// - Throws: ``RepositoryError/storage(_:)`` when it cannot be read.
     func anchor(coveringUpTo nextPosition: LogPosition) throws -> SnapshotAnchor? {
+        try Self.anchor(in: log, coveringUpTo: nextPosition)
+    }
+
+    /// The anchor of the record at `nextPosition - 1` of `log` (a backup judges snapshots
+    /// against a log no store is open on).
+    /// - Throws: ``RepositoryError/storage(_:)`` when it cannot be read.
+    static func anchor(in log: any RecordLog, coveringUpTo nextPosition: LogPosition) throws -> SnapshotAnchor? {
         guard nextPosition > 0 else { return nil }
         var found: SnapshotAnchor?
         try Self.readingRecords {

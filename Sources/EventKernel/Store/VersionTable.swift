@@ -319,13 +319,24 @@ final class VersionTable: Projection {
         var writer = BinaryWriter(capacity: 32 + committed.count * 24)
         writer.writeVarint(UInt64(excluded.count))
         for type in excluded.sorted(by: { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }) { writer.writeString(type) }
-        writer.writeVarint(UInt64(committed.typeNames.count))
-        for type in committed.typeNames { writer.writeString(type) }
-        writer.writeVarint(UInt64(committed.count))
-        committed.forEach { code, id, version in
-            writer.writeVarint(UInt64(code))
-            writer.writeEntityID(id)
-            writer.writeVarint(version)
+        // Types by name and entries by (type, id): the table's own order follows its hash
+        // table's capacity and insertion history (and, for string ids, a per-process hash
+        // seed), and snapshots are byte-for-byte deterministic.
+        let names = committed.typeNames
+        let order = names.indices.sorted { names[$0].utf8.lexicographicallyPrecedes(names[$1].utf8) }
+        var canonical = [Int](repeating: 0, count: names.count)
+        for (new, old) in order.enumerated() { canonical[old] = new }
+        writer.writeVarint(UInt64(names.count))
+        for old in order { writer.writeString(names[old]) }
+        var entries: [(code: Int, id: EntityID, version: UInt64)] = []
+        entries.reserveCapacity(committed.count)
+        committed.forEach { code, id, version in entries.append((canonical[code], id, version)) }
+        entries.sort { $0.code != $1.code ? $0.code < $1.code : EntityID.canonicallyPrecedes($0.id, $1.id) }
+        writer.writeVarint(UInt64(entries.count))
+        for entry in entries {
+            writer.writeVarint(UInt64(entry.code))
+            writer.writeEntityID(entry.id)
+            writer.writeVarint(entry.version)
         }
         return ProjectionSnapshot(bytes: writer.bytes, nextPosition: next)
     }

@@ -39,6 +39,11 @@ struct ToolError: Error, CustomStringConvertible {
         case let error as LogError:
             switch error.code {
             case .locked:
+                if let file = error.file, let store,
+                   URL(filePath: (file as NSString).deletingLastPathComponent).standardizedFileURL.path != store.standardizedFileURL.path {
+                    // Another directory's lock (a backup's destination): its own message says whose.
+                    return ToolError(.storeUnavailable, error.description)
+                }
                 let dir = store ?? URL(filePath: (error.file as NSString?)?.deletingLastPathComponent ?? ".")
                 let pid = StoreLocation.lockHolder(of: dir).map { " (pid \($0))" } ?? ""
                 return ToolError(.storeUnavailable, "store \(dir.path) is locked by another writer\(pid); stop it, or use a read-only command (query, export, verify, inspect, tail)")
@@ -50,6 +55,8 @@ struct ToolError: Error, CustomStringConvertible {
                 return ToolError(.badInput, error.description)
             case .unavailable:
                 return ToolError(.storeUnavailable, error.description)
+            case .backupMismatch:
+                return ToolError(.badInput, error.description)
             default:
                 return ToolError(.io, error.description)
             }

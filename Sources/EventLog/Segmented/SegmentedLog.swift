@@ -119,6 +119,8 @@ public final class SegmentedLog: RecordLog {
         }
         let path = directory.standardizedFileURL.path
         try StoreDirectory.create(path)
+        // Before the lock: refusing must leave no LOCK file in the backup.
+        try StoreManifest.refuseIncompleteBackup(in: path)
         if !StoreDirectory.exists(path + "/" + StoreManifest.fileName) { try StoreManifest.requireStoreContents(in: path) }
         let lock = try DirectoryLock(directory: path)
         let before = try StoreManifest.prepareForWriting(in: path, io: configuration.fileIO)
@@ -139,7 +141,8 @@ public final class SegmentedLog: RecordLog {
     /// Never writes: a torn tail is not truncated but treated as the end; ``refresh()`` picks
     /// up what a writer appended since.
     /// - Throws: ``LogError/Code/notAStore`` if the directory does not exist or is not a store
-    ///   (no `eventkernel.store` file and no segment files); damage as for ``open(at:configuration:)``.
+    ///   (no `eventkernel.store` file and no segment files, or a backup in progress or cut short);
+    ///   damage as for ``open(at:configuration:)``.
     public static func openReadOnly(at directory: URL) throws -> SegmentedLog {
         let path = directory.standardizedFileURL.path
         try StoreDirectory.requireExisting(path)

@@ -33,6 +33,48 @@ package enum StoreDirectory {
         }
     }
 
+    /// Creates `path` and its missing parents like ``create(_:)``, then syncs the parent of
+    /// every directory it created (deepest first), so that after a power loss a directory a
+    /// backup or restore completed in is still there.
+    /// - Parameters:
+    ///   - path: The directory.
+    ///   - io: The system-call layer.
+    /// - Throws: As ``create(_:)``; ``LogError/Code/io`` when a sync fails.
+    package static func createDurably(_ path: String, io: any LogFileIO) throws(LogError) {
+        var missing: [String] = []
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if !exists(prefix) { missing.append(prefix) }
+        }
+        try create(path)
+        for created in missing.reversed() {
+            let slash = created.lastIndex(of: "/")!
+            let parent = String(created[..<slash])
+            try synchronize(parent.isEmpty ? "/" : parent, io: io)
+        }
+    }
+
+    /// Puts a directory written whole under a temporary name in its place: syncs it, creates
+    /// (durably) the destination's parent, renames it to `destination` (which must not exist or
+    /// be an empty directory) and syncs the parent, so the directory is there after a power loss.
+    /// - Parameters:
+    ///   - source: The written directory.
+    ///   - destination: Its final path.
+    ///   - io: The system-call layer.
+    /// - Throws: ``LogError`` naming the path whose sync or rename failed.
+    package static func moveDurably(_ source: String, to destination: String, io: any LogFileIO) throws(LogError) {
+        try synchronize(source, io: io)
+        let parent = destination.lastIndex(of: "/").map { String(destination[..<$0]) } ?? "."
+        try createDurably(parent.isEmpty ? "/" : parent, io: io)
+        do throws(SystemCallError) {
+            try SystemCall.run("rename to \(destination)") { rename(source, destination) }
+        } catch {
+            throw LogError.system(error, file: source)
+        }
+        try synchronize(parent.isEmpty ? "/" : parent, io: io)
+    }
+
     /// Fails unless `path` is an existing directory.
     static func requireExisting(_ path: String) throws(LogError) {
         var st = stat()
@@ -84,9 +126,12 @@ package enum StoreDirectory {
     ///   - temporaryName: The temporary file's name in `directory`; default `name + ".tmp"`.
     ///     Writers that may overlap on one `name` give each write its own.
     ///   - io: The system-call layer.
+    ///   - synchronizingDirectory: Sync the directory after the rename (a caller writing many
+    ///     files, a backup, syncs it once after the last).
     /// - Throws: ``LogError`` naming the file that failed; the temporary file is removed.
     package static func writeAtomically(
-        _ bytes: [UInt8], directory: String, name: String, temporaryName: String? = nil, io: any LogFileIO
+        _ bytes: [UInt8], directory: String, name: String, temporaryName: String? = nil, io: any LogFileIO,
+        synchronizingDirectory: Bool = true
     ) throws(LogError) {
         let temporary = directory + "/" + (temporaryName ?? name + ".tmp")
         let final = directory + "/" + name
@@ -105,7 +150,7 @@ package enum StoreDirectory {
             unlink(temporary)
             throw error
         }
-        try synchronize(directory, io: io)
+        if synchronizingDirectory { try synchronize(directory, io: io) }
     }
 
     /// Removes a file (or a symbolic link, never what it points to); a missing one is not an error.

@@ -89,6 +89,7 @@ struct StoreManifest: Hashable, Sendable {
     static func isStoreOwnedOrIgnorable(_ name: String) -> Bool {
         name == fileName || name == fileName + ".tmp" || name == DirectoryLock.fileName || name == RecoveredFiles.directoryName
             || name == "snapshots" || name == ConsumerFiles.directoryName || name.hasPrefix(".")
+            || name == BackupManifest.fileName || name == BackupManifest.partialFileName
     }
 
     /// Makes sure `directory` is a store, for a writer: reads its manifest, adds one to a store
@@ -98,6 +99,7 @@ struct StoreManifest: Hashable, Sendable {
     /// - Throws: ``LogError/Code/notAStore`` for a directory holding files but no store;
     ///   corruption for a damaged manifest.
     static func prepareForWriting(in directory: String, io: any LogFileIO) throws(LogError) -> StoreManifest {
+        try refuseIncompleteBackup(in: directory)
         if let manifest = try read(in: directory) { return manifest }
         try requireStoreContents(in: directory)
         let manifest = StoreManifest(historyEpoch: 0)
@@ -108,11 +110,24 @@ struct StoreManifest: Hashable, Sendable {
     /// The manifest, for a reader: a store written before manifests existed reads as epoch 0.
     /// - Throws: ``LogError/Code/notAStore`` when the directory is not a store.
     static func requireForReading(in directory: String) throws(LogError) -> StoreManifest {
+        try refuseIncompleteBackup(in: directory)
         if let manifest = try read(in: directory) { return manifest }
         guard Segment.Name.containsSegment(try StoreDirectory.list(directory)) else {
             throw LogError(.notAStore, "\(directory) is not a store: it has no \(fileName) file and no segment files", file: directory)
         }
         return StoreManifest(historyEpoch: 0)
+    }
+
+    /// Refuses a backup directory a backup is writing, or one a killed backup left: its files
+    /// are a prefix of some store (a full backup cut at 60% reads as a shorter, consistent
+    /// store), so no reader, writer or verify may take it for one.
+    /// - Throws: ``LogError/Code/notAStore`` when `directory` holds the backup's partial marker.
+    static func refuseIncompleteBackup(in directory: String) throws(LogError) {
+        let marker = directory + "/" + BackupManifest.partialFileName
+        guard StoreDirectory.exists(marker) else { return }
+        throw LogError(.notAStore,
+            "\(directory) is a backup in progress or cut short (it holds \(BackupManifest.partialFileName)), not a store: see `eventkernel backups list`, and run the backup again to complete it",
+            file: marker)
     }
 
     /// Fails unless the directory is empty (but for what a store may hold) or holds segments.

@@ -23,13 +23,15 @@ extension SegmentedLog {
     ///     default); `false` checks headers, payload checksums and the structure only, which
     ///     finds every flipped bit at a fraction of the cost.
     /// - Returns: What was found; ``VerificationReport/isIntact`` is false on damage.
-    /// - Throws: ``LogError`` only when the directory cannot be read at all.
+    /// - Throws: ``LogError`` only when the directory cannot be read at all, or is not a store
+    ///   (``LogError/Code/notAStore``, among it a backup in progress or cut short).
     /// - Complexity: Reads every byte of the log (and decompresses it when `decodingRecords`).
     public static func verify(
         at directory: URL, acknowledgedElsewhere: [AcknowledgedPosition] = [], decodingRecords: Bool = true
     ) throws -> VerificationReport {
         let path = directory.standardizedFileURL.path
         try StoreDirectory.requireExisting(path)
+        try StoreManifest.refuseIncompleteBackup(in: path)
         var report = VerificationReport(directory: path)
         var historyEpoch: UInt64? = nil
         do {

@@ -1,0 +1,108 @@
+public import EventLog
+public import Foundation
+
+/// Online, incremental backups of a store: its log (``SegmentedLog/backup(to:options:extraFiles:)``
+/// holds the rule) and the newest snapshots bound to the backed-up log (Docs/Backups.md).
+extension EventStore {
+    /// Backs the store up into `destination` while it goes on serving appends.
+    ///
+    /// The backup holds the log up to the position it had when the backup began (the
+    /// appends after it are in the next backup), the newest snapshot of each projection that
+    /// covers no more than that and is bound to this log, and the store file. It is itself a
+    /// store: `eventkernel verify` passes on it, and it opens. Into a directory that holds an
+    /// earlier backup of this store and history, only new or changed files are written. The
+    /// copying runs on a thread of its own, not the caller's.
+    /// - Parameters:
+    ///   - destination: The backup directory (created when missing).
+    ///   - options: Hard links for sealed segments, starting over, the system-call layer.
+    /// - Returns: What was written, linked, kept and removed, and the manifest.
+    /// - Throws: ``RepositoryError/misuse(_:)`` (``Misuse/Code/backupUnsupported``) for a store
+    ///   whose log is not a local directory; ``RepositoryError/storage(_:)`` wrapping the
+    ///   ``LogError`` of ``SegmentedLog/backup(to:options:extraFiles:)`` (a destination that
+    ///   belongs to another store or history, damage met on the way with its file and offset,
+    ///   an I/O failure); the destination then holds no manifest.
+    public func backup(to destination: URL, options: BackupOptions = BackupOptions()) async throws -> BackupReport {
+        guard let segmented = log as? SegmentedLog else {
+            throw RepositoryError.misuse(Misuse(.backupUnsupported,
+                "the store's log is not a local directory: back up the PostgreSQL database with its own tools, or `eventkernel copy` it to a directory"))
+        }
+        let snapshots = snapshots?.url
+        // Blocking file I/O for as long as the copy takes: off the cooperative threads the
+        // store's own tasks run on.
+        return try await runOnThreadOfItsOwn(named: "EventKernel backup") {
+            try Self.backup(segmented, snapshots: snapshots, to: destination, options: options)
+        }
+    }
+
+    /// Backs up the store at `source` from a read-only view of it: the writer (another
+    /// process, `eventkernel backup`) goes on.
+    /// - Parameters:
+    ///   - source: The store directory.
+    ///   - destination: The backup directory (created when missing).
+    ///   - options: Hard links for sealed segments, starting over, the system-call layer.
+    /// - Returns: What was written, linked, kept and removed, and the manifest.
+    /// - Throws: As ``backup(to:options:)``; ``RepositoryError/storage(_:)`` with
+    ///   ``LogError/Code/notAStore`` when `source` is not a store.
+    public static func backup(storeAt source: URL, to destination: URL, options: BackupOptions = BackupOptions()) async throws -> BackupReport {
+        let log: SegmentedLog
+        do { log = try SegmentedLog.openReadOnly(at: source) } catch let error as LogError {
+            throw RepositoryError.storage(StorageFailure(error))
+        }
+        let snapshots = source.appending(path: "snapshots", directoryHint: .isDirectory)
+        let result: Result<BackupReport, any Error>
+        do {
+            result = .success(try await runOnThreadOfItsOwn(named: "EventKernel backup") {
+                try backup(log, snapshots: snapshots, to: destination, options: options)
+            })
+        } catch {
+            result = .failure(error)
+        }
+        try? await log.close()
+        return try result.get()
+    }
+
+    private static func backup(_ log: SegmentedLog, snapshots: URL?, to destination: URL, options: BackupOptions) throws -> BackupReport {
+        do {
+            return try log.backup(to: destination, options: options) { position, epoch in
+                guard let snapshots else { return [] }
+                return try boundSnapshots(in: snapshots, log: log, position: position, epoch: epoch)
+            }
+        } catch let error as LogError {
+            throw RepositoryError.storage(StorageFailure(error))
+        }
+    }
+
+    /// The newest snapshot of each projection (and schema version) that covers no more than
+    /// `position` and is bound to `log` as it is: the store's own rule,
+    /// ``standing(of:at:in:historyEpoch:logEnd:)``, judges each (a stale one is skipped, as the
+    /// store would not use it). Its whole file was read and checked (the header's and the
+    /// body's checksums). A snapshot the writer pruned meanwhile, or that does not decode, is
+    /// skipped: snapshots are derived, and the backup's first open replays instead.
+    /// - Throws: ``LogError/Code/corruption`` for a snapshot that contradicts the log (events it
+    ///   covers are missing or changed in a history never cut: damage, as at the store's open).
+    static func boundSnapshots(in directory: URL, log: SegmentedLog, position: LogPosition, epoch: UInt64) throws -> [BackupExtraFile] {
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [])
+            .filter { $0.hasSuffix(".snap") && !$0.hasPrefix(".") }.sorted().reversed()
+        var chosen: [String: BackupExtraFile] = [:]
+        let logEnd = log.bounds.nextPosition
+        for name in names {
+            let url = directory.appending(path: name)
+            guard let data = try? Data(contentsOf: url), let file = try? SnapshotFile(decoding: Array(data)) else { continue }
+            let key = "\(file.projectionName)\u{0}\(file.schemaVersion)"
+            let judged: SnapshotStanding
+            do { judged = try Self.standing(of: file, at: url, in: log, historyEpoch: epoch, logEnd: logEnd) } catch {
+                if case .storage(let failure) = error as? RepositoryError, let logError = failure.logError { throw logError }
+                throw error
+            }
+            switch judged {
+            case .contradicts(let error): throw error
+            case .stale: continue
+            case .matches:
+                // Past the backup's position (written since the plan): the next backup's.
+                guard file.nextPosition <= position, chosen[key] == nil else { continue }
+                chosen[key] = BackupExtraFile(name: "snapshots/" + name, bytes: Array(data))
+            }
+        }
+        return chosen.values.sorted { $0.name < $1.name }
+    }
+}

@@ -1,0 +1,78 @@
+import ArgumentParser
+import EventKernel
+import EventLog
+import Foundation
+
+struct RestoreCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore",
+        abstract: "Restore a backup into a new store directory: at its end, at a position, or as recorded at a time.",
+        discussion: """
+            The backup is checked against its manifest first (every file's size and CRC32C). At its end the backup's \
+            files are copied, snapshots included; with --position N the store holds the events below N, with \
+            --as-of DATE those up to the last one recorded at or before DATE (the rule of replay --as-of), and its \
+            first open rebuilds the snapshots. The destination must be new or empty (exit 1 otherwise); a directory \
+            that holds no complete backup is exit 1, a backup file that does not match its manifest exit 3.
+
+            Examples:
+              eventkernel restore /backups/demo /tmp/demo-restored
+              eventkernel restore /backups/demo --to /tmp/demo-at-1000 --position 1000
+              eventkernel restore /backups/demo --to /tmp/demo-morning --as-of 2026-01-15T08:00:00Z
+            """)
+
+    @Argument(help: ArgumentHelp("The backup directory.", valueName: "BACKUP"))
+    var backup: String
+    @Argument(help: ArgumentHelp("The directory to restore into, new or empty (the same as --to).", valueName: "DEST"))
+    var destinationArgument: String?
+    @Option(name: .customLong("to"), help: ArgumentHelp("The directory to restore into.", valueName: "DIR"))
+    var toOption: String?
+    @Option(help: ArgumentHelp("Restore the events below this position.", valueName: "N"))
+    var position: UInt64?
+    @Option(name: .customLong("as-of"), help: ArgumentHelp(
+        "Restore the events up to the last one recorded at or before this time (ISO 8601; a bare date is its whole day, UTC).", valueName: "DATE"))
+    var asOf: String?
+    @Flag(help: "Print the result as one JSON object.")
+    var json = false
+
+    private static func url(_ path: String) -> URL { URL(filePath: path, directoryHint: .isDirectory).standardizedFileURL }
+
+    func validate() throws {
+        if let destinationArgument, let toOption, Self.url(destinationArgument) != Self.url(toOption) {
+            throw ValidationError("the destination is given twice, differently: '\(destinationArgument)' and --to '\(toOption)'; give one")
+        }
+        guard destinationArgument != nil || toOption != nil else { throw ValidationError("Missing the destination: eventkernel restore BACKUP DEST (or --to DIR)") }
+        guard position == nil || asOf == nil else { throw ValidationError("give at most one of --position N or --as-of DATE") }
+    }
+
+    func run() async throws {
+        let source = Self.url(backup)
+        let destination = Self.url(destinationArgument ?? toOption!)
+        let point: RestorePoint
+        if let position {
+            point = .position(position)
+        } else if let asOf {
+            do { point = .recordedAtOrBefore(try ISODate.parseRecordingTimeUpperBound(asOf)) } catch { throw ToolError(.badInput, "--as-of: \(error)") }
+        } else {
+            point = .end
+        }
+        let end = try await withToolErrors(store: source) {
+            do { return try await EventStore.restore(from: source, to: destination, at: point) } catch let error as RepositoryError {
+                // A directory that is not a complete backup, and a destination in use, are the
+                // user's input, not the backup's damage.
+                if let logError = error.logError, logError.code == .invalidArgument || logError.code == .backupMismatch {
+                    throw ToolError(.badInput, logError.description)
+                }
+                // Damage here is the backup's: `repair` (the store's advice) does not apply to it.
+                if let logError = error.logError, [.corruption, .unsupportedVersion, .compression].contains(logError.code) {
+                    throw ToolError(.damage, "\(logError.description); the backup is damaged: restore another backup, or take a new one from the store (`eventkernel backup --restart`); `eventkernel backups list` checks every file")
+                }
+                throw error
+            }
+        }
+        if json {
+            print(Output.json(["backup": source.path, "store": destination.path, "position": end]))
+        } else {
+            Output.note("restored \(Output.count(end)) events from \(source.path) into \(destination.path), positions 0..<\(end)")
+        }
+    }
+}

@@ -1,0 +1,147 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+public import Foundation
+import KernelPrimitives
+
+/// The last file of a backup (`<backup>/eventkernel.backup`, JSON): what the backup holds and
+/// which store and history it was taken from. Written last, atomically, after every file it
+/// lists and the directories are synced, so a directory with this file is a complete backup;
+/// one without it is not (Docs/Backups.md, Docs/FileFormat.md "Backup manifest").
+public struct BackupManifest: Codable, Hashable, Sendable {
+    /// The manifest's file name in a backup directory.
+    public static let fileName = "eventkernel.backup"
+    /// The marker a backup in progress leaves until its manifest is written.
+    public static let partialFileName = "eventkernel.backup.partial"
+    /// The manifest format this build writes and reads.
+    public static let currentFormat = 1
+
+    /// One file of the backup.
+    public struct File: Codable, Hashable, Sendable {
+        /// The path relative to the backup directory (`snapshots/<name>` for a snapshot).
+        public var name: String
+        /// Its size in bytes.
+        public var size: Int64
+        /// The CRC32C of its bytes.
+        public var crc32c: UInt32
+        /// For a segment: the CRC32C of its header and its batch headers in order, each without
+        /// its own trailing CRC32C (each holds its payload's CRC32C), which an incremental backup
+        /// compares for a sealed segment instead of reading it whole, and before keeping or
+        /// growing a segment's copy; `nil` for other files.
+        public var headers: UInt32?
+    }
+
+    /// The manifest format (``currentFormat``).
+    public var format: Int
+    /// The store the backup was taken from: its first batch (`<crc32c of the batch header>-<minimum
+    /// timestamp>`, hex), which no other store shares; `nil` for an empty store.
+    public var storeIdentity: String?
+    /// The source log's history epoch (Docs/Durability.md): a `repair` of the source starts another.
+    public var historyEpoch: UInt64
+    /// One past the last position the backup holds: it holds exactly the positions below.
+    public var nextPosition: UInt64
+    /// The last batch the backup holds, as `<segment file>@<offset>:<header crc32c hex>`, so
+    /// that an incremental backup checks the source still holds the same history; `nil` when
+    /// the backup holds no event.
+    public var lastBatch: String?
+    /// When the backup was completed (ISO 8601, UTC).
+    public var createdAt: String
+    /// Every file of the backup but the manifest, sorted by name.
+    public var files: [File]
+
+    /// The total size of the backup's files.
+    public var totalBytes: Int64 { files.reduce(0) { $0 + $1.size } }
+
+    /// Reads the manifest of a backup directory.
+    /// - Parameter directory: The backup directory.
+    /// - Returns: The manifest, or `nil` when the directory has none.
+    /// - Throws: ``LogError`` (``LogError/Code/corruption``, naming the file) when it exists
+    ///   but does not decode; ``LogError/Code/unsupportedVersion`` for a newer format.
+    public static func read(in directory: URL) throws(LogError) -> BackupManifest? {
+        let path = directory.path + "/" + fileName
+        guard StoreDirectory.exists(path) else { return nil }
+        let file = try OpenFile.open(path, flags: O_RDONLY)
+        let bytes = try file.read(fromAbsoluteOffset: 0, count: Int(try file.size()))
+        let manifest: BackupManifest
+        do { manifest = try JSONDecoder().decode(BackupManifest.self, from: Data(bytes)) } catch {
+            throw LogError(.corruption, "the backup manifest does not decode: \(error)", file: path, offset: 0)
+        }
+        guard manifest.format == currentFormat else {
+            throw LogError(.unsupportedVersion, "backup manifest format \(manifest.format) is not supported by this build", file: path)
+        }
+        return manifest
+    }
+
+    /// The manifest's bytes: sorted keys, so the same backup writes the same bytes.
+    func encoded() throws(LogError) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        do { return Array(try encoder.encode(self)) + [0x0A] } catch {
+            throw LogError(.invalidArgument, "the backup manifest does not encode: \(error)")
+        }
+    }
+}
+
+/// How ``SegmentedLog/backup(to:options:extraFiles:)`` copies.
+public struct BackupOptions: Sendable {
+    /// Hard-link sealed segments and their index files instead of copying them, when the
+    /// destination is on the same filesystem (else they are copied). Sealed files are never
+    /// written again, so a link shares immutable bytes.
+    public var link: Bool
+    /// Start over: nothing in the destination is trusted, every file is written again and the
+    /// files of the backup there that the new one does not hold are removed. A destination
+    /// holding another store's (or another history's) backup, or a damaged manifest, is then
+    /// taken over instead of refused; one holding files that are not a backup's still is refused.
+    public var restart: Bool
+    /// The system-call layer for the backup's writes and syncs (fault injection in tests).
+    public var fileIO: any LogFileIO
+
+    /// Creates options.
+    /// - Parameters:
+    ///   - link: Hard-link sealed files where possible.
+    ///   - restart: Start over in a destination that is refused otherwise.
+    ///   - fileIO: The system-call layer for writes and syncs.
+    public init(link: Bool = false, restart: Bool = false, fileIO: any LogFileIO = PosixFileIO()) {
+        self.link = link
+        self.restart = restart
+        self.fileIO = fileIO
+    }
+}
+
+/// What a backup did.
+public struct BackupReport: Sendable {
+    /// The manifest written last.
+    public var manifest: BackupManifest
+    /// Whether an earlier complete backup of the same store and history was there to build on.
+    public var incremental: Bool
+    /// The files written (copied), by name.
+    public var copiedFiles: [String] = []
+    /// The bytes written.
+    public var copiedBytes: Int64 = 0
+    /// The files hard-linked (``BackupOptions/link``).
+    public var linkedFiles: [String] = []
+    /// The files already in the destination with the same size and CRC32C: not written.
+    public var unchangedFiles: [String] = []
+    /// Files removed from the destination: no longer part of the backup.
+    public var removedFiles: [String] = []
+}
+
+/// A file of the store beside the log that a backup carries (EventKernel's snapshots), already
+/// read and checked by its owner.
+public struct BackupExtraFile: Sendable {
+    /// The path relative to the backup directory; at most one directory level (`snapshots/x`).
+    public var name: String
+    /// The file's bytes.
+    public var bytes: [UInt8]
+
+    /// Creates an extra file.
+    /// - Parameters:
+    ///   - name: The path relative to the backup directory.
+    ///   - bytes: The contents.
+    public init(name: String, bytes: [UInt8]) {
+        self.name = name
+        self.bytes = bytes
+    }
+}

@@ -1,0 +1,484 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+public import Foundation
+import KernelPrimitives
+
+/// Online, incremental backups of a segmented log (Docs/Backups.md).
+///
+/// The rule, in one place: the log's segments and their committed lengths are taken under the
+/// log's lock for a moment (no lock is held while bytes are copied: writers go on), so the
+/// backup is the log's exact prefix up to one position. Sealed segments never change and the
+/// active one is copied only up to its committed length, so the copy needs no lock. Every batch
+/// is checked on the way (header and payload CRC32C, as the log stores them), every file and
+/// directory is synced, and the manifest is written last, atomically: a directory holding a
+/// manifest is a complete backup, and one without it is never trusted.
+extension SegmentedLog {
+    /// One segment as the backup sees it: its open file and the batches committed when the
+    /// plan was taken.
+    struct BackupSegment {
+        let base: LogPosition
+        let file: OpenFile
+        let sealed: Bool
+        let batches: [BatchLocation]
+        let dataEnd: Int64
+        let nextPosition: LogPosition
+    }
+
+    /// Backs the log up into `destination` at the position it has now, while writers go on.
+    ///
+    /// Into a directory holding an earlier complete backup of the same store and history,
+    /// only the files that are new or changed (size or CRC32C differ from the manifest's) are
+    /// written. A directory holding a backup in progress (killed midway) is resumed: nothing
+    /// in it is trusted, every file is written again.
+    /// - Parameters:
+    ///   - destination: The backup directory (created when missing).
+    ///   - options: Linking, starting over, the system-call layer.
+    ///   - extraFiles: Given the backup's position and history epoch, the files beside the log
+    ///     the backup carries (EventKernel's snapshots), checked by their owner.
+    /// - Returns: What was copied, linked, kept and removed, and the manifest.
+    /// - Throws: ``LogError``: ``LogError/Code/locked`` when another backup (or a writer) holds
+    ///   the destination's lock; ``LogError/Code/backupMismatch`` for a destination holding
+    ///   another store's or another history's backup, or files that are not a backup (unless
+    ///   ``BackupOptions/restart``, which still never removes files that are not a backup's);
+    ///   ``LogError/Code/corruption`` with the source file, offset and position when a batch
+    ///   fails its checksums on the way; ``LogError/Code/io`` when a read, write or sync fails.
+    ///   The destination then holds no manifest.
+    public func backup(
+        to destination: URL, options: BackupOptions = BackupOptions(),
+        extraFiles: (LogPosition, UInt64) throws -> [BackupExtraFile] = { _, _ in [] }
+    ) throws -> BackupReport {
+        // The epoch changes only by a cut of the history, which an open log does not make
+        // while it serves appends; read first, not under the state lock (one lock at a time).
+        let epoch = historyEpoch
+        // The plan: taken under the log's lock, for a moment.
+        let segments = core.state.withLock { state in
+            state.segments.map { BackupSegment(base: $0.basePosition, file: $0.file, sealed: $0.sealed,
+                                               batches: $0.batches, dataEnd: $0.dataEnd, nextPosition: $0.nextPosition) }
+        }
+        let position = segments.last?.nextPosition ?? 0
+        let io = options.fileIO
+        let dest = destination.path
+        do throws(LogError) { try StoreDirectory.createDurably(dest, io: io) } catch {
+            // A destination that cannot be made is an I/O failure, whatever the reason (the
+            // store's own "not a store" is about the source).
+            throw LogError(.io, "cannot create the backup directory: \(error.message)", file: error.file ?? dest,
+                           systemErrorNumber: error.systemErrorNumber)
+        }
+        // One backup at a time per directory: two would share temporary names and each
+        // remove the other's files, and the last manifest would describe bytes the other wrote.
+        // Held to the end (released when `lock` goes); a store's writer takes the same lock.
+        let lock = try Self.lockDestination(dest)
+        defer { lock.unlock() }
+        let identity = try Self.storeIdentity(segments)
+        let previous = try Self.previousBackup(in: destination, identity: identity, epoch: epoch, segments: segments, options: options)
+        // From here until the new manifest, the directory is a backup in progress. The earlier
+        // manifest stays: no file it lists changes before the new one replaces it (files only
+        // grow past their listed size, new ones get new names, superseded ones go after), so a
+        // backup killed here leaves the earlier complete backup. Only a file it lists that must
+        // be rewritten (not grown) withdraws it first (``BackupWriter/withdrawPrevious()``).
+        try StoreDirectory.writeAtomically([], directory: dest, name: BackupManifest.partialFileName, io: io)
+        if previous == nil {
+            // Not built on (none, --restart, cut short): every file is written again, so no
+            // manifest may stay to describe what is being replaced.
+            try StoreDirectory.remove(dest + "/" + BackupManifest.fileName)
+            try StoreDirectory.synchronize(dest, io: io)
+        }
+
+        let known = Dictionary((previous?.files ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        var report = BackupReport(manifest: BackupManifest(format: BackupManifest.currentFormat, storeIdentity: identity,
+                                                           historyEpoch: epoch, nextPosition: position, lastBatch: nil,
+                                                           createdAt: "", files: []),
+                                  incremental: previous != nil)
+        var files: [BackupManifest.File] = []
+        var writer = BackupWriter(directory: dest, io: io, known: known, linking: options.link)
+        for segment in segments {
+            let name = Segment.Name.segment(segment.base)
+            if segment.sealed, let old = known[name], old.size == segment.dataEnd, let headers = old.headers,
+               try Self.headersChecksum(segment) == headers, writer.holds(name, size: old.size) {
+                // A sealed segment the earlier backup holds: the same size and the same batch
+                // headers (each with its payload's CRC32C), so the same bytes, not read again.
+                report.unchangedFiles.append(name)
+                files.append(old)
+            } else {
+                let bytes = try Self.checkedSegmentBytes(segment)
+                // The file's CRC32C cannot tell segments apart whose batch headers differ (a
+                // CRC over a block followed by its own CRC is a constant): the earlier copy is
+                // kept, or grown, only when the batch headers it covers are these too.
+                var sameHeaders = true
+                if let old = known[name], let oldHeaders = old.headers {
+                    sameHeaders = Self.headersChecksum(bytes, segment, upTo: old.size) == oldHeaders
+                }
+                var entry = try writer.put(name, bytes: bytes, linkFrom: segment.sealed ? segment.file : nil,
+                                           trustingEarlierCopy: sameHeaders, report: &report)
+                entry.headers = Self.headersChecksum(bytes, segment)
+                files.append(entry)
+            }
+            if segment.sealed {
+                let indexPath = core.directory + "/" + Segment.Name.index(segment.base)
+                if let (index, indexFile) = try Self.checkedIndexBytes(at: indexPath, segment: segment) {
+                    files.append(try writer.put(Segment.Name.index(segment.base), bytes: index, linkFrom: indexFile, report: &report))
+                }
+            }
+        }
+        if let last = segments.last(where: { !$0.batches.isEmpty }), let batch = last.batches.last {
+            let header = try last.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
+            report.manifest.lastBatch = Self.mark(segment: last.base, offset: batch.offset, header: header)
+        }
+        let storePath = core.directory + "/" + StoreManifest.fileName
+        if StoreDirectory.exists(storePath) {
+            let file = try OpenFile.open(storePath, flags: O_RDONLY)
+            let bytes = try file.read(fromAbsoluteOffset: 0, count: StoreManifest.size + 1)
+            if case .failure(var error) = StoreManifest.decode(bytes) {
+                error.file = storePath
+                throw error
+            }
+            files.append(try writer.put(StoreManifest.fileName, bytes: bytes, linkFrom: nil, report: &report))
+        }
+        for extra in try extraFiles(position, epoch) {
+            files.append(try writer.put(extra.name, bytes: extra.bytes, linkFrom: nil, report: &report))
+        }
+        for directory in writer.directories.sorted() { try StoreDirectory.synchronize(dest + "/" + directory, io: io) }
+        try StoreDirectory.synchronize(dest, io: io)
+        report.manifest.files = files.sorted { $0.name < $1.name }
+        report.manifest.createdAt = Date.now.formatted(.iso8601)
+        // The new manifest replaces the earlier one in one rename: the directory is the earlier
+        // complete backup until here, the new one after.
+        try StoreDirectory.writeAtomically(try report.manifest.encoded(), directory: dest, name: BackupManifest.fileName, io: io)
+        try StoreDirectory.remove(dest + "/" + BackupManifest.partialFileName)
+        // What an earlier backup held and this one does not (older snapshots): removed only now,
+        // when no manifest lists them.
+        let kept = Set(files.map(\.name))
+        var touched: Set<String> = []
+        for name in try Self.backupOwnedNames(in: dest) where !kept.contains(name) && name != BackupManifest.partialFileName && name != DirectoryLock.fileName && name != BackupManifest.fileName {
+            try StoreDirectory.remove(dest + "/" + name)
+            report.removedFiles.append(name)
+            if let slash = name.lastIndex(of: "/") { touched.insert(String(name[..<slash])) }
+        }
+        for directory in touched.sorted() { try StoreDirectory.synchronize(dest + "/" + directory, io: io) }
+        try StoreDirectory.synchronize(dest, io: io)
+        return report
+    }
+
+    /// The destination's lock, held for the whole backup.
+    /// - Throws: ``LogError/Code/locked`` naming the destination when another backup (or a
+    ///   store's writer) holds it.
+    private static func lockDestination(_ dest: String) throws(LogError) -> DirectoryLock {
+        do {
+            return try DirectoryLock(directory: dest)
+        } catch {
+            guard error.code == .locked else { throw error }
+            throw LogError(.locked, "\(dest) is being written by another backup (or is a store open by a writer): wait for it to end, or back up into another directory",
+                           file: error.file, systemErrorNumber: error.systemErrorNumber)
+        }
+    }
+
+    /// The CRC32C of a segment's header and its batch headers in order, each without its own
+    /// trailing CRC32C field, read from the file: a fingerprint of the whole segment (each batch
+    /// header holds its payload's CRC32C and lengths) that costs one small read per batch.
+    ///
+    /// The trailing checksums are left out because a CRC32C continued over a block followed by
+    /// that block's own CRC32C ends in a constant state: chaining whole headers would give every
+    /// segment of the same batch count the same fingerprint.
+    private static func headersChecksum(_ segment: BackupSegment) throws(LogError) -> UInt32 {
+        let header = try segment.file.read(fromAbsoluteOffset: 0, count: SegmentHeader.size)
+        var crc = fingerprintStart(header[...])
+        for batch in segment.batches {
+            let bytes = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
+            crc = fingerprint(bytes[...], continuing: crc)
+        }
+        return crc
+    }
+
+    /// ``headersChecksum(_:)`` of a segment's bytes already read; of its batches that end at or
+    /// before `end` when given (the fingerprint an earlier backup recorded for a prefix).
+    private static func headersChecksum(_ bytes: [UInt8], _ segment: BackupSegment, upTo end: Int64? = nil) -> UInt32 {
+        var crc = fingerprintStart(bytes[0..<SegmentHeader.size])
+        for batch in segment.batches where end.map({ batch.endOffset <= $0 }) ?? true {
+            let start = Int(batch.offset)
+            crc = fingerprint(bytes[start..<(start + BatchHeader.size)], continuing: crc)
+        }
+        return crc
+    }
+
+    private static func fingerprintStart(_ header: ArraySlice<UInt8>) -> UInt32 {
+        header.dropLast(4).withUnsafeBytes { CRC32C.checksum($0) }
+    }
+
+    private static func fingerprint(_ header: ArraySlice<UInt8>, continuing crc: UInt32) -> UInt32 {
+        header.dropLast(4).withUnsafeBytes { CRC32C.checksum($0, continuing: crc) }
+    }
+
+    /// The store's identity: its first batch's header checksum and minimum timestamp.
+    private static func storeIdentity(_ segments: [BackupSegment]) throws(LogError) -> String? {
+        guard let first = segments.first, let batch = first.batches.first else { return nil }
+        let header = try first.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
+        guard header.count == BatchHeader.size else {
+            throw LogError(.corruption, "the first batch header is cut short", file: first.file.path, offset: batch.offset, position: batch.firstPosition)
+        }
+        let crc = header.withUnsafeBytes { $0.loadLittleEndian(at: 60, as: UInt32.self) }
+        let minimum = header.withUnsafeBytes { $0.loadLittleEndian(at: 32, as: Int64.self) }
+        return String(format: "%08x-%016llx", crc, UInt64(bitPattern: minimum))
+    }
+
+    private static func mark(segment base: LogPosition, offset: Int64, header: [UInt8]) -> String {
+        "\(Segment.Name.segment(base))@\(offset):" + String(format: "%08x", CRC32C.checksum(header))
+    }
+
+    /// The earlier complete backup in `destination` to build on, or `nil` to write everything;
+    /// refuses what must not be built on or overwritten.
+    private static func previousBackup(
+        in destination: URL, identity: String?, epoch: UInt64, segments: [BackupSegment], options: BackupOptions
+    ) throws(LogError) -> BackupManifest? {
+        let dest = destination.path
+        let names = try StoreDirectory.list(dest)
+        let foreign = names.filter { !isBackupOwned($0) }.sorted()
+        if options.restart {
+            // Starting over: nothing there is trusted (every file is written again, then the
+            // old backup's other files removed); files that are not a backup's are never removed.
+            guard foreign.isEmpty else {
+                throw LogError(.backupMismatch, "\(dest) holds files that are not a backup's (\(foreign.prefix(3).joined(separator: ", "))): not removed; back up into another directory", file: dest)
+            }
+            return nil
+        }
+        let manifest: BackupManifest?
+        do throws(LogError) { manifest = try BackupManifest.read(in: destination) } catch {
+            // Only a manifest that does not decode is a damaged one; a newer build's (following
+            // "--restart" would overwrite it), EIO or EACCES stay what they are.
+            guard error.code == .corruption else { throw error }
+            throw LogError(.backupMismatch, "\(dest) holds a damaged backup manifest (\(error)): back up with --restart to start over",
+                           file: error.file, offset: error.offset)
+        }
+        if let manifest {
+            if let refusal = try Self.mismatch(of: manifest, identity: identity, epoch: epoch, segments: segments) {
+                throw LogError(.backupMismatch, "\(dest) holds a backup that cannot be continued: \(refusal) (back up with --restart to start over, or into another directory)", file: dest)
+            }
+            return manifest
+        }
+        // No manifest: a backup cut short is redone whole; anything else is not ours to fill.
+        if names.contains(BackupManifest.partialFileName) || names.allSatisfy({ $0 == DirectoryLock.fileName }) { return nil }
+        let shown = (foreign.isEmpty ? names.filter { $0 != DirectoryLock.fileName }.sorted() : foreign).prefix(3).joined(separator: ", ")
+        throw LogError(.backupMismatch, "\(dest) is not empty and holds no backup (\(shown)): back up into a new directory\(foreign.isEmpty ? " or use --restart" : "")", file: dest)
+    }
+
+    /// Why a backup cannot be continued from this log, or `nil` when it can.
+    /// - Throws: ``LogError`` when the source's batch header cannot be read (not a mismatch).
+    private static func mismatch(of manifest: BackupManifest, identity: String?, epoch: UInt64, segments: [BackupSegment]) throws(LogError) -> String? {
+        if let theirs = manifest.storeIdentity, let ours = identity, theirs != ours {
+            return "it is a backup of another store (store \(theirs); this one is \(ours))"
+        }
+        if manifest.historyEpoch != epoch {
+            return "it was taken in history epoch \(manifest.historyEpoch) and the store is now in epoch \(epoch) (the log was cut by a repair or a torn tail since)"
+        }
+        if manifest.nextPosition > (segments.last?.nextPosition ?? 0) {
+            return "it holds positions up to \(manifest.nextPosition) and the store ends at \(segments.last?.nextPosition ?? 0)"
+        }
+        if let mark = manifest.lastBatch {
+            var holds = false
+            search: for segment in segments {
+                for batch in segment.batches where mark.hasPrefix("\(Segment.Name.segment(segment.base))@\(batch.offset):") {
+                    let header = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
+                    if Self.mark(segment: segment.base, offset: batch.offset, header: header) == mark {
+                        holds = true
+                        break search
+                    }
+                }
+            }
+            if !holds { return "the store no longer holds its last batch (\(mark)): it describes another history" }
+        }
+        return nil
+    }
+
+    /// Names a backup directory holds: the store's files and the backup's own.
+    static func isBackupOwned(_ name: String) -> Bool {
+        name == BackupManifest.fileName || name == DirectoryLock.fileName || name == BackupManifest.partialFileName || name.hasSuffix(".tmp")
+            || Segment.Name.isSegmentOrSideFile(name) || name == StoreManifest.fileName || name == "snapshots"
+    }
+
+    /// The backup-owned files of `directory`, with one level of `snapshots/`.
+    private static func backupOwnedNames(in directory: String) throws(LogError) -> [String] {
+        var names: [String] = []
+        for name in try StoreDirectory.list(directory) where isBackupOwned(name) {
+            if name == "snapshots" {
+                for inner in try StoreDirectory.list(directory + "/snapshots") { names.append("snapshots/" + inner) }
+            } else {
+                names.append(name)
+            }
+        }
+        return names
+    }
+
+    /// The segment's committed bytes, each batch checked against its header's checksums.
+    private static func checkedSegmentBytes(_ segment: BackupSegment) throws(LogError) -> [UInt8] {
+        let path = segment.file.path
+        let bytes = try segment.file.read(fromAbsoluteOffset: 0, count: Int(segment.dataEnd))
+        guard bytes.count == Int(segment.dataEnd) else {
+            throw LogError(.corruption, "the segment is \(bytes.count) bytes long, shorter than its \(segment.dataEnd) committed bytes",
+                           file: path, offset: Int64(bytes.count), position: segment.base)
+        }
+        if case .failure(var error) = bytes.withUnsafeBytes({ SegmentHeader.decode(UnsafeRawBufferPointer(rebasing: $0[0..<SegmentHeader.size])) }) {
+            error.file = path
+            error.position = segment.base
+            throw error
+        }
+        var expected = Int64(SegmentHeader.size)
+        for batch in segment.batches {
+            guard batch.offset == expected else {
+                throw LogError(.corruption, "the batches are not contiguous: one at offset \(batch.offset), expected \(expected)",
+                               file: path, offset: batch.offset, position: batch.firstPosition)
+            }
+            let failure: String? = bytes.withUnsafeBytes { raw in
+                let start = Int(batch.offset)
+                guard start + Int(batch.batchLength) <= raw.count else { return "the batch runs past the committed bytes" }
+                switch BatchHeader.decode(UnsafeRawBufferPointer(rebasing: raw[start..<(start + BatchHeader.size)])) {
+                case .failure(let why): return why.message
+                case .success(let header):
+                    guard header.firstPosition == batch.firstPosition, header.recordCount == batch.recordCount,
+                          header.batchLength == Int(batch.batchLength) else {
+                        return "the batch header does not match the log's index of it"
+                    }
+                    let payload = UnsafeRawBufferPointer(rebasing: raw[(start + BatchHeader.size)..<(start + header.batchLength)])
+                    let computed = CRC32C.checksum(payload)
+                    return computed == header.payloadChecksum ? nil
+                        : "payload checksum mismatch: stored 0x\(String(header.payloadChecksum, radix: 16)), computed 0x\(String(computed, radix: 16))"
+                }
+            }
+            if let failure {
+                throw LogError(.corruption, "\(failure), found while backing up", file: path, offset: batch.offset, position: batch.firstPosition)
+            }
+            expected = batch.endOffset
+        }
+        guard expected == segment.dataEnd else {
+            throw LogError(.corruption, "the batches end at offset \(expected), the committed data at \(segment.dataEnd)",
+                           file: path, offset: expected, position: segment.nextPosition)
+        }
+        return bytes
+    }
+
+    /// A sealed segment's index file, checked against the segment; `nil` when there is none
+    /// or it is invalid (it is derived: the backup's first open rebuilds it).
+    private static func checkedIndexBytes(at path: String, segment: BackupSegment) throws(LogError) -> ([UInt8], OpenFile)? {
+        guard StoreDirectory.exists(path) else { return nil }
+        let file = try OpenFile.open(path, flags: O_RDONLY)
+        let bytes = try file.read(fromAbsoluteOffset: 0, count: Int(try file.size()))
+        guard case .success(let index) = bytes.withUnsafeBytes({ SegmentIndexFile.decode($0) }),
+              index.basePosition == segment.base, index.nextPosition == segment.nextPosition,
+              index.dataLength == segment.dataEnd else { return nil }
+        return (bytes, file)
+    }
+}
+
+/// Writes a backup's files: each to a temporary name, synced, renamed; or not at all when the
+/// earlier backup's manifest lists it with the same size and CRC32C and the file is there; or
+/// only its new tail when the earlier copy is its prefix.
+struct BackupWriter {
+    let directory: String
+    let io: any LogFileIO
+    let known: [String: BackupManifest.File]
+    let linking: Bool
+    /// The subdirectories written into, to sync.
+    var directories: Set<String> = []
+
+    /// Whether the earlier manifest was removed (a file it lists had to be rewritten).
+    var withdrewPrevious = false
+
+    /// Removes the earlier manifest (once) before a file it lists is rewritten, so that a
+    /// backup killed afterwards leaves no manifest describing other bytes.
+    mutating func withdrawPrevious() throws(LogError) {
+        guard !withdrewPrevious else { return }
+        try StoreDirectory.remove(directory + "/" + BackupManifest.fileName)
+        try StoreDirectory.synchronize(directory, io: io)
+        withdrewPrevious = true
+    }
+
+    /// Appends to the destination's copy of `name` the bytes of `bytes` past the earlier
+    /// manifest's size, when that copy is the earlier one grown (the active segment since the
+    /// last backup): the listed prefix is never written, so the earlier backup stays whole.
+    /// - Returns: `false` when `bytes` do not extend the listed prefix (other bytes, shorter)
+    ///   or the copy is not there with at least that prefix, or is a hard link (its bytes are
+    ///   the source's own): the file is then written whole.
+    private func grow(_ name: String, from old: BackupManifest.File, to bytes: [UInt8]) throws(LogError) -> Bool {
+        let path = directory + "/" + name
+        var st = stat()
+        guard old.size < Int64(bytes.count), stat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG, st.st_nlink == 1,
+              Int64(st.st_size) >= old.size,
+              bytes.withUnsafeBytes({ CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<Int(old.size)])) }) == old.crc32c
+        else { return false }
+        let file = try OpenFile.open(path, flags: O_WRONLY)
+        try Array(bytes[Int(old.size)...]).withBytes { (raw) throws(LogError) in
+            try io.writeAll(raw, toAbsoluteOffset: old.size, descriptor: file.descriptor, path: path)
+        }
+        // A backup killed earlier may have appended more: the copy is exactly `bytes` again.
+        if Int64(st.st_size) > Int64(bytes.count) { try io.truncate(descriptor: file.descriptor, path: path, length: Int64(bytes.count)) }
+        try io.synchronize(descriptor: file.descriptor, path: path)
+        return true
+    }
+
+    /// Whether `path` is the file open as `file` (same device and inode).
+    static func sameFile(_ path: String, _ file: OpenFile) -> Bool {
+        var linked = stat(), opened = stat()
+        guard stat(path, &linked) == 0, fstat(file.descriptor, &opened) == 0 else { return false }
+        return linked.st_dev == opened.st_dev && linked.st_ino == opened.st_ino
+    }
+
+    /// Whether the destination holds `name` with `size` bytes.
+    func holds(_ name: String, size: Int64) -> Bool {
+        var st = stat()
+        return stat(directory + "/" + name, &st) == 0 && Int64(st.st_size) == size
+    }
+
+    /// Writes (or links, or keeps) one file of the backup.
+    /// - Parameter source: For `--link`, the open file whose bytes `bytes` were read from: the
+    ///   link is kept only when it names that very file (the path may have been replaced since).
+    /// - Parameter trustingEarlierCopy: `false` when the caller knows the earlier copy holds
+    ///   other bytes than its CRC32C can show (a segment's batch headers differ): written whole.
+    mutating func put(_ name: String, bytes: [UInt8], linkFrom source: OpenFile?, trustingEarlierCopy: Bool = true,
+                      report: inout BackupReport) throws(LogError) -> BackupManifest.File {
+        let entry = BackupManifest.File(name: name, size: Int64(bytes.count), crc32c: bytes.withUnsafeBytes { CRC32C.checksum($0) })
+        let final = directory + "/" + name
+        if let slash = name.lastIndex(of: "/") {
+            let sub = String(name[..<slash])
+            try StoreDirectory.create(directory + "/" + sub)
+            directories.insert(sub)
+        }
+        if trustingEarlierCopy, let old = known[name], old.size == entry.size, old.crc32c == entry.crc32c, holds(name, size: entry.size) {
+            report.unchangedFiles.append(name)
+            return entry
+        }
+        if trustingEarlierCopy, let old = known[name], try grow(name, from: old, to: bytes) {
+            report.copiedFiles.append(name)
+            report.copiedBytes += entry.size - old.size
+            return entry
+        }
+        // Replacing a file the earlier manifest lists: that backup is no longer whole.
+        if known[name] != nil { try withdrawPrevious() }
+        let temporary = final + ".tmp"
+        unlink(temporary)
+        if linking, let source, systemLink(source.path, temporary) == 0, Self.sameFile(temporary, source) {
+            // Sealed files are not rewritten by the writer: the link shares the bytes just
+            // checked (it is that file: the same device and inode as the one read).
+            do throws(SystemCallError) {
+                try SystemCall.run("rename to \(final)") { rename(temporary, final) }
+            } catch {
+                unlink(temporary)
+                throw LogError.system(error, file: temporary)
+            }
+            report.linkedFiles.append(name)
+            return entry
+        }
+        // No link, or one to another file than the one read (removed and recreated since): a copy.
+        unlink(temporary)
+        try StoreDirectory.writeAtomically(bytes, directory: directory, name: name, io: io, synchronizingDirectory: false)
+        report.copiedFiles.append(name)
+        report.copiedBytes += entry.size
+        return entry
+    }
+}
+
+#if canImport(Glibc)
+private func systemLink(_ source: String, _ destination: String) -> Int32 { Glibc.link(source, destination) }
+#elseif canImport(Darwin)
+private func systemLink(_ source: String, _ destination: String) -> Int32 { Darwin.link(source, destination) }
+#endif

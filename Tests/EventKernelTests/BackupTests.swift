@@ -1,0 +1,603 @@
+import EventKernel
+@testable import EventLog
+import EventKernelTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// Online, incremental backups (issue 28, items 1 and 2): consistent at one position while a
+/// writer goes on, checked and synced, incremental into an earlier backup of the same store,
+/// refusing another store's or another history's, never trusting a backup cut short.
+@Suite struct BackupTests {
+    /// Small segments: a few hundred events seal several of them.
+    static let configuration = SegmentedLog.Configuration(segmentSize: 16 << 10)
+
+    /// 48 bytes that do not compress: segments fill and seal after a few hundred events.
+    static func noise(_ i: Int) -> [UInt8] {
+        var random = SplitMix64(seed: UInt64(i))
+        return (0..<6).flatMap { _ in withUnsafeBytes(of: random.next()) { Array($0) } }
+    }
+
+    static func events(_ first: Int, _ count: Int) -> [PendingEvent] {
+        (first..<first + count).map { i in
+            PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1, stream: StreamID("Counted", .string("c\(i % 37)")),
+                                      payload: Array("event \(i) ".utf8) + noise(i)))
+        }
+    }
+
+    /// A store at `directory` holding `count` events (appended 10 at a time), closed.
+    static func makeStore(_ directory: URL, count: Int, from first: Int = 0) async throws {
+        let store = try EventStore.open(at: directory, log: configuration, snapshotPolicy: .never)
+        for start in stride(from: first, to: first + count, by: 10) { try await store.append(events(start, 10)) }
+        try await store.close()
+    }
+
+    /// Every record below `end` as (position, timestamp, payload).
+    static func records(_ directory: URL, below end: LogPosition? = nil) throws -> [(LogPosition, LogTimestamp, [UInt8])] {
+        let log = try SegmentedLog.openReadOnly(at: directory)
+        var found: [(LogPosition, LogTimestamp, [UInt8])] = []
+        let last = (end ?? log.bounds.nextPosition)
+        if last > 0 {
+            try log.forEachRecord(from: 0, through: last - 1) { record in
+                found.append((record.position, record.timestamp, Array(record.payload)))
+                return true
+            }
+        }
+        return found
+    }
+
+    static func expectSameRecords(_ backup: URL, _ source: URL, below end: LogPosition) throws {
+        let copied = try records(backup)
+        let original = try records(source, below: end)
+        #expect(copied.count == Int(end))
+        #expect(copied.count == original.count)
+        for (a, b) in zip(copied, original) where a != b {
+            Issue.record("the backup's record \(a.0) differs from the source's")
+            break
+        }
+    }
+
+    static func logError(_ error: any Error) -> LogError? {
+        if let error = error as? LogError { return error }
+        if case .storage(let failure) = error as? RepositoryError { return failure.logError }
+        return nil
+    }
+
+    /// Backs up while a task appends without pause: the backup's first write waits until the
+    /// writer has made 20 more appends, which it could not if the backup held the log's lock.
+    @Test func backupWhileAWriterAppendsHoldsExactlyItsPrefix() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 400)
+        let store = try EventStore.open(at: source, log: Self.configuration, snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: true))
+        try await store.writeSnapshots()
+        let appends = Atomic<Int>(0)
+        let stop = Atomic<Bool>(false)
+        let writer = Task {
+            var i = 400
+            while !stop.load(ordering: .relaxed) {
+                try await store.append(Self.events(i, 5))
+                i += 5
+                appends.add(1, ordering: .relaxed)
+            }
+        }
+        while appends.load(ordering: .relaxed) < 5 { try await Task.sleep(for: .milliseconds(1)) }
+        let gate = WaitingFileIO { appends.load(ordering: .relaxed) }
+        let report = try await store.backup(to: destination, options: BackupOptions(fileIO: gate))
+        stop.store(true, ordering: .relaxed)
+        try await writer.value
+        #expect(gate.waitedFor, "the writer made no append while the backup copied: it was blocked")
+        try await store.close()
+
+        let position = report.manifest.nextPosition
+        #expect(position >= 400)
+        #expect(!report.incremental)
+        #expect(report.manifest.files.contains { $0.name.hasPrefix("snapshots/") })
+        let verification = try SegmentedLog.verify(at: destination)
+        #expect(verification.isIntact, "\(verification.problems)")
+        try Self.expectSameRecords(destination, source, below: position)
+        #expect(try Self.records(source).count > Int(position), "the writer appended past the backup's position")
+        // The backup is a store: it opens (as a writer too) and holds its manifest's position.
+        let reopened = try EventStore.open(at: destination, snapshotPolicy: .never)
+        #expect(reopened.nextPosition == position)
+        try await reopened.close()
+    }
+
+    @Test func incrementalBackupWritesOnlyNewAndChangedFiles() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 600)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(!first.incremental)
+        let sealed = first.manifest.files.filter { $0.name.hasSuffix(".idx") }.map { $0.name.replacingOccurrences(of: ".idx", with: ".log") }
+        #expect(sealed.count >= 2, "the test needs sealed segments")
+
+        // Nothing new: nothing written.
+        let again = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(again.incremental)
+        #expect(again.copiedFiles.isEmpty)
+        #expect(again.copiedBytes == 0)
+
+        try await Self.makeStore(source, count: 50, from: 600)
+        let second = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(second.incremental)
+        // The sealed segments of the first backup are not written again.
+        for name in sealed { #expect(second.unchangedFiles.contains(name), "\(name) was written again") }
+        #expect(second.copiedBytes < first.copiedBytes / 2)
+        // What the files grew by, or the new files' sizes: a grown file is appended to.
+        let before = Dictionary(uniqueKeysWithValues: first.manifest.files.map { ($0.name, $0.size) })
+        let newBytes = second.manifest.files.filter { second.copiedFiles.contains($0.name) }.reduce(Int64(0)) { $0 + $1.size - (before[$1.name] ?? 0) }
+        #expect(newBytes == second.copiedBytes)
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+        try Self.expectSameRecords(destination, source, below: 650)
+    }
+
+    /// A sealed segment of the source replaced by other bytes of the same size under the same
+    /// name (as a compaction that rewrites a segment would make) is written again: an
+    /// incremental backup does not trust a sealed segment by its name and size.
+    @Test func aFileChangedUnderTheSameNameIsCopiedAgain() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), twin = scratch.file("twin"), destination = scratch.file("backup")
+        // The same events recorded at other times: the same sizes, other bytes.
+        try await Self.makeStore(source, count: 600)
+        try await Self.makeStore(twin, count: 600)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        let name = "00000000000000000240.log"
+        let original = try Data(contentsOf: source.appending(path: name))
+        let other = try Data(contentsOf: twin.appending(path: name))
+        try #require(original.count == other.count, "the test needs a segment of the same size")
+        try #require(original != other)
+        try other.write(to: source.appending(path: name))
+        try FileManager.default.removeItem(at: source.appending(path: "00000000000000000240.idx"))
+        let report = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(report.incremental)
+        #expect(first.manifest.files.first { $0.name == name }?.headers != report.manifest.files.first { $0.name == name }?.headers)
+        #expect(report.copiedFiles.contains(name))
+        #expect(try Data(contentsOf: destination.appending(path: name)) == other)
+        #expect(try BackupManifest.check(in: destination) == report.manifest)
+    }
+
+    /// With `link`, sealed segments and their indexes share the source's inode; the active
+    /// segment is copied.
+    @Test func linkHardLinksSealedFiles() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 600)
+        let report = try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(link: true))
+        let sealed = report.manifest.files.filter { $0.name.hasSuffix(".idx") }.count
+        #expect(sealed >= 2)
+        #expect(report.linkedFiles.count == 2 * sealed)
+        for name in report.linkedFiles {
+            let a = try FileManager.default.attributesOfItem(atPath: source.appending(path: name).path)
+            let b = try FileManager.default.attributesOfItem(atPath: destination.appending(path: name).path)
+            #expect(a[.systemFileNumber] as? Int == b[.systemFileNumber] as? Int)
+        }
+        let active = try #require(report.manifest.files.filter { $0.name.hasSuffix(".log") }.map(\.name).max())
+        #expect(report.copiedFiles.contains(active))
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+    }
+
+    @Test func refusesAnotherStoresBackupUnlessRestart() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let one = scratch.file("one"), two = scratch.file("two"), destination = scratch.file("backup")
+        try await Self.makeStore(one, count: 100)
+        try await Self.makeStore(two, count: 120)
+        let first = try await EventStore.backup(storeAt: one, to: destination)
+        await #expect { try await EventStore.backup(storeAt: two, to: destination) } throws: { error in
+            Self.logError(error)?.code == .backupMismatch && "\(error)".contains("another store")
+        }
+        // Refused: the earlier backup is untouched and complete.
+        #expect(try BackupManifest.read(in: destination) == first.manifest)
+        let restarted = try await EventStore.backup(storeAt: two, to: destination, options: BackupOptions(restart: true))
+        #expect(!restarted.incremental)
+        #expect(restarted.manifest.nextPosition == 120)
+        #expect(restarted.manifest.storeIdentity != first.manifest.storeIdentity)
+        try Self.expectSameRecords(destination, two, below: 120)
+    }
+
+    @Test func refusesABackupOfAnotherHistoryEpoch() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 100)
+        _ = try await EventStore.backup(storeAt: source, to: destination)
+        _ = try SegmentedLog.startNewHistoryEpoch(at: source)
+        await #expect { try await EventStore.backup(storeAt: source, to: destination) } throws: { error in
+            Self.logError(error)?.code == .backupMismatch && "\(error)".contains("epoch")
+        }
+        let restarted = try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(restart: true))
+        #expect(restarted.manifest.historyEpoch == 1)
+    }
+
+    /// A manifest that does not decode is never trusted: refused, and `restart` writes every file.
+    @Test func aDamagedManifestIsRefusedAndRestartWritesEverything() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        try Data("{\"format\": 1".utf8).write(to: destination.appending(path: BackupManifest.fileName))
+        await #expect { try await EventStore.backup(storeAt: source, to: destination) } throws: { error in
+            Self.logError(error)?.code == .backupMismatch && "\(error)".contains("damaged backup manifest")
+        }
+        let restarted = try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(restart: true))
+        #expect(!restarted.incremental)
+        #expect(restarted.unchangedFiles.isEmpty)
+        #expect(Set(restarted.copiedFiles) == Set(first.manifest.files.map(\.name)))
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+    }
+
+    @Test func refusesADirectoryThatIsNotABackup() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 10)
+        try FileManager.default.createDirectory(at: destination, withIntermediateDirectories: true)
+        try Data("mine".utf8).write(to: destination.appending(path: "notes.txt"))
+        for restart in [false, true] {
+            await #expect { try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(restart: restart)) } throws: { error in
+                Self.logError(error)?.code == .backupMismatch && "\(error)".contains("notes.txt")
+            }
+        }
+        #expect(FileManager.default.fileExists(atPath: destination.appending(path: "notes.txt").path))
+    }
+
+    /// A first backup cut short (a write fails midway, as a crash would stop it) leaves no
+    /// manifest; the next backup into the directory trusts nothing there and writes every file.
+    @Test func aBackupCutShortLeavesNoManifestAndIsRedoneWhole() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 600)
+        await #expect(throws: (any Error).self) {
+            try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: FailingFileIO(failAfter: 1)))
+        }
+        #expect(try BackupManifest.read(in: destination) == nil)
+        #expect(FileManager.default.fileExists(atPath: destination.appending(path: BackupManifest.partialFileName).path))
+        let resumed = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(!resumed.incremental)
+        #expect(resumed.unchangedFiles.isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: destination.appending(path: BackupManifest.partialFileName).path))
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+        try Self.expectSameRecords(destination, source, below: 600)
+    }
+
+    /// A backup cut short is a prefix of a store that would open and verify as a shorter one:
+    /// every reader, writer and verify refuses it while it holds the partial marker, and the
+    /// writer's refusal leaves no LOCK behind.
+    @Test func aBackupCutShortIsNotAStore() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        _ = try await EventStore.backup(storeAt: source, to: destination)
+        try await Self.makeStore(source, count: 300, from: 300)
+        await #expect(throws: (any Error).self) {
+            try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: FailingFileIO(failAfter: 1)))
+        }
+        try? FileManager.default.removeItem(at: destination.appending(path: "LOCK"))
+        let refusals: [(String, () throws -> Void)] = [
+            ("openReadOnly", { _ = try SegmentedLog.openReadOnly(at: destination) }),
+            ("open", { _ = try SegmentedLog.open(at: destination) }),
+            ("verify", { _ = try SegmentedLog.verify(at: destination) }),
+        ]
+        for (name, body) in refusals {
+            do {
+                try body()
+                Issue.record("\(name) accepted a backup cut short")
+            } catch let error as LogError {
+                #expect(error.code == .notAStore, "\(name): \(error)")
+                #expect(error.message.contains(BackupManifest.partialFileName), "\(name): \(error)")
+            }
+        }
+        #expect(!FileManager.default.fileExists(atPath: destination.appending(path: "LOCK").path))
+        // Completed, it is a store again.
+        _ = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+    }
+
+    /// Two backups into one directory at once (a cron run overlapping the previous one): the
+    /// second is refused as locked while the first holds the directory, and the first ends
+    /// with a manifest that matches every file.
+    @Test func twoConcurrentBackupsIntoOneDirectoryOneSucceeds() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        let gate = GateFileIO()
+        let first = Task { try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: gate)) }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !gate.entered && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(gate.entered, "the first backup never wrote")
+        do {
+            _ = try await EventStore.backup(storeAt: source, to: destination)
+            Issue.record("a second backup into a directory being written succeeded")
+        } catch {
+            #expect(Self.logError(error)?.code == .locked, "\(error)")
+        }
+        gate.release()
+        let report = try await first.value
+        #expect(try BackupManifest.check(in: destination) == report.manifest)
+        try Self.expectSameRecords(destination, source, below: 300)
+    }
+
+    /// An incremental backup that fails midway (a full disk) leaves the earlier complete backup:
+    /// its manifest stays and every file it lists still has its listed bytes; a restore of it
+    /// gives the earlier backup's events. The next backup builds on it.
+    @Test func anIncrementalBackupCutShortLeavesTheEarlierBackupWhole() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        try await Self.makeStore(source, count: 300, from: 300)
+        for failAfter in [0, 1, 2, 3] {
+            await #expect(throws: (any Error).self) {
+                try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: FailingFileIO(failAfter: failAfter)))
+            }
+            #expect(try BackupManifest.check(in: destination) == first.manifest, "after \(failAfter) writes")
+        }
+        let restored = scratch.file("restored")
+        #expect(try await EventStore.restore(from: destination, to: restored) == first.manifest.nextPosition)
+        try Self.expectSameRecords(restored, source, below: first.manifest.nextPosition)
+        let next = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(next.incremental)
+        #expect(try BackupManifest.check(in: destination) == next.manifest)
+        try Self.expectSameRecords(destination, source, below: 600)
+    }
+
+    /// An incremental backup writes only the active segment's new tail, not the whole segment
+    /// again: the bytes written are exactly what the files grew by or the new files hold.
+    @Test func anIncrementalBackupAppendsOnlyTheActiveSegmentsTail() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        try await Self.makeStore(source, count: 10, from: 300)
+        let second = try await EventStore.backup(storeAt: source, to: destination)
+        let before = Dictionary(uniqueKeysWithValues: first.manifest.files.map { ($0.name, $0.size) })
+        let grown = second.manifest.files.filter { file in before[file.name].map { old in old < file.size } ?? false }
+        #expect(!grown.isEmpty, "the test needs the active segment to grow, not seal")
+        let expected = second.manifest.files.filter { second.copiedFiles.contains($0.name) }
+            .reduce(Int64(0)) { $0 + $1.size - (before[$1.name] ?? 0) }
+        #expect(second.copiedBytes == expected)
+        #expect(second.copiedBytes < grown.reduce(Int64(0)) { $0 + $1.size })
+        #expect(try BackupManifest.check(in: destination) == second.manifest)
+        try Self.expectSameRecords(destination, source, below: 310)
+    }
+
+    /// Only a manifest that does not decode is "damaged, use --restart": a newer build's
+    /// manifest (unsupported version) is reported as such, never relabelled.
+    @Test func aNewerBuildsManifestIsNotCalledDamaged() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 100)
+        _ = try await EventStore.backup(storeAt: source, to: destination)
+        let path = destination.appending(path: BackupManifest.fileName)
+        let text = try String(contentsOf: path, encoding: .utf8)
+        try text.replacingOccurrences(of: "\"format\":1", with: "\"format\":99").replacingOccurrences(of: "\"format\" : 1", with: "\"format\" : 99")
+            .write(to: path, atomically: true, encoding: .utf8)
+        await #expect { try await EventStore.backup(storeAt: source, to: destination) } throws: { error in
+            Self.logError(error)?.code == .unsupportedVersion
+        }
+    }
+
+    /// The parent of every directory a backup creates is synced (a completed backup in a new
+    /// dated directory must survive a power loss).
+    @Test func theParentsOfCreatedDirectoriesAreSynced() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store")
+        try await Self.makeStore(source, count: 100)
+        let io = SyncRecordingFileIO()
+        let destination = scratch.file("a").appending(path: "b").appending(path: "backup")
+        _ = try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: io))
+        let synced = io.synced
+        for directory in [scratch.url, scratch.file("a"), scratch.file("a").appending(path: "b")] {
+            #expect(synced.contains(directory.standardizedFileURL.path), "\(directory.path) not synced: \(synced)")
+        }
+    }
+
+    /// The snapshot filter is the store's own rule: a snapshot that contradicts the log (it
+    /// covers events the log, never cut, does not hold) is damage, not skipped; one from an
+    /// earlier history (a log cut since) is not carried.
+    @Test func snapshotsAreJudgedByTheStoresRule() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), later = scratch.file("later")
+        try await Self.makeStore(source, count: 300)
+        let store = try EventStore.open(at: source, log: Self.configuration, snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: false))
+        try await store.writeSnapshots()
+        try await store.close()
+        try FileManager.default.copyItem(at: source, to: later)
+        try await Self.makeStore(later, count: 100, from: 300)
+        let grown = try EventStore.open(at: later, log: Self.configuration, snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: false))
+        try await grown.writeSnapshots()
+        try await grown.close()
+
+        // Bound to the log: carried.
+        let good = try await EventStore.backup(storeAt: source, to: scratch.file("good"))
+        let carried = good.manifest.files.filter { $0.name.hasPrefix("snapshots/") }
+        #expect(!carried.isEmpty)
+
+        // A snapshot covering 400 events beside a log of 300 never cut: damage.
+        let snapshots = source.appending(path: "snapshots")
+        let before = Set(try FileManager.default.contentsOfDirectory(atPath: snapshots.path))
+        let planted = try FileManager.default.contentsOfDirectory(atPath: later.appending(path: "snapshots").path)
+            .filter { $0.hasSuffix(".snap") && !before.contains($0) }
+        #expect(!planted.isEmpty, "the test needs snapshots at 400")
+        for name in planted {
+            try FileManager.default.copyItem(at: later.appending(path: "snapshots").appending(path: name), to: snapshots.appending(path: name))
+        }
+        await #expect { try await EventStore.backup(storeAt: source, to: scratch.file("bad")) } throws: { error in
+            Self.logError(error)?.code == .corruption
+        }
+        #expect(try BackupManifest.read(in: scratch.file("bad")) == nil)
+
+        // A new history epoch (damage accepted): the one at 400 is stale and not carried; the
+        // ones at 300 still match the log's records, so the store uses them, and so does the
+        // backup, whatever their epoch.
+        _ = try SegmentedLog.startNewHistoryEpoch(at: source)
+        let after = try await EventStore.backup(storeAt: source, to: scratch.file("after"))
+        let names = Set(after.manifest.files.map(\.name).filter { $0.hasPrefix("snapshots/") })
+        #expect(names == Set(carried.map(\.name)))
+        for name in planted { #expect(!names.contains("snapshots/" + name)) }
+    }
+
+    /// A damaged batch in the source stops the backup with its file and offset; no manifest.
+    @Test func aChecksumMismatchInTheSourceIsReportedWithFileAndOffset() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        let segment = source.appending(path: "00000000000000000000.log").path
+        // Past the segment header and the first batch header: inside the first payload.
+        try flipBit(in: segment, at: 32 + 64 + 5)
+        await #expect { try await EventStore.backup(storeAt: source, to: destination) } throws: { error in
+            guard let error = Self.logError(error) else { return false }
+            return error.code == .corruption && error.file == segment && error.offset == 32 && error.position == 0
+        }
+        #expect(try BackupManifest.read(in: destination) == nil)
+    }
+
+    @Test func aDestinationThatCannotBeCreatedIsAnIOError() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store")
+        try await Self.makeStore(source, count: 10)
+        try Data("x".utf8).write(to: scratch.file("file"))
+        await #expect { try await EventStore.backup(storeAt: source, to: scratch.file("file").appending(path: "backup")) } throws: { error in
+            Self.logError(error)?.code == .io
+        }
+    }
+
+    /// Restore (issue 28, item 4): at the end the backup's files (snapshots too); at a
+    /// position or a recording time the log cut there; the result verifies and opens.
+    @Test func restoreAtTheEndAtAPositionAndAtATime() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), backup = scratch.file("backup")
+        try await Self.makeStore(source, count: 500)
+        let store = try EventStore.open(at: source, log: Self.configuration, snapshotPolicy: .never)
+        try await store.writeSnapshots()
+        try await store.close()
+        _ = try await EventStore.backup(storeAt: source, to: backup)
+
+        let whole = scratch.file("whole")
+        #expect(try await EventStore.restore(from: backup, to: whole) == 500)
+        #expect(try SegmentedLog.verify(at: whole).isIntact)
+        #expect(FileManager.default.fileExists(atPath: whole.appending(path: "snapshots").path))
+        #expect(!FileManager.default.fileExists(atPath: whole.appending(path: BackupManifest.fileName).path))
+        try Self.expectSameRecords(whole, source, below: 500)
+
+        let cut = scratch.file("cut")
+        #expect(try await EventStore.restore(from: backup, to: cut, at: .position(237)) == 237)
+        #expect(try SegmentedLog.verify(at: cut).isIntact)
+        try Self.expectSameRecords(cut, source, below: 237)
+        let reopened = try EventStore.open(at: cut, snapshotPolicy: .never)
+        #expect(reopened.nextPosition == 237)
+        try await reopened.close()
+
+        let records = try Self.records(source)
+        let limit = records[321].1
+        let expected = LogPosition(records.lastIndex { $0.1 <= limit }! + 1)
+        let timed = scratch.file("timed")
+        #expect(try await EventStore.restore(from: backup, to: timed, at: .recordedAtOrBefore(limit)) == expected)
+        try Self.expectSameRecords(timed, source, below: expected)
+    }
+
+    @Test func restoreRefusesWhatIsNotACompleteIntactBackup() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), backup = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        // Not a backup: a store.
+        await #expect { try await EventStore.restore(from: source, to: scratch.file("a")) } throws: { error in
+            Self.logError(error)?.code == .backupMismatch
+        }
+        _ = try await EventStore.backup(storeAt: source, to: backup)
+        await #expect { try await EventStore.restore(from: backup, to: scratch.file("b"), at: .position(301)) } throws: { error in
+            Self.logError(error)?.code == .invalidArgument
+        }
+        await #expect { try await EventStore.restore(from: backup, to: source) } throws: { error in
+            Self.logError(error)?.code == .invalidArgument && "\(error)".contains("not empty")
+        }
+        let damaged = backup.appending(path: "00000000000000000000.log").path
+        try flipBit(in: damaged, at: 200)
+        await #expect { try await EventStore.restore(from: backup, to: scratch.file("c")) } throws: { error in
+            Self.logError(error)?.code == .corruption && Self.logError(error)?.file == damaged
+        }
+    }
+
+    @Test func anInMemoryStoreCannotBeBackedUp() async throws {
+        let store = try EventStore.inMemory()
+        await #expect(throws: RepositoryError.misuse(Misuse(.backupUnsupported, ""))) {
+            do { _ = try await store.backup(to: TemporaryDirectory("backup").url) } catch RepositoryError.misuse(let misuse) {
+                throw RepositoryError.misuse(Misuse(misuse.code, ""))
+            }
+        }
+    }
+}
+
+/// The real system calls; its first write waits (up to 10 s) until `progress` has grown by 20.
+final class WaitingFileIO: LogFileIO, Sendable {
+    private let progress: @Sendable () -> Int
+    private let state = Mutex<(waited: Bool, done: Bool)>((false, false))
+    init(_ progress: @escaping @Sendable () -> Int) { self.progress = progress }
+    var waitedFor: Bool { state.withLock { $0.waited } }
+
+    func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, descriptor: Int32, path: String) throws(LogError) -> Int {
+        if !state.withLock({ $0.done }) {
+            state.withLock { $0.done = true }
+            let start = progress()
+            let deadline = ContinuousClock.now + .seconds(10)
+            while progress() < start + 20 && ContinuousClock.now < deadline { usleep(1_000) }
+            state.withLock { $0.waited = progress() >= start + 20 }
+        }
+        return try PosixFileIO().write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
+    }
+    func synchronizeData(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronizeData(descriptor: descriptor, path: path) }
+    func synchronize(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronize(descriptor: descriptor, path: path) }
+    func preallocate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().preallocate(descriptor: descriptor, path: path, length: length) }
+    func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().truncate(descriptor: descriptor, path: path, length: length) }
+}
+
+/// The real system calls, but every write after the first `failAfter` fails (ENOSPC).
+final class FailingFileIO: LogFileIO, Sendable {
+    private let writes = Atomic<Int>(0)
+    private let failAfter: Int
+    init(failAfter: Int) { self.failAfter = failAfter }
+
+    func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, descriptor: Int32, path: String) throws(LogError) -> Int {
+        if writes.add(1, ordering: .relaxed).newValue > failAfter {
+            throw LogError(.io, "injected write failure", file: path, offset: offset, systemErrorNumber: ENOSPC)
+        }
+        return try PosixFileIO().write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
+    }
+    func synchronizeData(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronizeData(descriptor: descriptor, path: path) }
+    func synchronize(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronize(descriptor: descriptor, path: path) }
+    func preallocate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().preallocate(descriptor: descriptor, path: path, length: length) }
+    func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().truncate(descriptor: descriptor, path: path, length: length) }
+}
+
+/// The real system calls; the first write waits (up to 20 s) until ``release()``.
+final class GateFileIO: LogFileIO, Sendable {
+    private let state = Mutex<(entered: Bool, released: Bool)>((false, false))
+    var entered: Bool { state.withLock { $0.entered } }
+    func release() { state.withLock { $0.released = true } }
+
+    func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, descriptor: Int32, path: String) throws(LogError) -> Int {
+        state.withLock { $0.entered = true }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !state.withLock({ $0.released }) && ContinuousClock.now < deadline { usleep(1_000) }
+        return try PosixFileIO().write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
+    }
+    func synchronizeData(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronizeData(descriptor: descriptor, path: path) }
+    func synchronize(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronize(descriptor: descriptor, path: path) }
+    func preallocate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().preallocate(descriptor: descriptor, path: path, length: length) }
+    func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().truncate(descriptor: descriptor, path: path, length: length) }
+}
+
+/// The real system calls, recording the path of every `synchronize`.
+final class SyncRecordingFileIO: LogFileIO, Sendable {
+    private let paths = Mutex<[String]>([])
+    var synced: [String] { paths.withLock { $0 } }
+
+    func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, descriptor: Int32, path: String) throws(LogError) -> Int {
+        try PosixFileIO().write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
+    }
+    func synchronizeData(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronizeData(descriptor: descriptor, path: path) }
+    func synchronize(descriptor: Int32, path: String) throws(LogError) {
+        paths.withLock { $0.append(path) }
+        try PosixFileIO().synchronize(descriptor: descriptor, path: path)
+    }
+    func preallocate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().preallocate(descriptor: descriptor, path: path, length: length) }
+    func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().truncate(descriptor: descriptor, path: path, length: length) }
+}

@@ -1,0 +1,265 @@
+import EventLog
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+import EventKernelTestSupport
+
+/// `eventkernel backup` (issue 28): the backup verifies and exports as its source; an
+/// incremental run writes nothing new; exit statuses per Docs/CLI.md.
+@Suite("eventkernel backup")
+struct BackupCLITests {
+    static func demo(_ temp: TemporaryDirectory, _ name: String = "demo") throws -> String {
+        let store = temp.file(name).path
+        let result = try run("demo", "--dir", store, "--activities", "2000", "--repetitions", "20")
+        #expect(result.status == 0, "\(result.stderr)")
+        return store
+    }
+
+    @Test func backupVerifiesExportsAsItsSourceAndIsIncremental() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.demo(temp)
+        let backup = temp.file("backup").path
+        let first = try run("backup", store, backup, "--json")
+        #expect(first.status == 0, "\(first.stderr)")
+        let report = try #require(try jsonObject(first.stdout) as? [String: Any])
+        #expect(report["incremental"] as? Bool == false)
+        #expect((report["copiedFiles"] as? [String])?.contains { $0.hasPrefix("snapshots/") } == true)
+        let verify = try run("verify", backup)
+        #expect(verify.status == 0, "\(verify.stdout)\(verify.stderr)")
+        let exported = try run("export", backup)
+        let original = try run("export", store)
+        #expect(exported.status == 0, "\(exported.stderr)")
+        #expect(exported.stdout == original.stdout)
+        #expect(!exported.stdout.isEmpty)
+
+        // Again, with the store as --dir and the backup as --to: nothing new, nothing written.
+        let second = try run("backup", "--dir", store, "--to", backup, "--json")
+        #expect(second.status == 0, "\(second.stderr)")
+        let again = try #require(try jsonObject(second.stdout) as? [String: Any])
+        #expect(again["incremental"] as? Bool == true)
+        #expect((again["copiedFiles"] as? [String]) == [])
+        #expect((again["copiedBytes"] as? Int) == 0)
+
+        let table = try run("backup", store, "--to", backup)
+        #expect(table.status == 0, "\(table.stderr)")
+        #expect(table.stdout.contains("incremental"))
+    }
+
+    @Test func anotherStoresBackupIsRefusedUnlessRestart() throws {
+        let temp = TemporaryDirectory()
+        let one = try Self.demo(temp, "one")
+        let two = try Self.demo(temp, "two")
+        let backup = temp.file("backup").path
+        #expect(try run("backup", one, backup).status == 0)
+        let refused = try run("backup", two, backup)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("another store") && refused.stderr.contains("--restart"), "\(refused.stderr)")
+        let restarted = try run("backup", two, backup, "--restart")
+        #expect(restarted.status == 0, "\(restarted.stderr)")
+        #expect(try run("export", backup).stdout == (try run("export", two).stdout))
+    }
+
+    @Test func aDamagedSourceIsExit3WithFileAndOffset() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.demo(temp)
+        let segment = store + "/00000000000000000000.log"
+        try flipBit(in: segment, at: 32 + 64 + 3)
+        let result = try run("backup", store, temp.file("backup").path)
+        #expect(result.status == 3)
+        #expect(result.stderr.contains(segment) && result.stderr.contains("offset 32"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: temp.file("backup").appending(path: BackupManifest.fileName).path))
+    }
+
+    @Test func restoreAtTheEndAndAtAPosition() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.demo(temp)
+        let backup = temp.file("backup").path
+        #expect(try run("backup", store, backup).status == 0)
+        let whole = temp.file("whole").path
+        let restored = try run("restore", backup, whole, "--json")
+        #expect(restored.status == 0, "\(restored.stderr)")
+        #expect(try run("verify", whole).status == 0)
+        #expect(try run("export", whole).stdout == (try run("export", store).stdout))
+
+        let cut = temp.file("cut").path
+        #expect(try run("restore", backup, "--to", cut, "--position", "100").status == 0)
+        #expect(try run("verify", cut).status == 0)
+        let inspect = try run("inspect", cut, "--json")
+        #expect(inspect.stdout.contains("\"events\" : 100") || inspect.stdout.contains("\"events\":100"), "\(inspect.stdout)")
+
+        #expect(try run("restore", backup, whole).status == 1, "a destination that is not empty")
+        #expect(try run("restore", store, temp.file("x").path).status == 1, "not a backup")
+        try flipBit(in: backup + "/eventkernel.store", at: 3)
+        let damaged = try run("restore", backup, temp.file("y").path)
+        #expect(damaged.status == 3, "a backup file that does not match its manifest")
+        // The backup's damage: not the store's advice (`repair` would cut a log, not mend a backup).
+        #expect(!damaged.stderr.contains("repair"), "\(damaged.stderr)")
+        #expect(damaged.stderr.contains("the backup is damaged"), "\(damaged.stderr)")
+        // A restore writes into a sibling renamed at the end: nothing left beside the failed one.
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: temp.url.path).filter { $0.contains(".restoring-") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+        #expect(!FileManager.default.fileExists(atPath: temp.file("y").path))
+    }
+
+    @Test func backupsListShowsEachGenerationAndWhetherItVerifies() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.demo(temp)
+        let generations = temp.file("generations")
+        #expect(try run("backup", store, generations.appending(path: "one").path).status == 0)
+        #expect(try run("backup", store, generations.appending(path: "two").path).status == 0)
+        let listed = try run("backups", "list", generations.path, "--format", "json")
+        #expect(listed.status == 0, "\(listed.stderr)")
+        let rows = try #require(try jsonObject(listed.stdout) as? [[String: Any]])
+        #expect(rows.count == 2)
+        #expect(rows.allSatisfy { $0["state"] as? String == "complete" && $0["verified"] as? String == "yes" })
+        #expect(rows.allSatisfy { ($0["position"] as? Int ?? 0) > 0 && ($0["bytes"] as? Int ?? 0) > 0 })
+
+        // A damaged file, and a backup cut short: listed, and exit 3.
+        try flipBit(in: generations.appending(path: "two/eventkernel.store").path, at: 2)
+        try FileManager.default.createDirectory(at: generations.appending(path: "three"), withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: generations.appending(path: "three/\(BackupManifest.partialFileName)").path, contents: nil)
+        let damaged = try run("backups", "list", generations.path, "--format", "json")
+        #expect(damaged.status == 3)
+        let states = try #require(try jsonObject(damaged.stdout) as? [[String: Any]]).map { $0["state"] as? String }
+        #expect(states == ["complete", "incomplete", "damaged"])
+        // Without verifying, the damage is not seen; the incomplete backup still is.
+        #expect(try run("backups", "list", generations.appending(path: "two").path, "--no-verify").status == 0)
+    }
+
+    @Test func usageErrors() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.demo(temp)
+        #expect(try run("backup", "--dir", store).status == 1)
+        #expect(try run("backup", store, temp.file("a").path, "--to", temp.file("b").path).status == 1)
+        #expect(try run("backup", temp.file("missing").path, temp.file("b").path).status == 2)
+    }
+}
+
+/// SIGKILL of `eventkernel backup` at random instants (issue 28's bar): the directory is then
+/// either a complete backup (its manifest lists exactly the files there, and it verifies) or
+/// holds no manifest; the next backup completes it.
+@Suite("eventkernel backup killed")
+struct BackupKillTests {
+    static func checkNoFalseManifest(_ backup: URL) throws {
+        guard try BackupManifest.read(in: backup) != nil else { return }
+        // Every listed file has its listed bytes (CRC32C), whatever a kill left past them.
+        _ = try BackupManifest.check(in: backup)
+        // A backup cut short is no store (it may hold the earlier complete backup's manifest).
+        if FileManager.default.fileExists(atPath: backup.appending(path: BackupManifest.partialFileName).path) { return }
+        let verify = try run("verify", backup.path)
+        #expect(verify.status == 0, "a manifest claims a backup that does not verify: \(verify.stdout)\(verify.stderr)")
+    }
+
+    /// SIGKILL of incremental backups (no --restart) while a writer in another process appends:
+    /// each kill leaves a manifest (the earlier complete backup or the new one) whose every file
+    /// has its listed bytes (``BackupManifest/check(in:)``, CRC32C, not only sizes), never a
+    /// directory that is neither.
+    @Test func killedIncrementalBackupsLeaveACompleteBackup() throws {
+        let temp = TemporaryDirectory()
+        let store = temp.file("store"), backup = temp.file("backup")
+        let writer = Process()
+        writer.executableURL = builtExecutable("ActivitiesTestHelper")
+        writer.arguments = ["append", store.path, "100000000", "100"]
+        writer.standardOutput = FileHandle.nullDevice
+        try writer.run()
+        defer {
+            kill(writer.processIdentifier, SIGKILL)
+            writer.waitUntilExit()
+        }
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline, ((try? FileManager.default.contentsOfDirectory(atPath: store.path)) ?? []).filter({ $0.hasSuffix(".log") }).isEmpty {
+            usleep(50_000)
+        }
+        usleep(500_000)
+        let started = ContinuousClock.now
+        let full = try run("backup", store.path, backup.path)
+        #expect(full.status == 0, "\(full.stderr)")
+        let duration = max(ContinuousClock.now - started, .milliseconds(50))
+        var random = SplitMix64(seed: 2_028)
+        var killedMidway = 0
+        var previous = try #require(try BackupManifest.read(in: backup)).nextPosition
+        for round in 0..<8 {
+            let out = temp.file("out\(round)"), err = temp.file("err\(round)")
+            let process = try makeProcess(["backup", store.path, backup.path], stdout: out, stderr: err)
+            try process.run()
+            let delay = Double(random.next() % 1_000) / 1_000 * (duration / .milliseconds(1))
+            usleep(UInt32(delay * 1_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
+            let manifest = try BackupManifest.check(in: backup)
+            #expect(manifest.nextPosition >= previous)
+            previous = manifest.nextPosition
+        }
+        #expect(killedMidway > 0, "no kill landed while a backup ran")
+        let last = try run("backup", store.path, backup.path)
+        #expect(last.status == 0, "\(last.stderr)")
+        #expect(try BackupManifest.check(in: backup).nextPosition >= previous)
+    }
+
+    /// SIGKILL of `eventkernel restore` at random instants: DEST is then either missing or the
+    /// whole restored store (never a prefix that opens as a shorter store).
+    @Test func killedRestoresLeaveNoDestinationOrAWholeStore() throws {
+        let temp = TemporaryDirectory()
+        let store = temp.file("demo").path
+        #expect(try run("demo", "--dir", store, "--activities", "10000", "--repetitions", "10").status == 0)
+        let backup = temp.file("backup").path
+        #expect(try run("backup", store, backup).status == 0)
+        let expected = try run("inspect", store, "--json").stdout.components(separatedBy: "\n").first { $0.contains("\"events\"") }
+        let started = ContinuousClock.now
+        #expect(try run("restore", backup, temp.file("probe").path).status == 0)
+        let full = ContinuousClock.now - started
+        var random = SplitMix64(seed: 16)
+        var killedMidway = 0
+        for round in 0..<6 {
+            let dest = temp.file("restored\(round)")
+            let out = temp.file("rout\(round)"), err = temp.file("rerr\(round)")
+            let process = try makeProcess(["restore", backup, dest.path], stdout: out, stderr: err)
+            try process.run()
+            let delay = Double(random.next() % 1_000) / 1_000 * (full / .milliseconds(1))
+            usleep(UInt32(delay * 1_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
+            guard FileManager.default.fileExists(atPath: dest.path) else { continue }
+            #expect(try run("verify", dest.path).status == 0)
+            let events = try run("inspect", dest.path, "--json").stdout.components(separatedBy: "\n").first { $0.contains("\"events\"") }
+            #expect(events == expected, "a killed restore left a store of another length")
+        }
+        #expect(killedMidway > 0, "no kill landed while a restore ran")
+    }
+
+    @Test func killedBackupsLeaveEitherACompleteBackupOrNoManifest() throws {
+        let temp = TemporaryDirectory()
+        let store = temp.file("demo").path
+        #expect(try run("demo", "--dir", store, "--activities", "20000", "--repetitions", "20").status == 0)
+        let probe = temp.file("probe")
+        let started = ContinuousClock.now
+        #expect(try run("backup", store, probe.path).status == 0)
+        let full = ContinuousClock.now - started
+        var random = SplitMix64(seed: 28)
+        var killedMidway = 0
+        for round in 0..<8 {
+            let backup = temp.file("backup\(round % 2)")
+            let out = temp.file("out\(round)"), err = temp.file("err\(round)")
+            let process = try makeProcess(["backup", store, backup.path, "--restart"], stdout: out, stderr: err)
+            try process.run()
+            let delay = Double(random.next() % 1_000) / 1_000 * (full / .milliseconds(1))
+            usleep(UInt32(delay * 1_000))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
+            try Self.checkNoFalseManifest(backup)
+        }
+        // Whatever the kills left, a backup into the same directories completes and verifies.
+        for directory in ["backup0", "backup1"] {
+            let result = try run("backup", store, temp.file(directory).path, "--restart")
+            #expect(result.status == 0, "\(result.stderr)")
+            try Self.checkNoFalseManifest(temp.file(directory))
+            #expect(try BackupManifest.read(in: temp.file(directory)) != nil)
+        }
+        #expect(killedMidway > 0, "no kill landed while a backup ran")
+    }
+}
