@@ -1,7 +1,7 @@
 public import EventLog
 public import Foundation
 
-/// Online, incremental backups of a store: its log (``SegmentedLog/backup(to:options:extraFiles:)``
+/// Online, incremental backups of a store: its log (`SegmentedLog/backup(to:options:extraFiles:)`
 /// holds the rule) and the newest snapshots bound to the backed-up log (Docs/Backups.md).
 extension EventStore {
     /// Backs the store up into `destination` while it goes on serving appends.
@@ -18,7 +18,7 @@ extension EventStore {
     /// - Returns: What was written, linked, kept and removed, and the manifest.
     /// - Throws: ``RepositoryError/misuse(_:)`` (``Misuse/Code/backupUnsupported``) for a store
     ///   whose log is not a local directory; ``RepositoryError/storage(_:)`` wrapping the
-    ///   ``LogError`` of ``SegmentedLog/backup(to:options:extraFiles:)`` (a destination that
+    ///   `LogError` of `SegmentedLog/backup(to:options:extraFiles:)` (a destination that
     ///   belongs to another store or history, damage met on the way with its file and offset,
     ///   an I/O failure); the destination then holds no manifest.
     public func backup(to destination: URL, options: BackupOptions = BackupOptions()) async throws -> BackupReport {
@@ -42,7 +42,7 @@ extension EventStore {
     ///   - options: Hard links for sealed segments, starting over, the system-call layer.
     /// - Returns: What was written, linked, kept and removed, and the manifest.
     /// - Throws: As ``backup(to:options:)``; ``RepositoryError/storage(_:)`` with
-    ///   ``LogError/Code/notAStore`` when `source` is not a store.
+    ///   `LogError/Code/notAStore` when `source` is not a store.
     public static func backup(storeAt source: URL, to destination: URL, options: BackupOptions = BackupOptions()) async throws -> BackupReport {
         let log: SegmentedLog
         do { log = try SegmentedLog.openReadOnly(at: source) } catch let error as LogError {
@@ -78,7 +78,7 @@ extension EventStore {
     /// store would not use it). Its whole file was read and checked (the header's and the
     /// body's checksums). A snapshot the writer pruned meanwhile, or that does not decode, is
     /// skipped: snapshots are derived, and the backup's first open replays instead.
-    /// - Throws: ``LogError/Code/corruption`` for a snapshot that contradicts the log (events it
+    /// - Throws: `LogError/Code/corruption` for a snapshot that contradicts the log (events it
     ///   covers are missing or changed in a history never cut: damage, as at the store's open).
     static func boundSnapshots(in directory: URL, log: SegmentedLog, position: LogPosition, epoch: UInt64) throws -> [BackupExtraFile] {
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [])

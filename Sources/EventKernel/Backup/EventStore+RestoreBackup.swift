@@ -27,11 +27,11 @@ extension EventStore {
     ///   - destination: A new or empty directory.
     ///   - point: Where to cut: ``RestorePoint/end`` by default.
     /// - Returns: The restored store's next position.
-    /// - Throws: ``RepositoryError/storage(_:)`` wrapping a ``LogError``:
-    ///   ``LogError/Code/backupMismatch`` when `backup` holds no complete backup,
-    ///   ``LogError/Code/corruption`` naming a file that does not match the manifest,
-    ///   ``LogError/Code/invalidArgument`` for a destination that is not empty or a position
-    ///   past the backup's end, ``LogError/Code/io`` when a write fails.
+    /// - Throws: ``RepositoryError/storage(_:)`` wrapping a `LogError`:
+    ///   `LogError/Code/backupMismatch` when `backup` holds no complete backup,
+    ///   `LogError/Code/corruption` naming a file that does not match the manifest,
+    ///   `LogError/Code/invalidArgument` for a destination that is not empty or a position
+    ///   past the backup's end, `LogError/Code/io` when a write fails.
     public static func restore(from backup: URL, to destination: URL, at point: RestorePoint = .end) async throws -> LogPosition {
         let dest = destination.standardizedFileURL.path
         let staging: String
