@@ -340,8 +340,11 @@ private final class Shared: Sendable {
         let first = Task {
             try await repository.rebuild(indexes: Self.v2Indexes) { report in
                 shared.progress.withLock { $0.append(report) }
-                // The first rebuild waits in its progress report until the second was tried.
-                if !report.switched { _ = tried.wait(timeout: .now() + 60) }
+                // The first rebuild waits in its progress report until the second was tried:
+                // for as long as that takes (the ThreadSanitizer run of the whole suite on 2
+                // cores once took over 60 s to get there, and the first rebuild then finished
+                // before the second was tried); the bound only ends a test whose refusal broke.
+                if !report.switched { _ = tried.wait(timeout: .now() + 900) }
             }
         }
         #expect(try await eventually { shared.progress.withLock { !$0.isEmpty } }, "the first rebuild reported progress")
