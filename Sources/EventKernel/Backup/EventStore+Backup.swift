@@ -89,6 +89,10 @@ extension EventStore {
             let url = directory.appending(path: name)
             guard let data = try? Data(contentsOf: url), let file = try? SnapshotFile(decoding: Array(data)) else { continue }
             let key = "\(file.projectionName)\u{0}\(file.schemaVersion)"
+            // Past the backup's position: written since the plan (a writer in another process
+            // snapshots while it appends). Not the backup's, and not judged: the view of the log
+            // ends before it, where the store's rule would call it one whose events are missing.
+            guard file.nextPosition <= position, chosen[key] == nil else { continue }
             let judged: SnapshotStanding
             do { judged = try Self.standing(of: file, at: url, in: log, historyEpoch: epoch, logEnd: logEnd) } catch {
                 if case .storage(let failure) = error as? RepositoryError, let logError = failure.logError { throw logError }
@@ -98,8 +102,6 @@ extension EventStore {
             case .contradicts(let error): throw error
             case .stale: continue
             case .matches:
-                // Past the backup's position (written since the plan): the next backup's.
-                guard file.nextPosition <= position, chosen[key] == nil else { continue }
                 chosen[key] = BackupExtraFile(name: "snapshots/" + name, bytes: Array(data))
             }
         }
