@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import Testing
 import EventKernel
@@ -296,21 +297,52 @@ func expectSameEvents(_ original: URL, _ copy: URL, times: Bool = true, sourceLo
     /// Review 2.3: import reads back the deepest nesting export writes, and refuses nesting the
     /// binary format cannot read back.
     @Test func importReadsTheDeepestNestingExportWrites() throws {
+        // Rendering and parsing recurse once per level: on a thread with a large stack, so that
+        // AddressSanitizer's frames (several times larger) fit 1,024 of them too.
+        let outcome = try Self.onLargeStack(Self.deepestNesting)
+        #expect(outcome.decodedBack)
+        #expect(outcome.codec == "binary")
+        #expect(outcome.importedSameBytes)
+        // One level more than the format reads: refused with the path, never stored as damage.
+        #expect(outcome.deeperRefused)
+    }
+
+    struct DeepOutcome: Sendable {
+        var decodedBack = false, codec = "", importedSameBytes = false, deeperRefused = false
+    }
+
+    static func deepestNesting() throws -> DeepOutcome {
         // Every level a keyed container with one "$" key: rendered as {"$object":{…}}, two JSON
         // levels per binary level.
+        var outcome = DeepOutcome()
         var value = BinaryEntityValue.date(Date(timeIntervalSinceReferenceDate: 0.5))
         for _ in 0..<(BinaryEntityValue.maxDepth - 1) { value = .keyed([("$k", value)]) }
         let bytes = try value.encoded()
-        #expect(try BinaryEntityValue.decode(bytes) == value)
+        outcome.decodedBack = try BinaryEntityValue.decode(bytes) == value
         let envelope = EventEnvelope(position: 0, timestamp: LogTimestamp(nanosecondsSince1970: 1), eventType: "Deep.added", schemaVersion: 1,
                                      stream: StreamID("Deep", .string("d")), entityVersion: 1, payload: bytes)
         let (line, payload) = EntityJSON.line(envelope)
-        #expect(payload.codec == "binary")
+        outcome.codec = payload.codec
         let imported = try EntityJSON.parseLine(Substring(line), lenient: false)
-        #expect(imported.event.payload == bytes)
-        // One level more than the format reads: refused with the path, never stored as damage.
+        outcome.importedSameBytes = imported.event.payload == bytes
         let deep = String(repeating: "[", count: BinaryEntityValue.maxDepth + 1) + String(repeating: "]", count: BinaryEntityValue.maxDepth + 1)
-        #expect(throws: EntityJSON.ValueError.self) { try EntityJSON.binary(JSONParser.parse(Array(deep.utf8))) }
+        do { _ = try EntityJSON.binary(JSONParser.parse(Array(deep.utf8))) } catch is EntityJSON.ValueError { outcome.deeperRefused = true }
+        return outcome
+    }
+
+    /// Runs `body` on a thread of its own with a 256 MiB stack and returns its result.
+    static func onLargeStack<T: Sendable>(_ body: @escaping @Sendable () throws -> T) throws -> T {
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<Result<T, any Error>?>(nil)
+        let thread = Thread {
+            let outcome = Result { try body() }
+            result.withLock { $0 = outcome }
+            done.signal()
+        }
+        thread.stackSize = 256 << 20
+        thread.start()
+        done.wait()
+        return try result.withLock { $0! }.get()
     }
 
     /// Review 2.4: bytes that decode as the binary format but are not what the encoder writes
