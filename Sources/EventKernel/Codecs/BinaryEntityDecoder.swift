@@ -12,6 +12,14 @@ public struct BinaryEntityDecoder: Sendable {
     /// Decodes a `T` from `bytes`.
     /// - Throws: `DecodingError` for truncated or malformed bytes, a type mismatch or a missing key.
     public func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        try Self.checked(bytes).decodeValue(type, at: 1, codingPath: [])
+    }
+
+    /// The decoding state of `bytes` after the checking pass (the format's first byte, bounds,
+    /// tags, nesting and the key table, with nothing after the value): what the typed decoder
+    /// and the untyped reader (`BinaryEntityValue`) both start from.
+    /// - Throws: `DecodingError.dataCorrupted` with the byte offset.
+    static func checked(_ bytes: [UInt8]) throws -> BinaryDecodingState {
         guard BinaryEntityFormat.isBinary(bytes) else {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not a binary entity payload (first byte \(bytes.first.map { String($0, radix: 16) } ?? "none"))"))
         }
@@ -21,7 +29,7 @@ public struct BinaryEntityDecoder: Sendable {
         guard offset == bytes.count else {
             throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "\(bytes.count - offset) trailing bytes at offset \(offset)"))
         }
-        return try state.decodeValue(type, at: 1, codingPath: [])
+        return state
     }
 }
 

@@ -54,17 +54,9 @@ package indirect enum BinaryEntityValue: Equatable, Sendable {
     /// - Throws: `DecodingError.dataCorrupted` for bytes that are not a whole, well-formed
     ///   payload (with the byte offset), as ``BinaryEntityDecoder`` does.
     package static func decode(_ bytes: [UInt8]) throws -> BinaryEntityValue {
-        guard BinaryEntityFormat.isBinary(bytes) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not a binary entity payload (first byte \(bytes.first.map { String($0, radix: 16) } ?? "none"))"))
-        }
-        let state = BinaryDecodingState(bytes)
-        var offset = 1
         // The checking pass of the typed decoder: bounds, tags, nesting, and the key table.
-        try state.skip(&offset, depth: 0, register: true)
-        guard offset == bytes.count else {
-            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "\(bytes.count - offset) trailing bytes at offset \(offset)"))
-        }
-        offset = 1
+        let state = try BinaryEntityDecoder.checked(bytes)
+        var offset = 1
         return try state.untypedValue(&offset)
     }
 
