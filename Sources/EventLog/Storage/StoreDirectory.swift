@@ -93,10 +93,12 @@ package enum StoreDirectory {
         }
         defer { closedir(dir) }
         var names: [String] = []
+        // The name is read in place, up to its terminating zero: a `dirent` record is only as
+        // long as its name (`d_reclen`), so copying the whole `d_name` array (256 bytes) reads
+        // past the end of the last record in readdir's buffer (AddressSanitizer reported it).
+        let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
+            let name = String(cString: (UnsafeRawPointer(entry) + nameOffset).assumingMemoryBound(to: CChar.self))
             if name != "." && name != ".." { names.append(name) }
         }
         return names
