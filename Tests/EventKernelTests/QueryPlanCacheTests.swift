@@ -348,6 +348,30 @@ import EventKernelTestSupport
         }
     }
 
+    /// A NaN bound of a plain range is refused, by the index path and the scan path alike: the
+    /// scan matched no row while the index, which files NaN above every number, answered
+    /// `greaterThan: NaN` with nothing and `lessThan: NaN` with every row.
+    @Test func notANumberAsARangeBoundIsRefused() async throws {
+        let (repository, items) = try await Self.repository(120, seed: 23)
+        let store = try EventStore(log: InMemoryLog())
+        let scanned = try EventSourcedRepository<Item>(store: store, typeName: "Item", indexes: [])
+        try await scanned.addAll(items)
+        let date = items[5].date, nan = Date(timeIntervalSinceReferenceDate: .nan)
+        let message = "the range on \\Item.date has a bound that is not a number (NaN)"
+        for repo in [repository, scanned] {
+            for query in [EntityQuery<Item>().where(\.date, lessThan: nan),
+                          EntityQuery<Item>().where(\.date, greaterThan: nan, orEqual: true),
+                          EntityQuery<Item>().where(\.date, from: date, through: nan),
+                          EntityQuery<Item>().where(\.date, from: nan, upTo: date),
+                          EntityQuery<Item>().where(\.date, lessThan: date).where(\.date, greaterThan: nan)] {
+                #expect(throws: RepositoryError.invalidQuery(message)) { try repo.fetch(query) }
+                #expect(throws: RepositoryError.invalidQuery(message)) { try repo.count(query) }
+                #expect(throws: RepositoryError.invalidQuery(message)) { try repo.observe(query) }
+            }
+            #expect(try repo.count(EntityQuery<Item>().where(\.date, lessThan: date, orEqual: true)) == items.filter { $0.date <= date }.count)
+        }
+    }
+
     /// A merge of key ranges reserves for no more entries than the index holds (it reserved
     /// up to 64 ranges × 4,096 entries, about 15 MB, on a 10-row table).
     @Test func aMergeReservesNoMoreThanTheIndexHolds() async throws {

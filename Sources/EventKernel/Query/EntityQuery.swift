@@ -122,7 +122,7 @@ public struct EntityQuery<Entity>: Sendable {
     ///   - upper: The inclusive end.
     /// - Throws: Nothing here; fetching, counting, observing or deleting with the query throws
     ///   ``RepositoryError/invalidQuery(_:)`` (naming the property and both bounds) when
-    ///   `upper` precedes `lower`.
+    ///   `upper` precedes `lower`, and (naming the property) when either is NaN.
     public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, from lower: Value, through upper: Value) -> Self {
         adding(keyPath, .range(lower: Self.bound(lower, inclusive: true), upper: Self.bound(upper, inclusive: true)))
     }
@@ -136,20 +136,23 @@ public struct EntityQuery<Entity>: Sendable {
     ///   - lower: The inclusive start.
     ///   - upper: The exclusive end.
     /// - Throws: Nothing here; running the query throws ``RepositoryError/invalidQuery(_:)``
-    ///   (naming the property and both bounds) when `upper` precedes `lower`.
+    ///   (naming the property and both bounds) when `upper` precedes `lower`, and (naming the
+    ///   property) when either is NaN.
     public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, from lower: Value, upTo upper: Value) -> Self {
         adding(keyPath, .range(lower: Self.bound(lower, inclusive: true), upper: Self.bound(upper, inclusive: false)))
     }
 
     /// Keeps entities whose `keyPath` is above `value` (or equal, when `orEqual`). Never
-    /// matches `nil`, as in SQL and `NSPredicate`.
+    /// matches `nil`, as in SQL and `NSPredicate`. Running the query throws
+    /// ``RepositoryError/invalidQuery(_:)`` when `value` is NaN.
     public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, greaterThan value: Value, orEqual: Bool = false) -> Self {
         adding(keyPath, .range(lower: Self.bound(value, inclusive: orEqual), upper: nil))
     }
 
     /// Keeps entities whose `keyPath` is below `value` (or equal, when `orEqual`). Never
     /// matches `nil`, although `nil` sorts first, as in SQL (`NULL < x` is unknown) and
-    /// `NSPredicate`; `where(keyPath, equals: nil)` finds those.
+    /// `NSPredicate`; `where(keyPath, equals: nil)` finds those. Running the query throws
+    /// ``RepositoryError/invalidQuery(_:)`` when `value` is NaN.
     public func `where`<Value: IndexValueConvertible>(_ keyPath: any KeyPath<Entity, Value> & Sendable, lessThan value: Value, orEqual: Bool = false) -> Self {
         adding(keyPath, .range(lower: nil, upper: Self.bound(value, inclusive: orEqual)))
     }

@@ -83,7 +83,7 @@ extension EntityTable {
             }
         }
         for i in filters.indices {
-            if let reversed = filters[i].reversedRange { throw reversed }
+            if let invalid = filters[i].invalidRange { throw invalid }
             filters[i].settle()
         }
         for overlap in overlaps { if let invalid = overlap.invalid { throw invalid } }

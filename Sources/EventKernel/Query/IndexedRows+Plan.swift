@@ -125,7 +125,17 @@ extension IndexedRows {
         /// most often swapped arguments, reported rather than answered with `[]`. Equal bounds
         /// with an exclusive end (`from: a, upTo: a`, or `greaterThan: a` with `lessThan: a`)
         /// are an empty range, as Swift's `a..<a` is, and answer `[]`.
-        var reversedRange: RepositoryError? {
+        ///
+        /// A NaN bound is refused too: NaN compares with nothing, so the scan's checks would
+        /// match no row while the index, which files NaN above every number, would answer with
+        /// the NaN rows (or all rows above a bound): two answers to one query.
+        var invalidRange: RepositoryError? {
+            for bound in [lower, upper] {
+                if let bound, case .double(let x) = bound.value, x.isNaN {
+                    return RepositoryError.invalidQuery(
+                        "the range on \(String(describing: keyPath)) has a bound that is not a number (NaN)")
+                }
+            }
             guard let lower, let upper, IndexValue.compare(lower.value, upper.value) > 0 else { return nil }
             return RepositoryError.invalidQuery(
                 "the range on \(String(describing: keyPath)) is reversed: its end \(upper.text) precedes its start \(lower.text)")
