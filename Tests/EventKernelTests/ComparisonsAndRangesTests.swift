@@ -177,4 +177,37 @@ import EventKernelTestSupport
             try repository.fetch(EntityQuery().where(\.forum, from: 2, through: 0))
         }
     }
+
+    /// Numbers of different cases compare by their exact values, so the order is total and
+    /// transitive: through `Double`, 2^53 + 1 and 2^53 both equalled the double 2^53 while
+    /// 2^53 + 1 > 2^53 (and Int64.max equalled 2^63, which it is below).
+    @Test func mixedNumbersCompareExactlyAndTransitively() {
+        let p53 = Int64(1) << 53
+        #expect(IndexValue.compare(.int(p53 + 1), .double(Double(p53))) == 1)
+        #expect(IndexValue.compare(.double(Double(p53)), .int(p53 + 1)) == -1)
+        #expect(IndexValue.compare(.int(p53), .double(Double(p53))) == 0)
+        #expect(IndexValue.compare(.int(.max), .double(0x1p63)) == -1)
+        #expect(IndexValue.compare(.int(.min), .double(-0x1p63)) == 0)
+        #expect(IndexValue.compare(.uint(.max), .double(0x1p64)) == -1)
+        #expect(IndexValue.compare(.int(2), .double(2.5)) == -1)
+        #expect(IndexValue.compare(.int(-2), .double(-2.5)) == 1)
+        #expect(IndexValue.compare(.uint(0), .double(-0.0)) == 0)
+        let values: [IndexValue] = [
+            .int(p53), .int(p53 + 1), .int(p53 - 1), .int(-p53 - 1), .int(.max), .int(.min), .int(0), .int(-1),
+            .uint(UInt64(p53) + 1), .uint(.max), .uint(UInt64(Int64.max) + 1), .uint(0),
+            .double(Double(p53)), .double(Double(p53) + 2), .double(-Double(p53)), .double(0x1p63), .double(-0x1p63),
+            .double(0x1p64), .double(0.5), .double(-0.5), .double(-0.0), .double(.infinity), .double(-.infinity),
+        ]
+        for a in values {
+            for b in values {
+                #expect(IndexValue.compare(a, b) == -IndexValue.compare(b, a), "\(a) vs \(b)")
+                for c in values where IndexValue.compare(a, b) <= 0 && IndexValue.compare(b, c) <= 0 {
+                    #expect(IndexValue.compare(a, c) <= 0, "\(a) ≤ \(b) ≤ \(c)")
+                    if IndexValue.compare(a, b) < 0 || IndexValue.compare(b, c) < 0 {
+                        #expect(IndexValue.compare(a, c) < 0, "\(a) ≤ \(b) ≤ \(c), one strictly")
+                    }
+                }
+            }
+        }
+    }
 }

@@ -80,15 +80,40 @@ public enum IndexValue: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// Numbers of different cases (a property typed `Int` compared with a literal bound typed
     /// `Double` never happens through the typed API, but a mixed comparison must still be a
     /// total order).
+    ///
+    /// Compared exactly, not through `Double`: beyond 2^53 converting an integer rounds it, so
+    /// `2^53 + 1` and `2^53` would both equal the double `2^53` while differing from each
+    /// other, and a sort or a merge relying on transitivity would misplace them. NaN stays
+    /// "greater both ways", as in the `.double` case.
     @usableFromInline
     static func compareNumbers(_ lhs: IndexValue, _ rhs: IndexValue) -> Int {
         switch (lhs, rhs) {
         case (.int(let a), .uint(let b)): return a < 0 || UInt64(a) < b ? -1 : (UInt64(a) == b ? 0 : 1)
         case (.uint, .int): return -compareNumbers(rhs, lhs)
+        case (.int(let a), .double(let d)): return d.isNaN ? 1 : compare(integer: a, d)
+        case (.uint(let a), .double(let d)): return d.isNaN ? 1 : compare(integer: a, d)
+        case (.double(let d), .int(let a)): return d.isNaN ? 1 : -compare(integer: a, d)
+        case (.double(let d), .uint(let a)): return d.isNaN ? 1 : -compare(integer: a, d)
         default:
             let (a, b) = (lhs.doubleValue, rhs.doubleValue)
             return a < b ? -1 : (a == b ? 0 : 1)
         }
+    }
+
+    /// `a` against a double that is not NaN, exactly: the double's integral part is compared
+    /// as an integer when it fits the integer's type, its fraction breaks a tie.
+    @usableFromInline
+    static func compare<I: FixedWidthInteger>(integer a: I, _ d: Double) -> Int {
+        // Both bounds are powers of two (or zero), so exact as doubles: I.max + 1 and I.min.
+        let upper = Double(sign: .plus, exponent: I.bitWidth - (I.isSigned ? 1 : 0), significand: 1)
+        let lower = I.isSigned ? -upper : 0
+        if d >= upper { return -1 }
+        if d < lower { return 1 }
+        let whole = d.rounded(.towardZero)
+        let integral = I(whole)
+        if a != integral { return a < integral ? -1 : 1 }
+        let fraction = d - whole
+        return fraction > 0 ? -1 : (fraction < 0 ? 1 : 0)
     }
 
     @usableFromInline
