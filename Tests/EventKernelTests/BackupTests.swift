@@ -331,7 +331,7 @@ import Testing
             #expect(try BackupManifest.check(in: destination) == first.manifest, "after \(failAfter) writes")
         }
         let restored = scratch.file("restored")
-        #expect(try await EventStore.restore(from: destination, to: restored) == first.manifest.nextPosition)
+        #expect(try await EventStore.restore(from: destination, to: restored).nextPosition == first.manifest.nextPosition)
         try Self.expectSameRecords(restored, source, below: first.manifest.nextPosition)
         let next = try await EventStore.backup(storeAt: source, to: destination)
         #expect(next.incremental)
@@ -476,26 +476,74 @@ import Testing
         _ = try await EventStore.backup(storeAt: source, to: backup)
 
         let whole = scratch.file("whole")
-        #expect(try await EventStore.restore(from: backup, to: whole) == 500)
+        #expect(try await EventStore.restore(from: backup, to: whole).nextPosition == 500)
         #expect(try SegmentedLog.verify(at: whole).isIntact)
         #expect(FileManager.default.fileExists(atPath: whole.appending(path: "snapshots").path))
         #expect(!FileManager.default.fileExists(atPath: whole.appending(path: BackupManifest.fileName).path))
         try Self.expectSameRecords(whole, source, below: 500)
 
         let cut = scratch.file("cut")
-        #expect(try await EventStore.restore(from: backup, to: cut, at: .position(237)) == 237)
+        // 240: a batch boundary (the store appends ten events at a time).
+        #expect(try await EventStore.restore(from: backup, to: cut, at: .position(240)) == RestoreResult(nextPosition: 240, requestedPosition: 240))
         #expect(try SegmentedLog.verify(at: cut).isIntact)
-        try Self.expectSameRecords(cut, source, below: 237)
+        try Self.expectSameRecords(cut, source, below: 240)
         let reopened = try EventStore.open(at: cut, snapshotPolicy: .never)
-        #expect(reopened.nextPosition == 237)
+        #expect(reopened.nextPosition == 240)
         try await reopened.close()
 
         let records = try Self.records(source)
         let limit = records[321].1
         let expected = LogPosition(records.lastIndex { $0.1 <= limit }! + 1)
         let timed = scratch.file("timed")
-        #expect(try await EventStore.restore(from: backup, to: timed, at: .recordedAtOrBefore(limit)) == expected)
-        try Self.expectSameRecords(timed, source, below: expected)
+        let atTime = try await EventStore.restore(from: backup, to: timed, at: .recordedAtOrBefore(limit))
+        #expect(atTime.requestedPosition == expected)
+        // Rounded down to the start of the batch of ten holding the last event recorded by then.
+        #expect(atTime.nextPosition == (expected % 10 == 0 ? expected : expected / 10 * 10))
+        try Self.expectSameRecords(timed, source, below: atTime.nextPosition)
+    }
+
+    /// The batches of the log at `directory`, as position ranges.
+    static func batches(_ directory: URL) async throws -> [Range<LogPosition>] {
+        let log = try SegmentedLog.openReadOnly(at: directory)
+        let batches = log.batches(endingAtOrBefore: .max)
+        try await log.close()
+        return batches
+    }
+
+    /// A restore cut inside an atomic batch holds none of it (rounded down to its start), and
+    /// copies batch by batch: the restored log's batches are the source's first whole ones, the
+    /// same positions, records and recording times. The old restore cut at the very position
+    /// and re-chunked the records by 4,096, whatever the batches.
+    @Test func restoreAtAPointInsideABatchRoundsDownToItsStartAndKeepsTheBatches() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), backup = scratch.file("backup")
+        // Batches of 1 to 7 records, each record recorded one second after the one before.
+        let log = try SegmentedLog.open(at: source, configuration: Self.configuration)
+        var next = 0
+        for size in [3, 1, 7, 2, 5, 1, 4, 6, 2, 3] {
+            _ = try await log.append((next..<next + size).map { i in
+                LogEntry(timestamp: LogTimestamp(nanosecondsSince1970: 1_000_000_000_000 + Int64(i) * 1_000_000_000), payload: Self.noise(i))
+            })
+            next += size
+        }
+        try await log.close()
+        _ = try await EventStore.backup(storeAt: source, to: backup)
+        let sourceBatches = try await Self.batches(source)
+        #expect(sourceBatches.count == 10)
+        let starts = Set(sourceBatches.map(\.lowerBound) + [LogPosition(next)])
+        for position in 0...LogPosition(next) {
+            let expectedEnd = starts.filter { $0 <= position }.max()!
+            for point in [RestorePoint.position(position),
+                          .recordedAtOrBefore(LogTimestamp(nanosecondsSince1970: 1_000_000_000_000 + (Int64(position) - 1) * 1_000_000_000))] {
+                let restored = scratch.file("at-\(position)-\(point == .position(position) ? "p" : "t")")
+                let result = try await EventStore.restore(from: backup, to: restored, at: point)
+                #expect(result == RestoreResult(nextPosition: expectedEnd, requestedPosition: position), "\(point)")
+                #expect(result.roundedDown == !starts.contains(position))
+                #expect(try await Self.batches(restored) == sourceBatches.filter { $0.upperBound <= expectedEnd }, "\(point)")
+                try Self.expectSameRecords(restored, source, below: expectedEnd)
+                #expect(try SegmentedLog.verify(at: restored).isIntact)
+            }
+        }
     }
 
     @Test func restoreRefusesWhatIsNotACompleteIntactBackup() async throws {

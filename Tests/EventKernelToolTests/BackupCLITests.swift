@@ -83,11 +83,26 @@ struct BackupCLITests {
         #expect(try run("verify", whole).status == 0)
         #expect(try run("export", whole).stdout == (try run("export", store).stdout))
 
+        let batches = try SegmentedLog.openReadOnly(at: URL(filePath: backup)).batches(endingAtOrBefore: .max)
+        // A batch boundary: restored exactly there.
+        let boundary = try #require(batches.first { $0.upperBound >= 100 }).upperBound
         let cut = temp.file("cut").path
-        #expect(try run("restore", backup, "--to", cut, "--position", "100").status == 0)
+        let exact = try run("restore", backup, "--to", cut, "--position", "\(boundary)")
+        #expect(exact.status == 0)
+        #expect(!exact.stderr.contains("inside an atomic batch"), "\(exact.stderr)")
         #expect(try run("verify", cut).status == 0)
         let inspect = try run("inspect", cut, "--json")
-        #expect(inspect.stdout.contains("\"events\" : 100") || inspect.stdout.contains("\"events\":100"), "\(inspect.stdout)")
+        #expect(inspect.stdout.contains("\"events\" : \(boundary)") || inspect.stdout.contains("\"events\":\(boundary)"), "\(inspect.stdout)")
+
+        // Inside an atomic batch: rounded down to its start, and said.
+        let inside = try #require(batches.first { $0.count > 1 && $0.lowerBound > 0 })
+        let rounded = try run("restore", backup, "--to", temp.file("rounded").path, "--position", "\(inside.lowerBound + 1)", "--json")
+        #expect(rounded.status == 0, "\(rounded.stderr)")
+        #expect(rounded.stderr.contains("inside an atomic batch"), "\(rounded.stderr)")
+        let object = try #require(try jsonObject(rounded.stdout) as? [String: Any])
+        #expect(object["position"] as? Int == Int(inside.lowerBound))
+        #expect(object["requestedPosition"] as? Int == Int(inside.lowerBound + 1))
+        #expect(object["roundedDown"] as? Bool == true)
 
         #expect(try run("restore", backup, whole).status == 1, "a destination that is not empty")
         #expect(try run("restore", store, temp.file("x").path).status == 1, "not a backup")
