@@ -143,6 +143,43 @@ struct BackupCLITests {
         #expect(try run("backups", "list", generations.appending(path: "two").path, "--no-verify").status == 0)
     }
 
+    /// An incremental backup cut short, or running, leaves its marker beside the earlier
+    /// manifest: read commands refuse the directory, so the listing must not call it complete
+    /// and verified (it did: it looked at the manifest only).
+    @Test func backupsListTellsABackupInProgressOrCutShortBesideAnEarlierManifest() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.demo(temp)
+        let backup = temp.file("backup")
+        #expect(try run("backup", store, backup.path).status == 0)
+        #expect(BackupManifest.state(of: backup) == .complete)
+        // Cut short: the marker an incremental backup writes first, beside the earlier manifest.
+        _ = FileManager.default.createFile(atPath: backup.appending(path: BackupManifest.partialFileName).path, contents: nil)
+        #expect(BackupManifest.state(of: backup) == .interrupted)
+        #expect(try run("inspect", backup.path).status != 0, "a read command refuses it")
+        let cut = try run("backups", "list", backup.path, "--format", "json")
+        #expect(cut.status == 3)
+        let row = try #require((try jsonObject(cut.stdout) as? [[String: Any]])?.first)
+        #expect(row["state"] as? String == "incomplete")
+        #expect((row["verified"] as? String ?? "").contains("interrupted; the next backup completes it"), "\(row)")
+        #expect(try run("backups", "list", backup.path).stdout.contains("incomplete"))
+
+        // Running: another process (here: this one) holds the directory's LOCK.
+        let lock = open(backup.appending(path: "LOCK").path, O_RDWR)
+        #expect(lock >= 0)
+        defer { close(lock) }
+        #expect(flock(lock, LOCK_EX | LOCK_NB) == 0)
+        #expect(BackupManifest.state(of: backup) == .inProgress)
+        let running = try run("backups", "list", backup.path, "--format", "json", "--no-verify")
+        #expect(running.status == 3)
+        #expect((try jsonObject(running.stdout) as? [[String: Any]])?.first?["state"] as? String == "in progress")
+        _ = flock(lock, LOCK_UN)
+
+        // The next backup completes it.
+        #expect(try run("backup", store, backup.path).status == 0)
+        #expect(BackupManifest.state(of: backup) == .complete)
+        #expect(try run("backups", "list", backup.path).status == 0)
+    }
+
     @Test func usageErrors() throws {
         let temp = TemporaryDirectory()
         let store = try Self.demo(temp)

@@ -8,8 +8,9 @@ struct BackupsCommand: AsyncParsableCommand {
         commandName: "backups",
         abstract: "List backups: position, time, bytes, and whether each verifies against its manifest.",
         discussion: """
-            DIR is a backup directory, or a directory whose subdirectories are backups (generations). A backup with \
-            no manifest was cut short (state incomplete). Verifying reads every file and compares its size and CRC32C \
+            DIR is a backup directory, or a directory whose subdirectories are backups (generations). A backup being \
+            written now is "in progress"; one cut short (no manifest, or its marker beside an earlier manifest) is \
+            "incomplete": the next backup into it completes it. Verifying reads every file and compares its size and CRC32C \
             with the manifest (--no-verify skips it). Exit 0 when every backup listed is complete and verifies, 3 \
             otherwise.
 
@@ -38,7 +39,7 @@ struct BackupsCommand: AsyncParsableCommand {
         struct Entry {
             var directory: String
             var manifest: BackupManifest?
-            var state: String  // complete, incomplete, damaged
+            var state: String  // complete, in progress, incomplete, damaged
             var verified: String  // yes, no (the problem), skipped
         }
 
@@ -59,6 +60,19 @@ struct BackupsCommand: AsyncParsableCommand {
             var entries: [Entry] = []
             for url in candidates {
                 do {
+                    // A backup running or cut short beside an earlier manifest: what read
+                    // commands refuse is not listed as complete, whatever the manifest says.
+                    switch BackupManifest.state(of: url) {
+                    case .inProgress:
+                        entries.append(Entry(directory: url.path, manifest: try BackupManifest.read(in: url), state: "in progress",
+                                             verified: "no: a backup is writing into it now (it holds the directory's LOCK)"))
+                        continue
+                    case .interrupted:
+                        entries.append(Entry(directory: url.path, manifest: try BackupManifest.read(in: url), state: "incomplete",
+                                             verified: "no: a backup into it was interrupted; the next backup completes it"))
+                        continue
+                    case .complete, .notABackup: break
+                    }
                     guard let manifest = try BackupManifest.read(in: url) else {
                         entries.append(Entry(directory: url.path, manifest: nil, state: "incomplete", verified: "no: no manifest (a backup cut short)"))
                         continue
