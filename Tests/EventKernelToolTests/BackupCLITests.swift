@@ -56,7 +56,12 @@ struct BackupCLITests {
         let refused = try run("backup", two, backup)
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("another store") && refused.stderr.contains("--restart"), "\(refused.stderr)")
-        let restarted = try run("backup", two, backup, "--restart")
+        // --restart rewrites the directory: refused without --yes, and nothing changes.
+        let unconfirmed = try run("backup", two, backup, "--restart")
+        #expect(unconfirmed.status == 1)
+        #expect(unconfirmed.stderr.contains("--yes"), "\(unconfirmed.stderr)")
+        #expect(try run("export", backup).stdout == (try run("export", one).stdout))
+        let restarted = try run("backup", two, backup, "--restart", "--yes")
         #expect(restarted.status == 0, "\(restarted.stderr)")
         #expect(try run("export", backup).stdout == (try run("export", two).stdout))
     }
@@ -302,7 +307,7 @@ struct BackupKillTests {
         for round in 0..<8 {
             let backup = temp.file("backup\(round % 2)")
             let out = temp.file("out\(round)"), err = temp.file("err\(round)")
-            let process = try makeProcess(["backup", store, backup.path, "--restart"], stdout: out, stderr: err)
+            let process = try makeProcess(["backup", store, backup.path, "--restart", "--yes"], stdout: out, stderr: err)
             try process.run()
             let delay = Double(random.next() % 1_000) / 1_000 * (full / .milliseconds(1))
             usleep(UInt32(delay * 1_000))
@@ -313,7 +318,7 @@ struct BackupKillTests {
         }
         // Whatever the kills left, a backup into the same directories completes and verifies.
         for directory in ["backup0", "backup1"] {
-            let result = try run("backup", store, temp.file(directory).path, "--restart")
+            let result = try run("backup", store, temp.file(directory).path, "--restart", "--yes")
             #expect(result.status == 0, "\(result.stderr)")
             try Self.checkNoFalseManifest(temp.file(directory))
             #expect(try BackupManifest.read(in: temp.file(directory)) != nil)

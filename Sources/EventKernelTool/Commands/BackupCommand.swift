@@ -12,7 +12,8 @@ struct BackupCommand: AsyncParsableCommand {
             and the store file; every batch is checked on the way, every file and directory synced, and the manifest \
             (eventkernel.backup) written last. The backup is itself a store: verify, query and export work on it. Into \
             a directory holding an earlier backup of the same store and history, only new or changed files are written; \
-            another store's backup, or one from before a repair, is refused (exit 1) unless --restart. A backup cut short \
+            another store's backup, or one from before a repair, is refused (exit 1) unless --restart --yes (--restart \
+            alone is refused, exit 1: it rewrites the directory). A backup cut short \
             leaves no manifest, and the next backup into that directory writes every file again (Docs/Backups.md).
 
             Examples:
@@ -31,8 +32,10 @@ struct BackupCommand: AsyncParsableCommand {
     var toOption: String?
     @Flag(help: "Hard-link sealed segments instead of copying them, when the backup is on the same filesystem.")
     var link = false
-    @Flag(help: "Start over in a directory holding another store's backup, another history's, or a damaged one.")
+    @Flag(help: "Start over in a directory holding another store's backup, another history's, or a damaged one (needs --yes).")
     var restart = false
+    @Flag(help: "Confirm --restart: every file of the backup in DEST is written again, and its files the new one does not hold removed.")
+    var yes = false
     @Flag(help: "Print the report as one JSON object.")
     var json = false
 
@@ -65,6 +68,9 @@ struct BackupCommand: AsyncParsableCommand {
         let source = resolved.store.map(Self.url) ?? EventStore.defaultDirectory
         let destination = Self.url(resolved.destination!)
         try StoreLocation.requireStore(source)
+        guard !restart || yes else {
+            throw ToolError(.badInput, "backup --restart rewrites the backup in \(destination.path): every file written again, and the files of the backup there that the new one does not hold removed (another store's or another history's backup is lost). Run `eventkernel backups list \(destination.path)` to see what it holds, then `eventkernel backup --restart --yes` to proceed")
+        }
         let started = ContinuousClock.now
         let report = try await withToolErrors(store: source) {
             try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(link: link, restart: restart))

@@ -57,7 +57,7 @@ struct RestoreCommand: AsyncParsableCommand {
         } else {
             point = .end
         }
-        let end = try await withToolErrors(store: source) {
+        let result = try await withToolErrors(store: source) {
             do { return try await EventStore.restore(from: source, to: destination, at: point) } catch let error as RepositoryError {
                 // A directory that is not a complete backup, and a destination in use, are the
                 // user's input, not the backup's damage.

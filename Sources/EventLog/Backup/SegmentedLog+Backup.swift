@@ -248,12 +248,12 @@ extension SegmentedLog {
             // Only a manifest that does not decode is a damaged one; a newer build's (following
             // "--restart" would overwrite it), EIO or EACCES stay what they are.
             guard error.code == .corruption else { throw error }
-            throw LogError(.backupMismatch, "\(dest) holds a damaged backup manifest (\(error)): back up with --restart to start over",
+            throw LogError(.backupMismatch, "\(dest) holds a damaged backup manifest (\(error)): back up with --restart --yes to start over",
                            file: error.file, offset: error.offset)
         }
         if let manifest {
             if let refusal = try Self.mismatch(of: manifest, identity: identity, epoch: epoch, segments: segments) {
-                throw LogError(.backupMismatch, "\(dest) holds a backup that cannot be continued: \(refusal) (back up with --restart to start over, or into another directory)", file: dest)
+                throw LogError(.backupMismatch, "\(dest) holds a backup that cannot be continued: \(refusal) (back up with --restart --yes to start over, or into another directory)", file: dest)
             }
             return manifest
         }
