@@ -1,4 +1,4 @@
-import EventKernel
+@testable import EventKernel
 @testable import EventLog
 import EventKernelTestSupport
 import Foundation
@@ -544,6 +544,44 @@ import Testing
                 #expect(try SegmentedLog.verify(at: restored).isIntact)
             }
         }
+    }
+
+    /// A backup reads whole only the snapshots it may carry: the header of every other one (past
+    /// its position, or older than the one chosen for its projection) tells it is not needed.
+    /// It read every snapshot whole before.
+    @Test func aBackupReadsWholeOnlyTheSnapshotsItMayCarry() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store")
+        let policy = SnapshotPolicy(everyEvents: nil, onClose: false, keep: 3)
+        try await Self.makeStore(source, count: 300)
+        for count in [100, 100] {
+            let store = try EventStore.open(at: source, log: Self.configuration, snapshotPolicy: policy)
+            try await store.writeSnapshots()
+            try await store.close()
+            try await Self.makeStore(source, count: count, from: Int(store.nextPosition))
+        }
+        let store = try EventStore.open(at: source, log: Self.configuration, snapshotPolicy: policy)
+        try await store.writeSnapshots()
+        try await store.close()
+        // Snapshots at 300, 400 and 500 of each projection.
+        let directory = source.appending(path: "snapshots")
+        let all = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".snap") }
+        let projections = Set(all.map { $0.dropFirst(20) })
+        #expect(projections.count >= 1 && all.count == 3 * projections.count, "\(all)")
+
+        let log = try SegmentedLog.openReadOnly(at: source)
+        for (position, expected) in [(LogPosition(500), "00000000000000000500"), (450, "00000000000000000400"), (300, "00000000000000000300")] {
+            let reads = Mutex<[String: [Int?]]>([:])
+            let carried = try EventStore.boundSnapshots(in: directory, log: log, position: position, epoch: log.historyEpoch) { url, count in
+                reads.withLock { $0[url.lastPathComponent, default: []].append(count) }
+                return EventStore.readSnapshotFile(url, count: count)
+            }
+            #expect(Set(carried.map(\.name)) == Set(all.filter { $0.hasPrefix(expected) }.map { "snapshots/" + $0 }))
+            let readWhole = Set(reads.withLock { $0 }.filter { $0.value.contains(nil) }.keys)
+            #expect(readWhole == Set(all.filter { $0.hasPrefix(expected) }), "at \(position)")
+            #expect(reads.withLock { $0.count } == all.count, "every header is read")
+        }
+        try await log.close()
     }
 
     @Test func restoreRefusesWhatIsNotACompleteIntactBackup() async throws {
