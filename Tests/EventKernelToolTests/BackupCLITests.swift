@@ -191,6 +191,10 @@ struct BackupCLITests {
         #expect(try run("backup", "--dir", store).status == 1)
         #expect(try run("backup", store, temp.file("a").path, "--to", temp.file("b").path).status == 1)
         #expect(try run("backup", temp.file("missing").path, temp.file("b").path).status == 2)
+        #expect(try run("backup", store, temp.file("c").path, "--lag", "1").status == 1, "--lag without --follow")
+        #expect(try run("backup", store, temp.file("c").path, "--follow", "--lag", "0").status == 1)
+        #expect(try run("backup", store, temp.file("c").path, "--follow", "--restart", "--yes").status == 1)
+        #expect(!FileManager.default.fileExists(atPath: temp.file("c").path))
     }
 }
 
@@ -324,5 +328,159 @@ struct BackupKillTests {
             #expect(try BackupManifest.read(in: temp.file(directory)) != nil)
         }
         #expect(killedMidway > 0, "no kill landed while a backup ran")
+    }
+}
+
+/// `eventkernel backup --follow` (issue 28, item 3): rounds of incremental backups that keep
+/// the backup within its lag of a store a writer in another process appends to, across the
+/// writer's restarts and the follower's own kills.
+@Suite("eventkernel backup --follow")
+struct BackupFollowTests {
+    /// Starts `ActivitiesTestHelper append STORE TOTAL 1` (one event per synced append), its
+    /// output in `out`.
+    static func writer(_ store: URL, total: Int, out: URL) throws -> Process {
+        let process = Process()
+        process.executableURL = builtExecutable("ActivitiesTestHelper")
+        process.arguments = ["append", store.path, "\(total)", "1"]
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    /// The last position the writer acknowledged (its latest `ack N` line), if any.
+    static func lastAck(_ out: URL) -> UInt64? {
+        let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").last { $0.hasPrefix("ack ") }.flatMap { UInt64($0.dropFirst(4)) }
+    }
+
+    /// The rounds the follower reported (one JSON object per line).
+    static func rounds(_ out: URL) -> [[String: Any]] {
+        let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    static func waitFor(_ seconds: Int, _ condition: () -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    static func backupPosition(_ backup: URL) -> UInt64 {
+        ((try? BackupManifest.read(in: backup)) ?? nil)?.nextPosition ?? 0
+    }
+
+    /// While a writer appends, every acknowledged position reaches the backup within the lag
+    /// bound (half the lag between round starts, plus the rounds' own durations as the
+    /// follower reports them: a loaded or sanitized run is slower, not wrong); the writer closes
+    /// and a new one reopens the store and appends more, and the follower goes on; SIGTERM ends
+    /// it with status 0 and a complete backup that exports as the store.
+    @Test func followStaysWithinItsLagAcrossTheWritersRestartsAndStopsOnSIGTERM() throws {
+        let temp = TemporaryDirectory()
+        let store = temp.file("store"), backup = temp.file("backup")
+        let writerOut = temp.file("writer1")
+        let first = try Self.writer(store, total: 6_000, out: writerOut)
+        defer { if first.isRunning { kill(first.processIdentifier, SIGKILL); first.waitUntilExit() } }
+        #expect(Self.waitFor(60) { Self.lastAck(writerOut) != nil }, "the writer never acknowledged an append")
+
+        let out = temp.file("follow-out"), err = temp.file("follow-err")
+        let follower = try makeProcess(["backup", store.path, backup.path, "--follow", "--lag", "1", "--json"], stdout: out, stderr: err)
+        try follower.run()
+        defer { if follower.isRunning { kill(follower.processIdentifier, SIGKILL); follower.waitUntilExit() } }
+
+        // Lag samples while the first writer appends: the time from an acknowledgement seen
+        // here to a backup holding it.
+        var samples: [(lag: Double, position: UInt64)] = []
+        while first.isRunning && samples.count < 5 {
+            guard let acked = Self.lastAck(writerOut) else { continue }
+            let seen = ContinuousClock.now
+            guard Self.waitFor(120, { Self.backupPosition(backup) > acked }) else {
+                Issue.record("position \(acked) never reached the backup: \(try String(contentsOf: err, encoding: .utf8))")
+                return
+            }
+            samples.append(((ContinuousClock.now - seen) / .seconds(1), acked))
+        }
+        first.waitUntilExit()
+        #expect(first.terminationStatus == 0)
+        #expect(!samples.isEmpty, "the writer ended before a sample was taken")
+        let longest = Self.rounds(out).compactMap { $0["seconds"] as? Double }.max() ?? 0
+        // An event acknowledged at t is in the round that starts by t + 0.5 s (or, when a round
+        // ran over, right after it) and ends one round later; 1 s for polling and scheduling.
+        let bound = 0.5 + 2 * longest + 1
+        for sample in samples { #expect(sample.lag <= bound, "position \(sample.position) took \(sample.lag) s, bound \(bound) s") }
+
+        // The writer restarts: the store closed, reopened by another process, appended to.
+        let second = try Self.writer(store, total: 9_000, out: temp.file("writer2"))
+        second.waitUntilExit()
+        #expect(second.terminationStatus == 0)
+        #expect(Self.waitFor(120) { Self.backupPosition(backup) == 9_000 }, "the follower did not reach the restarted writer's end")
+        #expect(follower.isRunning, "the follower stopped: \((try? String(contentsOf: err, encoding: .utf8)) ?? "")")
+
+        kill(follower.processIdentifier, SIGTERM)
+        follower.waitUntilExit()
+        #expect(follower.terminationReason == .exit && follower.terminationStatus == 0)
+        #expect(try String(contentsOf: err, encoding: .utf8).contains("SIGTERM"))
+        let rounds = Self.rounds(out)
+        #expect(rounds.count >= 2)
+        #expect(rounds.dropFirst().allSatisfy { $0["incremental"] as? Bool == true })
+        #expect(BackupManifest.state(of: backup) == .complete)
+        #expect(try BackupManifest.check(in: backup).nextPosition == 9_000)
+        #expect(try run("export", backup.path).stdout == (try run("export", store.path).stdout))
+    }
+
+    /// SIGKILL of the follower at random instants while a writer appends: the directory always
+    /// holds a complete backup (the previous round's or the new one's), and the follower run
+    /// again goes on with incremental rounds from it.
+    @Test func aKilledFollowerLeavesACompleteBackupAndGoesOnWhenRunAgain() throws {
+        let temp = TemporaryDirectory()
+        let store = temp.file("store"), backup = temp.file("backup")
+        let writerOut = temp.file("writer")
+        let writer = try Self.writer(store, total: 100_000_000, out: writerOut)
+        defer { kill(writer.processIdentifier, SIGKILL); writer.waitUntilExit() }
+        #expect(Self.waitFor(60) { Self.lastAck(writerOut) != nil }, "the writer never acknowledged an append")
+        #expect(try run("backup", store.path, backup.path).status == 0)
+
+        var random = SplitMix64(seed: 3_028)
+        var killedAfterARound = 0
+        var previous = Self.backupPosition(backup)
+        // On until two kills have landed after a finished round (at most twenty), the delays
+        // growing: a sanitized build starts and runs a round several times slower.
+        for round in 0..<20 where round < 4 || killedAfterARound < 2 {
+            let out = temp.file("out\(round)"), err = temp.file("err\(round)")
+            let follower = try makeProcess(["backup", store.path, backup.path, "--follow", "--lag", "0.2", "--json"], stdout: out, stderr: err)
+            try follower.run()
+            usleep(UInt32(100_000 + random.next() % UInt64(400_000 + 300_000 * round)))
+            kill(follower.processIdentifier, SIGKILL)
+            follower.waitUntilExit()
+            #expect(follower.terminationReason == .uncaughtSignal, "the follower ended by itself: \((try? String(contentsOf: err, encoding: .utf8)) ?? "")")
+            let rounds = Self.rounds(out)
+            if !rounds.isEmpty {
+                killedAfterARound += 1
+                // Run again after a kill: a normal incremental backup from what was left.
+                #expect(rounds.allSatisfy { $0["incremental"] as? Bool == true })
+            }
+            let manifest = try BackupManifest.check(in: backup)
+            #expect(manifest.nextPosition >= previous)
+            previous = manifest.nextPosition
+        }
+        #expect(killedAfterARound >= 2, "fewer than two followers finished a round before their kill")
+        kill(writer.processIdentifier, SIGKILL)
+        writer.waitUntilExit()
+        // The writer gone: one more follower catches up with the store and stops on SIGINT.
+        let end = try SegmentedLog.openReadOnly(at: store).bounds.nextPosition
+        let out = temp.file("last"), err = temp.file("last-err")
+        let follower = try makeProcess(["backup", store.path, backup.path, "--follow", "--lag", "0.2"], stdout: out, stderr: err)
+        try follower.run()
+        #expect(Self.waitFor(120) { Self.backupPosition(backup) == end })
+        kill(follower.processIdentifier, SIGINT)
+        follower.waitUntilExit()
+        #expect(follower.terminationReason == .exit && follower.terminationStatus == 0)
+        #expect(try String(contentsOf: out, encoding: .utf8).contains("round 1: position"))
+        #expect(BackupManifest.state(of: backup) == .complete)
+        #expect(try run("export", backup.path).stdout == (try run("export", store.path).stdout))
     }
 }
