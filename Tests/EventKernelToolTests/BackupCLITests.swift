@@ -185,6 +185,60 @@ struct BackupCLITests {
         #expect(try run("backups", "list", backup.path).status == 0)
     }
 
+    /// Retention: `backups prune` removes the complete generations that neither --keep nor
+    /// --max-age keeps (never the newest, never one that is not complete), only with --yes.
+    @Test func backupsPruneKeepsNGenerationsAndThoseYoungerThanAnAge() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.demo(temp)
+        let generations = temp.file("generations")
+        // g1 (20 days old), g2 (10 days), g3 (2 days), g4 (now); "cut" a backup cut short.
+        for (name, daysAgo) in [("g1", 20.0), ("g2", 10), ("g3", 2), ("g4", 0)] {
+            let directory = generations.appending(path: name)
+            #expect(try run("backup", store, directory.path).status == 0)
+            let url = directory.appending(path: BackupManifest.fileName)
+            var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+            object["createdAt"] = Date.now.addingTimeInterval(-daysAgo * 86_400).formatted(.iso8601)
+            try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]).write(to: url)
+        }
+        try FileManager.default.createDirectory(at: generations.appending(path: "cut"), withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: generations.appending(path: "cut/\(BackupManifest.partialFileName)").path, contents: nil)
+        try FileManager.default.createDirectory(at: generations.appending(path: "notes"), withIntermediateDirectories: true)
+        func present() -> Set<String> { Set((try? FileManager.default.contentsOfDirectory(atPath: generations.path)) ?? []) }
+        let all: Set<String> = ["g1", "g2", "g3", "g4", "cut", "notes"]
+
+        // Without --yes: refused, nothing removed; --dry-run shows the plan.
+        let refused = try run("backups", "prune", generations.path, "--keep", "2")
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("--yes") && refused.stderr.contains("g1") && refused.stderr.contains("g2"), "\(refused.stderr)")
+        #expect(present() == all)
+        let plan = try run("backups", "prune", generations.path, "--keep", "2", "--dry-run", "--format", "json")
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let rows = try #require(try jsonObject(plan.stdout) as? [[String: Any]])
+        let actions = Dictionary(uniqueKeysWithValues: rows.map { (($0["directory"] as? String ?? "") as NSString).lastPathComponent }
+            .enumerated().map { ($0.element, rows[$0.offset]["action"] as? String ?? "") })
+        #expect(actions == ["g1": "remove", "g2": "remove", "g3": "keep", "g4": "keep", "cut": "left alone"])
+        #expect(present() == all)
+
+        // By age, with --keep 1: g3 is younger than 7 days, g1 and g2 go.
+        let byAge = try run("backups", "prune", generations.path, "--keep", "1", "--max-age", "7d", "--yes")
+        #expect(byAge.status == 0, "\(byAge.stderr)")
+        #expect(present() == ["g3", "g4", "cut", "notes"])
+        // The newest is always kept; the one cut short and the non-backup are left alone.
+        #expect(try run("backups", "prune", generations.path, "--max-age", "1s", "--yes").status == 0)
+        #expect(present() == ["g4", "cut", "notes"])
+        #expect(try run("backups", "list", generations.appending(path: "g4").path).status == 0)
+
+        // A removal cut short (its hidden leftover) is finished by the next prune, and not listed.
+        try FileManager.default.createDirectory(at: generations.appending(path: ".g0.removing-x1"), withIntermediateDirectories: true)
+        #expect(!(try run("backups", "list", generations.path, "--no-verify").stdout.contains("g0")))
+        #expect(try run("backups", "prune", generations.path, "--keep", "1", "--yes").status == 0)
+        #expect(present() == ["g4", "cut", "notes"])
+
+        #expect(try run("backups", "prune", generations.path).status == 1, "no rule")
+        #expect(try run("backups", "prune", generations.path, "--max-age", "7").status == 1, "no unit")
+        #expect(try run("backups", "prune", generations.appending(path: "g4").path, "--keep", "1", "--yes").status == 1, "a backup, not a directory of generations")
+    }
+
     @Test func usageErrors() throws {
         let temp = TemporaryDirectory()
         let store = try Self.demo(temp)
