@@ -3,7 +3,8 @@ public import Foundation
 
 /// Where ``EventStore/restore(from:to:at:)`` cuts the restored log.
 ///
-/// A restore never holds part of an atomic batch (one `execute` command, one `appendAll`): a
+/// A restore never holds part of a stored batch, which holds one or more whole atomic appends
+/// (an `execute` command, an `appendAll`; the log's group commit merges concurrent ones): a
 /// point that falls inside a batch is rounded down to that batch's start
 /// (``RestoreResult/roundedDown``).
 public enum RestorePoint: Hashable, Sendable {
@@ -103,7 +104,7 @@ extension EventStore {
                     case .recordedAtOrBefore(let limit):
                         requested = try lastPosition(in: source, recordedAtOrBefore: limit).map { $0 + 1 } ?? 0
                     }
-                    // Whole batches only: a batch is one atomic append, and a restore must
+                    // Whole batches only: an atomic append never spans batches, and a restore must
                     // never hold half of one.
                     let batches = source.batches(endingAtOrBefore: requested)
                     result = RestoreResult(nextPosition: batches.last?.upperBound ?? 0, requestedPosition: requested)

@@ -11,8 +11,8 @@ struct RestoreCommand: AsyncParsableCommand {
             The backup is checked against its manifest first (every file's size and CRC32C). At its end the backup's \
             files are copied, snapshots included; with --position N the store holds the events below N, with \
             --as-of DATE those up to the last one recorded at or before DATE (the rule of replay --as-of), and its \
-            first open rebuilds the snapshots. A restore holds whole batches only (an atomic append: one execute command, \
-            one appendAll): a cut that falls inside a batch is rounded down to the batch's start, and says so on stderr \
+            first open rebuilds the snapshots. A restore holds whole stored batches only (each holds whole atomic appends: execute commands, \
+            appendAll calls): a cut that falls inside a batch is rounded down to the batch's start, and says so on stderr \
             (in --json, requestedPosition and roundedDown). The destination must be new or empty (exit 1 otherwise); a directory \
             that holds no complete backup is exit 1, a backup file that does not match its manifest exit 3.
 

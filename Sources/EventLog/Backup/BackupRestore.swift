@@ -73,7 +73,8 @@ extension BackupManifest {
 extension SegmentedLog {
     /// The log's batches that end at or before `end`, in order, as the positions each holds.
     ///
-    /// A batch is one atomic append (an `execute` command, an `appendAll`): a copy that must
+    /// A batch holds one or more whole atomic appends (an `execute` command, an `appendAll`;
+    /// group commit merges concurrent ones), never part of one: a copy that must
     /// keep the log's atomicity (a restore cut at a point) cuts only between batches and
     /// appends each of these as one batch again.
     /// - Parameter end: The position to stop at; a batch that holds it or runs past it is left out.
