@@ -431,8 +431,9 @@ struct BackupFollowTests {
     /// While a writer appends, every acknowledged position reaches the backup within the lag
     /// bound (half the lag between round starts, plus the rounds' own durations as the
     /// follower reports them: a loaded or sanitized run is slower, not wrong); the writer closes
-    /// and a new one reopens the store and appends more, and the follower goes on; SIGTERM ends
-    /// it with status 0 and a complete backup that exports as the store.
+    /// and a new one reopens the store and appends more, then writers are SIGKILLed while they
+    /// append and restarted, and the follower goes on; SIGTERM ends it with status 0 and a
+    /// complete backup that exports as the store.
     @Test func followStaysWithinItsLagAcrossTheWritersRestartsAndStopsOnSIGTERM() throws {
         let temp = TemporaryDirectory()
         let store = temp.file("store"), backup = temp.file("backup")
@@ -474,6 +475,23 @@ struct BackupFollowTests {
         #expect(Self.waitFor(120) { Self.backupPosition(backup) == 9_000 }, "the follower did not reach the restarted writer's end")
         #expect(follower.isRunning, "the follower stopped: \((try? String(contentsOf: err, encoding: .utf8)) ?? "")")
 
+        // Writers killed (SIGKILL) while they append, and restarted: the follower goes on and
+        // catches up with what the last one left.
+        for round in 0..<2 {
+            let out = temp.file("killed\(round)")
+            let killed = try Self.writer(store, total: 100_000_000, out: out)
+            let before = Self.lastAck(out)
+            _ = Self.waitFor(60) { Self.lastAck(out) != before && Self.lastAck(out) != nil }
+            usleep(200_000)
+            kill(killed.processIdentifier, SIGKILL)
+            killed.waitUntilExit()
+        }
+        let log = try SegmentedLog.openReadOnly(at: store)
+        let end = log.bounds.nextPosition
+        #expect(end > 9_000)
+        #expect(Self.waitFor(120) { Self.backupPosition(backup) == end }, "the follower did not reach the killed writers' end, \(end)")
+        #expect(follower.isRunning, "the follower stopped: \((try? String(contentsOf: err, encoding: .utf8)) ?? "")")
+
         kill(follower.processIdentifier, SIGTERM)
         follower.waitUntilExit()
         #expect(follower.terminationReason == .exit && follower.terminationStatus == 0)
@@ -482,7 +500,7 @@ struct BackupFollowTests {
         #expect(rounds.count >= 2)
         #expect(rounds.dropFirst().allSatisfy { $0["incremental"] as? Bool == true })
         #expect(BackupManifest.state(of: backup) == .complete)
-        #expect(try BackupManifest.check(in: backup).nextPosition == 9_000)
+        #expect(try BackupManifest.check(in: backup).nextPosition == end)
         #expect(try run("export", backup.path).stdout == (try run("export", store.path).stdout))
     }
 
