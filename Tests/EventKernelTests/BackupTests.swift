@@ -315,6 +315,28 @@ import Testing
         try Self.expectSameRecords(destination, source, below: 300)
     }
 
+    /// `backups list` probes a backup directory's lock with a shared flock for a moment: a
+    /// backup (a --follow round) starting then waits it out instead of failing as locked.
+    @Test func aBackupWaitsOutAMomentaryProbeOfItsLock() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 100)
+        _ = try await EventStore.backup(storeAt: source, to: destination)
+        let descriptor = open(destination.appending(path: "LOCK").path, O_RDONLY)
+        #expect(descriptor >= 0)
+        #expect(flock(descriptor, LOCK_SH | LOCK_NB) == 0)
+        #expect(BackupManifest.state(of: destination) == .complete, "a shared probe is not a backup in progress")
+        // Released within the backup's wait (250 ms from when it meets the lock, however late);
+        // the backup meets it sooner than that on a normal run, where it failed as locked before.
+        let release = Thread {
+            usleep(150_000)
+            close(descriptor)
+        }
+        release.start()
+        let report = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(report.incremental)
+    }
+
     /// An incremental backup that fails midway (a full disk) leaves the earlier complete backup:
     /// its manifest stays and every file it lists still has its listed bytes; a restore of it
     /// gives the earlier backup's events. The next backup builds on it.

@@ -166,12 +166,19 @@ extension SegmentedLog {
     /// - Throws: ``LogError/Code/locked`` naming the destination when another backup (or a
     ///   store's writer) holds it.
     private static func lockDestination(_ dest: String) throws(LogError) -> DirectoryLock {
-        do {
-            return try DirectoryLock(directory: dest)
-        } catch {
-            guard error.code == .locked else { throw error }
-            throw LogError(.locked, "\(dest) is being written by another backup (or is a store open by a writer): wait for it to end, or back up into another directory",
-                           file: error.file, systemErrorNumber: error.systemErrorNumber)
+        // `backups list` (BackupManifest.state(of:)) probes the lock with a shared flock for a
+        // moment: that is waited out, a backup holding it is not.
+        let deadline = ContinuousClock.now + .milliseconds(250)
+        while true {
+            do {
+                return try DirectoryLock(directory: dest)
+            } catch where error.code == .locked && ContinuousClock.now < deadline {
+                usleep(5_000)
+            } catch {
+                guard error.code == .locked else { throw error }
+                throw LogError(.locked, "\(dest) is being written by another backup (or is a store open by a writer): wait for it to end, or back up into another directory",
+                               file: error.file, systemErrorNumber: error.systemErrorNumber)
+            }
         }
     }
 
