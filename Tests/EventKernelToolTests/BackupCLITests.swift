@@ -56,7 +56,12 @@ struct BackupCLITests {
         let refused = try run("backup", two, backup)
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("another store") && refused.stderr.contains("--restart"), "\(refused.stderr)")
-        let restarted = try run("backup", two, backup, "--restart")
+        // --restart rewrites the directory: refused without --yes, and nothing changes.
+        let unconfirmed = try run("backup", two, backup, "--restart")
+        #expect(unconfirmed.status == 1)
+        #expect(unconfirmed.stderr.contains("--yes"), "\(unconfirmed.stderr)")
+        #expect(try run("export", backup).stdout == (try run("export", one).stdout))
+        let restarted = try run("backup", two, backup, "--restart", "--yes")
         #expect(restarted.status == 0, "\(restarted.stderr)")
         #expect(try run("export", backup).stdout == (try run("export", two).stdout))
     }
@@ -83,11 +88,26 @@ struct BackupCLITests {
         #expect(try run("verify", whole).status == 0)
         #expect(try run("export", whole).stdout == (try run("export", store).stdout))
 
+        let batches = try SegmentedLog.openReadOnly(at: URL(filePath: backup)).batches(endingAtOrBefore: .max)
+        // A batch boundary: restored exactly there.
+        let boundary = try #require(batches.first { $0.upperBound >= 100 }).upperBound
         let cut = temp.file("cut").path
-        #expect(try run("restore", backup, "--to", cut, "--position", "100").status == 0)
+        let exact = try run("restore", backup, "--to", cut, "--position", "\(boundary)")
+        #expect(exact.status == 0)
+        #expect(!exact.stderr.contains("inside an atomic batch"), "\(exact.stderr)")
         #expect(try run("verify", cut).status == 0)
         let inspect = try run("inspect", cut, "--json")
-        #expect(inspect.stdout.contains("\"events\" : 100") || inspect.stdout.contains("\"events\":100"), "\(inspect.stdout)")
+        #expect(inspect.stdout.contains("\"events\" : \(boundary)") || inspect.stdout.contains("\"events\":\(boundary)"), "\(inspect.stdout)")
+
+        // Inside an atomic batch: rounded down to its start, and said.
+        let inside = try #require(batches.first { $0.count > 1 && $0.lowerBound > 0 })
+        let rounded = try run("restore", backup, "--to", temp.file("rounded").path, "--position", "\(inside.lowerBound + 1)", "--json")
+        #expect(rounded.status == 0, "\(rounded.stderr)")
+        #expect(rounded.stderr.contains("inside an atomic batch"), "\(rounded.stderr)")
+        let object = try #require(try jsonObject(rounded.stdout) as? [String: Any])
+        #expect(object["position"] as? Int == Int(inside.lowerBound))
+        #expect(object["requestedPosition"] as? Int == Int(inside.lowerBound + 1))
+        #expect(object["roundedDown"] as? Bool == true)
 
         #expect(try run("restore", backup, whole).status == 1, "a destination that is not empty")
         #expect(try run("restore", store, temp.file("x").path).status == 1, "not a backup")
@@ -128,12 +148,107 @@ struct BackupCLITests {
         #expect(try run("backups", "list", generations.appending(path: "two").path, "--no-verify").status == 0)
     }
 
+    /// An incremental backup cut short, or running, leaves its marker beside the earlier
+    /// manifest: read commands refuse the directory, so the listing must not call it complete
+    /// and verified (it did: it looked at the manifest only).
+    @Test func backupsListTellsABackupInProgressOrCutShortBesideAnEarlierManifest() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.demo(temp)
+        let backup = temp.file("backup")
+        #expect(try run("backup", store, backup.path).status == 0)
+        #expect(BackupManifest.state(of: backup) == .complete)
+        // Cut short: the marker an incremental backup writes first, beside the earlier manifest.
+        _ = FileManager.default.createFile(atPath: backup.appending(path: BackupManifest.partialFileName).path, contents: nil)
+        #expect(BackupManifest.state(of: backup) == .interrupted)
+        #expect(try run("inspect", backup.path).status != 0, "a read command refuses it")
+        let cut = try run("backups", "list", backup.path, "--format", "json")
+        #expect(cut.status == 3)
+        let row = try #require((try jsonObject(cut.stdout) as? [[String: Any]])?.first)
+        #expect(row["state"] as? String == "incomplete")
+        #expect((row["verified"] as? String ?? "").contains("interrupted; the next backup completes it"), "\(row)")
+        #expect(try run("backups", "list", backup.path).stdout.contains("incomplete"))
+
+        // Running: another process (here: this one) holds the directory's LOCK.
+        let lock = open(backup.appending(path: "LOCK").path, O_RDWR)
+        #expect(lock >= 0)
+        defer { close(lock) }
+        #expect(flock(lock, LOCK_EX | LOCK_NB) == 0)
+        #expect(BackupManifest.state(of: backup) == .inProgress)
+        let running = try run("backups", "list", backup.path, "--format", "json", "--no-verify")
+        #expect(running.status == 3)
+        #expect((try jsonObject(running.stdout) as? [[String: Any]])?.first?["state"] as? String == "in progress")
+        _ = flock(lock, LOCK_UN)
+
+        // The next backup completes it.
+        #expect(try run("backup", store, backup.path).status == 0)
+        #expect(BackupManifest.state(of: backup) == .complete)
+        #expect(try run("backups", "list", backup.path).status == 0)
+    }
+
+    /// Retention: `backups prune` removes the complete generations that neither --keep nor
+    /// --max-age keeps (never the newest, never one that is not complete), only with --yes.
+    @Test func backupsPruneKeepsNGenerationsAndThoseYoungerThanAnAge() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.demo(temp)
+        let generations = temp.file("generations")
+        // g1 (20 days old), g2 (10 days), g3 (2 days), g4 (now); "cut" a backup cut short.
+        for (name, daysAgo) in [("g1", 20.0), ("g2", 10), ("g3", 2), ("g4", 0)] {
+            let directory = generations.appending(path: name)
+            #expect(try run("backup", store, directory.path).status == 0)
+            let url = directory.appending(path: BackupManifest.fileName)
+            var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+            object["createdAt"] = Date.now.addingTimeInterval(-daysAgo * 86_400).formatted(.iso8601)
+            try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]).write(to: url)
+        }
+        try FileManager.default.createDirectory(at: generations.appending(path: "cut"), withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: generations.appending(path: "cut/\(BackupManifest.partialFileName)").path, contents: nil)
+        try FileManager.default.createDirectory(at: generations.appending(path: "notes"), withIntermediateDirectories: true)
+        func present() -> Set<String> { Set((try? FileManager.default.contentsOfDirectory(atPath: generations.path)) ?? []) }
+        let all: Set<String> = ["g1", "g2", "g3", "g4", "cut", "notes"]
+
+        // Without --yes: refused, nothing removed; --dry-run shows the plan.
+        let refused = try run("backups", "prune", generations.path, "--keep", "2")
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("--yes") && refused.stderr.contains("g1") && refused.stderr.contains("g2"), "\(refused.stderr)")
+        #expect(present() == all)
+        let plan = try run("backups", "prune", generations.path, "--keep", "2", "--dry-run", "--format", "json")
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let rows = try #require(try jsonObject(plan.stdout) as? [[String: Any]])
+        let actions = Dictionary(uniqueKeysWithValues: rows.map { (($0["directory"] as? String ?? "") as NSString).lastPathComponent }
+            .enumerated().map { ($0.element, rows[$0.offset]["action"] as? String ?? "") })
+        #expect(actions == ["g1": "remove", "g2": "remove", "g3": "keep", "g4": "keep", "cut": "left alone"])
+        #expect(present() == all)
+
+        // By age, with --keep 1: g3 is younger than 7 days, g1 and g2 go.
+        let byAge = try run("backups", "prune", generations.path, "--keep", "1", "--max-age", "7d", "--yes")
+        #expect(byAge.status == 0, "\(byAge.stderr)")
+        #expect(present() == ["g3", "g4", "cut", "notes"])
+        // The newest is always kept; the one cut short and the non-backup are left alone.
+        #expect(try run("backups", "prune", generations.path, "--max-age", "1s", "--yes").status == 0)
+        #expect(present() == ["g4", "cut", "notes"])
+        #expect(try run("backups", "list", generations.appending(path: "g4").path).status == 0)
+
+        // A removal cut short (its hidden leftover) is finished by the next prune, and not listed.
+        try FileManager.default.createDirectory(at: generations.appending(path: ".g0.removing-x1"), withIntermediateDirectories: true)
+        #expect(!(try run("backups", "list", generations.path, "--no-verify").stdout.contains("g0")))
+        #expect(try run("backups", "prune", generations.path, "--keep", "1", "--yes").status == 0)
+        #expect(present() == ["g4", "cut", "notes"])
+
+        #expect(try run("backups", "prune", generations.path).status == 1, "no rule")
+        #expect(try run("backups", "prune", generations.path, "--max-age", "7").status == 1, "no unit")
+        #expect(try run("backups", "prune", generations.appending(path: "g4").path, "--keep", "1", "--yes").status == 1, "a backup, not a directory of generations")
+    }
+
     @Test func usageErrors() throws {
         let temp = TemporaryDirectory()
         let store = try Self.demo(temp)
         #expect(try run("backup", "--dir", store).status == 1)
         #expect(try run("backup", store, temp.file("a").path, "--to", temp.file("b").path).status == 1)
         #expect(try run("backup", temp.file("missing").path, temp.file("b").path).status == 2)
+        #expect(try run("backup", store, temp.file("c").path, "--lag", "1").status == 1, "--lag without --follow")
+        #expect(try run("backup", store, temp.file("c").path, "--follow", "--lag", "0").status == 1)
+        #expect(try run("backup", store, temp.file("c").path, "--follow", "--restart", "--yes").status == 1)
+        #expect(!FileManager.default.fileExists(atPath: temp.file("c").path))
     }
 }
 
@@ -250,7 +365,7 @@ struct BackupKillTests {
         for round in 0..<8 {
             let backup = temp.file("backup\(round % 2)")
             let out = temp.file("out\(round)"), err = temp.file("err\(round)")
-            let process = try makeProcess(["backup", store, backup.path, "--restart"], stdout: out, stderr: err)
+            let process = try makeProcess(["backup", store, backup.path, "--restart", "--yes"], stdout: out, stderr: err)
             try process.run()
             let delay = Double(random.next() % 1_000) / 1_000 * (full / .milliseconds(1))
             usleep(UInt32(delay * 1_000))
@@ -261,11 +376,184 @@ struct BackupKillTests {
         }
         // Whatever the kills left, a backup into the same directories completes and verifies.
         for directory in ["backup0", "backup1"] {
-            let result = try run("backup", store, temp.file(directory).path, "--restart")
+            let result = try run("backup", store, temp.file(directory).path, "--restart", "--yes")
             #expect(result.status == 0, "\(result.stderr)")
             try Self.checkNoFalseManifest(temp.file(directory))
             #expect(try BackupManifest.read(in: temp.file(directory)) != nil)
         }
         #expect(killedMidway > 0, "no kill landed while a backup ran")
+    }
+}
+
+/// `eventkernel backup --follow` (issue 28, item 3): rounds of incremental backups that keep
+/// the backup within its lag of a store a writer in another process appends to, across the
+/// writer's restarts and the follower's own kills.
+@Suite("eventkernel backup --follow")
+struct BackupFollowTests {
+    /// Starts `ActivitiesTestHelper append STORE TOTAL 1` (one event per synced append), its
+    /// output in `out`.
+    static func writer(_ store: URL, total: Int, out: URL) throws -> Process {
+        let process = Process()
+        process.executableURL = builtExecutable("ActivitiesTestHelper")
+        process.arguments = ["append", store.path, "\(total)", "1"]
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    /// The last position the writer acknowledged (its latest `ack N` line), if any.
+    static func lastAck(_ out: URL) -> UInt64? {
+        let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").last { $0.hasPrefix("ack ") }.flatMap { UInt64($0.dropFirst(4)) }
+    }
+
+    /// The rounds the follower reported (one JSON object per line).
+    static func rounds(_ out: URL) -> [[String: Any]] {
+        let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+    }
+
+    static func waitFor(_ seconds: Int, _ condition: () -> Bool) -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    static func backupPosition(_ backup: URL) -> UInt64 {
+        ((try? BackupManifest.read(in: backup)) ?? nil)?.nextPosition ?? 0
+    }
+
+    /// While a writer appends, every acknowledged position reaches the backup within the lag
+    /// bound (half the lag between round starts, plus the rounds' own durations as the
+    /// follower reports them: a loaded or sanitized run is slower, not wrong); the writer closes
+    /// and a new one reopens the store and appends more, then writers are SIGKILLed while they
+    /// append and restarted, and the follower goes on; SIGTERM ends it with status 0 and a
+    /// complete backup that exports as the store.
+    @Test func followStaysWithinItsLagAcrossTheWritersRestartsAndStopsOnSIGTERM() throws {
+        let temp = TemporaryDirectory()
+        let store = temp.file("store"), backup = temp.file("backup")
+        let writerOut = temp.file("writer1")
+        let first = try Self.writer(store, total: 6_000, out: writerOut)
+        defer { if first.isRunning { kill(first.processIdentifier, SIGKILL); first.waitUntilExit() } }
+        #expect(Self.waitFor(60) { Self.lastAck(writerOut) != nil }, "the writer never acknowledged an append")
+
+        let out = temp.file("follow-out"), err = temp.file("follow-err")
+        let follower = try makeProcess(["backup", store.path, backup.path, "--follow", "--lag", "1", "--json"], stdout: out, stderr: err)
+        try follower.run()
+        defer { if follower.isRunning { kill(follower.processIdentifier, SIGKILL); follower.waitUntilExit() } }
+
+        // Lag samples while the first writer appends: the time from an acknowledgement seen
+        // here to a backup holding it.
+        var samples: [(lag: Double, position: UInt64)] = []
+        while first.isRunning && samples.count < 5 {
+            guard let acked = Self.lastAck(writerOut) else { continue }
+            let seen = ContinuousClock.now
+            guard Self.waitFor(120, { Self.backupPosition(backup) > acked }) else {
+                Issue.record("position \(acked) never reached the backup: \(try String(contentsOf: err, encoding: .utf8))")
+                return
+            }
+            samples.append(((ContinuousClock.now - seen) / .seconds(1), acked))
+        }
+        first.waitUntilExit()
+        #expect(first.terminationStatus == 0)
+        #expect(!samples.isEmpty, "the writer ended before a sample was taken")
+
+        // The writer restarts: the store closed, reopened by another process, appended to.
+        let second = try Self.writer(store, total: 9_000, out: temp.file("writer2"))
+        second.waitUntilExit()
+        #expect(second.terminationStatus == 0)
+        #expect(Self.waitFor(120) { Self.backupPosition(backup) == 9_000 }, "the follower did not reach the restarted writer's end")
+        #expect(follower.isRunning, "the follower stopped: \((try? String(contentsOf: err, encoding: .utf8)) ?? "")")
+
+        // Writers killed (SIGKILL) while they append, and restarted: the follower goes on and
+        // catches up with what the last one left.
+        for round in 0..<2 {
+            let out = temp.file("killed\(round)")
+            let killed = try Self.writer(store, total: 100_000_000, out: out)
+            let before = Self.lastAck(out)
+            _ = Self.waitFor(60) { Self.lastAck(out) != before && Self.lastAck(out) != nil }
+            usleep(200_000)
+            kill(killed.processIdentifier, SIGKILL)
+            killed.waitUntilExit()
+        }
+        let log = try SegmentedLog.openReadOnly(at: store)
+        let end = log.bounds.nextPosition
+        #expect(end > 9_000)
+        #expect(Self.waitFor(120) { Self.backupPosition(backup) == end }, "the follower did not reach the killed writers' end, \(end)")
+        #expect(follower.isRunning, "the follower stopped: \((try? String(contentsOf: err, encoding: .utf8)) ?? "")")
+
+        kill(follower.processIdentifier, SIGTERM)
+        follower.waitUntilExit()
+        #expect(follower.terminationReason == .exit && follower.terminationStatus == 0)
+        #expect(try String(contentsOf: err, encoding: .utf8).contains("SIGTERM"))
+        let rounds = Self.rounds(out)
+        // Every round printed now. An event acknowledged at t is in the round that starts by
+        // t + 0.5 s (or, when a round ran over, right after it) and ends one round later; 2 s
+        // for polling and scheduling on a loaded machine.
+        let longest = rounds.compactMap { $0["seconds"] as? Double }.max() ?? 0
+        let bound = 0.5 + 2 * longest + 2
+        for sample in samples { #expect(sample.lag <= bound, "position \(sample.position) took \(sample.lag) s, bound \(bound) s") }
+        #expect(rounds.count >= 2)
+        #expect(rounds.dropFirst().allSatisfy { $0["incremental"] as? Bool == true })
+        #expect(BackupManifest.state(of: backup) == .complete)
+        #expect(try BackupManifest.check(in: backup).nextPosition == end)
+        #expect(try run("export", backup.path).stdout == (try run("export", store.path).stdout))
+    }
+
+    /// SIGKILL of the follower at random instants while a writer appends: the directory always
+    /// holds a complete backup (the previous round's or the new one's), and the follower run
+    /// again goes on with incremental rounds from it.
+    @Test func aKilledFollowerLeavesACompleteBackupAndGoesOnWhenRunAgain() throws {
+        let temp = TemporaryDirectory()
+        let store = temp.file("store"), backup = temp.file("backup")
+        let writerOut = temp.file("writer")
+        let writer = try Self.writer(store, total: 100_000_000, out: writerOut)
+        defer { kill(writer.processIdentifier, SIGKILL); writer.waitUntilExit() }
+        #expect(Self.waitFor(60) { Self.lastAck(writerOut) != nil }, "the writer never acknowledged an append")
+        #expect(try run("backup", store.path, backup.path).status == 0)
+
+        var random = SplitMix64(seed: 3_028)
+        var killedAfterARound = 0
+        var previous = Self.backupPosition(backup)
+        // On until two kills have landed after a finished round (at most twenty), the delays
+        // growing: a sanitized build starts and runs a round several times slower.
+        for round in 0..<20 where round < 4 || killedAfterARound < 2 {
+            let out = temp.file("out\(round)"), err = temp.file("err\(round)")
+            let follower = try makeProcess(["backup", store.path, backup.path, "--follow", "--lag", "0.2", "--json"], stdout: out, stderr: err)
+            try follower.run()
+            usleep(UInt32(100_000 + random.next() % UInt64(400_000 + 300_000 * round)))
+            kill(follower.processIdentifier, SIGKILL)
+            follower.waitUntilExit()
+            #expect(follower.terminationReason == .uncaughtSignal, "the follower ended by itself: \((try? String(contentsOf: err, encoding: .utf8)) ?? "")")
+            let rounds = Self.rounds(out)
+            if !rounds.isEmpty {
+                killedAfterARound += 1
+                // Run again after a kill: a normal incremental backup from what was left.
+                #expect(rounds.allSatisfy { $0["incremental"] as? Bool == true })
+            }
+            let manifest = try BackupManifest.check(in: backup)
+            #expect(manifest.nextPosition >= previous)
+            previous = manifest.nextPosition
+        }
+        #expect(killedAfterARound >= 2, "fewer than two followers finished a round before their kill")
+        kill(writer.processIdentifier, SIGKILL)
+        writer.waitUntilExit()
+        // The writer gone: one more follower catches up with the store and stops on SIGINT.
+        let end = try SegmentedLog.openReadOnly(at: store).bounds.nextPosition
+        let out = temp.file("last"), err = temp.file("last-err")
+        let follower = try makeProcess(["backup", store.path, backup.path, "--follow", "--lag", "0.2"], stdout: out, stderr: err)
+        try follower.run()
+        #expect(Self.waitFor(120) { Self.backupPosition(backup) == end })
+        kill(follower.processIdentifier, SIGINT)
+        follower.waitUntilExit()
+        #expect(follower.terminationReason == .exit && follower.terminationStatus == 0)
+        #expect(try String(contentsOf: out, encoding: .utf8).contains("round 1: position"))
+        #expect(BackupManifest.state(of: backup) == .complete)
+        #expect(try run("export", backup.path).stdout == (try run("export", store.path).stdout))
     }
 }

@@ -78,21 +78,34 @@ extension EventStore {
     /// store would not use it). Its whole file was read and checked (the header's and the
     /// body's checksums). A snapshot the writer pruned meanwhile, or that does not decode, is
     /// skipped: snapshots are derived, and the backup's first open replays instead.
+    ///
+    /// Only the header of each file is read first (checked against its own checksum): a file
+    /// past `position`, or older than the one already chosen for its projection, is never read
+    /// whole, so an incremental backup does not read the snapshots it does not carry.
+    /// - Parameter read: Reads a file's first `count` bytes (all of it for `nil`), `nil` when
+    ///   it cannot (pruned meanwhile); tests count the reads.
     /// - Throws: `LogError/Code/corruption` for a snapshot that contradicts the log (events it
     ///   covers are missing or changed in a history never cut: damage, as at the store's open).
-    static func boundSnapshots(in directory: URL, log: SegmentedLog, position: LogPosition, epoch: UInt64) throws -> [BackupExtraFile] {
+    static func boundSnapshots(
+        in directory: URL, log: SegmentedLog, position: LogPosition, epoch: UInt64,
+        read: (URL, Int?) -> [UInt8]? = EventStore.readSnapshotFile
+    ) throws -> [BackupExtraFile] {
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [])
             .filter { $0.hasSuffix(".snap") && !$0.hasPrefix(".") }.sorted().reversed()
         var chosen: [String: BackupExtraFile] = [:]
         let logEnd = log.bounds.nextPosition
         for name in names {
             let url = directory.appending(path: name)
-            guard let data = try? Data(contentsOf: url), let file = try? SnapshotFile(decoding: Array(data)) else { continue }
-            let key = "\(file.projectionName)\u{0}\(file.schemaVersion)"
+            guard let prefix = read(url, SnapshotFile.maximumHeaderSize), let header = try? SnapshotFile.decodeHeader(prefix) else { continue }
+            let key = "\(header.projectionName)\u{0}\(header.schemaVersion)"
             // Past the backup's position: written since the plan (a writer in another process
             // snapshots while it appends). Not the backup's, and not judged: the view of the log
             // ends before it, where the store's rule would call it one whose events are missing.
-            guard file.nextPosition <= position, chosen[key] == nil else { continue }
+            // Older than the one chosen: not carried, so not read.
+            guard header.nextPosition <= position, chosen[key] == nil else { continue }
+            guard let bytes = read(url, nil), let file = try? SnapshotFile(decoding: bytes),
+                  file.projectionName == header.projectionName, file.schemaVersion == header.schemaVersion,
+                  file.nextPosition == header.nextPosition else { continue }
             let judged: SnapshotStanding
             do { judged = try Self.standing(of: file, at: url, in: log, historyEpoch: epoch, logEnd: logEnd) } catch {
                 if case .storage(let failure) = error as? RepositoryError, let logError = failure.logError { throw logError }
@@ -102,9 +115,20 @@ extension EventStore {
             case .contradicts(let error): throw error
             case .stale: continue
             case .matches:
-                chosen[key] = BackupExtraFile(name: "snapshots/" + name, bytes: Array(data))
+                chosen[key] = BackupExtraFile(name: "snapshots/" + name, bytes: bytes)
             }
         }
         return chosen.values.sorted { $0.name < $1.name }
+    }
+
+    /// The first `count` bytes of a snapshot file (all of it for `nil`); `nil` when it cannot
+    /// be read (a writer pruned it meanwhile).
+    static func readSnapshotFile(_ url: URL, count: Int?) -> [UInt8]? {
+        guard let handle = try? FileHandle(forReadingFrom: url) else { return nil }
+        defer { try? handle.close() }
+        let data: Data?
+        if let count { data = try? handle.read(upToCount: count) } else { data = try? handle.readToEnd() }
+        // An empty file reads as nil: no bytes, which no decoder accepts.
+        return Array(data ?? Data())
     }
 }

@@ -2,22 +2,50 @@ public import EventLog
 public import Foundation
 
 /// Where ``EventStore/restore(from:to:at:)`` cuts the restored log.
+///
+/// A restore never holds part of a stored batch, which holds one or more whole atomic appends
+/// (an `execute` command, an `appendAll`; the log's group commit merges concurrent ones): a
+/// point that falls inside a batch is rounded down to that batch's start
+/// (``RestoreResult/roundedDown``).
 public enum RestorePoint: Hashable, Sendable {
     /// The backup's end: every file as backed up, snapshots included.
     case end
-    /// The events below this position (the log cut there; snapshots are rebuilt at first open).
+    /// The events below this position (the log cut there; snapshots are rebuilt at first open),
+    /// or below the start of the batch holding it.
     case position(LogPosition)
     /// The events up to the last one recorded at or before this time (the rule of
-    /// ``EventStore/lastPosition(recordedAtOrBefore:)-(LogTimestamp)``).
+    /// ``EventStore/lastPosition(recordedAtOrBefore:)-(LogTimestamp)``), or below the start of
+    /// the batch holding that one when the batch goes on past it.
     case recordedAtOrBefore(LogTimestamp)
+}
+
+/// Where ``EventStore/restore(from:to:at:)`` cut the restored log.
+public struct RestoreResult: Hashable, Sendable {
+    /// One past the last restored position: the restored store holds the positions below.
+    public var nextPosition: LogPosition
+    /// Where the restore point asked to cut: ``nextPosition``, or more when that fell inside
+    /// an atomic batch and the cut was rounded down to the batch's start.
+    public var requestedPosition: LogPosition
+    /// Whether the cut was rounded down to a batch's start (the requested one was inside it).
+    public var roundedDown: Bool { nextPosition < requestedPosition }
+
+    /// Creates a result.
+    /// - Parameters:
+    ///   - nextPosition: One past the last restored position.
+    ///   - requestedPosition: Where the restore point asked to cut.
+    public init(nextPosition: LogPosition, requestedPosition: LogPosition) {
+        self.nextPosition = nextPosition
+        self.requestedPosition = requestedPosition
+    }
 }
 
 extension EventStore {
     /// Restores a backup into a new store directory, at its end or cut at an earlier point.
     ///
     /// The backup is checked first against its manifest (every file's size and CRC32C). At
-    /// its end, its files are copied; at an earlier point, the events below it are appended to
-    /// a new log with their positions and recording times (the snapshots are not carried:
+    /// its end, its files are copied; at an earlier point, the batches below it are appended to
+    /// a new log one by one, as the same batches with the same positions and recording times
+    /// (a point inside a batch is rounded down to its start; the snapshots are not carried:
     /// they would describe another history's bytes; the store's first open replays). All of
     /// it is written into a sibling `<destination>.restoring-XXXX`, synced, and renamed to
     /// `destination` at the end (its parent synced): killed midway, a restore leaves no
@@ -26,13 +54,13 @@ extension EventStore {
     ///   - backup: A complete backup (`eventkernel backup`).
     ///   - destination: A new or empty directory.
     ///   - point: Where to cut: ``RestorePoint/end`` by default.
-    /// - Returns: The restored store's next position.
+    /// - Returns: The restored store's next position, and the one the point asked for.
     /// - Throws: ``RepositoryError/storage(_:)`` wrapping a `LogError`:
     ///   `LogError/Code/backupMismatch` when `backup` holds no complete backup,
     ///   `LogError/Code/corruption` naming a file that does not match the manifest,
     ///   `LogError/Code/invalidArgument` for a destination that is not empty or a position
     ///   past the backup's end, `LogError/Code/io` when a write fails.
-    public static func restore(from backup: URL, to destination: URL, at point: RestorePoint = .end) async throws -> LogPosition {
+    public static func restore(from backup: URL, to destination: URL, at point: RestorePoint = .end) async throws -> RestoreResult {
         let dest = destination.standardizedFileURL.path
         let staging: String
         let manifest: BackupManifest
@@ -56,7 +84,7 @@ extension EventStore {
             throw RepositoryError.storage(StorageFailure(error))
         }
         do {
-            var end = manifest.nextPosition
+            var result = RestoreResult(nextPosition: manifest.nextPosition, requestedPosition: manifest.nextPosition)
             if point != .end {
                 // A cut: the events below it appended to a new log, from the restored copy (the
                 // backup directory itself may hold an incremental backup's files past the
@@ -65,17 +93,22 @@ extension EventStore {
                 let cut = URL(filePath: staging + "-cut", directoryHint: .isDirectory)
                 let source = try SegmentedLog.openReadOnly(at: whole)
                 do {
+                    var requested = manifest.nextPosition
                     switch point {
                     case .end: break
                     case .position(let position):
                         guard position <= manifest.nextPosition else {
                             throw LogError(.invalidArgument, "position \(position) is past the backup's end, \(manifest.nextPosition)", position: position)
                         }
-                        end = position
+                        requested = position
                     case .recordedAtOrBefore(let limit):
-                        end = try lastPosition(in: source, recordedAtOrBefore: limit).map { $0 + 1 } ?? 0
+                        requested = try lastPosition(in: source, recordedAtOrBefore: limit).map { $0 + 1 } ?? 0
                     }
-                    try await appendPrefix(of: source, below: end, to: cut)
+                    // Whole batches only: an atomic append never spans batches, and a restore must
+                    // never hold half of one.
+                    let batches = source.batches(endingAtOrBefore: requested)
+                    result = RestoreResult(nextPosition: batches.last?.upperBound ?? 0, requestedPosition: requested)
+                    try await appendBatches(batches, of: source, to: cut)
                 } catch {
                     try? await source.close()
                     try? FileManager.default.removeItem(at: cut)
@@ -88,7 +121,7 @@ extension EventStore {
             try await runOnThreadOfItsOwn(named: "EventKernel restore") {
                 try StoreDirectory.moveDurably(staging, to: dest, io: PosixFileIO())
             }
-            return end
+            return result
         } catch {
             try? FileManager.default.removeItem(atPath: staging)
             if let error = error as? LogError { throw RepositoryError.storage(StorageFailure(error)) }
@@ -96,24 +129,40 @@ extension EventStore {
         }
     }
 
-    /// Appends the records of `source` below `end` to a new log in `target`, with their
-    /// positions and recording times.
-    private static func appendPrefix(of source: SegmentedLog, below end: LogPosition, to target: URL) async throws {
-        let log = try SegmentedLog.open(at: target)
-        var next: LogPosition = 0
+    /// Appends `batches` of `source` to a new log in `target`, each as one batch again, with
+    /// their positions and recording times.
+    private static func appendBatches(_ batches: [Range<LogPosition>], of source: SegmentedLog, to target: URL) async throws {
+        var configuration = SegmentedLog.Configuration()
+        // One sync at the close, not one per batch: the directory becomes the store only after
+        // that (renamed into place when whole).
+        configuration.durability = .buffered(syncInterval: .seconds(3_600))
+        let log = try SegmentedLog.open(at: target, configuration: configuration)
+        var index = 0
         do {
-            while next < end {
-                var chunk: [LogEntry] = []
-                try source.forEachRecord(from: next, through: min(end, next + 4_096) - 1) { record in
-                    chunk.append(LogEntry(timestamp: record.timestamp, payload: Array(record.payload)))
+            while index < batches.count {
+                // Read a run of whole batches (about 4,096 records) in one pass, then append each.
+                var last = index
+                while last + 1 < batches.count && batches[last + 1].upperBound - batches[index].lowerBound <= 4_096 { last += 1 }
+                var records: [LogEntry] = []
+                try source.forEachRecord(from: batches[index].lowerBound, through: batches[last].upperBound - 1) { record in
+                    records.append(LogEntry(timestamp: record.timestamp, payload: Array(record.payload)))
                     return true
                 }
-                guard !chunk.isEmpty else { throw LogError(.corruption, "the backup ends at position \(next), before \(end)", position: next) }
-                let positions = try await log.append(chunk)
-                guard positions.lowerBound == next else {
-                    throw LogError(.io, "the restored log gave position \(positions.lowerBound) to the record at \(next)", position: next)
+                let expected = Int(batches[last].upperBound - batches[index].lowerBound)
+                guard records.count == expected else {
+                    throw LogError(.corruption, "the backup holds \(records.count) records at positions \(batches[index].lowerBound)..<\(batches[last].upperBound), its batches say \(expected)",
+                                   position: batches[index].lowerBound)
                 }
-                next = positions.upperBound
+                var offset = 0
+                for batch in batches[index...last] {
+                    let count = Int(batch.count)
+                    let positions = try await log.append(Array(records[offset..<(offset + count)]))
+                    guard positions == batch else {
+                        throw LogError(.io, "the restored log gave positions \(positions) to the batch at \(batch)", position: batch.lowerBound)
+                    }
+                    offset += count
+                }
+                index = last + 1
             }
         } catch {
             try? await log.close()

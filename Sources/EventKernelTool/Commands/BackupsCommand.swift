@@ -8,16 +8,18 @@ struct BackupsCommand: AsyncParsableCommand {
         commandName: "backups",
         abstract: "List backups: position, time, bytes, and whether each verifies against its manifest.",
         discussion: """
-            DIR is a backup directory, or a directory whose subdirectories are backups (generations). A backup with \
-            no manifest was cut short (state incomplete). Verifying reads every file and compares its size and CRC32C \
+            DIR is a backup directory, or a directory whose subdirectories are backups (generations). A backup being \
+            written now is "in progress"; one cut short (no manifest, or its marker beside an earlier manifest) is \
+            "incomplete": the next backup into it completes it. Verifying reads every file and compares its size and CRC32C \
             with the manifest (--no-verify skips it). Exit 0 when every backup listed is complete and verifies, 3 \
             otherwise.
 
             Examples:
               eventkernel backups list /mnt/backups/store
               eventkernel backups list /mnt/backups --format json
+              eventkernel backups prune /mnt/backups --keep 7 --max-age 30d --yes
             """,
-        subcommands: [ListBackups.self],
+        subcommands: [ListBackups.self, PruneBackups.self],
         defaultSubcommand: ListBackups.self)
 
     struct ListBackups: AsyncParsableCommand {
@@ -38,7 +40,7 @@ struct BackupsCommand: AsyncParsableCommand {
         struct Entry {
             var directory: String
             var manifest: BackupManifest?
-            var state: String  // complete, incomplete, damaged
+            var state: String  // complete, in progress, incomplete, damaged
             var verified: String  // yes, no (the problem), skipped
         }
 
@@ -55,10 +57,24 @@ struct BackupsCommand: AsyncParsableCommand {
             }
             let candidates: [URL] = Self.isBackup(root) ? [root]
                 : ((try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []).sorted()
+                    .filter { !BackupManifest.isRemovalLeftover($0) }
                     .map { root.appending(path: $0, directoryHint: .isDirectory) }.filter(Self.isBackup)
             var entries: [Entry] = []
             for url in candidates {
                 do {
+                    // A backup running or cut short beside an earlier manifest: what read
+                    // commands refuse is not listed as complete, whatever the manifest says.
+                    switch BackupManifest.state(of: url) {
+                    case .inProgress:
+                        entries.append(Entry(directory: url.path, manifest: try BackupManifest.read(in: url), state: "in progress",
+                                             verified: "no: a backup is writing into it now (it holds the directory's LOCK)"))
+                        continue
+                    case .interrupted:
+                        entries.append(Entry(directory: url.path, manifest: try BackupManifest.read(in: url), state: "incomplete",
+                                             verified: "no: a backup into it was interrupted; the next backup completes it"))
+                        continue
+                    case .complete, .notABackup: break
+                    }
                     guard let manifest = try BackupManifest.read(in: url) else {
                         entries.append(Entry(directory: url.path, manifest: nil, state: "incomplete", verified: "no: no manifest (a backup cut short)"))
                         continue
@@ -94,6 +110,138 @@ struct BackupsCommand: AsyncParsableCommand {
             if entries.contains(where: { $0.state != "complete" || $0.verified.hasPrefix("no") }) {
                 throw ExitCode(ToolExit.damage.rawValue)
             }
+        }
+    }
+
+    struct PruneBackups: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "prune", abstract: "Remove the oldest generations of a directory of backups: keep N, and/or those younger than an age (needs --yes).",
+            discussion: """
+                DIR holds generations: each subdirectory one backup (eventkernel backup STORE DIR/<name>). Complete \
+                generations are ordered by their manifest's createdAt (then name), newest first. One is kept when it \
+                is among the newest N (--keep N) or younger than --max-age (d, h, m, s or w: 30d); with both, \
+                either keeps it. The newest complete generation is always kept. A generation that is not complete \
+                (in progress, cut short, a damaged manifest) and every entry that is not a backup are left alone. \
+                A removal renames the generation out of the way first (.<name>.removing-...; killed midway, the \
+                next prune finishes it). Without --yes nothing is removed: exit 1 (--dry-run: the plan, exit 0).
+
+                Examples:
+                  eventkernel backups prune /mnt/backups --keep 7 --dry-run
+                  eventkernel backups prune /mnt/backups --keep 7 --max-age 30d --yes
+                """)
+
+        @Argument(help: ArgumentHelp("A directory of backups (generations).", valueName: "DIR"))
+        var directory: String
+        @Option(help: ArgumentHelp("Keep the newest N complete generations (at least 1).", valueName: "N"))
+        var keep: Int?
+        @Option(name: .customLong("max-age"), help: ArgumentHelp("Keep the generations younger than this (30d, 12h, 90m, 2w).", valueName: "AGE"))
+        var maxAge: String?
+        @Flag(name: .customLong("dry-run"), help: "Print what would be removed; remove nothing.")
+        var dryRun = false
+        @Flag(help: "Confirm: remove the generations the rules do not keep.")
+        var yes = false
+        @OptionGroup var output: OutputOptions
+
+        func validate() throws {
+            guard keep != nil || maxAge != nil else { throw ValidationError("give --keep N, --max-age AGE, or both") }
+            if let keep, keep < 1 { throw ValidationError("--keep \(keep): keep at least 1") }
+            if let maxAge, Self.seconds(maxAge) == nil { throw ValidationError("--max-age '\(maxAge)': a number and a unit, s, m, h, d or w (30d)") }
+            if dryRun && yes { throw ValidationError("give one of --dry-run or --yes") }
+        }
+
+        /// Seconds of an age such as `30d`; `nil` when it does not parse.
+        static func seconds(_ text: String) -> Double? {
+            let units: [Character: Double] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800]
+            guard let unit = text.last.flatMap({ units[$0] }), let number = Double(text.dropLast()), number.isFinite, number >= 0 else { return nil }
+            return number * unit
+        }
+
+        /// One generation and what the rules decide for it.
+        struct Decision {
+            var name: String
+            var manifest: BackupManifest?
+            var action: String  // keep, remove, removed, left alone
+            var reason: String
+        }
+
+        func run() async throws {
+            let root = URL(filePath: directory, directoryHint: .isDirectory).standardizedFileURL
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: root.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw ToolError(.storeUnavailable, "no directory at \(root.path)")
+            }
+            guard BackupManifest.state(of: root) == .notABackup else {
+                throw ToolError(.badInput, "\(root.path) is itself a backup, not a directory of generations: give the directory that holds the generations")
+            }
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? [])
+                .filter { !BackupManifest.isRemovalLeftover($0) }.sorted()
+            var complete: [(name: String, manifest: BackupManifest, created: Date?)] = []
+            var decisions: [Decision] = []
+            for name in names {
+                let url = root.appending(path: name, directoryHint: .isDirectory)
+                let state = BackupManifest.state(of: url)
+                guard state != .notABackup else { continue }
+                let manifest = try? BackupManifest.read(in: url)
+                guard state == .complete, let manifest else {
+                    let why = state == .inProgress ? "a backup is writing into it" : state == .interrupted ? "a backup into it was cut short" : "its manifest does not decode"
+                    decisions.append(Decision(name: name, manifest: manifest, action: "left alone", reason: "not complete: \(why)"))
+                    continue
+                }
+                complete.append((name, manifest, try? Date(manifest.createdAt, strategy: .iso8601)))
+            }
+            // Newest first: by the time the manifest was written, then by name.
+            complete.sort { ($0.manifest.createdAt, $0.name) > ($1.manifest.createdAt, $1.name) }
+            let now = Date.now
+            let limit = maxAge.flatMap(Self.seconds)
+            for (index, generation) in complete.enumerated() {
+                var reasons: [String] = []
+                if index == 0 { reasons.append("the newest complete generation") }
+                if let keep, index < keep { reasons.append("among the newest \(keep)") }
+                if let limit {
+                    if let created = generation.created {
+                        if now.timeIntervalSince(created) <= limit { reasons.append("younger than \(maxAge!)") }
+                    } else {
+                        // No time to judge by: never removed by age.
+                        reasons.append("its createdAt does not parse")
+                    }
+                }
+                decisions.append(Decision(name: generation.name, manifest: generation.manifest,
+                                          action: reasons.isEmpty ? "remove" : "keep",
+                                          reason: reasons.isEmpty ? "older than the rules keep" : reasons.joined(separator: "; ")))
+            }
+            let doomed = decisions.filter { $0.action == "remove" }
+            if !dryRun && !yes && !doomed.isEmpty {
+                throw ToolError(.badInput, "prune removes \(doomed.count) backup generation(s) of \(root.path): \(doomed.map(\.name).joined(separator: ", ")). Run `eventkernel backups prune --dry-run` to see the plan, then again with --yes to proceed")
+            }
+            var failure: (any Error)?
+            if yes {
+                let leftovers = (try? BackupManifest.removeLeftovers(in: root)) ?? []
+                if !leftovers.isEmpty { Output.note("finished \(leftovers.count) removal(s) cut short: \(leftovers.joined(separator: ", "))") }
+                for index in decisions.indices where decisions[index].action == "remove" {
+                    do {
+                        try BackupManifest.removeBackup(at: root.appending(path: decisions[index].name, directoryHint: .isDirectory))
+                        decisions[index].action = "removed"
+                    } catch {
+                        decisions[index].action = "left alone"
+                        decisions[index].reason = "\(error)"
+                        failure = failure ?? error
+                    }
+                }
+            }
+            let listing = Listing(
+                columns: [Column("directory"), Column("action"), Column("createdAt"), Column("position", right: true),
+                          Column("bytes", right: true), Column("reason")],
+                rows: decisions.map { decision in
+                    Listing.Row([.string(root.appending(path: decision.name).path), .string(decision.action),
+                                 .optional(decision.manifest?.createdAt), decision.manifest.map { .uint($0.nextPosition) } ?? .null,
+                                 decision.manifest.map { .int($0.totalBytes) } ?? .null, .string(decision.reason)])
+                })
+            if decisions.isEmpty && output.resolved == .table {
+                Output.note("no backup in \(root.path)")
+            } else {
+                Output.print(listing, as: output.resolved)
+            }
+            if let failure { throw ToolError.from(failure, store: root) }
         }
     }
 }

@@ -11,7 +11,9 @@ struct RestoreCommand: AsyncParsableCommand {
             The backup is checked against its manifest first (every file's size and CRC32C). At its end the backup's \
             files are copied, snapshots included; with --position N the store holds the events below N, with \
             --as-of DATE those up to the last one recorded at or before DATE (the rule of replay --as-of), and its \
-            first open rebuilds the snapshots. The destination must be new or empty (exit 1 otherwise); a directory \
+            first open rebuilds the snapshots. A restore holds whole stored batches only (each holds whole atomic appends: execute commands, \
+            appendAll calls): a cut that falls inside a batch is rounded down to the batch's start, and says so on stderr \
+            (in --json, requestedPosition and roundedDown). The destination must be new or empty (exit 1 otherwise); a directory \
             that holds no complete backup is exit 1, a backup file that does not match its manifest exit 3.
 
             Examples:
@@ -55,7 +57,7 @@ struct RestoreCommand: AsyncParsableCommand {
         } else {
             point = .end
         }
-        let end = try await withToolErrors(store: source) {
+        let result = try await withToolErrors(store: source) {
             do { return try await EventStore.restore(from: source, to: destination, at: point) } catch let error as RepositoryError {
                 // A directory that is not a complete backup, and a destination in use, are the
                 // user's input, not the backup's damage.
@@ -64,13 +66,18 @@ struct RestoreCommand: AsyncParsableCommand {
                 }
                 // Damage here is the backup's: `repair` (the store's advice) does not apply to it.
                 if let logError = error.logError, [.corruption, .unsupportedVersion, .compression].contains(logError.code) {
-                    throw ToolError(.damage, "\(logError.description); the backup is damaged: restore another backup, or take a new one from the store (`eventkernel backup --restart`); `eventkernel backups list` checks every file")
+                    throw ToolError(.damage, "\(logError.description); the backup is damaged: restore another backup, or take a new one from the store (`eventkernel backup --restart --yes`); `eventkernel backups list` checks every file")
                 }
                 throw error
             }
         }
+        let end = result.nextPosition
+        if result.roundedDown {
+            Output.note("position \(result.requestedPosition) is inside an atomic batch: restored up to its start, \(end) (a restore holds whole batches only)")
+        }
         if json {
-            print(Output.json(["backup": source.path, "store": destination.path, "position": end]))
+            print(Output.json(["backup": source.path, "store": destination.path, "position": end,
+                               "requestedPosition": result.requestedPosition, "roundedDown": result.roundedDown]))
         } else {
             Output.note("restored \(Output.count(end)) events from \(source.path) into \(destination.path), positions 0..<\(end)")
         }

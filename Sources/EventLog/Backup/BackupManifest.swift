@@ -74,6 +74,47 @@ public struct BackupManifest: Codable, Hashable, Sendable {
         return manifest
     }
 
+    /// What a directory holds as a backup, without reading its files.
+    public enum DirectoryState: Hashable, Sendable {
+        /// A complete backup: a manifest and no backup in progress over it.
+        case complete
+        /// A backup is writing into it now (it holds the directory's `LOCK`): the files may
+        /// change until it writes its manifest.
+        case inProgress
+        /// A backup into it was interrupted (killed, a full disk) before its manifest: read
+        /// commands refuse it; the next backup into it completes it.
+        case interrupted
+        /// Neither a manifest nor the marker of a backup in progress: not a backup.
+        case notABackup
+    }
+
+    /// Whether `directory` holds a complete backup, one being written, or one cut short: the
+    /// marker a backup leaves until its manifest (``partialFileName``) and the directory's lock
+    /// tell, whether an earlier manifest is there or not.
+    /// - Parameter directory: The directory.
+    /// - Returns: Its state; ``DirectoryState/notABackup`` for a directory that cannot be read.
+    public static func state(of directory: URL) -> DirectoryState {
+        let path = directory.path
+        let partial = StoreDirectory.exists(path + "/" + partialFileName)
+        guard partial || StoreDirectory.exists(path + "/" + fileName) else { return .notABackup }
+        if lockHeld(path + "/" + DirectoryLock.fileName) { return .inProgress }
+        // Read again after the lock: a backup that ended meanwhile removed its marker.
+        return StoreDirectory.exists(path + "/" + partialFileName) ? .interrupted : .complete
+    }
+
+    /// Whether a backup (or a writer) holds the lock file at `path` now: a shared lock is
+    /// refused while an exclusive one is held; taken, it is released at once.
+    private static func lockHeld(_ path: String) -> Bool {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        if flock(descriptor, LOCK_SH | LOCK_NB) == 0 {
+            _ = flock(descriptor, LOCK_UN)
+            return false
+        }
+        return errno == EWOULDBLOCK
+    }
+
     /// The manifest's bytes: sorted keys, so the same backup writes the same bytes.
     func encoded() throws(LogError) -> [UInt8] {
         let encoder = JSONEncoder()

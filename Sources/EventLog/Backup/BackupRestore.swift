@@ -69,3 +69,27 @@ extension BackupManifest {
         try StoreDirectory.synchronize(dest, io: io)
     }
 }
+
+extension SegmentedLog {
+    /// The log's batches that end at or before `end`, in order, as the positions each holds.
+    ///
+    /// A batch holds one or more whole atomic appends (an `execute` command, an `appendAll`;
+    /// group commit merges concurrent ones), never part of one: a copy that must
+    /// keep the log's atomicity (a restore cut at a point) cuts only between batches and
+    /// appends each of these as one batch again.
+    /// - Parameter end: The position to stop at; a batch that holds it or runs past it is left out.
+    /// - Returns: The batches' position ranges, contiguous from the log's first position; the
+    ///   last one's upper bound is the greatest batch boundary at or before `end`.
+    public func batches(endingAtOrBefore end: LogPosition) -> [Range<LogPosition>] {
+        core.state.withLock { state in
+            var ranges: [Range<LogPosition>] = []
+            for segment in state.segments {
+                for batch in segment.batches {
+                    guard batch.endPosition <= end else { return ranges }
+                    ranges.append(batch.firstPosition..<batch.endPosition)
+                }
+            }
+            return ranges
+        }
+    }
+}

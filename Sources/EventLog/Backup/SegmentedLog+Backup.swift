@@ -166,12 +166,19 @@ extension SegmentedLog {
     /// - Throws: ``LogError/Code/locked`` naming the destination when another backup (or a
     ///   store's writer) holds it.
     private static func lockDestination(_ dest: String) throws(LogError) -> DirectoryLock {
-        do {
-            return try DirectoryLock(directory: dest)
-        } catch {
-            guard error.code == .locked else { throw error }
-            throw LogError(.locked, "\(dest) is being written by another backup (or is a store open by a writer): wait for it to end, or back up into another directory",
-                           file: error.file, systemErrorNumber: error.systemErrorNumber)
+        // `backups list` (BackupManifest.state(of:)) probes the lock with a shared flock for a
+        // moment: that is waited out, a backup holding it is not.
+        let deadline = ContinuousClock.now + .milliseconds(250)
+        while true {
+            do {
+                return try DirectoryLock(directory: dest)
+            } catch where error.code == .locked && ContinuousClock.now < deadline {
+                usleep(5_000)
+            } catch {
+                guard error.code == .locked else { throw error }
+                throw LogError(.locked, "\(dest) is being written by another backup (or is a store open by a writer): wait for it to end, or back up into another directory",
+                               file: error.file, systemErrorNumber: error.systemErrorNumber)
+            }
         }
     }
 
@@ -248,12 +255,12 @@ extension SegmentedLog {
             // Only a manifest that does not decode is a damaged one; a newer build's (following
             // "--restart" would overwrite it), EIO or EACCES stay what they are.
             guard error.code == .corruption else { throw error }
-            throw LogError(.backupMismatch, "\(dest) holds a damaged backup manifest (\(error)): back up with --restart to start over",
+            throw LogError(.backupMismatch, "\(dest) holds a damaged backup manifest (\(error)): back up with --restart --yes to start over",
                            file: error.file, offset: error.offset)
         }
         if let manifest {
             if let refusal = try Self.mismatch(of: manifest, identity: identity, epoch: epoch, segments: segments) {
-                throw LogError(.backupMismatch, "\(dest) holds a backup that cannot be continued: \(refusal) (back up with --restart to start over, or into another directory)", file: dest)
+                throw LogError(.backupMismatch, "\(dest) holds a backup that cannot be continued: \(refusal) (back up with --restart --yes to start over, or into another directory)", file: dest)
             }
             return manifest
         }

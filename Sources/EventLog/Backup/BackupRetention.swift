@@ -1,0 +1,69 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+public import Foundation
+
+/// Removing backup generations (`eventkernel backups prune`): a directory of backups, each
+/// subdirectory one complete backup, the oldest removed by a retention rule.
+extension BackupManifest {
+    /// The infix of a generation being removed: `<root>/.<name>.removing-<random>`.
+    static let removingInfix = ".removing-"
+
+    /// Whether a directory entry of a directory of generations is a removal cut short (a
+    /// hidden name that ``removeBackup(at:)`` gave a generation before removing its files).
+    /// - Parameter name: The entry's name.
+    public static func isRemovalLeftover(_ name: String) -> Bool {
+        name.hasPrefix(".") && name.contains(removingInfix)
+    }
+
+    /// Removes one complete backup directory, whole: under its lock (no backup writes into it
+    /// meanwhile), it is renamed out of the way in one step (`<parent>/.<name>.removing-…`, the
+    /// parent synced), so that killed midway it is no longer a backup anywhere, only a hidden
+    /// leftover that ``removeLeftovers(in:)`` finishes; then its files are removed.
+    /// - Parameter directory: A complete backup (``state(of:)`` is ``DirectoryState/complete``).
+    /// - Throws: ``LogError``: ``LogError/Code/locked`` when a backup is writing into it;
+    ///   ``LogError/Code/backupMismatch`` when it is not a complete backup (cut short, or not a
+    ///   backup: never removed); ``LogError/Code/io`` when a rename, removal or sync fails.
+    public static func removeBackup(at directory: URL) throws(LogError) {
+        let path = directory.standardizedFileURL.path
+        let lock: DirectoryLock
+        do { lock = try DirectoryLock(directory: path) } catch {
+            guard error.code == .locked else { throw error }
+            throw LogError(.locked, "a backup is writing into \(path): not removed", file: path, systemErrorNumber: error.systemErrorNumber)
+        }
+        defer { lock.unlock() }
+        // Judged under the lock: no backup can start or end in it meanwhile.
+        guard StoreDirectory.exists(path + "/" + fileName), !StoreDirectory.exists(path + "/" + partialFileName) else {
+            throw LogError(.backupMismatch, "\(path) holds no complete backup: not removed", file: path)
+        }
+        let parent = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        let hidden = parent + "/." + name + removingInfix + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        guard rename(path, hidden) == 0 else {
+            throw LogError(.io, "cannot rename the backup out of the way: \(String(cString: strerror(errno)))", file: path, systemErrorNumber: errno)
+        }
+        try StoreDirectory.synchronize(parent, io: PosixFileIO())
+        try removeTree(hidden, parent: parent)
+    }
+
+    /// Finishes the removals cut short in a directory of generations.
+    /// - Parameter root: The directory of generations.
+    /// - Returns: The leftovers removed, by name.
+    /// - Throws: ``LogError/Code/io`` when a removal fails.
+    @discardableResult
+    public static func removeLeftovers(in root: URL) throws(LogError) -> [String] {
+        let path = root.standardizedFileURL.path
+        let names = try StoreDirectory.list(path).filter(isRemovalLeftover).sorted()
+        for name in names { try removeTree(path + "/" + name, parent: path) }
+        return names
+    }
+
+    private static func removeTree(_ path: String, parent: String) throws(LogError) {
+        do { try FileManager.default.removeItem(atPath: path) } catch {
+            throw LogError(.io, "cannot remove \(path): \(error)", file: path)
+        }
+        try StoreDirectory.synchronize(parent, io: PosixFileIO())
+    }
+}
