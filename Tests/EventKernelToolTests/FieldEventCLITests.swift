@@ -87,3 +87,55 @@ func writeJobs(_ directory: URL) async throws {
         #expect(foreign.status == 0, "\(foreign.stderr)")
     }
 }
+
+extension FieldEventCLITests {
+    @Test func historyShowsAFieldEventAndDiffsTheNextStateAgainstTheLastKnown() async throws {
+        let temp = TemporaryDirectory("ek-field")
+        let store = temp.file("jobs").path
+        try await writeJobs(URL(filePath: store))
+        let result = try run("history", store, "Job", jobIDs[0].uuidString, "--json")
+        #expect(result.status == 0, "\(result.stderr)")
+        let events = try #require(try jsonObject(result.stdout) as? [[String: Any]])
+        #expect(events.map { $0["event"] as? String } == ["Job.added", "Job.ended", "Job.updated"])
+        // The field event: its data, no state (not a guessed one), and why.
+        #expect(events[1]["state"] is NSNull)
+        #expect((events[1]["data"] as? [String: Any])?["value"] != nil)
+        #expect((events[1]["reason"] as? String)?.contains("not which property") == true)
+        // The update after it: diffed against the add's state, not against nothing.
+        let changes = try #require(events[2]["changes"] as? [[String: Any]])
+        #expect(changes.map { $0["path"] as? String } == ["title", "end"])
+        #expect(changes[0]["op"] as? String == "changed")
+        #expect(changes[1]["op"] as? String == "added")
+        #expect(events[2]["changesSince"] as? Int == 1)
+        #expect(events[0]["changesSince"] == nil)
+        // The table says so in words, and that job 1's state after its field event is unknown.
+        let table = try run("history", store, "Job", jobIDs[1].uuidString)
+        #expect(table.status == 0, "\(table.stderr)")
+        #expect(table.stdout.contains("field event \"ended\""), "\(table.stdout)")
+        #expect(table.stdout.contains("State after version 2: unknown (see above); the last state known is version 1's"), "\(table.stdout)")
+        let first = try run("history", store, "Job", jobIDs[0].uuidString)
+        #expect(first.stdout.contains("since version 1, the last state known: title: \"build\" → \"build all\""), "\(first.stdout)")
+    }
+
+    @Test func replayFoldsATypeWithFieldEventsOrSaysWhichEntityItCannot() async throws {
+        let temp = TemporaryDirectory("ek-field")
+        let store = temp.file("jobs").path
+        try await writeJobs(URL(filePath: store))
+        // Job 0 updated after its field event: its whole state is known.
+        let known = try run("replay", store, "--entity", "Job", "--position", "2", "--json")
+        #expect(known.status == 0, "\(known.stderr)")
+        let rows = try #require(try object(known.stdout)["rows"] as? [[String: Any]])
+        #expect(rows.count == 1)
+        #expect((rows.first?["state"] as? [String: Any])?["title"] as? String == "build all")
+        #expect(rows.first?["version"] as? Int == 3)
+        // Job 0 right after its field event, and job 1 after its own: refused, naming them.
+        let afterField = try run("replay", store, "--entity", "Job", "--position", "1")
+        #expect(afterField.status == 1)
+        #expect(afterField.stderr.contains("Job/\(jobIDs[0].uuidString): its last event through position 1 is the field event Job.ended at position 1"), "\(afterField.stderr)")
+        #expect(afterField.stderr.contains("its last whole state is version 1 (position 0)"), "\(afterField.stderr)")
+        #expect(afterField.stdout.isEmpty)
+        let now = try run("replay", store, "--entity", "Job", "--position", "6")
+        #expect(now.status == 1)
+        #expect(now.stderr.contains("Job/\(jobIDs[1].uuidString): its last event through position 6 is the field event Job.ended at position 4"), "\(now.stderr)")
+    }
+}
