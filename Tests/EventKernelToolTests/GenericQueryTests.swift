@@ -63,6 +63,13 @@ func writeStays(_ directory: URL) async throws {
         #expect(notADate.stderr.contains("opened holds dates, and \"yesterday\" is not an ISO 8601 date"), "\(notADate.stderr)")
         let notANumber = try run("query", store, "--type", "Account", "--where", "balance>=lots")
         #expect(notANumber.status == 1 && notANumber.stderr.contains("balance holds numbers"), "\(notANumber.stderr)")
+        // Text Double reads but Decimal does not (hex), or reads only in part: refused, not compared as 0.
+        for text in ["0x10", "1.5abc", "inf", "1."] {
+            let odd = try run("query", store, "--type", "Account", "--where", "balance>=\(text)")
+            #expect(odd.status == 1 && odd.stderr.contains("is not a number"), "\(text): \(odd.stderr)")
+        }
+        // An exponent is compared as a double.
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "balance>=8.7e1", "--json")) == [alice])
         let textRange = try run("query", store, "--type", "Account", "--where", "name>A")
         #expect(textRange.status == 1 && textRange.stderr.contains("ranges are on dates and numbers"), "\(textRange.stderr)")
         let noOperator = try run("query", store, "--type", "Account", "--where", "balance")

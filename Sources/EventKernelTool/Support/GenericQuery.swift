@@ -56,24 +56,31 @@ enum GenericQuery {
 
     /// A stored value, typed by its JSON rendering (``EntityJSON/json(_:)``).
     enum Typed {
-        case date(Date), number(Decimal), string(String), bool(Bool), uuid(UUID), null, other(String)
+        case date(Date), number(Number), string(String), bool(Bool), uuid(UUID), null, other(String)
 
         init(_ tree: JSONTree) {
             switch tree {
             case .null: self = .null
             case .bool(let b): self = .bool(b)
             case .string(let s): self = .string(s)
-            case .number(let n): self = Decimal(string: n, locale: Locale(identifier: "en_US_POSIX")).map { Typed.number($0) } ?? .other("number")
-            case .object(let members) where members.count == 1:
-                self = Self.tagged(members[0].key, members[0].value)
-            case .object: self = .other("object")
+            case .number(let n): self = Number(n).map { Typed.number($0) } ?? .other("number")
+            case .object(let members):
+                // The tag by its key and the value by JSONTree's subscript: reading the
+                // members' labelled tuples here made Swift 6.3.1's incremental build of this
+                // file fail with "circular reference" (JSONTree), a clean build not.
+                let tags = members.map(\.key)
+                if tags.count == 1, tags[0].hasPrefix("$") {
+                    self = Self.tagged(tags[0], tree)
+                } else {
+                    self = .other("object")
+                }
             case .array: self = .other("array")
             }
         }
 
         /// A tagged value (`{"$date":…}`).
-        private static func tagged(_ tag: String, _ value: JSONTree) -> Typed {
-            let posix = Locale(identifier: "en_US_POSIX")
+        private static func tagged(_ tag: String, _ tree: JSONTree) -> Typed {
+            let value = tree[tag] ?? .null
             var text: String?
             var number: String?
             if case .string(let s) = value { text = s }
@@ -84,8 +91,8 @@ enum GenericQuery {
                 if let number, let seconds = Double(number) { return .date(Date(timeIntervalSinceReferenceDate: seconds)) }
                 return .other("date")
             case "$decimal", "$uint", "$float":
-                guard let digits = text ?? number, let d = Decimal(string: digits, locale: posix) else { return .other("number") }
-                return .number(d)
+                guard let digits = text ?? number, let n = Number(digits) else { return .other("number") }
+                return .number(n)
             case "$uuid":
                 return text.flatMap { UUID(uuidString: $0) }.map { Typed.uuid($0) } ?? .other("UUID")
             default:
@@ -119,10 +126,8 @@ enum GenericQuery {
                 guard let other = ISODate.tryParse(value) else { throw refuse("and \"\(value)\" is not an ISO 8601 date or date-time") }
                 return cmp(d, other)
             case .number(let n):
-                guard let other = Decimal(string: value, locale: Locale(identifier: "en_US_POSIX")), Self.isNumberText(value) else {
-                    throw refuse("and \"\(value)\" is not a number")
-                }
-                return cmp(n, other)
+                guard let other = Number(value) else { throw refuse("and \"\(value)\" is not a number") }
+                return n.compare(other)
             case .string(let s):
                 guard !op.isRange else { throw refuse("which have no range here (ranges are on dates and numbers)") }
                 return s == value ? .orderedSame : .orderedAscending
@@ -141,17 +146,12 @@ enum GenericQuery {
             }
         }
 
-        /// Plain decimal text (`12`, `-3.5`, `1e3`): `Decimal(string:)` alone reads a prefix.
-        static func isNumberText(_ text: String) -> Bool {
-            Double(text) != nil && !text.lowercased().contains("n") && !text.lowercased().contains("i")
-        }
-
         /// The order of two stored values for `--order` (`nil` when they are of different kinds).
         static func order(_ a: Typed, _ b: Typed) -> ComparisonResult? {
             func cmp<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult { a < b ? .orderedAscending : a > b ? .orderedDescending : .orderedSame }
             switch (a, b) {
             case (.date(let x), .date(let y)): return cmp(x, y)
-            case (.number(let x), .number(let y)): return cmp(x, y)
+            case (.number(let x), .number(let y)): return x.compare(y)
             case (.string(let x), .string(let y)): return cmp(x, y)
             case (.bool(let x), .bool(let y)): return cmp(x ? 1 : 0, y ? 1 : 0)
             case (.uuid(let x), .uuid(let y)): return cmp(x.uuidString, y.uuidString)
@@ -168,6 +168,45 @@ enum GenericQuery {
     static func has(_ state: JSONTree?, _ path: [String]) -> Bool {
         if case .some = value(state, path) { return true }
         return false
+    }
+
+    /// A number as stored or typed: decimal text (`12`, `-3.5`, `87.75`, `1e-300`), compared
+    /// exactly as a `Decimal` (a `$decimal` keeps its digits), or as a `Double` when either has
+    /// an exponent (a `Decimal`'s exponent stops at ±127; a double's text may go further).
+    struct Number {
+        var text: String
+        var decimal: Decimal
+        var double: Double
+
+        /// `nil` for text that is not plain decimal (`0x10`, `inf`, `1.`, a `Decimal` prefix).
+        init?(_ text: String) {
+            let bytes = Array(text.utf8)
+            var i = 0
+            if i < bytes.count, bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: "+") { i += 1 }
+            func digits() -> Int {
+                let start = i
+                while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) { i += 1 }
+                return i - start
+            }
+            guard digits() > 0 else { return nil }
+            if i < bytes.count, bytes[i] == UInt8(ascii: ".") { i += 1; guard digits() > 0 else { return nil } }
+            if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
+                i += 1
+                if i < bytes.count, bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: "+") { i += 1 }
+                guard digits() > 0 else { return nil }
+            }
+            guard i == bytes.count, let double = Double(text) else { return nil }
+            self.text = text
+            self.double = double
+            decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) ?? 0
+        }
+
+        var hasExponent: Bool { text.contains("e") || text.contains("E") }
+
+        func compare(_ other: Number) -> ComparisonResult {
+            func cmp<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult { a < b ? .orderedAscending : a > b ? .orderedDescending : .orderedSame }
+            return hasExponent || other.hasExponent ? cmp(double, other.double) : cmp(decimal, other.decimal)
+        }
     }
 
     /// The value at `path` in a state (`nil`: absent, as an optional the encoder left out).
