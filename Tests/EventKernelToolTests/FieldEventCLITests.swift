@@ -66,6 +66,11 @@ func writeJobs(_ directory: URL) async throws {
         let late = try attempt([lines[5], deleted, afterDelete])
         #expect(late.status == 1)
         #expect(late.stderr.contains(":3: Job.ended is a field event (Job is a generic repository's type)"), "\(late.stderr)")
+        // After the entity's delete in the store.
+        let afterStoredDelete = try attempt([afterDelete], into: store)
+        #expect(afterStoredDelete.status == 1)
+        #expect(afterStoredDelete.stderr.contains(":1: Job.ended is a field event (Job is a generic repository's type)"), "\(afterStoredDelete.stderr)")
+        #expect(try exportLines(store.path) == lines, "nothing imported")
         // Whole, in order, the export imports back, and into a store holding the add.
         let whole = temp.file("whole")
         let all = try attempt(lines, into: whole)

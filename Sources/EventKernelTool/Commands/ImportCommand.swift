@@ -61,15 +61,17 @@ struct ImportCommand: AsyncParsableCommand {
         var repository = storeExists ? try StoreLocation.openWriter(directory, create: true) : nil
         let identity = input.identity
         var importedEarlier = 0
-        // The entity types with a generic repository's event in the store.
+        // The entity types with a generic repository's event in the store, and the streams
+        // whose last such event is a delete.
         var repositoryTypes: Set<String> = []
+        var deletedStreams: Set<StreamID> = []
         // The store's latest recording time: an imported event keeps its line's recordedAt only
         // at or after it, as times must not go back (replay --as-of finds the last position
         // recorded at or before a time).
         var latest: LogTimestamp?
         if let existing = repository {
             do {
-                (importedEarlier, latest, repositoryTypes) = try ImportMarker.lastLine(of: identity, in: existing) { interruption.caught != nil }
+                (importedEarlier, latest, repositoryTypes, deletedStreams) = try ImportMarker.lastLine(of: identity, in: existing) { interruption.caught != nil }
             } catch {
                 try? await existing.close()
                 throw ToolError.from(error, store: directory)
@@ -84,7 +86,7 @@ struct ImportCommand: AsyncParsableCommand {
         // (the lines an earlier run imported are in that state already: skipped).
         var events: [(line: Int, item: ImportItem)] = []
         var validator = ActivityJSON.ImportValidator { [repository] id in repository?.activity(id: id) }
-        var streams = EntityVersionValidator { [repository] stream in try repository?.store.version(of: stream) ?? 0 }
+        var streams = EntityVersionValidator(deleted: deletedStreams) { [repository] stream in try repository?.store.version(of: stream) ?? 0 }
         var lineNumber = 0
         var blank = 0
         // Lines recorded at the import's time instead of their recordedAt (it is before a time
@@ -267,29 +269,33 @@ enum ImportMarker {
     static func isMarker(_ correlationID: String) -> Bool { correlationID.hasPrefix(prefix) }
 
     /// The last line of input `identity` the store records as imported (0: none), the
-    /// latest recording time in the store (`nil`: no events) and the entity types that have a
-    /// generic repository's event in it.
+    /// latest recording time in the store (`nil`: no events), the entity types that have a
+    /// generic repository's event in it and the streams whose last such event is a delete.
     /// - Parameters:
     ///   - identity: The input's ``ImportInput/identity``.
     ///   - repository: The store, open for writing (nothing appends meanwhile).
     ///   - stop: Polled between events: true ends the scan early (its answer is then partial).
     /// - Complexity: Reads every event of the log (the marker may be anywhere in it).
     /// - Throws: What reading the log throws (damage: the import must not guess).
-    static func lastLine(of identity: String, in repository: EventSourcedActivityRepository, stop: () -> Bool) throws -> (line: Int, latest: LogTimestamp?, repositoryTypes: Set<String>) {
-        guard repository.store.log.bounds.nextPosition > 0 else { return (0, nil, []) }
+    static func lastLine(of identity: String, in repository: EventSourcedActivityRepository, stop: () -> Bool) throws -> (line: Int, latest: LogTimestamp?, repositoryTypes: Set<String>, deletedStreams: Set<StreamID>) {
+        guard repository.store.log.bounds.nextPosition > 0 else { return (0, nil, [], []) }
         let lead = "\(prefix)\(identity) through line "
         var last = 0
         var latest: LogTimestamp?
         var types: Set<String> = []
+        var deleted: Set<StreamID> = []
         try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
             latest = max(latest ?? envelope.timestamp, envelope.timestamp)
-            if EntityJSON.isRepositoryEvent(envelope) { types.insert(envelope.stream.entityType) }
+            if EntityJSON.isRepositoryEvent(envelope) {
+                types.insert(envelope.stream.entityType)
+                if envelope.eventType.hasSuffix(".deleted") { deleted.insert(envelope.stream) } else { deleted.remove(envelope.stream) }
+            }
             if let id = envelope.metadata.correlationID, id.hasPrefix(lead), let line = Int(id.dropFirst(lead.count)) {
                 last = max(last, line)
             }
             return !stop()
         }
-        return (last, latest, types)
+        return (last, latest, types, deleted)
     }
 }
 
@@ -320,7 +326,16 @@ struct EntityVersionValidator {
     /// repository's is known only after every line (and the store) is read.
     private(set) var fieldEventsWithoutEntity: [(line: Int, event: EncodedEvent)] = []
 
-    init(stored: @escaping (StreamID) throws -> UInt64) { self.stored = stored }
+    /// The streams of the store whose last repository event is a delete.
+    private let deleted: Set<StreamID>
+
+    /// - Parameters:
+    ///   - deleted: The streams of the store whose entity was deleted last.
+    ///   - stored: The store's committed version of a stream.
+    init(deleted: Set<StreamID> = [], stored: @escaping (StreamID) throws -> UInt64) {
+        self.deleted = deleted
+        self.stored = stored
+    }
 
     /// The first line of ``fieldEventsWithoutEntity`` whose type is a generic repository's (it
     /// has a repository event in the input or in `storeTypes`) or whose payload is a `Codable`
@@ -349,7 +364,7 @@ struct EntityVersionValidator {
         let exists: Bool?
         if let known = overlay[stream] { (current, exists) = known } else {
             current = try stored(stream)
-            exists = current == 0 ? false : nil
+            exists = current == 0 || deleted.contains(stream) ? false : nil
         }
         if let version = imported.version, version != current + 1 {
             throw ActivityJSON.LineError(message: "version \(version) of \(stream) does not follow its version \(current) (in the store\(overlay[stream] == nil ? "" : " and the lines before")): a stream's events are imported in order, from its next version")
