@@ -61,13 +61,17 @@ struct ImportCommand: AsyncParsableCommand {
         var repository = storeExists ? try StoreLocation.openWriter(directory, create: true) : nil
         let identity = input.identity
         var importedEarlier = 0
+        // The entity types with a generic repository's event in the store, and the streams
+        // whose last such event is a delete.
+        var repositoryTypes: Set<String> = []
+        var deletedStreams: Set<StreamID> = []
         // The store's latest recording time: an imported event keeps its line's recordedAt only
         // at or after it, as times must not go back (replay --as-of finds the last position
         // recorded at or before a time).
         var latest: LogTimestamp?
         if let existing = repository {
             do {
-                (importedEarlier, latest) = try ImportMarker.lastLine(of: identity, in: existing) { interruption.caught != nil }
+                (importedEarlier, latest, repositoryTypes, deletedStreams) = try ImportMarker.lastLine(of: identity, in: existing) { interruption.caught != nil }
             } catch {
                 try? await existing.close()
                 throw ToolError.from(error, store: directory)
@@ -82,7 +86,7 @@ struct ImportCommand: AsyncParsableCommand {
         // (the lines an earlier run imported are in that state already: skipped).
         var events: [(line: Int, item: ImportItem)] = []
         var validator = ActivityJSON.ImportValidator { [repository] id in repository?.activity(id: id) }
-        var streams = EntityVersionValidator { [repository] stream in try repository?.store.version(of: stream) ?? 0 }
+        var streams = EntityVersionValidator(deleted: deletedStreams) { [repository] stream in try repository?.store.version(of: stream) ?? 0 }
         var lineNumber = 0
         var blank = 0
         // Lines recorded at the import's time instead of their recordedAt (it is before a time
@@ -109,7 +113,7 @@ struct ImportCommand: AsyncParsableCommand {
                     } catch {
                         throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
                     }
-                    do { try streams.check(imported) } catch let error as ActivityJSON.LineError {
+                    do { try streams.check(imported, line: lineNumber) } catch let error as ActivityJSON.LineError {
                         throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
                     } catch {
                         // The store failed, not the line: damage is exit 3, I/O exit 4.
@@ -142,6 +146,9 @@ struct ImportCommand: AsyncParsableCommand {
                 // An activity event is recorded at the import's time: later lines cannot go back.
                 restampRest = true
                 events.append((lineNumber, .activity(event)))
+            }
+            if let (line, error) = streams.fieldEventRefusal(storeTypes: repositoryTypes) {
+                throw ToolError(.badInput, "\(name):\(line): \(error.message)")
             }
         } catch let error as ToolError {
             try? await repository?.close()
@@ -261,27 +268,34 @@ enum ImportMarker {
     /// Whether a correlation id is an import's marker (of any input).
     static func isMarker(_ correlationID: String) -> Bool { correlationID.hasPrefix(prefix) }
 
-    /// The last line of input `identity` the store records as imported (0: none), and the
-    /// latest recording time in the store (`nil`: no events).
+    /// The last line of input `identity` the store records as imported (0: none), the
+    /// latest recording time in the store (`nil`: no events), the entity types that have a
+    /// generic repository's event in it and the streams whose last such event is a delete.
     /// - Parameters:
     ///   - identity: The input's ``ImportInput/identity``.
     ///   - repository: The store, open for writing (nothing appends meanwhile).
     ///   - stop: Polled between events: true ends the scan early (its answer is then partial).
     /// - Complexity: Reads every event of the log (the marker may be anywhere in it).
     /// - Throws: What reading the log throws (damage: the import must not guess).
-    static func lastLine(of identity: String, in repository: EventSourcedActivityRepository, stop: () -> Bool) throws -> (line: Int, latest: LogTimestamp?) {
-        guard repository.store.log.bounds.nextPosition > 0 else { return (0, nil) }
+    static func lastLine(of identity: String, in repository: EventSourcedActivityRepository, stop: () -> Bool) throws -> (line: Int, latest: LogTimestamp?, repositoryTypes: Set<String>, deletedStreams: Set<StreamID>) {
+        guard repository.store.log.bounds.nextPosition > 0 else { return (0, nil, [], []) }
         let lead = "\(prefix)\(identity) through line "
         var last = 0
         var latest: LogTimestamp?
+        var types: Set<String> = []
+        var deleted: Set<StreamID> = []
         try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
             latest = max(latest ?? envelope.timestamp, envelope.timestamp)
+            if EntityJSON.isRepositoryEvent(envelope) {
+                types.insert(envelope.stream.entityType)
+                if envelope.eventType.hasSuffix(".deleted") { deleted.insert(envelope.stream) } else { deleted.remove(envelope.stream) }
+            }
             if let id = envelope.metadata.correlationID, id.hasPrefix(lead), let line = Int(id.dropFirst(lead.count)) {
                 last = max(last, line)
             }
             return !stop()
         }
-        return (last, latest)
+        return (last, latest, types, deleted)
     }
 }
 
@@ -301,25 +315,68 @@ enum ImportItem {
 struct EntityVersionValidator {
     /// The store's committed version of a stream (0: none, or no store).
     var stored: (StreamID) throws -> UInt64
-    private var overlay: [StreamID: UInt64] = [:]
+    /// Each stream's version after the lines checked so far, and whether its entity exists then
+    /// (`false` after a delete; `nil` for a stream the store holds: not read).
+    private var overlay: [StreamID: (version: UInt64, exists: Bool?)] = [:]
+    /// The entity types that have a generic repository's event among the lines checked.
+    private(set) var repositoryTypes: Set<String> = []
+    /// The lines that are an event `TYPE.name` (a field event's form, ``EntityJSON/fieldEventName(_:of:)``)
+    /// of a stream whose entity does not exist at that point (its first event, or after a
+    /// delete): a generic repository of the type fails to open on one. Whether the type is a
+    /// repository's is known only after every line (and the store) is read.
+    private(set) var fieldEventsWithoutEntity: [(line: Int, event: EncodedEvent)] = []
 
-    init(stored: @escaping (StreamID) throws -> UInt64) { self.stored = stored }
+    /// The streams of the store whose last repository event is a delete.
+    private let deleted: Set<StreamID>
+
+    /// - Parameters:
+    ///   - deleted: The streams of the store whose entity was deleted last.
+    ///   - stored: The store's committed version of a stream.
+    init(deleted: Set<StreamID> = [], stored: @escaping (StreamID) throws -> UInt64) {
+        self.deleted = deleted
+        self.stored = stored
+    }
+
+    /// The first line of ``fieldEventsWithoutEntity`` whose type is a generic repository's (it
+    /// has a repository event in the input or in `storeTypes`) or whose payload is a `Codable`
+    /// field event's, as a refusal naming the line and the stream.
+    func fieldEventRefusal(storeTypes: Set<String>) -> (line: Int, error: ActivityJSON.LineError)? {
+        for (line, event) in fieldEventsWithoutEntity {
+            let type = event.stream.entityType
+            let repository = repositoryTypes.contains(type) || storeTypes.contains(type)
+            guard repository || EntityJSON.isFieldEventPayload(event.payload) else { continue }
+            let why = repository ? "\(type) is a generic repository's type" : "its payload is a field event's ({\"value\": …})"
+            return (line, ActivityJSON.LineError(message: "\(event.eventType) is a field event (\(why)) and sets one property of an existing entity, but \(event.stream) has no entity at that point (the line would be its first event, or follow its delete): the application could not open the store (noEntityForFieldEvent). Import the stream's \(type).added first"))
+        }
+        return nil
+    }
 
     /// Checks one line and counts it.
+    /// - Parameter line: The line's number, to name it in ``fieldEventsWithoutEntity``.
     /// - Throws: ``ActivityJSON/LineError`` for a line out of order; what reading the store's
     ///   version throws, as it is (a storage failure is not bad input).
-    mutating func check(_ imported: EntityJSON.ImportedEvent) throws {
+    mutating func check(_ imported: EntityJSON.ImportedEvent, line: Int = 0) throws {
         let stream = imported.event.stream
         guard stream.entityType != ActivityEventCodec.entityType else {
             throw ActivityJSON.LineError(message: "stream type \"\(stream.entityType)\" is the activities': write an activity event line (see Docs/CLI.md)")
         }
         let current: UInt64
-        if let known = overlay[stream] { current = known } else {
+        let exists: Bool?
+        if let known = overlay[stream] { (current, exists) = known } else {
             current = try stored(stream)
+            exists = current == 0 || deleted.contains(stream) ? false : nil
         }
         if let version = imported.version, version != current + 1 {
             throw ActivityJSON.LineError(message: "version \(version) of \(stream) does not follow its version \(current) (in the store\(overlay[stream] == nil ? "" : " and the lines before")): a stream's events are imported in order, from its next version")
         }
-        overlay[stream] = current + 1
+        let eventType = imported.event.eventType
+        var after = exists
+        if EntityJSON.isRepositoryEvent(eventType, of: stream.entityType) {
+            repositoryTypes.insert(stream.entityType)
+            after = !eventType.hasSuffix(".deleted")
+        } else if exists == false, EntityJSON.fieldEventName(eventType, of: stream.entityType) != nil {
+            fieldEventsWithoutEntity.append((line, imported.event))
+        }
+        overlay[stream] = (current + 1, after)
     }
 }

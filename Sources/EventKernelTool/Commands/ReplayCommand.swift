@@ -126,7 +126,8 @@ struct ReplayCommand: AsyncParsableCommand {
 
     /// `--as-of` before the first recording or after the last is almost always a domain date
     /// asked of recording time: say what the log's recorded span is.
-    static func warnOutsideRecordedSpan(_ end: LogTimestamp, text: String, bounds: LogBounds) {
+    static func warnOutsideRecordedSpan(_ end: LogTimestamp, text: String, bounds: LogBounds,
+                                        ownDates: String = "For the activities' own dates use --before, --starting-in or --overlapping") {
         guard let first = bounds.minTimestamp, let last = bounds.maxTimestamp else {
             Output.warning("--as-of \(text): the log is empty, so the state is empty")
             return
@@ -136,6 +137,6 @@ struct ReplayCommand: AsyncParsableCommand {
             ? LogTimestamp(nanosecondsSince1970: end.nanosecondsSince1970 - (86_400 * 1_000_000_000 - 1)) : end
         guard end < first || start > last else { return }
         let side = end < first ? "before the first event was recorded, so the state is empty" : "after the last event was recorded, so the state is the current one"
-        Output.warning("--as-of \(text) is recording time, and it is \(side): the log was recorded from \(ISODate.format(first)) to \(ISODate.format(last)). For the activities' own dates use --before, --starting-in or --overlapping")
+        Output.warning("--as-of \(text) is recording time, and it is \(side): the log was recorded from \(ISODate.format(first)) to \(ISODate.format(last)). \(ownDates)")
     }
 }

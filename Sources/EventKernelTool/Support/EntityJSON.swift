@@ -86,10 +86,39 @@ enum EntityJSON {
     /// rule for what replay folds and what history calls a state. Any other event's payload is
     /// data of the application's own meaning.
     static func isRepositoryEvent(_ envelope: EventEnvelope) -> Bool {
-        let type = envelope.stream.entityType
-        let name = envelope.eventType
-        guard name.count > type.count + 1, name.hasPrefix(type), name.dropFirst(type.count).first == "." else { return false }
-        return ["added", "updated", "deleted"].contains(name.dropFirst(type.count + 1))
+        isRepositoryEvent(envelope.eventType, of: envelope.stream.entityType)
+    }
+
+    /// ``isRepositoryEvent(_:)`` for an event type of a stream type.
+    static func isRepositoryEvent(_ eventType: String, of type: String) -> Bool {
+        ownEventName(eventType, of: type).map { repositoryEventNames.contains($0) } ?? false
+    }
+
+    private static let repositoryEventNames: Set<Substring> = ["added", "updated", "deleted"]
+
+    /// The name after `TYPE.` of an event of its stream's type (`nil`: another prefix, or a
+    /// name with a dot, which no repository writes).
+    private static func ownEventName(_ eventType: String, of type: String) -> Substring? {
+        guard eventType.count > type.count + 1, eventType.hasPrefix(type), eventType.dropFirst(type.count).first == "." else { return nil }
+        let name = eventType.dropFirst(type.count + 1)
+        return name.contains(".") ? nil : name
+    }
+
+    /// The name of a field event (``FieldEvent``): an event `TYPE.name` of its stream's type
+    /// other than the repository's own three. A generic repository of the type folds every
+    /// such event as a field event (or fails on one it does not know), so in a type that has
+    /// repository events this is what the event is; in a type of an application's own events
+    /// it is only a name.
+    static func fieldEventName(_ eventType: String, of type: String) -> Substring? {
+        ownEventName(eventType, of: type).flatMap { repositoryEventNames.contains($0) ? nil : $0 }
+    }
+
+    /// Whether a payload is a `Codable` field event's (``FieldEvent/init(_:sets:)``): the binary
+    /// entity format's keyed container with the one field `value`. It holds the value alone,
+    /// not the property it sets (the event's registration on the schema knows that).
+    static func isFieldEventPayload(_ bytes: [UInt8]) -> Bool {
+        guard BinaryEntityValue.isBinary(bytes), case .keyed(let members)? = try? BinaryEntityValue.decode(bytes) else { return false }
+        return members.count == 1 && members[0].key == "value"
     }
 
     static func describe(_ error: any Error) -> String {

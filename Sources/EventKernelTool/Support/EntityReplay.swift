@@ -5,8 +5,10 @@ import Foundation
 /// `replay --entity TYPE`: the entities of a generic repository's type as the log stood at a
 /// position, folded without the application's code. A generic repository's `TYPE.added` and
 /// `TYPE.updated` events hold the whole entity and `TYPE.deleted` removes it, so an entity's
-/// state then is its last such event's payload, decoded as export decodes it. Any other event
-/// of the type is not such a state: the command refuses (exit 1) rather than guess.
+/// state then is its last such event's payload, decoded as export decodes it. A field event
+/// (`TYPE.NAME`) sets one property the payload does not name: an entity whose last event at the
+/// moment is one has no known state, and the command refuses (exit 1) rather than guess; one
+/// updated since is folded. Any other event of the type is not such a state: refused too.
 enum EntityReplay {
     /// An entity's last event; its payload is decoded only for the row printed (decoding every
     /// add and update of the log, to keep only the last per entity, cost time and memory).
@@ -15,17 +17,26 @@ enum EntityReplay {
         var payload: EntityJSON.Payload { EntityJSON.payload(envelope.payload) }
     }
 
-    /// Prints the state of `type` through `through` (`nil`: before the first event).
-    /// - Throws: ``ToolError``: exit 1 for a type with no event or one whose events are not a
-    ///   generic repository's; what reading the log throws.
-    static func print<Layout>(
-        _ events: EventStore, store: ReadableStoreArguments<Layout>, type: String, through: LogPosition?, label: String,
-        asOf: LogTimestamp?, position: Int64?, format: OutputFormat
-    ) throws {
+    /// The entities of `type` through `through` (`nil`: before the first event), by id: the
+    /// one fold `replay --entity` and `query --where` share.
+    /// - Parameter label: The moment in words (`through position 5`), for messages.
+    /// - Throws: ``ToolError``: exit 1 for a type with no event, one whose events are not a
+    ///   generic repository's, or an entity whose state then a field event leaves unknown; what
+    ///   reading the log throws.
+    static func fold<Layout>(
+        _ events: EventStore, store: ReadableStoreArguments<Layout>, type: String, through: LogPosition?, label: String
+    ) throws -> [Entity] {
         var entities: [EntityID: Entity] = [:]
         var types: Set<String> = []
         var typeSeen = false
+        var repositoryType = false
+        // The first event of the type that is not a repository's, and the first that is not a
+        // field event either (a field event's name is known only once the type is).
         var foreign: EventEnvelope?
+        var notField: EventEnvelope?
+        // The entities whose last event through the moment is a field event: their state then
+        // is not known without the application's schema.
+        var unfolded: [EntityID: EventEnvelope] = [:]
         try withToolErrorsSync(store: store.url) {
             try events.forEachEnvelope(from: 0, through: nil) { envelope in
                 types.insert(envelope.stream.entityType)
@@ -33,10 +44,14 @@ enum EntityReplay {
                 typeSeen = true
                 // The whole log is checked, so that the answer does not depend on the moment.
                 guard EntityJSON.isRepositoryEvent(envelope) else {
-                    foreign = envelope
-                    return false
+                    if foreign == nil { foreign = envelope }
+                    if notField == nil, EntityJSON.fieldEventName(envelope.eventType, of: type) == nil { notField = envelope }
+                    if let through, envelope.position <= through { unfolded[envelope.entityID] = envelope }
+                    return true
                 }
+                repositoryType = true
                 guard let through, envelope.position <= through else { return true }
+                unfolded[envelope.entityID] = nil
                 if envelope.eventType.hasSuffix(".deleted") {
                     entities[envelope.entityID] = nil
                 } else {
@@ -46,11 +61,46 @@ enum EntityReplay {
             }
         }
         guard typeSeen else { throw StreamsCommand.unknownType(type, types: types, store: store.name) }
-        if let foreign {
-            throw ToolError(.badInput, "\(type)'s events are not a generic repository's (\(foreign.eventType) at position \(foreign.position); expected \(type).added, .updated or .deleted): replay folds only those without the application's code")
+        if let foreign = repositoryType ? notField : foreign {
+            throw ToolError(.badInput, "\(type)'s events are not a generic repository's (\(foreign.eventType) at position \(foreign.position); expected \(type).added, .updated or .deleted, or a field event \(type).NAME): replay folds only those without the application's code")
         }
+        if let first = unfolded.values.min(by: { $0.position < $1.position }) {
+            let others = unfolded.count > 1 ? " (and \(unfolded.count - 1) other entit\(unfolded.count == 2 ? "y" : "ies") of \(type))" : ""
+            let base = entities[first.entityID].map { "version \($0.envelope.entityVersion) (position \($0.envelope.position))" } ?? "none"
+            throw ToolError(.badInput, "\(first.stream)\(others): its last event \(label) is the field event \(first.eventType) at position \(first.position), and \(StreamHistory.fieldEventUnknown), so its state then is not known; its last whole state is \(base) (`eventkernel history \(store.name) \(type) \(first.entityID)` shows both). A moment after its next \(type).updated has every state")
+        }
+        return entities.values.sorted { $0.envelope.entityID.description < $1.envelope.entityID.description }
+    }
+
+    /// Prints the state of `type` through `through` (`nil`: before the first event).
+    /// - Throws: What ``fold(_:store:type:through:label:)`` throws.
+    static func print<Layout>(
+        _ events: EventStore, store: ReadableStoreArguments<Layout>, type: String, through: LogPosition?, label: String,
+        asOf: LogTimestamp?, position: Int64?, format: OutputFormat
+    ) throws {
+        let rows = try fold(events, store: store, type: type, through: through, label: label)
         var opaque = OpaquePayloads()
-        let rows = entities.values.sorted { $0.envelope.entityID.description < $1.envelope.entityID.description }
+        let listing = self.listing(rows, opaque: &opaque)
+        switch format {
+        case .jsonl, .csv:
+            Output.print(listing, as: format)
+        case .json:
+            let object: JSONValue = .object([
+                ("asOf", .optional(asOf.map { ISODate.format($0) })), ("position", position.map { .int($0) } ?? .null),
+                ("recorded", ReplayCommand.recordedSpan(events.log.bounds)), ("entityType", .string(type)),
+                ("entities", .int(Int64(rows.count))), ("rows", .array(listing.rows.map(listing.object))),
+            ])
+            Swift.print(object.text)
+        case .table:
+            Swift.print("\(type) \(label): \(Output.count(rows.count)) entit\(rows.count == 1 ? "y" : "ies")")
+            if !rows.isEmpty { Output.print(listing, as: .table) }
+        }
+        opaque.report()
+    }
+
+    /// The rows of entities: id, its type, version, recording time and state (an undecoded
+    /// payload as base64 with the reason, noted in `opaque`).
+    static func listing(_ rows: [Entity], opaque: inout OpaquePayloads) -> Listing {
         var listing = Listing(columns: [
             Column("id"), Column("idType", inTable: false), Column("version", right: true),
             Column("recordedAt", header: "recorded at"), Column("state"),
@@ -74,20 +124,6 @@ enum EntityReplay {
                 .string(ISODate.format(e.timestamp)), stateCell,
             ], object: .object(object)))
         }
-        switch format {
-        case .jsonl, .csv:
-            Output.print(listing, as: format)
-        case .json:
-            let object: JSONValue = .object([
-                ("asOf", .optional(asOf.map { ISODate.format($0) })), ("position", position.map { .int($0) } ?? .null),
-                ("recorded", ReplayCommand.recordedSpan(events.log.bounds)), ("entityType", .string(type)),
-                ("entities", .int(Int64(rows.count))), ("rows", .array(listing.rows.map(listing.object))),
-            ])
-            Swift.print(object.text)
-        case .table:
-            Swift.print("\(type) \(label): \(Output.count(rows.count)) entit\(rows.count == 1 ? "y" : "ies")")
-            if !rows.isEmpty { Output.print(listing, as: .table) }
-        }
-        opaque.report()
+        return listing
     }
 }

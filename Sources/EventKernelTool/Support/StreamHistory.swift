@@ -86,6 +86,9 @@ enum StreamHistory {
         }
     }
 
+    /// Why a field event's state is not folded: the one explanation history and replay give.
+    static let fieldEventUnknown = "a field event's payload holds the value it sets, not which property (the application's schema registers that), so the tool cannot fold it"
+
     static let columns: [Column] = [
         Column("position", right: true), Column("recordedAt", header: "recorded at"), Column("version", right: true),
         Column("event"), Column("schemaVersion", inTable: false), Column("codec", inTable: false),
@@ -129,26 +132,39 @@ enum StreamHistory {
             throw ToolError(.badInput, "no stream \(type)/\(id) in \(store.name) (`eventkernel streams \(store.name) \(type)` lists them)")
         }
         var listing = Listing(columns: columns)
-        var previous: JSONTree?
+        // The last state known (`nil`: none, before the add or after a delete) and the version
+        // it is of (0: the stream's start). An event that changes the entity in a way the
+        // tool cannot fold (a field event, an application's own event, an undecoded payload)
+        // leaves it as it was: the next state is diffed against it, and says since when.
+        var known: (state: JSONTree?, version: UInt64) = (nil, 0)
+        var unknownSince = false
+        // Whether the type is a generic repository's: then its other events are field events.
+        let repositoryType = events.contains(where: EntityJSON.isRepositoryEvent)
         var opaque = OpaquePayloads()
         for envelope in events {
             let payload = EntityJSON.payload(envelope.payload)
             // Only a generic repository's event holds the entity's state: any other event's
             // payload is data (a rename holds the new name, not the entity), never diffed.
             let repositoryEvent = EntityJSON.isRepositoryEvent(envelope)
+            let fieldEvent = repositoryType ? EntityJSON.fieldEventName(envelope.eventType, of: type) : nil
             let state = repositoryEvent ? payload.value : nil
             let data = repositoryEvent ? nil : payload.value
             var changes: [Change] = []
             var note: String?
+            var since: UInt64?
             if case .bytes(let reason, let damaged) = payload {
                 opaque.note(envelope, reason: reason, damaged: damaged)
                 note = "(payload not decoded: \(reason))"
+            } else if let fieldEvent {
+                note = "(field event \"\(fieldEvent)\": data \(data?.text ?? "null"); \(Self.fieldEventUnknown) — state unknown after it)"
             } else if !repositoryEvent {
                 note = "(not a generic repository's event: data \(data?.text ?? "null"), no state)"
             } else {
-                changes = diff(previous, state)
+                changes = diff(known.state, state)
+                if unknownSince { since = known.version }
             }
-            let summary = note ?? (changes.isEmpty ? "(no change)" : changes.map(\.summary).joined(separator: "; "))
+            let described = changes.isEmpty ? "(no change)" : changes.map(\.summary).joined(separator: "; ")
+            let summary = note ?? (since.map { "since version \($0), the last state known: \(described)" } ?? described)
             var object: [(String, JSONValue)] = [
                 ("position", .uint(envelope.position)), ("recordedAt", .string(ISODate.format(envelope.timestamp))),
                 ("version", .uint(envelope.entityVersion)), ("event", .string(envelope.eventType)),
@@ -157,23 +173,34 @@ enum StreamHistory {
             ]
             if case .bytes(let reason, _) = payload {
                 object += [("base64", .string(Data(envelope.payload).base64EncodedString())), ("reason", .string(reason)), ("changes", .null)]
+            } else if fieldEvent != nil {
+                object += [("reason", .string(Self.fieldEventUnknown)), ("changes", .null)]
             } else if !repositoryEvent {
                 object.append(("changes", .null))
             } else {
                 object.append(("changes", .array(changes.map(\.json))))
+                if let since { object.append(("changesSince", .uint(since))) }
             }
             listing.rows.append(Listing.Row([
                 .uint(envelope.position), .string(ISODate.format(envelope.timestamp)), .uint(envelope.entityVersion),
                 .string(envelope.eventType), .int(Int64(envelope.schemaVersion)), .string(payload.codec),
                 state.map { .raw($0.text) } ?? .null, data.map { .raw($0.text) } ?? .null, .string(summary),
             ], object: .object(object)))
-            // After an undecoded payload the state is unknown: the next diff starts from nothing.
-            previous = note == nil ? state : nil
+            if note == nil {
+                known = (state, envelope.entityVersion)
+                unknownSince = false
+            } else {
+                unknownSince = true
+            }
         }
         if format == .table { Swift.print("History of \(stream)") }
         Output.print(listing, as: format)
-        if format == .table, let last = events.last, EntityJSON.isRepositoryEvent(last), let state = EntityJSON.payload(last.payload).value {
-            Swift.print("State after version \(last.entityVersion): \(state.text)")
+        if format == .table, let last = events.last {
+            if !unknownSince, EntityJSON.isRepositoryEvent(last), let state = EntityJSON.payload(last.payload).value {
+                Swift.print("State after version \(last.entityVersion): \(state.text)")
+            } else if unknownSince, known.version > 0 {
+                Swift.print("State after version \(last.entityVersion): unknown (see above); the last state known is version \(known.version)'s")
+            }
         }
         opaque.report()
     }

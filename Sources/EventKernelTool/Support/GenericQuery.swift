@@ -1,0 +1,253 @@
+import EventKernel
+import Foundation
+
+/// `query --type TYPE --where …` on a generic repository's entity type: its entities folded from
+/// the log (``EntityReplay/fold(_:store:type:through:label:)``), filtered by their decoded
+/// fields, each value compared as the kind the entity stores (a `{"$date":…}` as a date, a
+/// number or `{"$decimal":…}` as a number), never as text.
+enum GenericQuery {
+    /// A comparison of `--where`.
+    enum Operator: String, CaseIterable {
+        // Two-character ones first: `>=` must not read as `>` and a value `=…`.
+        case greaterOrEqual = ">=", lessOrEqual = "<=", notEqual = "!=", equal = "=", greater = ">", less = "<"
+
+        var isRange: Bool { ![.equal, .notEqual].contains(self) }
+
+        func holds(_ order: ComparisonResult) -> Bool {
+            switch self {
+            case .equal: order == .orderedSame
+            case .notEqual: order != .orderedSame
+            case .greater: order == .orderedDescending
+            case .greaterOrEqual: order != .orderedAscending
+            case .less: order == .orderedAscending
+            case .lessOrEqual: order != .orderedDescending
+            }
+        }
+    }
+
+    /// One `--where field OP value`.
+    struct Condition {
+        var text: String
+        /// Member names from the entity (`owner.name`).
+        var path: [String]
+        var op: Operator
+        var value: String
+
+        var field: String { path.joined(separator: ".") }
+
+        /// Parses `field OP value`.
+        /// - Throws: ``ToolError`` (exit 1) for text without an operator or a field.
+        init(_ text: String) throws {
+            self.text = text
+            guard let start = text.firstIndex(where: { "<>=!".contains($0) }) else {
+                throw ToolError(.badInput, "--where \(text): expected FIELD=VALUE, FIELD!=VALUE, FIELD>=VALUE, FIELD>VALUE, FIELD<=VALUE or FIELD<VALUE")
+            }
+            let rest = text[start...]
+            guard let op = Operator.allCases.first(where: { rest.hasPrefix($0.rawValue) }) else {
+                throw ToolError(.badInput, "--where \(text): unknown comparison at \"\(rest.prefix(2))\" (=, !=, >=, >, <=, <)")
+            }
+            let field = text[..<start].trimmingCharacters(in: .whitespaces)
+            guard !field.isEmpty else { throw ToolError(.badInput, "--where \(text): no field before \(op.rawValue)") }
+            path = field.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            self.op = op
+            value = String(rest.dropFirst(op.rawValue.count))
+        }
+    }
+
+    /// A stored value, typed by its JSON rendering (``EntityJSON/json(_:)``).
+    enum Typed {
+        case date(Date), number(Number), string(String), bool(Bool), uuid(UUID), null, other(String)
+
+        init(_ tree: JSONTree) {
+            switch tree {
+            case .null: self = .null
+            case .bool(let b): self = .bool(b)
+            case .string(let s): self = .string(s)
+            case .number(let n): self = Number(n).map { Typed.number($0) } ?? .other("number")
+            case .object(let members):
+                // The tag by its key and the value by JSONTree's subscript: reading the
+                // members' labelled tuples here made Swift 6.3.1's incremental build of this
+                // file fail with "circular reference" (JSONTree), a clean build not.
+                let tags = members.map(\.key)
+                if tags.count == 1, tags[0].hasPrefix("$") {
+                    self = Self.tagged(tags[0], tree)
+                } else {
+                    self = .other("object")
+                }
+            case .array: self = .other("array")
+            }
+        }
+
+        /// A tagged value (`{"$date":…}`).
+        private static func tagged(_ tag: String, _ tree: JSONTree) -> Typed {
+            let value = tree[tag] ?? .null
+            var text: String?
+            var number: String?
+            if case .string(let s) = value { text = s }
+            if case .number(let n) = value { number = n }
+            switch tag {
+            case "$date":
+                if let text { return ISODate.tryParse(text).map { Typed.date($0) } ?? .other("date") }
+                if let number, let seconds = Double(number) { return .date(Date(timeIntervalSinceReferenceDate: seconds)) }
+                return .other("date")
+            case "$decimal", "$uint", "$float":
+                guard let digits = text ?? number, let n = Number(digits) else { return .other("number") }
+                return .number(n)
+            case "$uuid":
+                return text.flatMap { UUID(uuidString: $0) }.map { Typed.uuid($0) } ?? .other("UUID")
+            default:
+                return .other(tag)
+            }
+        }
+
+        /// What the value is, in messages.
+        var kind: String {
+            switch self {
+            case .date: "dates"
+            case .number: "numbers"
+            case .string: "strings"
+            case .bool: "true or false"
+            case .uuid: "UUIDs"
+            case .null: "null"
+            case .other(let what): what == "object" || what == "array" ? "\(what)s" : "\(what) values"
+            }
+        }
+
+        /// The order of this stored value and the text `value` read as the same kind.
+        /// - Throws: ``ToolError`` (exit 1) when the text is not of that kind, or the kind has
+        ///   no order and `op` asks for one.
+        func compare(to value: String, op: Operator, condition: Condition) throws -> ComparisonResult {
+            func refuse(_ why: String) -> ToolError {
+                ToolError(.badInput, "--where \(condition.text): \(condition.field) holds \(kind), \(why)")
+            }
+            func cmp<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult { a < b ? .orderedAscending : a > b ? .orderedDescending : .orderedSame }
+            switch self {
+            case .date(let d):
+                guard let other = ISODate.tryParse(value) else { throw refuse("and \"\(value)\" is not an ISO 8601 date or date-time") }
+                return cmp(d, other)
+            case .number(let n):
+                guard let other = Number(value) else { throw refuse("and \"\(value)\" is not a number") }
+                return n.compare(other)
+            case .string(let s):
+                guard !op.isRange else { throw refuse("which have no range here (ranges are on dates and numbers)") }
+                return s == value ? .orderedSame : .orderedAscending
+            case .bool(let b):
+                guard !op.isRange else { throw refuse("which have no range") }
+                guard let other = ["true": true, "false": false][value] else { throw refuse("and \"\(value)\" is neither") }
+                return b == other ? .orderedSame : .orderedAscending
+            case .uuid(let u):
+                guard !op.isRange else { throw refuse("which have no range") }
+                guard let other = UUID(uuidString: value) else { throw refuse("and \"\(value)\" is not a UUID") }
+                return u == other ? .orderedSame : .orderedAscending
+            case .null:
+                return .orderedAscending
+            case .other:
+                throw refuse("which --where does not compare (dates, numbers, strings, true/false and UUIDs)")
+            }
+        }
+
+        /// The order of two stored values for `--order` (`nil` when they are of different kinds).
+        static func order(_ a: Typed, _ b: Typed) -> ComparisonResult? {
+            func cmp<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult { a < b ? .orderedAscending : a > b ? .orderedDescending : .orderedSame }
+            switch (a, b) {
+            case (.date(let x), .date(let y)): return cmp(x, y)
+            case (.number(let x), .number(let y)): return x.compare(y)
+            case (.string(let x), .string(let y)): return cmp(x, y)
+            case (.bool(let x), .bool(let y)): return cmp(x ? 1 : 0, y ? 1 : 0)
+            case (.uuid(let x), .uuid(let y)): return cmp(x.uuidString, y.uuidString)
+            case (.null, .null): return .orderedSame
+            // Nulls (and absent fields) last.
+            case (.null, _): return .orderedDescending
+            case (_, .null): return .orderedAscending
+            default: return nil
+            }
+        }
+    }
+
+    /// Whether a state has a value at `path` (an explicit null counts).
+    static func has(_ state: JSONTree?, _ path: [String]) -> Bool {
+        if case .some = value(state, path) { return true }
+        return false
+    }
+
+    /// A number as stored or typed: decimal text (`12`, `-3.5`, `87.75`, `1e-300`), compared
+    /// exactly as a `Decimal` (a `$decimal` keeps its digits), or as a `Double` when either has
+    /// an exponent (a `Decimal`'s exponent stops at ±127; a double's text may go further).
+    struct Number {
+        var text: String
+        var decimal: Decimal
+        var double: Double
+
+        /// `nil` for text that is not plain decimal (`0x10`, `inf`, `1.`, a `Decimal` prefix).
+        init?(_ text: String) {
+            let bytes = Array(text.utf8)
+            var i = 0
+            if i < bytes.count, bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: "+") { i += 1 }
+            func digits() -> Int {
+                let start = i
+                while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) { i += 1 }
+                return i - start
+            }
+            guard digits() > 0 else { return nil }
+            if i < bytes.count, bytes[i] == UInt8(ascii: ".") { i += 1; guard digits() > 0 else { return nil } }
+            if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
+                i += 1
+                if i < bytes.count, bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: "+") { i += 1 }
+                guard digits() > 0 else { return nil }
+            }
+            guard i == bytes.count, let double = Double(text) else { return nil }
+            self.text = text
+            self.double = double
+            decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) ?? 0
+        }
+
+        var hasExponent: Bool { text.contains("e") || text.contains("E") }
+
+        func compare(_ other: Number) -> ComparisonResult {
+            func cmp<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult { a < b ? .orderedAscending : a > b ? .orderedDescending : .orderedSame }
+            return hasExponent || other.hasExponent ? cmp(double, other.double) : cmp(decimal, other.decimal)
+        }
+    }
+
+    /// The value at `path` in a state (`nil`: absent, as an optional the encoder left out).
+    static func value(_ state: JSONTree?, _ path: [String]) -> JSONTree? {
+        var node = state
+        for name in path { node = node?[name] }
+        return node
+    }
+
+    /// The entities whose fields meet every condition (AND).
+    /// - Parameters:
+    ///   - entities: The entities, decoded states beside them.
+    ///   - conditions: The `--where`s.
+    /// - Throws: ``ToolError`` (exit 1): a field no entity has (naming the fields they have), a
+    ///   value not of the kind the field stores, a range on a kind without one.
+    static func filter(_ entities: [(entity: EntityReplay.Entity, state: JSONTree?)], _ conditions: [Condition], type: String) throws -> [(entity: EntityReplay.Entity, state: JSONTree?)] {
+        for condition in conditions {
+            try requireField(condition.path, flag: "--where \(condition.text)", in: entities.map(\.state), type: type)
+        }
+        return try entities.filter { item in
+            try conditions.allSatisfy { condition in
+                guard let stored = value(item.state, condition.path) else { return condition.op == .notEqual }
+                let typed = Typed(stored)
+                if case .null = typed {
+                    return condition.value == "null" ? condition.op == .equal : condition.op == .notEqual
+                }
+                return condition.op.holds(try typed.compare(to: condition.value, op: condition.op, condition: condition))
+            }
+        }
+    }
+
+    /// Refuses a field that no entity has (almost always a misspelling; an empty answer would
+    /// say "none match" when the question was wrong).
+    /// With no entities at the moment asked about there is nothing to check against: the
+    /// answer is empty whatever the field.
+    static func requireField(_ path: [String], flag: String, in states: [JSONTree?], type: String) throws {
+        guard !states.isEmpty, !states.contains(where: { has($0, path) }) else { return }
+        var names: Set<String> = []
+        for case .object(let members)? in states { for member in members { names.insert(member.key) } }
+        let known = names.isEmpty ? "its entities hold no fields" : "its fields: " + names.sorted().joined(separator: ", ")
+        let field = path.joined(separator: ".")
+        throw ToolError(.badInput, "\(flag): no entity of \(type) has a field \"\(field)\"; \(known)")
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+import Testing
+import EventKernel
+import EventKernelTestSupport
+@testable import EventKernelTool
+
+/// A job whose end a field event sets (`Job.ended`), beside the repository's own events.
+struct FieldJob: Identifiable, Codable, Sendable, Equatable {
+    var id: UUID
+    var title: String
+    var start: Date
+    var end: Date?
+}
+
+let jobEnded = FieldEvent<FieldJob, Date?>("ended", sets: \.end)
+let jobIDs = (0..<3).map { UUID(uuidString: String(format: "20000000-0000-4000-8000-%012d", $0))! }
+
+/// Jobs: job 0 added, ended, then renamed (an update holding the whole entity); job 1 added and
+/// ended; job 2 added and deleted.
+func writeJobs(_ directory: URL) async throws {
+    let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+    let jobs = try EventSourcedRepository<FieldJob>(store: store, typeName: "Job", schema: EntitySchema().recording(jobEnded))
+    var a = FieldJob(id: jobIDs[0], title: "build", start: t0, end: nil)
+    try await jobs.add(a)
+    try await jobs.apply(jobEnded, t0.addingTimeInterval(3_600), to: a.id)
+    a.end = t0.addingTimeInterval(3_600)
+    a.title = "build all"
+    try await jobs.update(a)
+    try await jobs.add(FieldJob(id: jobIDs[1], title: "test", start: t0.addingTimeInterval(day), end: nil))
+    try await jobs.apply(jobEnded, t0.addingTimeInterval(day + 60), to: jobIDs[1])
+    try await jobs.add(FieldJob(id: jobIDs[2], title: "lint", start: t0, end: nil))
+    try await jobs.delete(id: jobIDs[2])
+    try await store.close()
+}
+
+@Suite struct FieldEventCLITests {
+    @Test func importRefusesAFieldEventWithoutItsEntity() async throws {
+        let temp = TemporaryDirectory("ek-field")
+        let store = temp.file("jobs")
+        try await writeJobs(store)
+        let lines = try exportLines(store.path)
+        try #require(lines.count == 7)
+        let ended = lines[1]
+        #expect(ended.contains("\"event\":\"Job.ended\""), "\(ended)")
+        func attempt(_ input: [String], into target: URL? = nil) throws -> RunResult {
+            let file = temp.file("in-\(UUID().uuidString).jsonl")
+            try write(input, to: file)
+            return try run("import", (target ?? temp.file("target-\(UUID().uuidString)")).path, file.path)
+        }
+        // The field event as the stream's first event (a line without its version, or one
+        // edited to version 1): the application's open would fail on it.
+        for line in [ended.replacingOccurrences(of: "\"version\":2,", with: ""),
+                     ended.replacingOccurrences(of: "\"version\":2,", with: "\"version\":1,")] {
+            #expect(line != ended)
+            let refused = try attempt([line])
+            #expect(refused.status == 1)
+            #expect(refused.stderr.contains(":1: Job.ended is a field event (its payload is a field event's"), "\(refused.stderr)")
+            #expect(refused.stderr.contains("Job/\(jobIDs[0].uuidString) has no entity at that point"), "\(refused.stderr)")
+            #expect(refused.stderr.contains("nothing was imported"))
+        }
+        // After the entity's delete, in a type the input shows is a repository's.
+        let deleted = lines[6]
+        #expect(deleted.contains("Job.deleted"))
+        let afterDelete = ended.replacingOccurrences(of: jobIDs[0].uuidString, with: jobIDs[2].uuidString)
+            .replacingOccurrences(of: "\"version\":2,", with: "\"version\":3,")
+        let late = try attempt([lines[5], deleted, afterDelete])
+        #expect(late.status == 1)
+        #expect(late.stderr.contains(":3: Job.ended is a field event (Job is a generic repository's type)"), "\(late.stderr)")
+        // After the entity's delete in the store.
+        let afterStoredDelete = try attempt([afterDelete], into: store)
+        #expect(afterStoredDelete.status == 1)
+        #expect(afterStoredDelete.stderr.contains(":1: Job.ended is a field event (Job is a generic repository's type)"), "\(afterStoredDelete.stderr)")
+        #expect(try exportLines(store.path) == lines, "nothing imported")
+        // Whole, in order, the export imports back, and into a store holding the add.
+        let whole = temp.file("whole")
+        let all = try attempt(lines, into: whole)
+        #expect(all.status == 0, "\(all.stderr)")
+        try await expectSameEvents(store, whole)
+        // The application opens what was imported.
+        let reopened = try EventStore.open(at: whole, snapshotPolicy: .never)
+        let jobs = try EventSourcedRepository<FieldJob>(store: reopened, typeName: "Job", schema: EntitySchema().recording(jobEnded))
+        #expect(jobs.fetchAll().map(\.end) == [t0.addingTimeInterval(3_600), t0.addingTimeInterval(day + 60)])
+        try await reopened.close()
+        let partial = temp.file("partial")
+        #expect(try attempt([lines[0]], into: partial).status == 0)
+        let continued = try attempt([ended], into: partial)
+        #expect(continued.status == 0, "\(continued.stderr)")
+        // An application's own event (not a repository's type, not a field event's payload)
+        // may start a stream.
+        let own = "{\"position\":0,\"recordedAt\":null,\"stream\":{\"type\":\"Person\",\"id\":\"p\"},\"version\":1,\"event\":\"Person.renamed\",\"schemaVersion\":1,\"codec\":\"json\",\"data\":{\"name\":\"x\"}}"
+        let foreign = try attempt([own])
+        #expect(foreign.status == 0, "\(foreign.stderr)")
+    }
+}
+
+extension FieldEventCLITests {
+    @Test func historyShowsAFieldEventAndDiffsTheNextStateAgainstTheLastKnown() async throws {
+        let temp = TemporaryDirectory("ek-field")
+        let store = temp.file("jobs").path
+        try await writeJobs(URL(filePath: store))
+        let result = try run("history", store, "Job", jobIDs[0].uuidString, "--json")
+        #expect(result.status == 0, "\(result.stderr)")
+        let events = try #require(try jsonObject(result.stdout) as? [[String: Any]])
+        #expect(events.map { $0["event"] as? String } == ["Job.added", "Job.ended", "Job.updated"])
+        // The field event: its data, no state (not a guessed one), and why.
+        #expect(events[1]["state"] is NSNull)
+        #expect((events[1]["data"] as? [String: Any])?["value"] != nil)
+        #expect((events[1]["reason"] as? String)?.contains("not which property") == true)
+        // The update after it: diffed against the add's state, not against nothing.
+        let changes = try #require(events[2]["changes"] as? [[String: Any]])
+        #expect(changes.map { $0["path"] as? String } == ["title", "end"])
+        #expect(changes[0]["op"] as? String == "changed")
+        #expect(changes[1]["op"] as? String == "added")
+        #expect(events[2]["changesSince"] as? Int == 1)
+        #expect(events[0]["changesSince"] == nil)
+        // The table says so in words, and that job 1's state after its field event is unknown.
+        let table = try run("history", store, "Job", jobIDs[1].uuidString)
+        #expect(table.status == 0, "\(table.stderr)")
+        #expect(table.stdout.contains("field event \"ended\""), "\(table.stdout)")
+        #expect(table.stdout.contains("State after version 2: unknown (see above); the last state known is version 1's"), "\(table.stdout)")
+        let first = try run("history", store, "Job", jobIDs[0].uuidString)
+        #expect(first.stdout.contains("since version 1, the last state known: title: \"build\" → \"build all\""), "\(first.stdout)")
+    }
+
+    @Test func replayFoldsATypeWithFieldEventsOrSaysWhichEntityItCannot() async throws {
+        let temp = TemporaryDirectory("ek-field")
+        let store = temp.file("jobs").path
+        try await writeJobs(URL(filePath: store))
+        // Job 0 updated after its field event: its whole state is known.
+        let known = try run("replay", store, "--entity", "Job", "--position", "2", "--json")
+        #expect(known.status == 0, "\(known.stderr)")
+        let rows = try #require(try object(known.stdout)["rows"] as? [[String: Any]])
+        #expect(rows.count == 1)
+        #expect((rows.first?["state"] as? [String: Any])?["title"] as? String == "build all")
+        #expect(rows.first?["version"] as? Int == 3)
+        // Job 0 right after its field event, and job 1 after its own: refused, naming them.
+        let afterField = try run("replay", store, "--entity", "Job", "--position", "1")
+        #expect(afterField.status == 1)
+        #expect(afterField.stderr.contains("Job/\(jobIDs[0].uuidString): its last event through position 1 is the field event Job.ended at position 1"), "\(afterField.stderr)")
+        #expect(afterField.stderr.contains("its last whole state is version 1 (position 0)"), "\(afterField.stderr)")
+        #expect(afterField.stdout.isEmpty)
+        let now = try run("replay", store, "--entity", "Job", "--position", "6")
+        #expect(now.status == 1)
+        #expect(now.stderr.contains("Job/\(jobIDs[1].uuidString): its last event through position 6 is the field event Job.ended at position 4"), "\(now.stderr)")
+    }
+}

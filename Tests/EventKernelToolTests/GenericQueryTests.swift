@@ -1,0 +1,142 @@
+import Foundation
+import Testing
+import EventKernel
+import EventKernelTestSupport
+@testable import EventKernelTool
+
+/// A stay: true from `from` until `until` (unset: still).
+struct Stay: Identifiable, Codable, Sendable, Equatable {
+    var id: String
+    var guest: String
+    var from: Date
+    var until: Date?
+}
+
+/// Stays: s1 from day 0 to day 2, s2 from day 1 (open), s3 from day 5 to day 6.
+func writeStays(_ directory: URL) async throws {
+    let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+    let stays = try EventSourcedRepository<Stay>(store: store, typeName: "Stay")
+    try await stays.add(Stay(id: "s1", guest: "ann", from: t0, until: t0.addingTimeInterval(2 * day)))
+    try await stays.add(Stay(id: "s2", guest: "bo", from: t0.addingTimeInterval(day), until: nil))
+    try await stays.add(Stay(id: "s3", guest: "cy", from: t0.addingTimeInterval(5 * day), until: t0.addingTimeInterval(6 * day)))
+    try await store.close()
+}
+
+@Suite struct GenericQueryTests {
+    func ids(_ result: RunResult) throws -> [String] {
+        #expect(result.status == 0, "\(result.stderr)")
+        let rows = try #require(try object(result.stdout)["rows"] as? [[String: Any]])
+        return rows.compactMap { $0["id"] as? String }
+    }
+
+    @Test func whereComparesEachFieldAsTheKindItStores() async throws {
+        let temp = TemporaryDirectory("ek-query")
+        let store = temp.file("ledger").path
+        try await writeLedger(URL(filePath: store))
+        let (alice, bob) = (accountIDs[0].uuidString, accountIDs[1].uuidString)
+        // A decimal compared as a number: "87.75" < "100" as text would leave Alice out.
+        let below = try run("query", store, "--type", "Account", "--where", "balance<100", "--json")
+        #expect(try ids(below) == [alice, bob])
+        #expect(try object(below.stdout)["plan"] as? String == "scan")
+        #expect(below.stderr.contains("plan: scan (2 entities of Account"), "\(below.stderr)")
+        // A date compared as a date: the same instant written with an offset.
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened<=2025-01-01T01:00:00+01:00", "--json")) == [alice])
+        // Several --where are AND; != and a string.
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "balance>=0", "--where", "name!=Alice", "--json")) == [bob])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "name=Alice", "--json")) == [alice])
+        // A double, and an optional left out of one entity (Alice's overdraft is nil).
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "overdraft<0", "--json")) == [bob])
+        // --order and --limit: matched counts before the limit.
+        let top = try run("query", store, "--type", "Account", "--order", "balance:desc", "--limit", "1", "--json")
+        #expect(try ids(top) == [alice])
+        #expect(try object(top.stdout)["matched"] as? Int == 2)
+        #expect(try ids(try run("query", store, "--type", "Account", "--order", "balance", "--json")) == [bob, alice])
+        let table = try run("query", store, "--type", "Account", "--where", "balance<100", "--limit", "1")
+        #expect(table.status == 0)
+        #expect(table.stdout.hasSuffix("1 of 2 entities\n"), "\(table.stdout)")
+        // Failure paths: a field no entity has, a value of the wrong kind, a range on text.
+        let misspelt = try run("query", store, "--type", "Account", "--where", "balanse>=1")
+        #expect(misspelt.status == 1)
+        #expect(misspelt.stderr.contains("--where balanse>=1: no entity of Account has a field \"balanse\"; its fields: balance, id, name"), "\(misspelt.stderr)")
+        let notADate = try run("query", store, "--type", "Account", "--where", "opened>=yesterday")
+        #expect(notADate.status == 1)
+        #expect(notADate.stderr.contains("opened holds dates, and \"yesterday\" is not an ISO 8601 date"), "\(notADate.stderr)")
+        let notANumber = try run("query", store, "--type", "Account", "--where", "balance>=lots")
+        #expect(notANumber.status == 1 && notANumber.stderr.contains("balance holds numbers"), "\(notANumber.stderr)")
+        // Text Double reads but Decimal does not (hex), or reads only in part: refused, not compared as 0.
+        for text in ["0x10", "1.5abc", "inf", "1."] {
+            let odd = try run("query", store, "--type", "Account", "--where", "balance>=\(text)")
+            #expect(odd.status == 1 && odd.stderr.contains("is not a number"), "\(text): \(odd.stderr)")
+        }
+        // An exponent is compared as a double.
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "balance>=8.7e1", "--json")) == [alice])
+        let textRange = try run("query", store, "--type", "Account", "--where", "name>A")
+        #expect(textRange.status == 1 && textRange.stderr.contains("ranges are on dates and numbers"), "\(textRange.stderr)")
+        let noOperator = try run("query", store, "--type", "Account", "--where", "balance")
+        #expect(noOperator.status == 1 && noOperator.stderr.contains("expected FIELD=VALUE"), "\(noOperator.stderr)")
+        let noType = try run("query", store, "--type", "Acount", "--where", "balance>=1")
+        #expect(noType.status == 1 && noType.stderr.contains("its entity types: Account, Transfer"), "\(noType.stderr)")
+        #expect(try run("query", store, "--where", "balance>=1").status != 0, "no --type")
+        #expect(try run("query", store, "--type", "Account", "--where", "balance>=1", "--oldest-first").status != 0)
+    }
+
+    @Test func recordingTimeAndTheEntitiesOwnDatesAreTwoQuestions() async throws {
+        let temp = TemporaryDirectory("ek-query")
+        let ledger = temp.file("ledger").path
+        try await writeLedger(URL(filePath: ledger))
+        // Recording time: as the store knew it when the transfer was recorded (position 3),
+        // before Alice's update (her balance then 100.25) and Carol's delete.
+        let recorded = try #require(try object(exportLines(ledger)[3])["recordedAt"] as? String)
+        let then = try run("query", ledger, "--type", "Account", "--where", "balance>=100", "--as-of", recorded, "--json")
+        #expect(try ids(then) == [accountIDs[0].uuidString])
+        #expect(try ids(try run("query", ledger, "--type", "Account", "--where", "balance>=100", "--json")) == [])
+        // A recording time outside what the log recorded: the span is printed.
+        let early = try run("query", ledger, "--type", "Account", "--where", "balance>=0", "--as-of", "2001-01-01", "--json")
+        #expect(try ids(early) == [])
+        #expect(early.stderr.contains("the log was recorded from"), "\(early.stderr)")
+        #expect(early.stderr.contains("use --valid-at DATE --date-field F"), "\(early.stderr)")
+
+        // The domain's own dates: which stays were true at a moment.
+        let store = temp.file("stays").path
+        try await writeStays(URL(filePath: store))
+        func valid(_ at: String, _ extra: String...) throws -> RunResult {
+            try run(["query", store, "--type", "Stay", "--valid-at", at, "--date-field", "from"] + extra + ["--json"])
+        }
+        #expect(try ids(valid("2025-01-01T12:00Z", "--end-field", "until")) == ["s1"])
+        #expect(try ids(valid("2025-01-02T12:00Z", "--end-field", "until")) == ["s1", "s2"])
+        #expect(try ids(valid("2025-01-04", "--end-field", "until")) == ["s2"], "s1 ended on day 2; s2 is open")
+        #expect(try ids(valid("2025-01-04")) == ["s1", "s2"], "without an end field: begun by then")
+        #expect(try ids(valid("2025-01-02T12:00Z", "--end-field", "until", "--where", "guest=bo")) == ["s2"])
+        let json = try object(valid("2025-01-02T12:00Z", "--end-field", "until").stdout)
+        #expect(json["validAt"] as? String == "2025-01-02T12:00:00Z")
+        #expect(json["dateField"] as? String == "from")
+        // A date outside every stay's dates: their span is printed.
+        let late = try valid("2030-01-01", "--end-field", "until")
+        #expect(try ids(late) == ["s2"])
+        #expect(late.stderr.contains("--valid-at 2030-01-01 is after every date in from and until of Stay: they span 2025-01-01T00:00:00Z to 2025-01-07T00:00:00Z"), "\(late.stderr)")
+        // Failure paths: a field that is not a date, one no entity has, a half-given pair.
+        let notDate = try valid("2025-01-02", "--end-field", "guest")
+        #expect(notDate.status == 1 && notDate.stderr.contains("guest of Stay/s1 holds strings, not dates"), "\(notDate.stderr)")
+        let missing = try run("query", store, "--type", "Stay", "--valid-at", "2025-01-02", "--date-field", "form")
+        #expect(missing.status == 1 && missing.stderr.contains("no entity of Stay has a field \"form\""), "\(missing.stderr)")
+        #expect(try run("query", store, "--type", "Stay", "--valid-at", "2025-01-02").status != 0)
+    }
+
+    @Test func aQueryRefusesEntitiesItCannotRead() async throws {
+        let temp = TemporaryDirectory("ek-query")
+        let store = temp.file("forum")
+        try await writeForum(store)
+        do {
+            let reopened = try EventStore.open(at: store, snapshotPolicy: .never)
+            let notes = try EventSourcedRepository<OpaqueNote>(store: reopened, typeName: "Note", schema: opaqueNotes)
+            try await notes.add(OpaqueNote(id: "n1", text: "secret"))
+            try await reopened.close()
+        }
+        let opaque = try run("query", store.path, "--type", "Note", "--where", "text=secret")
+        #expect(opaque.status == 1)
+        #expect(opaque.stderr.contains("1 entity of Note (first Note/n1 at position"), "\(opaque.stderr)")
+        // Strings ids and nested fields.
+        #expect(try ids(try run("query", store.path, "--type", "Post", "--where", "thread=7", "--json")) == ["post-1"])
+        #expect(try ids(try run("query", store.path, "--type", "Post", "--where", "score>=0", "--order", "score:desc", "--json")) == ["post-1", "00000000-0000-4000-8000-000000000009"])
+    }
+}
