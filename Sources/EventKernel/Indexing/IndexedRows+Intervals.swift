@@ -76,7 +76,7 @@ extension IndexedRows {
     /// The end of `slot`'s row in interval index `interval` (`.null`: open).
     @inline(__always)
     func intervalEnd(_ slot: Int32, _ interval: IntervalIndex) -> IndexValue {
-        ends[Int(slot) &* intervals.count &+ interval.column]
+        ends.component(Int32(truncatingIfNeeded: Int(slot) &* intervals.count &+ interval.column), 0)
     }
 
     /// Counts the row in `slot` (its ends stored, or written here from `newKeys`, laid out as
@@ -85,7 +85,7 @@ extension IndexedRows {
         let base = Int(slot) * intervals.count
         for j in intervals.indices {
             let interval = intervals[j]
-            if let newKeys { ends[base + interval.column] = newKeys[width + interval.column].first }
+            if let newKeys { ends.set(Int32(base + interval.column), newKeys[width + interval.column]) }
             let end = intervalEnd(slot, interval)
             if case .null = end {
                 intervals[j].open.insert(key(slot, interval.number), sequence: heads[Int(slot)].sequence, slot: slot,

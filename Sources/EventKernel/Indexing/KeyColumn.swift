@@ -72,6 +72,12 @@ struct KeyColumn: Sendable {
         }
     }
 
+    /// Stores `key` as the key of `slot`, appending when `slot` is ``count``: ``set(_:_:normalized:)``
+    /// for a caller that has not encoded it.
+    mutating func set(_ slot: Int32, _ key: IndexKey) {
+        set(slot, key, normalized: NormalizedKey(key, descending: descending))
+    }
+
     /// Whether `slot` holds the key encoded as `normalized`, from the stored 9 bytes (no key
     /// decoded); `nil` when the column or the key is not narrow, for the caller to compare keys.
     /// Equal bytes are the same entry: the encoding is all a narrow row keeps of its key.

@@ -21,6 +21,15 @@ package enum FreedMemory {
     }()
     #endif
 
+    /// Whether ``release()`` does anything here: the C library has `malloc_trim` (glibc).
+    package static var isAvailable: Bool {
+        #if canImport(Glibc)
+        trim != nil
+        #else
+        false
+        #endif
+    }
+
     /// Returns the free memory of every malloc arena to the system (`malloc_trim(0)`), where
     /// the C library has it; elsewhere nothing.
     /// - Complexity: O(the arenas' free chunks): milliseconds after a restore of a million
