@@ -139,9 +139,23 @@ enum GenericActivitiesProbe {
     /// Opens one store (three times; the median), then times each query of QueryBenchmarks.
     static func open(_ url: URL, generic: Bool) async throws {
         Memory.trim()
-        let before = Memory.residentBytes()
+        let before = Memory.residentBytes(), heapBefore = Memory.heapBytes()
         var opens: [Duration] = []
         var resident = 0
+        // Beside resident memory: the bytes malloc has handed out and not taken back (live),
+        // and resident memory again after `malloc_trim` (what freed memory the allocator kept).
+        var heap = 0, trimmed = 0, trimDuration = Duration.zero
+        func measure() {
+            resident = Memory.residentBytes() - before
+            heap = Memory.heapBytes() - heapBefore
+            let trimStarted = ContinuousClock.now
+            Memory.trim()
+            trimDuration = ContinuousClock.now - trimStarted
+            trimmed = Memory.residentBytes() - before
+            // EVENTKERNEL_PROBE_EXIT_AFTER_OPEN=1: exit with the store open, so that a heap
+            // profiler's "leaked" allocations are exactly what the open keeps (heaptrack).
+            if ProcessInfo.processInfo.environment["EVENTKERNEL_PROBE_EXIT_AFTER_OPEN"] == "1" { exit(0) }
+        }
         let twoTypes: Set<ActivityType> = [.sleep, .tummyTime]
         typealias Query = EntityQuery<ActivityModel>
         let repeats = Int(ProcessInfo.processInfo.environment["EVENTKERNEL_PROBE_REPEATS"] ?? "") ?? 2_000
@@ -163,7 +177,7 @@ enum GenericActivitiesProbe {
                 store = try EventStore.open(at: url, snapshotPolicy: .never)
                 repository = try genericRepository(store!)
                 opens.append(ContinuousClock.now - started)
-                if opens.count == 1 { resident = Memory.residentBytes() - before }
+                if opens.count == 1 { measure() }
             }
             let r = repository!
             let window = try time { try r.fetch(Query().where(\.startDate, greaterThan: BenchEnv.weekStart).where(\.startDate, lessThan: BenchEnv.historyEnd).orderBy(\.startDate, ascending: false).limit(50)).count }
@@ -171,6 +185,7 @@ enum GenericActivitiesProbe {
             let range = try time { try r.fetch(Query().where(\.startDate, from: BenchEnv.midDayStart, through: BenchEnv.midDayEnd).orderBy(\.startDate)).count }
             let overlap = try time { try r.fetch(Query().where(\.startDate, \.endDate, overlapping: BenchEnv.midDayStart...BenchEnv.midDayEnd).orderBy(\.startDate)).count }
             report("generic", r.count, opens, resident, window, types, range, overlap)
+            print("generic: after the first open: heap \(heap / max(1, r.count)) B per activity, resident after malloc_trim \(trimmed / max(1, r.count)) B (the trim took \(trimDuration)); the first open \(opens[0])")
             print("generic: CPU per query: window \(cpu[0]), two types \(cpu[1]), range \(cpu[2]), overlap \(cpu[3])")
             try await store!.close()
         } else {
@@ -180,7 +195,7 @@ enum GenericActivitiesProbe {
                 let started = ContinuousClock.now
                 repository = try EventKernelFixtures.open(url)
                 opens.append(ContinuousClock.now - started)
-                if opens.count == 1 { resident = Memory.residentBytes() - before }
+                if opens.count == 1 { measure() }
             }
             let r = repository!
             let window = try time { try r.activities(matching: ActivityQuery(afterDate: BenchEnv.weekStart, beforeDate: BenchEnv.historyEnd, limit: 50, sortOrder: .newestFirst)).count }
@@ -188,6 +203,7 @@ enum GenericActivitiesProbe {
             let range = try time { try r.activities(in: ActivityRangeQuery(.startingIn, from: BenchEnv.midDayStart, to: BenchEnv.midDayEnd, sortOrder: .oldestFirst)).count }
             let overlap = try time { try r.activities(in: ActivityRangeQuery(.overlapping, from: BenchEnv.midDayStart, to: BenchEnv.midDayEnd, sortOrder: .oldestFirst)).count }
             report("specialised", r.count, opens, resident, window, types, range, overlap)
+            print("specialised: after the first open: heap \(heap / max(1, r.count)) B per activity, resident after malloc_trim \(trimmed / max(1, r.count)) B (the trim took \(trimDuration)); the first open \(opens[0])")
             print("specialised: CPU per query: window \(cpu[0]), two types \(cpu[1]), range \(cpu[2]), overlap \(cpu[3])")
             try await r.close()
         }

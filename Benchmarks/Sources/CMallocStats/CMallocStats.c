@@ -1,4 +1,8 @@
 #include "CMallocStats.h"
+// Before the test below: `__GLIBC__` comes from glibc's own headers (features.h, which every libc
+// header includes), and CMallocStats.h includes only the compiler's stddef.h; without this
+// the test failed, both functions compiled to the no-ops and every heap figure read 0.
+#include <stdlib.h>
 #if defined(__linux__) && defined(__GLIBC__)
 #include <malloc.h>
 size_t ek_heap_allocated_bytes(void) {

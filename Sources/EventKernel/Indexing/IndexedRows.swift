@@ -42,9 +42,10 @@ struct IndexedRows: Sendable {
     var heads: [RowHead] = []
     /// Per declared index, each slot's key in it (a free slot's is stale).
     var columns: [KeyColumn]
-    /// By slot, each interval index's end (slot × intervals.count + ``IntervalIndex/column``):
-    /// a 24-byte `IndexValue` per row and interval index.
-    var ends: [IndexValue] = []
+    /// By slot, each interval index's end (at slot × intervals.count + ``IntervalIndex/column``),
+    /// as a key of one component: 9 bytes per row and interval index while every end is a
+    /// number, a date or `nil` (a `KeyColumn`'s narrow rows), where an `IndexValue` was 24.
+    var ends = KeyColumn(descending: [false])
     var freeSlots: [Int32] = []
     /// The slot of each live row's id (compared through ``heads``).
     var slotsByID = SlotMap()
@@ -124,7 +125,7 @@ struct IndexedRows: Sendable {
     func keys(of id: EntityID) -> [IndexKey]? {
         guard let slot = slot(of: id) else { return nil }
         var keys = (0..<width).map { key(slot, $0) }
-        for j in intervals.indices { keys.append(IndexKey(ends[Int(slot) * intervals.count + j])) }
+        for interval in intervals { keys.append(IndexKey(intervalEnd(slot, interval))) }
         return keys
     }
 
@@ -185,11 +186,12 @@ struct IndexedRows: Sendable {
         if let free = freeSlots.popLast() {
             slot = free
             heads[Int(slot)] = head
-            for j in intervals.indices { ends[Int(slot) * intervals.count + j] = newKeys[width + j].first }
+            for j in intervals.indices { ends.set(Int32(Int(slot) * intervals.count + j), newKeys[width + j]) }
         } else {
             slot = Int32(heads.count)
             heads.append(head)
-            for j in intervals.indices { ends.append(newKeys[width + j].first) }
+            // Slots are appended in order, so these land at the column's end.
+            for j in intervals.indices { ends.set(Int32(ends.count), newKeys[width + j]) }
         }
         let added = slotsByID.insert(slot, heads: heads)
         precondition(added, "an id without a row is not in the id map")

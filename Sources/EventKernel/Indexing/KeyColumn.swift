@@ -72,6 +72,12 @@ struct KeyColumn: Sendable {
         }
     }
 
+    /// Stores `key` as the key of `slot`, appending when `slot` is ``count``: ``set(_:_:normalized:)``
+    /// for a caller that has not encoded it.
+    mutating func set(_ slot: Int32, _ key: IndexKey) {
+        set(slot, key, normalized: NormalizedKey(key, descending: descending))
+    }
+
     /// Whether `slot` holds the key encoded as `normalized`, from the stored 9 bytes (no key
     /// decoded); `nil` when the column or the key is not narrow, for the caller to compare keys.
     /// Equal bytes are the same entry: the encoding is all a narrow row keeps of its key.
@@ -82,9 +88,24 @@ struct KeyColumn: Sendable {
         return tags[Int(slot)] == tag && bits[Int(slot)] == word
     }
 
+    /// Compares the key of `slot` with a key of one component whose encoding's 9 bytes are
+    /// `bound` (``narrowBytes(_:)``), in the encoding's order (the column's, directions applied),
+    /// when the row is narrow and its tag is the bound's: the order of two values of one kind is
+    /// the order of their encodings' words, so no key is decoded. `nil` otherwise (another kind,
+    /// `nil`, a wide column), for the caller to compare decoded values.
+    @inline(__always)
+    func compare(_ slot: Int32, narrow bound: (tag: UInt8, bits: UInt64)) -> Int? {
+        guard isNarrow else { return nil }
+        return tags.withUnsafeBufferPointer { tags in
+            guard tags[Int(slot)] == bound.tag else { return nil }
+            let word = bits.withUnsafeBufferPointer { $0[Int(slot)] }
+            return word < bound.bits ? -1 : (word == bound.bits ? 0 : 1)
+        }
+    }
+
     /// The first 9 bytes of an encoding: its tag and the next eight, big-endian.
     @inline(__always)
-    private static func narrowBytes(_ normalized: NormalizedKey) -> (UInt8, UInt64) {
+    static func narrowBytes(_ normalized: NormalizedKey) -> (UInt8, UInt64) {
         (UInt8(truncatingIfNeeded: normalized.w0 >> 56), normalized.w0 << 8 | normalized.w1 >> 56)
     }
 

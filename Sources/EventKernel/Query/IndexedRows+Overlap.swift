@@ -31,6 +31,7 @@ extension IndexedRows {
         parts.append((indexes[number], bounds(in: indexes[number], of: number, prefix: prefix, range: window), true))
         if reversed { parts.reverse() }
         let keys = keysOf(index: number)
+        let narrowLower = Self.narrowEndBound(lower)
         for part in parts {
             var (lo, hi) = part.range
             let storage = part.storage
@@ -45,10 +46,7 @@ extension IndexedRows {
             guard lo < hi else { continue }
             var going = true
             storage.scan(from: lo, to: hi, reversed: reversed) { entry in
-                if part.checkEnd {
-                    let end = intervalEnd(entry.slot, interval)
-                    if case .null = end {} else if IndexValue.compare(end, lower) < 0 { return true }
-                }
+                if part.checkEnd && !endIsOpenOrAtLeast(entry.slot, interval, lower, narrow: narrowLower) { return true }
                 going = body(entry.slot)
                 return going
             }

@@ -179,7 +179,7 @@ extension EventSourcedRepository {
         table.bySlot = bySlot.withLock { $0 }
         let (restoredKeys, restoredEnds) = keys.withLock { $0 }
         table.rows.restoreKeys(restoredKeys)
-        table.rows.ends = restoredEnds
+        table.rows.ends.restore(restoredEnds.lazy.map(IndexKey.init))
         guard table.bySlot.count == count else {
             throw BinaryDecodingError(.invalidValue("\(count) ids for \(table.bySlot.count) entities"), at: 0)
         }

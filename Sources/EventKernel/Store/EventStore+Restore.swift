@@ -39,6 +39,10 @@ extension EventStore {
             // A snapshot that contradicts the log is damage: never open past it.
             if let first = contradictions.withLock({ $0.first }) { throw first }
         }
+        // Restoring and replaying free most of what they allocate (a restore's buffers are
+        // about twice the table it builds), and the allocator would keep it resident: see
+        // `FreedMemory`. After the replay, which reuses some of it.
+        defer { FreedMemory.release() }
         guard let start = projections.map(\.nextPosition).min() else { return }
         try Self.replay(log, into: projections, from: start, until: next)
         for projection in projections {
