@@ -144,3 +144,31 @@ extension FieldEventCLITests {
         #expect(now.stderr.contains("Job/\(jobIDs[1].uuidString): its last event through position 6 is the field event Job.ended at position 4"), "\(now.stderr)")
     }
 }
+
+extension FieldEventCLITests {
+    /// An application's own events named `Person.created` and `Person.deleted` (a JSON codec's
+    /// vocabulary): `.deleted` is a repository's event name, but names alone do not make the
+    /// type a repository's, so the store's export imports back.
+    @Test func importTakesBackAnOwnVocabularyWithADeleteName() async throws {
+        let temp = TemporaryDirectory("ek-own")
+        let id = "\"stream\":{\"type\":\"Person\",\"id\":\"p1\",\"idType\":\"string\"}"
+        let input = [
+            "{\"position\":0,\"recordedAt\":null,\(id),\"version\":1,\"event\":\"Person.created\",\"schemaVersion\":1,\"codec\":\"json\",\"data\":{\"name\":\"Ann\"}}",
+            "{\"position\":1,\"recordedAt\":null,\(id),\"version\":2,\"event\":\"Person.deleted\",\"schemaVersion\":1,\"codec\":\"none\",\"data\":null}",
+        ]
+        let file = temp.file("in.jsonl")
+        try write(input, to: file)
+        let first = temp.file("first")
+        let imported = try run("import", first.path, file.path)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        // Its export, into a new store and into a store of its own: the round trip.
+        let exported = try exportLines(first.path)
+        #expect(exported.count == 2)
+        let again = temp.file("again.jsonl")
+        try write(exported, to: again)
+        let second = temp.file("second")
+        let back = try run("import", second.path, again.path)
+        #expect(back.status == 0, "\(back.stderr)")
+        try await expectSameEvents(first, second, times: false)
+    }
+}

@@ -286,8 +286,10 @@ enum ImportMarker {
         var deleted: Set<StreamID> = []
         try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
             latest = max(latest ?? envelope.timestamp, envelope.timestamp)
-            if EntityJSON.isRepositoryEvent(envelope) {
+            if EntityJSON.showsRepositoryType(envelope.eventType, of: envelope.stream.entityType, payload: envelope.payload) {
                 types.insert(envelope.stream.entityType)
+            }
+            if EntityJSON.isRepositoryEvent(envelope) {
                 if envelope.eventType.hasSuffix(".deleted") { deleted.insert(envelope.stream) } else { deleted.remove(envelope.stream) }
             }
             if let id = envelope.metadata.correlationID, id.hasPrefix(lead), let line = Int(id.dropFirst(lead.count)) {
@@ -318,7 +320,8 @@ struct EntityVersionValidator {
     /// Each stream's version after the lines checked so far, and whether its entity exists then
     /// (`false` after a delete; `nil` for a stream the store holds: not read).
     private var overlay: [StreamID: (version: UInt64, exists: Bool?)] = [:]
-    /// The entity types that have a generic repository's event among the lines checked.
+    /// The entity types that have an event among the lines checked that shows they are a
+    /// generic repository's (``EntityJSON/showsRepositoryType(_:of:payload:)``).
     private(set) var repositoryTypes: Set<String> = []
     /// The lines that are an event `TYPE.name` (a field event's form, ``EntityJSON/fieldEventName(_:of:)``)
     /// of a stream whose entity does not exist at that point (its first event, or after a
@@ -371,8 +374,10 @@ struct EntityVersionValidator {
         }
         let eventType = imported.event.eventType
         var after = exists
-        if EntityJSON.isRepositoryEvent(eventType, of: stream.entityType) {
+        if EntityJSON.showsRepositoryType(eventType, of: stream.entityType, payload: imported.event.payload) {
             repositoryTypes.insert(stream.entityType)
+        }
+        if EntityJSON.isRepositoryEvent(eventType, of: stream.entityType) {
             after = !eventType.hasSuffix(".deleted")
         } else if exists == false, EntityJSON.fieldEventName(eventType, of: stream.entityType) != nil {
             fieldEventsWithoutEntity.append((line, imported.event))
