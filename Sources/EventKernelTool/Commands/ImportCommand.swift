@@ -150,6 +150,9 @@ struct ImportCommand: AsyncParsableCommand {
             if let (line, error) = streams.fieldEventRefusal(storeTypes: repositoryTypes) {
                 throw ToolError(.badInput, "\(name):\(line): \(error.message)")
             }
+            for (line, message) in streams.fieldEventWarnings(storeTypes: repositoryTypes) {
+                Output.warning("\(name):\(line): \(message)")
+            }
         } catch let error as ToolError {
             try? await repository?.close()
             let earlier = importedEarlier > 0 ? " in this run (lines 1–\(importedEarlier) were imported earlier)" : ""
@@ -340,18 +343,30 @@ struct EntityVersionValidator {
         self.stored = stored
     }
 
-    /// The first line of ``fieldEventsWithoutEntity`` whose type is a generic repository's (it
-    /// has a repository event in the input or in `storeTypes`) or whose payload is a `Codable`
-    /// field event's, as a refusal naming the line and the stream.
+    /// The first line of ``fieldEventsWithoutEntity`` whose type is a generic repository's (an
+    /// event in the input or the store shows it: `storeTypes`, ``repositoryTypes``), as a
+    /// refusal naming the line and the stream. A payload shaped as a field event's is no
+    /// evidence alone (an application may write `Counter.set {"value":3}` with the binary
+    /// encoder): those are
+    /// ``fieldEventWarnings(storeTypes:)``.
     func fieldEventRefusal(storeTypes: Set<String>) -> (line: Int, error: ActivityJSON.LineError)? {
         for (line, event) in fieldEventsWithoutEntity {
             let type = event.stream.entityType
-            let repository = repositoryTypes.contains(type) || storeTypes.contains(type)
-            guard repository || EntityJSON.isFieldEventPayload(event.payload) else { continue }
-            let why = repository ? "\(type) is a generic repository's type" : "its payload is a field event's ({\"value\": …})"
-            return (line, ActivityJSON.LineError(message: "\(event.eventType) is a field event (\(why)) and sets one property of an existing entity, but \(event.stream) has no entity at that point (the line would be its first event, or follow its delete): the application could not open the store (noEntityForFieldEvent). Import the stream's \(type).added first"))
+            guard repositoryTypes.contains(type) || storeTypes.contains(type) else { continue }
+            return (line, ActivityJSON.LineError(message: "\(event.eventType) is a field event (\(type) is a generic repository's type) and sets one property of an existing entity, but \(event.stream) has no entity at that point (the line would be its first event, or follow its delete): the application could not open the store (noEntityForFieldEvent). Import the stream's \(type).added first"))
         }
         return nil
+    }
+
+    /// The lines of ``fieldEventsWithoutEntity`` of a type nothing shows is a repository's, whose
+    /// payload is shaped as a `Codable` field event's (`{"value": …}`): imported, but said on
+    /// stderr, as an application that registers the event could not open the store.
+    func fieldEventWarnings(storeTypes: Set<String>) -> [(line: Int, message: String)] {
+        fieldEventsWithoutEntity.compactMap { line, event in
+            let type = event.stream.entityType
+            guard !repositoryTypes.contains(type), !storeTypes.contains(type), EntityJSON.isFieldEventPayload(event.payload) else { return nil }
+            return (line, "\(event.eventType) has a field event's payload ({\"value\": …}) and is the first event of \(event.stream) (or follows its delete); nothing shows \(type) is a generic repository's type, so it is imported as the application's own event. If it is a FieldEvent, an application registering it could not open the store (noEntityForFieldEvent)")
+        }
     }
 
     /// Checks one line and counts it.

@@ -125,8 +125,10 @@ enum EntityJSON {
     }
 
     /// Whether a payload is a `Codable` field event's (``FieldEvent/init(_:sets:)``): the binary
-    /// entity format's keyed container with the one field `value`. It holds the value alone,
-    /// not the property it sets (the event's registration on the schema knows that).
+    /// entity format's keyed container with the one field `value` (a nil value too:
+    /// `{"value":null}`). It holds the value alone, not the property it sets (the event's
+    /// registration on the schema knows that). A shape, not evidence: an application's own
+    /// event may have it too.
     static func isFieldEventPayload(_ bytes: [UInt8]) -> Bool {
         guard BinaryEntityValue.isBinary(bytes), case .keyed(let members)? = try? BinaryEntityValue.decode(bytes) else { return false }
         return members.count == 1 && members[0].key == "value"
