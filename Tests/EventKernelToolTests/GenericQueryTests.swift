@@ -68,8 +68,9 @@ func writeStays(_ directory: URL) async throws {
             let odd = try run("query", store, "--type", "Account", "--where", "balance>=\(text)")
             #expect(odd.status == 1 && odd.stderr.contains("is not a number"), "\(text): \(odd.stderr)")
         }
-        // An exponent is compared as a double.
+        // An exponent is read exactly: 87.75 >= 87 and 87.75 < 87.76, both ways of writing.
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "balance>=8.7e1", "--json")) == [alice])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "balance>=8.776e1", "--json")) == [])
         let textRange = try run("query", store, "--type", "Account", "--where", "name>A")
         #expect(textRange.status == 1 && textRange.stderr.contains("ranges are on dates and numbers"), "\(textRange.stderr)")
         let noOperator = try run("query", store, "--type", "Account", "--where", "balance")
@@ -78,6 +79,29 @@ func writeStays(_ directory: URL) async throws {
         #expect(noType.status == 1 && noType.stderr.contains("its entity types: Account, Transfer"), "\(noType.stderr)")
         #expect(try run("query", store, "--where", "balance>=1").status != 0, "no --type")
         #expect(try run("query", store, "--type", "Account", "--where", "balance>=1", "--oldest-first").status != 0)
+    }
+
+    /// Numbers are compared exactly as decimals wherever both are one, never read as 0.
+    @Test func numbersCompareExactly() throws {
+        func order(_ a: String, _ b: String) throws -> ComparisonResult {
+            let x = try #require(GenericQuery.Number(a), "\(a)"), y = try #require(GenericQuery.Number(b), "\(b)")
+            return x.compare(y)
+        }
+        let huge = "1" + String(repeating: "0", count: 200), tiny = "0." + String(repeating: "0", count: 200) + "1"
+        #expect(try order("5", huge) == .orderedAscending, "a Decimal cannot read it: not 0")
+        #expect(try order("0", tiny) == .orderedAscending)
+        #expect(try order("-0", "0." + String(repeating: "0", count: 200)) == .orderedSame)
+        #expect(try order("9007199254740993", "9.007199254740992e15") == .orderedDescending, "equal as doubles")
+        #expect(try order("12345678901234567890.5", "1.2345678901234567890e19") == .orderedDescending)
+        #expect(try order("1e+16", "10000000000000001") == .orderedAscending)
+        #expect(try order("18446744073709551615", "18446744073709551614") == .orderedDescending, "UInt64")
+        #expect(try order("-9223372036854775808", "-9223372036854775807") == .orderedAscending, "Int64")
+        #expect(try order("1e-300", "0") == .orderedDescending, "beyond a Decimal: as doubles")
+        #expect(try order("1e-300", "2e-300") == .orderedAscending)
+        // More digits than a Decimal holds, or a Double's 0 or infinity a Decimal cannot read.
+        for text in [String(repeating: "1", count: 39), "1e-400", "1e400"] {
+            #expect(GenericQuery.Number(text) == nil, "\(text)")
+        }
     }
 
     @Test func recordingTimeAndTheEntitiesOwnDatesAreTwoQuestions() async throws {

@@ -126,7 +126,7 @@ enum GenericQuery {
                 guard let other = ISODate.tryParse(value) else { throw refuse("and \"\(value)\" is not an ISO 8601 date or date-time") }
                 return cmp(d, other)
             case .number(let n):
-                guard let other = Number(value) else { throw refuse("and \"\(value)\" is not a number") }
+                guard let other = Number(value) else { throw refuse("and \"\(value)\" is not a number it compares exactly (plain decimal text, at most 38 significant digits)") }
                 return n.compare(other)
             case .string(let s):
                 guard !op.isRange else { throw refuse("which have no range here (ranges are on dates and numbers)") }
@@ -171,41 +171,60 @@ enum GenericQuery {
     }
 
     /// A number as stored or typed: decimal text (`12`, `-3.5`, `87.75`, `1e-300`), compared
-    /// exactly as a `Decimal` (a `$decimal` keeps its digits), or as a `Double` when either has
-    /// an exponent (a `Decimal`'s exponent stops at ±127; a double's text may go further).
+    /// exactly as a `Decimal` whenever both numbers are one (its exponent reaches ±127, its
+    /// digits 38; an integer stored as an `Int64` or `UInt64` fits), and as a `Double` only
+    /// when one is beyond a `Decimal`'s exponent, where the two numbers' magnitudes tell them
+    /// apart.
     struct Number {
         var text: String
-        var decimal: Decimal
+        /// `nil`: beyond a `Decimal`'s exponent.
+        var decimal: Decimal?
         var double: Double
 
-        /// `nil` for text that is not plain decimal (`0x10`, `inf`, `1.`, a `Decimal` prefix).
+        /// `nil` for text that is not plain decimal (`0x10`, `inf`, `1.`, a `Decimal` prefix),
+        /// that has more significant digits than a `Decimal` holds (it would round them), or
+        /// that a `Double` reads as 0 or infinity but a `Decimal` cannot read (never read as 0).
         init?(_ text: String) {
             let bytes = Array(text.utf8)
             var i = 0
+            var mantissa: [UInt8] = []
             if i < bytes.count, bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: "+") { i += 1 }
-            func digits() -> Int {
+            func digits(keep: Bool) -> Int {
                 let start = i
-                while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) { i += 1 }
+                while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) {
+                    if keep { mantissa.append(bytes[i]) }
+                    i += 1
+                }
                 return i - start
             }
-            guard digits() > 0 else { return nil }
-            if i < bytes.count, bytes[i] == UInt8(ascii: ".") { i += 1; guard digits() > 0 else { return nil } }
+            guard digits(keep: true) > 0 else { return nil }
+            if i < bytes.count, bytes[i] == UInt8(ascii: ".") { i += 1; guard digits(keep: true) > 0 else { return nil } }
             if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
                 i += 1
                 if i < bytes.count, bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: "+") { i += 1 }
-                guard digits() > 0 else { return nil }
+                guard digits(keep: false) > 0 else { return nil }
             }
-            guard i == bytes.count, let double = Double(text) else { return nil }
+            guard i == bytes.count, let double = Double(text), double.isFinite else { return nil }
+            let zero = UInt8(ascii: "0")
+            let significant = mantissa.drop(while: { $0 == zero }).reversed().drop(while: { $0 == zero }).count
+            guard significant <= 38 else { return nil }
             self.text = text
             self.double = double
-            decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) ?? 0
+            if let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) {
+                self.decimal = decimal
+            } else if significant == 0 {
+                decimal = 0
+            } else {
+                // Beyond a Decimal's exponent: the double, unless it lost the number.
+                guard double != 0 else { return nil }
+                decimal = nil
+            }
         }
-
-        var hasExponent: Bool { text.contains("e") || text.contains("E") }
 
         func compare(_ other: Number) -> ComparisonResult {
             func cmp<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult { a < b ? .orderedAscending : a > b ? .orderedDescending : .orderedSame }
-            return hasExponent || other.hasExponent ? cmp(double, other.double) : cmp(decimal, other.decimal)
+            if let a = decimal, let b = other.decimal { return cmp(a, b) }
+            return cmp(double, other.double)
         }
     }
 
