@@ -46,6 +46,13 @@ func writeStays(_ directory: URL) async throws {
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "name=Alice", "--json")) == [alice])
         // A double, and an optional left out of one entity (Alice's overdraft is nil).
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "overdraft<0", "--json")) == [bob])
+        // Null: an optional left out is null (Alice's overdraft), whatever the field holds elsewhere.
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "overdraft=null", "--json")) == [alice])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "overdraft!=null", "--json")) == [bob])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened!=null", "--json")) == [alice, bob])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened=null", "--json")) == [])
+        let nullRange = try run("query", store, "--type", "Account", "--where", "overdraft<null")
+        #expect(nullRange.status == 1 && nullRange.stderr.contains("null has no order"), "\(nullRange.stderr)")
         // --order and --limit: matched counts before the limit.
         let top = try run("query", store, "--type", "Account", "--order", "balance:desc", "--limit", "1", "--json")
         #expect(try ids(top) == [alice])

@@ -51,6 +51,9 @@ enum GenericQuery {
             path = field.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
             self.op = op
             value = String(rest.dropFirst(op.rawValue.count))
+            if value == "null", op.isRange {
+                throw ToolError(.badInput, "--where \(text): null has no order (FIELD=null or FIELD!=null)")
+            }
         }
     }
 
@@ -247,11 +250,12 @@ enum GenericQuery {
         }
         return try entities.filter { item in
             try conditions.allSatisfy { condition in
-                guard let stored = value(item.state, condition.path) else { return condition.op == .notEqual }
-                let typed = Typed(stored)
-                if case .null = typed {
-                    return condition.value == "null" ? condition.op == .equal : condition.op == .notEqual
-                }
+                // Absent: an optional the encoder left out, so null.
+                let typed = value(item.state, condition.path).map { Typed($0) } ?? .null
+                let isNull = if case .null = typed { true } else { false }
+                // `null` is asked before any kind is read: a field of dates is null or not too.
+                if condition.value == "null" { return isNull == (condition.op == .equal) }
+                if isNull { return condition.op == .notEqual }
                 return condition.op.holds(try typed.compare(to: condition.value, op: condition.op, condition: condition))
             }
         }
