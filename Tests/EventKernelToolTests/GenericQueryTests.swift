@@ -46,6 +46,13 @@ func writeStays(_ directory: URL) async throws {
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "name=Alice", "--json")) == [alice])
         // A double, and an optional left out of one entity (Alice's overdraft is nil).
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "overdraft<0", "--json")) == [bob])
+        // A bare date is its whole day (UTC): Bob opened at 00:00:00.125 on it.
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened<=2025-01-01", "--json")) == [alice, bob])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened=2025-01-01", "--json")) == [alice, bob])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened>2025-01-01", "--json")) == [])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened<2025-01-01", "--json")) == [])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened>=2025-01-01", "--json")) == [alice, bob])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened>2025-01-01T00:00Z", "--json")) == [bob])
         // Null: an optional left out is null (Alice's overdraft), whatever the field holds elsewhere.
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "overdraft=null", "--json")) == [alice])
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "overdraft!=null", "--json")) == [bob])
@@ -137,6 +144,13 @@ func writeStays(_ directory: URL) async throws {
         #expect(try ids(valid("2025-01-02T12:00Z", "--end-field", "until")) == ["s1", "s2"])
         #expect(try ids(valid("2025-01-04", "--end-field", "until")) == ["s2"], "s1 ended on day 2; s2 is open")
         #expect(try ids(valid("2025-01-04")) == ["s1", "s2"], "without an end field: begun by then")
+        // A bare date is its day: s2 began during 2025-01-02 and s1 ended at its midnight
+        // ([from, until): true at no time of 2025-01-03).
+        #expect(try ids(valid("2025-01-02", "--end-field", "until")) == ["s1", "s2"])
+        #expect(try ids(valid("2025-01-02T00:00Z", "--end-field", "until")) == ["s1", "s2"])
+        #expect(try ids(valid("2025-01-01T23:59:59Z", "--end-field", "until")) == ["s1"])
+        #expect(try ids(valid("2025-01-03", "--end-field", "until")) == ["s2"])
+        #expect(try ids(valid("2025-01-03T00:00Z", "--end-field", "until")) == ["s2"], "at its end s1 is over")
         #expect(try ids(valid("2025-01-02T12:00Z", "--end-field", "until", "--where", "guest=bo")) == ["s2"])
         let json = try object(valid("2025-01-02T12:00Z", "--end-field", "until").stdout)
         #expect(json["validAt"] as? String == "2025-01-02T12:00:00Z")
@@ -151,6 +165,15 @@ func writeStays(_ directory: URL) async throws {
         let missing = try run("query", store, "--type", "Stay", "--valid-at", "2025-01-02", "--date-field", "form")
         #expect(missing.status == 1 && missing.stderr.contains("no entity of Stay has a field \"form\""), "\(missing.stderr)")
         #expect(try run("query", store, "--type", "Stay", "--valid-at", "2025-01-02").status != 0)
+        // A stay that begins during a day was true on that day (not only from the next).
+        do {
+            let events = try EventStore.open(at: URL(filePath: store), snapshotPolicy: .never)
+            let stays = try EventSourcedRepository<Stay>(store: events, typeName: "Stay")
+            try await stays.add(Stay(id: "s4", guest: "di", from: t0.addingTimeInterval(9 * day + 9 * 3_600), until: nil))
+            try await events.close()
+        }
+        #expect(try ids(valid("2025-01-10", "--end-field", "until")) == ["s2", "s4"])
+        #expect(try ids(valid("2025-01-10T08:00Z", "--end-field", "until")) == ["s2"])
     }
 
     @Test func aQueryRefusesEntitiesItCannotRead() async throws {

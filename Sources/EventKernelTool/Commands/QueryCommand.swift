@@ -36,7 +36,7 @@ struct QueryCommand: AsyncParsableCommand {
     var order: String?
     @Option(name: .customLong("as-of"), help: ArgumentHelp("Recording time, for a generic type: its entities as the store knew them at DATE (a bare date covers its whole day).", valueName: "DATE"))
     var asOf: String?
-    @Option(name: .customLong("valid-at"), help: ArgumentHelp("The entities' own time, for a generic type: those whose --date-field is at or before DATE (and --end-field unset or after it).", valueName: "DATE"))
+    @Option(name: .customLong("valid-at"), help: ArgumentHelp("The entities' own time, for a generic type: those whose --date-field is at or before DATE (and --end-field unset or after it); a bare date (UTC) is its whole day.", valueName: "DATE"))
     var validAt: String?
     @Option(name: .customLong("date-field"), help: ArgumentHelp("The date field --valid-at reads: when an entity became true.", valueName: "F"))
     var dateField: String?
@@ -98,10 +98,10 @@ struct QueryCommand: AsyncParsableCommand {
         Output.note("plan: scan (\(Output.count(items.count)) entit\(items.count == 1 ? "y" : "ies") of \(type) folded from the log \(label))")
         var validAtDate: Date?
         if let validAt, let dateField {
-            let date: Date
-            do { date = try ISODate.parse(validAt) } catch { throw ToolError(.badInput, "--valid-at: \(error)") }
-            validAtDate = date
-            items = try Self.valid(items, at: date, text: validAt, dateField: dateField, endField: endField, type: type)
+            let moment: ISODate.Moment
+            do { moment = try ISODate.parseMoment(validAt) } catch { throw ToolError(.badInput, "--valid-at: \(error)") }
+            validAtDate = moment.start
+            items = try Self.valid(items, at: moment, text: validAt, dateField: dateField, endField: endField, type: type)
         }
         items = try GenericQuery.filter(items, conditions, type: type)
         if let order { items = try Self.sorted(items, by: order, type: type, all: entities) }
@@ -131,11 +131,12 @@ struct QueryCommand: AsyncParsableCommand {
         opaque.report()
     }
 
-    /// The entities true at `date` by their own dates: `dateField` at or before it, and
+    /// The entities true at `moment` by their own dates (``ISODate/Moment/overlaps(from:until:)``:
+    /// at an instant, or at some time of a bare date's day): `dateField` at or before it, and
     /// `endField` (when given) unset or after it. A date outside the dates the entities hold
     /// is noted with their span (a recording time asked of domain dates, often).
     /// - Throws: ``ToolError`` (exit 1): a field no entity has, or one that holds no dates.
-    private static func valid(_ items: [Item], at date: Date, text: String, dateField: String, endField: String?, type: String) throws -> [Item] {
+    private static func valid(_ items: [Item], at moment: ISODate.Moment, text: String, dateField: String, endField: String?, type: String) throws -> [Item] {
         let startPath = dateField.split(separator: ".").map(String.init)
         let endPath = endField?.split(separator: ".").map(String.init)
         try GenericQuery.requireField(startPath, flag: "--date-field \(dateField)", in: items.map(\.state), type: type)
@@ -159,13 +160,12 @@ struct QueryCommand: AsyncParsableCommand {
                 last = max(last ?? d, d)
             }
             // No start: never known to be true.
-            guard let start, start <= date else { continue }
-            if let end, end <= date { continue }
+            guard let start, moment.overlaps(from: start, until: end) else { continue }
             out.append(item)
         }
-        if let first, let last, date < first || date > last {
+        if let first, let last, moment.order(of: first) == .orderedDescending || moment.order(of: last) == .orderedAscending {
             let fields = endField.map { "\(dateField) and \($0)" } ?? dateField
-            Output.note("--valid-at \(text) is \(date < first ? "before" : "after") every date in \(fields) of \(type): they span \(ISODate.format(first)) to \(ISODate.format(last)) (for what the store knew at a recording time use --as-of)")
+            Output.note("--valid-at \(text) is \(moment.order(of: first) == .orderedDescending ? "before" : "after") every date in \(fields) of \(type): they span \(ISODate.format(first)) to \(ISODate.format(last)) (for what the store knew at a recording time use --as-of)")
         }
         return out
     }

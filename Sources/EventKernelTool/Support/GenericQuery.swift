@@ -126,8 +126,13 @@ enum GenericQuery {
             func cmp<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult { a < b ? .orderedAscending : a > b ? .orderedDescending : .orderedSame }
             switch self {
             case .date(let d):
-                guard let other = ISODate.tryParse(value) else { throw refuse("and \"\(value)\" is not an ISO 8601 date or date-time") }
-                return cmp(d, other)
+                guard let moment = ISODate.tryParseMoment(value) else { throw refuse("and \"\(value)\" is not an ISO 8601 date or date-time") }
+                // The stored date against the moment: `order(of:)` says where d falls.
+                switch moment.order(of: d) {
+                case .orderedAscending: return .orderedAscending
+                case .orderedDescending: return .orderedDescending
+                case .orderedSame: return .orderedSame
+                }
             case .number(let n):
                 guard let other = Number(value) else { throw refuse("and \"\(value)\" is not a number it compares exactly (plain decimal text, at most 38 significant digits)") }
                 return n.compare(other)
