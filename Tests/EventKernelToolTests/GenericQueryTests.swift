@@ -165,6 +165,12 @@ func writeStays(_ directory: URL) async throws {
         let missing = try run("query", store, "--type", "Stay", "--valid-at", "2025-01-02", "--date-field", "form")
         #expect(missing.status == 1 && missing.stderr.contains("no entity of Stay has a field \"form\""), "\(missing.stderr)")
         #expect(try run("query", store, "--type", "Stay", "--valid-at", "2025-01-02").status != 0)
+        // --where names a field of any entity folded, not only of those --valid-at left: s1
+        // holds until (s2, left, has none and so matches !=), and a misspelling is refused
+        // even when --valid-at leaves nothing.
+        #expect(try ids(valid("2025-01-03T12:00Z", "--end-field", "until", "--where", "until!=2025-01-01")) == ["s2"])
+        let nothingLeft = try valid("2024-01-01", "--where", "nonsense=1")
+        #expect(nothingLeft.status == 1 && nothingLeft.stderr.contains("no entity of Stay has a field \"nonsense\""), "\(nothingLeft.stderr)")
         // A stay that begins during a day was true on that day (not only from the next).
         do {
             let events = try EventStore.open(at: URL(filePath: store), snapshotPolicy: .never)

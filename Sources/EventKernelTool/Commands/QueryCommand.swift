@@ -87,7 +87,10 @@ struct QueryCommand: AsyncParsableCommand {
             asOfTime = limit
         }
         let entities = try EntityReplay.fold(events, store: store, type: type, through: through, label: label)
-        var items: [Item] = entities.map { ($0, $0.payload.value) }
+        // Each payload decoded once: every check below reads these states.
+        let all: [Item] = entities.map { ($0, $0.payload.value) }
+        let states = all.map(\.state)
+        var items = all
         // An entity whose payload the tool cannot read might match: leaving it out would be a
         // wrong answer.
         let undecoded = entities.filter { if case .bytes = $0.payload { true } else { false } }
@@ -103,8 +106,8 @@ struct QueryCommand: AsyncParsableCommand {
             validAtDate = moment.start
             items = try Self.valid(items, at: moment, text: validAt, dateField: dateField, endField: endField, type: type)
         }
-        items = try GenericQuery.filter(items, conditions, type: type)
-        if let order { items = try Self.sorted(items, by: order, type: type, all: entities) }
+        items = try GenericQuery.filter(items, conditions, type: type, known: states)
+        if let order { items = try Self.sorted(items, by: order, type: type, known: states) }
         let matched = items.count
         if let limit = query.limit, limit > 0, limit < items.count { items = Array(items.prefix(limit)) }
 
@@ -173,13 +176,13 @@ struct QueryCommand: AsyncParsableCommand {
     /// The items ordered by `spec` (`FIELD` or `FIELD:desc`), nulls and absent values last,
     /// ties by id.
     /// - Throws: ``ToolError`` (exit 1): a field no entity has, or values of different kinds.
-    private static func sorted(_ items: [Item], by spec: String, type: String, all: [EntityReplay.Entity]) throws -> [Item] {
+    private static func sorted(_ items: [Item], by spec: String, type: String, known: [JSONTree?]) throws -> [Item] {
         var field = spec
         var descending = false
         if spec.hasSuffix(":desc") { field = String(spec.dropLast(5)); descending = true }
         else if spec.hasSuffix(":asc") { field = String(spec.dropLast(4)) }
         let path = field.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        try GenericQuery.requireField(path, flag: "--order \(spec)", in: all.map(\.payload.value), type: type)
+        try GenericQuery.requireField(path, flag: "--order \(spec)", in: known, type: type)
         let keyed = items.map { item in (item, GenericQuery.value(item.state, path).map { GenericQuery.Typed($0) } ?? .null) }
         var mixed: (String, String)?
         let result = keyed.sorted { a, b in

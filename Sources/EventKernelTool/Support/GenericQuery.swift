@@ -247,11 +247,13 @@ enum GenericQuery {
     /// - Parameters:
     ///   - entities: The entities, decoded states beside them.
     ///   - conditions: The `--where`s.
+    ///   - known: Every entity's state at the moment asked about, before any filter
+    ///     (`--valid-at`'s): a field is checked against them, not against what is left.
     /// - Throws: ``ToolError`` (exit 1): a field no entity has (naming the fields they have), a
     ///   value not of the kind the field stores, a range on a kind without one.
-    static func filter(_ entities: [(entity: EntityReplay.Entity, state: JSONTree?)], _ conditions: [Condition], type: String) throws -> [(entity: EntityReplay.Entity, state: JSONTree?)] {
+    static func filter(_ entities: [(entity: EntityReplay.Entity, state: JSONTree?)], _ conditions: [Condition], type: String, known: [JSONTree?]) throws -> [(entity: EntityReplay.Entity, state: JSONTree?)] {
         for condition in conditions {
-            try requireField(condition.path, flag: "--where \(condition.text)", in: entities.map(\.state), type: type)
+            try requireField(condition.path, flag: "--where \(condition.text)", in: known, type: type)
         }
         return try entities.filter { item in
             try conditions.allSatisfy { condition in
