@@ -44,6 +44,7 @@ func writeStays(_ directory: URL) async throws {
         // Several --where are AND; != and a string.
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "balance>=0", "--where", "name!=Alice", "--json")) == [bob])
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "name=Alice", "--json")) == [alice])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "name = Alice", "--json")) == [alice], "spaces around =")
         // A double, and an optional left out of one entity (Alice's overdraft is nil).
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "overdraft<0", "--json")) == [bob])
         // A bare date is its whole day (UTC): Bob opened at 00:00:00.125 on it.

@@ -50,7 +50,8 @@ enum GenericQuery {
             guard !field.isEmpty else { throw ToolError(.badInput, "--where \(text): no field before \(op.rawValue)") }
             path = field.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
             self.op = op
-            value = String(rest.dropFirst(op.rawValue.count))
+            // Spaces around the operator read as part of it (`note = hi`), as around the field.
+            value = rest.dropFirst(op.rawValue.count).trimmingCharacters(in: .whitespaces)
             if value == "null", op.isRange {
                 throw ToolError(.badInput, "--where \(text): null has no order (FIELD=null or FIELD!=null)")
             }
