@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import EventKernel
+import EventLog
 import EventKernelTestSupport
 @testable import EventKernelTool
 
@@ -128,6 +129,13 @@ func writeStays(_ directory: URL) async throws {
         let recorded = try #require(try object(exportLines(ledger)[3])["recordedAt"] as? String)
         let then = try run("query", ledger, "--type", "Account", "--where", "balance>=100", "--as-of", recorded, "--json")
         #expect(try ids(then) == [accountIDs[0].uuidString])
+        // --as-of is inclusive, to the nanosecond: Alice's update (position 4, her balance then
+        // 87.75) at its own recordedAt, and not a nanosecond before.
+        let update = try #require(try object(exportLines(ledger)[4])["recordedAt"] as? String)
+        let updated = try ISODate.parseRecordingTimeUpperBound(update)
+        let justBefore = ISODate.format(LogTimestamp(nanosecondsSince1970: updated.nanosecondsSince1970 - 1))
+        #expect(try ids(try run("query", ledger, "--type", "Account", "--where", "balance>=100", "--as-of", update, "--json")) == [])
+        #expect(try ids(try run("query", ledger, "--type", "Account", "--where", "balance>=100", "--as-of", justBefore, "--json")) == [accountIDs[0].uuidString])
         #expect(try ids(try run("query", ledger, "--type", "Account", "--where", "balance>=100", "--json")) == [])
         // A recording time outside what the log recorded: the span is printed.
         let early = try run("query", ledger, "--type", "Account", "--where", "balance>=0", "--as-of", "2001-01-01", "--json")
