@@ -87,6 +87,10 @@ func writeStays(_ directory: URL) async throws {
         // An exponent is read exactly: 87.75 >= 87 and 87.75 < 87.76, both ways of writing.
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "balance>=8.7e1", "--json")) == [alice])
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "balance>=8.776e1", "--json")) == [])
+        // --type alone naming an entity type no activity has: its entities, not "0 activities".
+        let alone = try run("query", store, "--type", "Account", "--json")
+        #expect(try ids(alone) == [alice, bob])
+        #expect(try object(alone.stdout)["entityType"] as? String == "Account")
         let textRange = try run("query", store, "--type", "Account", "--where", "name>A")
         #expect(textRange.status == 1 && textRange.stderr.contains("ranges are on dates and numbers"), "\(textRange.stderr)")
         let noOperator = try run("query", store, "--type", "Account", "--where", "balance")

@@ -11,7 +11,7 @@ struct QueryCommand: AsyncParsableCommand {
             Dates are the activities' own (start and end), not when they were recorded; see replay --as-of for that.
             Types are matched exactly as stored; a type no activity has is warned about on stderr.
 
-            Another entity type (a generic repository's): --type TYPE with --where, --order, --valid-at or --as-of. \
+            Another entity type (a generic repository's): --type TYPE, alone (its entities) or with --where, --order, --valid-at or --as-of. \
             --where FIELD=VALUE (also !=, >=, >, <=, <; several are AND) compares each entity's stored value as the \
             kind it is (a date as a date, a number as a number); a field no entity has is an error. Two kinds of time: \
             --as-of DATE is recording time (what the store knew then), --valid-at DATE --date-field F [--end-field G] \
@@ -59,19 +59,38 @@ struct QueryCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if isGeneric { return try await runGeneric() }
         let repository = try await StoreLocation.openReadOnly(store)
+        let entityType = try isGeneric || isEntityTypeAlone(in: repository)
+        if entityType { return try await runGeneric(repository) }
         let answer = try repository.projection.read { try query.run(on: $0) }
         query.print(answer)
+    }
+
+    /// Whether `--type TYPE` alone (no activity flag) names an entity type of the store that no
+    /// activity has: then the question is about its entities, not an empty list of activities.
+    private func isEntityTypeAlone(in repository: EventSourcedActivityRepository) throws -> Bool {
+        guard query.types.count == 1, query.after == nil, query.before == nil, query.startingIn == nil,
+              query.overlapping == nil, !query.oldestFirst else { return false }
+        let type = query.types[0]
+        guard type != ActivityEventCodec.entityType else { return false }
+        let activities = try repository.projection.read { try $0.fetch(ActivityQuery(types: [ActivityType(rawValue: type)], limit: 1)) }
+        guard activities.isEmpty else { return false }
+        var found = false
+        do {
+            try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
+                found = envelope.stream.entityType == type
+                return !found
+            }
+        } catch { throw ToolError.from(error, store: store.url) }
+        return found
     }
 
     private typealias Item = (entity: EntityReplay.Entity, state: JSONTree?)
 
     /// `--type TYPE --where …`: a generic type's entities by field.
-    private func runGeneric() async throws {
+    private func runGeneric(_ repository: EventSourcedActivityRepository) async throws {
         let type = query.types[0]
         let conditions = try self.conditions.map(GenericQuery.Condition.init)
-        let repository = try await StoreLocation.openReadOnly(store)
         let events = repository.store
         let bounds = events.log.bounds
         // Recording time: the log through the last position recorded at or before --as-of.
