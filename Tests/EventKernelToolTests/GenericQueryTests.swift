@@ -77,6 +77,8 @@ func writeStays(_ directory: URL) async throws {
         let notADate = try run("query", store, "--type", "Account", "--where", "opened>=yesterday")
         #expect(notADate.status == 1)
         #expect(notADate.stderr.contains("opened holds dates, and \"yesterday\" is not an ISO 8601 date"), "\(notADate.stderr)")
+        let dateOfNumbers = try run("query", store, "--type", "Account", "--where", "balance<=2025-01-01")
+        #expect(dateOfNumbers.status == 1 && dateOfNumbers.stderr.contains("is a date: a type written with EntitySchema(codec: .json) stores a Date as a plain number"), "\(dateOfNumbers.stderr)")
         let notANumber = try run("query", store, "--type", "Account", "--where", "balance>=lots")
         #expect(notANumber.status == 1 && notANumber.stderr.contains("balance holds numbers"), "\(notANumber.stderr)")
         // Text Double reads but Decimal does not (hex), or reads only in part: refused, not compared as 0.

@@ -169,7 +169,8 @@ struct QueryCommand: AsyncParsableCommand {
             case .date(let d): return d
             case .null: return nil
             case let other:
-                throw ToolError(.badInput, "\(flag): \(path.joined(separator: ".")) of \(item.entity.envelope.stream) holds \(other.kind), not dates")
+                let why = if case .number = other { " (\(GenericQuery.Typed.jsonCodecDates))" } else { "" }
+                throw ToolError(.badInput, "\(flag): \(path.joined(separator: ".")) of \(item.entity.envelope.stream) holds \(other.kind), not dates\(why)")
             }
         }
         var first: Date?, last: Date?

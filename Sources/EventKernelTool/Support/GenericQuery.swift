@@ -104,6 +104,9 @@ enum GenericQuery {
             }
         }
 
+        /// Why a date field may hold numbers, in messages.
+        static let jsonCodecDates = "a type written with EntitySchema(codec: .json) stores a Date as a plain number (JSONEncoder's default, seconds since 2001), which the tool cannot tell from any other number; compare it as one"
+
         /// What the value is, in messages.
         var kind: String {
             switch self {
@@ -135,6 +138,7 @@ enum GenericQuery {
                 case .orderedSame: return .orderedSame
                 }
             case .number(let n):
+                if ISODate.tryParse(value) != nil { throw refuse("and \"\(value)\" is a date: \(Self.jsonCodecDates)") }
                 guard let other = Number(value) else { throw refuse("and \"\(value)\" is not a number it compares exactly (plain decimal text, at most 38 significant digits)") }
                 return n.compare(other)
             case .string(let s):
