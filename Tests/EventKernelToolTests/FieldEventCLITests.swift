@@ -155,7 +155,8 @@ extension FieldEventCLITests {
         let id = "\"stream\":{\"type\":\"Person\",\"id\":\"p1\",\"idType\":\"string\"}"
         let input = [
             "{\"position\":0,\"recordedAt\":null,\(id),\"version\":1,\"event\":\"Person.created\",\"schemaVersion\":1,\"codec\":\"json\",\"data\":{\"name\":\"Ann\"}}",
-            "{\"position\":1,\"recordedAt\":null,\(id),\"version\":2,\"event\":\"Person.deleted\",\"schemaVersion\":1,\"codec\":\"none\",\"data\":null}",
+            "{\"position\":1,\"recordedAt\":null,\(id),\"version\":2,\"event\":\"Person.renamed\",\"schemaVersion\":1,\"codec\":\"json\",\"data\":{\"name\":\"Bo\"}}",
+            "{\"position\":2,\"recordedAt\":null,\(id),\"version\":3,\"event\":\"Person.deleted\",\"schemaVersion\":1,\"codec\":\"none\",\"data\":null}",
         ]
         let file = temp.file("in.jsonl")
         try write(input, to: file)
@@ -164,7 +165,14 @@ extension FieldEventCLITests {
         #expect(imported.status == 0, "\(imported.stderr)")
         // Its export, into a new store and into a store of its own: the round trip.
         let exported = try exportLines(first.path)
-        #expect(exported.count == 2)
+        #expect(exported.count == 3)
+        // Nor do history and replay take the rename for a field event of a repository's type.
+        let history = try run("history", first.path, "Person", "p1")
+        #expect(history.status == 0, "\(history.stderr)")
+        #expect(!history.stdout.contains("field event"), "\(history.stdout)")
+        let replay = try run("replay", first.path, "--position", "1", "--entity", "Person")
+        #expect(replay.status == 1)
+        #expect(replay.stderr.contains("Person's events are not a generic repository's (Person.created at position 0"), "\(replay.stderr)")
         let again = temp.file("again.jsonl")
         try write(exported, to: again)
         let second = temp.file("second")

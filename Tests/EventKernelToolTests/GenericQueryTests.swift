@@ -93,6 +93,8 @@ func writeStays(_ directory: URL) async throws {
         let alone = try run("query", store, "--type", "Account", "--json")
         #expect(try ids(alone) == [alice, bob])
         #expect(try object(alone.stdout)["entityType"] as? String == "Account")
+        let unordered = try run("query", store, "--type", "Account", "--order", "tags")
+        #expect(unordered.status == 1 && unordered.stderr.contains("--order tags: tags holds arrays, which have no order"), "\(unordered.stderr)")
         let textRange = try run("query", store, "--type", "Account", "--where", "name>A")
         #expect(textRange.status == 1 && textRange.stderr.contains("ranges are on dates and numbers"), "\(textRange.stderr)")
         let noOperator = try run("query", store, "--type", "Account", "--where", "balance")
@@ -180,6 +182,9 @@ func writeStays(_ directory: URL) async throws {
         let missing = try run("query", store, "--type", "Stay", "--valid-at", "2025-01-02", "--date-field", "form")
         #expect(missing.status == 1 && missing.stderr.contains("no entity of Stay has a field \"form\""), "\(missing.stderr)")
         #expect(try run("query", store, "--type", "Stay", "--valid-at", "2025-01-02").status != 0)
+        // A path is read as --where reads it: an empty part names no field.
+        let emptyPart = try run("query", store, "--type", "Stay", "--valid-at", "2025-01-02", "--date-field", "from.")
+        #expect(emptyPart.status == 1 && emptyPart.stderr.contains("no entity of Stay has a field \"from.\""), "\(emptyPart.stderr)")
         // --where names a field of any entity folded, not only of those --valid-at left: s1
         // holds until (s2, left, has none and so matches !=), and a misspelling is refused
         // even when --valid-at leaves nothing.

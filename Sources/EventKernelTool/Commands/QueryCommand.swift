@@ -159,8 +159,8 @@ struct QueryCommand: AsyncParsableCommand {
     /// is noted with their span (a recording time asked of domain dates, often).
     /// - Throws: ``ToolError`` (exit 1): a field no entity has, or one that holds no dates.
     private static func valid(_ items: [Item], at moment: ISODate.Moment, text: String, dateField: String, endField: String?, type: String) throws -> [Item] {
-        let startPath = dateField.split(separator: ".").map(String.init)
-        let endPath = endField?.split(separator: ".").map(String.init)
+        let startPath = GenericQuery.path(dateField)
+        let endPath = endField.map(GenericQuery.path)
         try GenericQuery.requireField(startPath, flag: "--date-field \(dateField)", in: items.map(\.state), type: type)
         if let endPath, let endField { try GenericQuery.requireField(endPath, flag: "--end-field \(endField)", in: items.map(\.state), type: type) }
         func stored(_ item: Item, _ path: [String], _ flag: String) throws -> Date? {
@@ -201,7 +201,7 @@ struct QueryCommand: AsyncParsableCommand {
         var descending = false
         if spec.hasSuffix(":desc") { field = String(spec.dropLast(5)); descending = true }
         else if spec.hasSuffix(":asc") { field = String(spec.dropLast(4)) }
-        let path = field.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let path = GenericQuery.path(field)
         try GenericQuery.requireField(path, flag: "--order \(spec)", in: known, type: type)
         let keyed = items.map { item in (item, GenericQuery.value(item.state, path).map { GenericQuery.Typed($0) } ?? .null) }
         var mixed: (String, String)?
@@ -214,7 +214,10 @@ struct QueryCommand: AsyncParsableCommand {
             let nullInvolved = { if case .null = a.1 { true } else if case .null = b.1 { true } else { false } }()
             return (descending && !nullInvolved) ? order == .orderedDescending : order == .orderedAscending
         }
-        if let mixed { throw ToolError(.badInput, "--order \(spec): \(field) holds \(mixed.0) in some entities and \(mixed.1) in others, which have no order together") }
+        if let mixed {
+            let why = mixed.0 == mixed.1 ? "holds \(mixed.0), which have no order" : "holds \(mixed.0) in some entities and \(mixed.1) in others, which have no order together"
+            throw ToolError(.badInput, "--order \(spec): \(field) \(why)")
+        }
         return result.map(\.0)
     }
 }

@@ -48,7 +48,7 @@ enum GenericQuery {
             }
             let field = text[..<start].trimmingCharacters(in: .whitespaces)
             guard !field.isEmpty else { throw ToolError(.badInput, "--where \(text): no field before \(op.rawValue)") }
-            path = field.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            path = GenericQuery.path(field)
             self.op = op
             // Spaces around the operator read as part of it (`note = hi`), as around the field.
             value = rest.dropFirst(op.rawValue.count).trimmingCharacters(in: .whitespaces)
@@ -175,6 +175,12 @@ enum GenericQuery {
             default: return nil
             }
         }
+    }
+
+    /// A field's member names (`owner.name`), the one reading for `--where`, `--order`,
+    /// `--date-field` and `--end-field`: empty parts kept (`a..b` names no field, and says so).
+    static func path(_ field: String) -> [String] {
+        field.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
     }
 
     /// Whether a state has a value at `path` (an explicit null counts).
