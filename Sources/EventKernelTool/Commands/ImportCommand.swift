@@ -289,7 +289,8 @@ enum ImportMarker {
         var deleted: Set<StreamID> = []
         try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
             latest = max(latest ?? envelope.timestamp, envelope.timestamp)
-            if EntityJSON.showsRepositoryType(envelope.eventType, of: envelope.stream.entityType, payload: envelope.payload) {
+            // Decoding a payload once per type is enough.
+            if !types.contains(envelope.stream.entityType), EntityJSON.showsRepositoryType(envelope.eventType, of: envelope.stream.entityType, payload: envelope.payload) {
                 types.insert(envelope.stream.entityType)
             }
             if EntityJSON.isRepositoryEvent(envelope) {
@@ -389,7 +390,7 @@ struct EntityVersionValidator {
         }
         let eventType = imported.event.eventType
         var after = exists
-        if EntityJSON.showsRepositoryType(eventType, of: stream.entityType, payload: imported.event.payload) {
+        if !repositoryTypes.contains(stream.entityType), EntityJSON.showsRepositoryType(eventType, of: stream.entityType, payload: imported.event.payload) {
             repositoryTypes.insert(stream.entityType)
         }
         if EntityJSON.isRepositoryEvent(eventType, of: stream.entityType) {
