@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import EventKernel
+import EventLog
 import EventKernelTestSupport
 @testable import EventKernelTool
 
@@ -44,8 +45,23 @@ func writeStays(_ directory: URL) async throws {
         // Several --where are AND; != and a string.
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "balance>=0", "--where", "name!=Alice", "--json")) == [bob])
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "name=Alice", "--json")) == [alice])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "name = Alice", "--json")) == [alice], "spaces around =")
         // A double, and an optional left out of one entity (Alice's overdraft is nil).
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "overdraft<0", "--json")) == [bob])
+        // A bare date is its whole day (UTC): Bob opened at 00:00:00.125 on it.
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened<=2025-01-01", "--json")) == [alice, bob])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened=2025-01-01", "--json")) == [alice, bob])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened>2025-01-01", "--json")) == [])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened<2025-01-01", "--json")) == [])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened>=2025-01-01", "--json")) == [alice, bob])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened>2025-01-01T00:00Z", "--json")) == [bob])
+        // Null: an optional left out is null (Alice's overdraft), whatever the field holds elsewhere.
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "overdraft=null", "--json")) == [alice])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "overdraft!=null", "--json")) == [bob])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened!=null", "--json")) == [alice, bob])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "opened=null", "--json")) == [])
+        let nullRange = try run("query", store, "--type", "Account", "--where", "overdraft<null")
+        #expect(nullRange.status == 1 && nullRange.stderr.contains("null has no order"), "\(nullRange.stderr)")
         // --order and --limit: matched counts before the limit.
         let top = try run("query", store, "--type", "Account", "--order", "balance:desc", "--limit", "1", "--json")
         #expect(try ids(top) == [alice])
@@ -61,6 +77,8 @@ func writeStays(_ directory: URL) async throws {
         let notADate = try run("query", store, "--type", "Account", "--where", "opened>=yesterday")
         #expect(notADate.status == 1)
         #expect(notADate.stderr.contains("opened holds dates, and \"yesterday\" is not an ISO 8601 date"), "\(notADate.stderr)")
+        let dateOfNumbers = try run("query", store, "--type", "Account", "--where", "balance<=2025-01-01")
+        #expect(dateOfNumbers.status == 1 && dateOfNumbers.stderr.contains("is a date: a type written with EntitySchema(codec: .json) stores a Date as a plain number"), "\(dateOfNumbers.stderr)")
         let notANumber = try run("query", store, "--type", "Account", "--where", "balance>=lots")
         #expect(notANumber.status == 1 && notANumber.stderr.contains("balance holds numbers"), "\(notANumber.stderr)")
         // Text Double reads but Decimal does not (hex), or reads only in part: refused, not compared as 0.
@@ -68,8 +86,15 @@ func writeStays(_ directory: URL) async throws {
             let odd = try run("query", store, "--type", "Account", "--where", "balance>=\(text)")
             #expect(odd.status == 1 && odd.stderr.contains("is not a number"), "\(text): \(odd.stderr)")
         }
-        // An exponent is compared as a double.
+        // An exponent is read exactly: 87.75 >= 87 and 87.75 < 87.76, both ways of writing.
         #expect(try ids(try run("query", store, "--type", "Account", "--where", "balance>=8.7e1", "--json")) == [alice])
+        #expect(try ids(try run("query", store, "--type", "Account", "--where", "balance>=8.776e1", "--json")) == [])
+        // --type alone naming an entity type no activity has: its entities, not "0 activities".
+        let alone = try run("query", store, "--type", "Account", "--json")
+        #expect(try ids(alone) == [alice, bob])
+        #expect(try object(alone.stdout)["entityType"] as? String == "Account")
+        let unordered = try run("query", store, "--type", "Account", "--order", "tags")
+        #expect(unordered.status == 1 && unordered.stderr.contains("--order tags: tags holds arrays, which have no order"), "\(unordered.stderr)")
         let textRange = try run("query", store, "--type", "Account", "--where", "name>A")
         #expect(textRange.status == 1 && textRange.stderr.contains("ranges are on dates and numbers"), "\(textRange.stderr)")
         let noOperator = try run("query", store, "--type", "Account", "--where", "balance")
@@ -78,6 +103,29 @@ func writeStays(_ directory: URL) async throws {
         #expect(noType.status == 1 && noType.stderr.contains("its entity types: Account, Transfer"), "\(noType.stderr)")
         #expect(try run("query", store, "--where", "balance>=1").status != 0, "no --type")
         #expect(try run("query", store, "--type", "Account", "--where", "balance>=1", "--oldest-first").status != 0)
+    }
+
+    /// Numbers are compared exactly as decimals wherever both are one, never read as 0.
+    @Test func numbersCompareExactly() throws {
+        func order(_ a: String, _ b: String) throws -> ComparisonResult {
+            let x = try #require(GenericQuery.Number(a), "\(a)"), y = try #require(GenericQuery.Number(b), "\(b)")
+            return x.compare(y)
+        }
+        let huge = "1" + String(repeating: "0", count: 200), tiny = "0." + String(repeating: "0", count: 200) + "1"
+        #expect(try order("5", huge) == .orderedAscending, "a Decimal cannot read it: not 0")
+        #expect(try order("0", tiny) == .orderedAscending)
+        #expect(try order("-0", "0." + String(repeating: "0", count: 200)) == .orderedSame)
+        #expect(try order("9007199254740993", "9.007199254740992e15") == .orderedDescending, "equal as doubles")
+        #expect(try order("12345678901234567890.5", "1.2345678901234567890e19") == .orderedDescending)
+        #expect(try order("1e+16", "10000000000000001") == .orderedAscending)
+        #expect(try order("18446744073709551615", "18446744073709551614") == .orderedDescending, "UInt64")
+        #expect(try order("-9223372036854775808", "-9223372036854775807") == .orderedAscending, "Int64")
+        #expect(try order("1e-300", "0") == .orderedDescending, "beyond a Decimal: as doubles")
+        #expect(try order("1e-300", "2e-300") == .orderedAscending)
+        // More digits than a Decimal holds, or a Double's 0 or infinity a Decimal cannot read.
+        for text in [String(repeating: "1", count: 39), "1e-400", "1e400"] {
+            #expect(GenericQuery.Number(text) == nil, "\(text)")
+        }
     }
 
     @Test func recordingTimeAndTheEntitiesOwnDatesAreTwoQuestions() async throws {
@@ -89,6 +137,13 @@ func writeStays(_ directory: URL) async throws {
         let recorded = try #require(try object(exportLines(ledger)[3])["recordedAt"] as? String)
         let then = try run("query", ledger, "--type", "Account", "--where", "balance>=100", "--as-of", recorded, "--json")
         #expect(try ids(then) == [accountIDs[0].uuidString])
+        // --as-of is inclusive, to the nanosecond: Alice's update (position 4, her balance then
+        // 87.75) at its own recordedAt, and not a nanosecond before.
+        let update = try #require(try object(exportLines(ledger)[4])["recordedAt"] as? String)
+        let updated = try ISODate.parseRecordingTimeUpperBound(update)
+        let justBefore = ISODate.format(LogTimestamp(nanosecondsSince1970: updated.nanosecondsSince1970 - 1))
+        #expect(try ids(try run("query", ledger, "--type", "Account", "--where", "balance>=100", "--as-of", update, "--json")) == [])
+        #expect(try ids(try run("query", ledger, "--type", "Account", "--where", "balance>=100", "--as-of", justBefore, "--json")) == [accountIDs[0].uuidString])
         #expect(try ids(try run("query", ledger, "--type", "Account", "--where", "balance>=100", "--json")) == [])
         // A recording time outside what the log recorded: the span is printed.
         let early = try run("query", ledger, "--type", "Account", "--where", "balance>=0", "--as-of", "2001-01-01", "--json")
@@ -106,6 +161,13 @@ func writeStays(_ directory: URL) async throws {
         #expect(try ids(valid("2025-01-02T12:00Z", "--end-field", "until")) == ["s1", "s2"])
         #expect(try ids(valid("2025-01-04", "--end-field", "until")) == ["s2"], "s1 ended on day 2; s2 is open")
         #expect(try ids(valid("2025-01-04")) == ["s1", "s2"], "without an end field: begun by then")
+        // A bare date is its day: s2 began during 2025-01-02 and s1 ended at its midnight
+        // ([from, until): true at no time of 2025-01-03).
+        #expect(try ids(valid("2025-01-02", "--end-field", "until")) == ["s1", "s2"])
+        #expect(try ids(valid("2025-01-02T00:00Z", "--end-field", "until")) == ["s1", "s2"])
+        #expect(try ids(valid("2025-01-01T23:59:59Z", "--end-field", "until")) == ["s1"])
+        #expect(try ids(valid("2025-01-03", "--end-field", "until")) == ["s2"])
+        #expect(try ids(valid("2025-01-03T00:00Z", "--end-field", "until")) == ["s2"], "at its end s1 is over")
         #expect(try ids(valid("2025-01-02T12:00Z", "--end-field", "until", "--where", "guest=bo")) == ["s2"])
         let json = try object(valid("2025-01-02T12:00Z", "--end-field", "until").stdout)
         #expect(json["validAt"] as? String == "2025-01-02T12:00:00Z")
@@ -120,6 +182,24 @@ func writeStays(_ directory: URL) async throws {
         let missing = try run("query", store, "--type", "Stay", "--valid-at", "2025-01-02", "--date-field", "form")
         #expect(missing.status == 1 && missing.stderr.contains("no entity of Stay has a field \"form\""), "\(missing.stderr)")
         #expect(try run("query", store, "--type", "Stay", "--valid-at", "2025-01-02").status != 0)
+        // A path is read as --where reads it: an empty part names no field.
+        let emptyPart = try run("query", store, "--type", "Stay", "--valid-at", "2025-01-02", "--date-field", "from.")
+        #expect(emptyPart.status == 1 && emptyPart.stderr.contains("no entity of Stay has a field \"from.\""), "\(emptyPart.stderr)")
+        // --where names a field of any entity folded, not only of those --valid-at left: s1
+        // holds until (s2, left, has none and so matches !=), and a misspelling is refused
+        // even when --valid-at leaves nothing.
+        #expect(try ids(valid("2025-01-03T12:00Z", "--end-field", "until", "--where", "until!=2025-01-01")) == ["s2"])
+        let nothingLeft = try valid("2024-01-01", "--where", "nonsense=1")
+        #expect(nothingLeft.status == 1 && nothingLeft.stderr.contains("no entity of Stay has a field \"nonsense\""), "\(nothingLeft.stderr)")
+        // A stay that begins during a day was true on that day (not only from the next).
+        do {
+            let events = try EventStore.open(at: URL(filePath: store), snapshotPolicy: .never)
+            let stays = try EventSourcedRepository<Stay>(store: events, typeName: "Stay")
+            try await stays.add(Stay(id: "s4", guest: "di", from: t0.addingTimeInterval(9 * day + 9 * 3_600), until: nil))
+            try await events.close()
+        }
+        #expect(try ids(valid("2025-01-10", "--end-field", "until")) == ["s2", "s4"])
+        #expect(try ids(valid("2025-01-10T08:00Z", "--end-field", "until")) == ["s2"])
     }
 
     @Test func aQueryRefusesEntitiesItCannotRead() async throws {

@@ -150,6 +150,9 @@ struct ImportCommand: AsyncParsableCommand {
             if let (line, error) = streams.fieldEventRefusal(storeTypes: repositoryTypes) {
                 throw ToolError(.badInput, "\(name):\(line): \(error.message)")
             }
+            for (line, message) in streams.fieldEventWarnings(storeTypes: repositoryTypes) {
+                Output.warning("\(name):\(line): \(message)")
+            }
         } catch let error as ToolError {
             try? await repository?.close()
             let earlier = importedEarlier > 0 ? " in this run (lines 1–\(importedEarlier) were imported earlier)" : ""
@@ -286,8 +289,11 @@ enum ImportMarker {
         var deleted: Set<StreamID> = []
         try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
             latest = max(latest ?? envelope.timestamp, envelope.timestamp)
-            if EntityJSON.isRepositoryEvent(envelope) {
+            // Decoding a payload once per type is enough.
+            if !types.contains(envelope.stream.entityType), EntityJSON.showsRepositoryType(envelope.eventType, of: envelope.stream.entityType, payload: envelope.payload) {
                 types.insert(envelope.stream.entityType)
+            }
+            if EntityJSON.isRepositoryEvent(envelope) {
                 if envelope.eventType.hasSuffix(".deleted") { deleted.insert(envelope.stream) } else { deleted.remove(envelope.stream) }
             }
             if let id = envelope.metadata.correlationID, id.hasPrefix(lead), let line = Int(id.dropFirst(lead.count)) {
@@ -318,7 +324,8 @@ struct EntityVersionValidator {
     /// Each stream's version after the lines checked so far, and whether its entity exists then
     /// (`false` after a delete; `nil` for a stream the store holds: not read).
     private var overlay: [StreamID: (version: UInt64, exists: Bool?)] = [:]
-    /// The entity types that have a generic repository's event among the lines checked.
+    /// The entity types that have an event among the lines checked that shows they are a
+    /// generic repository's (``EntityJSON/showsRepositoryType(_:of:payload:)``).
     private(set) var repositoryTypes: Set<String> = []
     /// The lines that are an event `TYPE.name` (a field event's form, ``EntityJSON/fieldEventName(_:of:)``)
     /// of a stream whose entity does not exist at that point (its first event, or after a
@@ -337,18 +344,30 @@ struct EntityVersionValidator {
         self.stored = stored
     }
 
-    /// The first line of ``fieldEventsWithoutEntity`` whose type is a generic repository's (it
-    /// has a repository event in the input or in `storeTypes`) or whose payload is a `Codable`
-    /// field event's, as a refusal naming the line and the stream.
+    /// The first line of ``fieldEventsWithoutEntity`` whose type is a generic repository's (an
+    /// event in the input or the store shows it: `storeTypes`, ``repositoryTypes``), as a
+    /// refusal naming the line and the stream. A payload shaped as a field event's is no
+    /// evidence alone (an application may write `Counter.set {"value":3}` with the binary
+    /// encoder): those are
+    /// ``fieldEventWarnings(storeTypes:)``.
     func fieldEventRefusal(storeTypes: Set<String>) -> (line: Int, error: ActivityJSON.LineError)? {
         for (line, event) in fieldEventsWithoutEntity {
             let type = event.stream.entityType
-            let repository = repositoryTypes.contains(type) || storeTypes.contains(type)
-            guard repository || EntityJSON.isFieldEventPayload(event.payload) else { continue }
-            let why = repository ? "\(type) is a generic repository's type" : "its payload is a field event's ({\"value\": …})"
-            return (line, ActivityJSON.LineError(message: "\(event.eventType) is a field event (\(why)) and sets one property of an existing entity, but \(event.stream) has no entity at that point (the line would be its first event, or follow its delete): the application could not open the store (noEntityForFieldEvent). Import the stream's \(type).added first"))
+            guard repositoryTypes.contains(type) || storeTypes.contains(type) else { continue }
+            return (line, ActivityJSON.LineError(message: "\(event.eventType) is a field event (\(type) is a generic repository's type) and sets one property of an existing entity, but \(event.stream) has no entity at that point (the line would be its first event, or follow its delete): the application could not open the store (noEntityForFieldEvent). Import the stream's \(type).added first"))
         }
         return nil
+    }
+
+    /// The lines of ``fieldEventsWithoutEntity`` of a type nothing shows is a repository's, whose
+    /// payload is shaped as a `Codable` field event's (`{"value": …}`): imported, but said on
+    /// stderr, as an application that registers the event could not open the store.
+    func fieldEventWarnings(storeTypes: Set<String>) -> [(line: Int, message: String)] {
+        fieldEventsWithoutEntity.compactMap { line, event in
+            let type = event.stream.entityType
+            guard !repositoryTypes.contains(type), !storeTypes.contains(type), EntityJSON.isFieldEventPayload(event.payload) else { return nil }
+            return (line, "\(event.eventType) has a field event's payload ({\"value\": …}) and is the first event of \(event.stream) (or follows its delete); nothing shows \(type) is a generic repository's type, so it is imported as the application's own event. If it is a FieldEvent, an application registering it could not open the store (noEntityForFieldEvent)")
+        }
     }
 
     /// Checks one line and counts it.
@@ -371,8 +390,10 @@ struct EntityVersionValidator {
         }
         let eventType = imported.event.eventType
         var after = exists
-        if EntityJSON.isRepositoryEvent(eventType, of: stream.entityType) {
+        if !repositoryTypes.contains(stream.entityType), EntityJSON.showsRepositoryType(eventType, of: stream.entityType, payload: imported.event.payload) {
             repositoryTypes.insert(stream.entityType)
+        }
+        if EntityJSON.isRepositoryEvent(eventType, of: stream.entityType) {
             after = !eventType.hasSuffix(".deleted")
         } else if exists == false, EntityJSON.fieldEventName(eventType, of: stream.entityType) != nil {
             fieldEventsWithoutEntity.append((line, imported.event))

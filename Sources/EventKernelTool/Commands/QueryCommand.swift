@@ -11,7 +11,7 @@ struct QueryCommand: AsyncParsableCommand {
             Dates are the activities' own (start and end), not when they were recorded; see replay --as-of for that.
             Types are matched exactly as stored; a type no activity has is warned about on stderr.
 
-            Another entity type (a generic repository's): --type TYPE with --where, --order, --valid-at or --as-of. \
+            Another entity type (a generic repository's): --type TYPE, alone (its entities) or with --where, --order, --valid-at or --as-of. \
             --where FIELD=VALUE (also !=, >=, >, <=, <; several are AND) compares each entity's stored value as the \
             kind it is (a date as a date, a number as a number); a field no entity has is an error. Two kinds of time: \
             --as-of DATE is recording time (what the store knew then), --valid-at DATE --date-field F [--end-field G] \
@@ -36,7 +36,7 @@ struct QueryCommand: AsyncParsableCommand {
     var order: String?
     @Option(name: .customLong("as-of"), help: ArgumentHelp("Recording time, for a generic type: its entities as the store knew them at DATE (a bare date covers its whole day).", valueName: "DATE"))
     var asOf: String?
-    @Option(name: .customLong("valid-at"), help: ArgumentHelp("The entities' own time, for a generic type: those whose --date-field is at or before DATE (and --end-field unset or after it).", valueName: "DATE"))
+    @Option(name: .customLong("valid-at"), help: ArgumentHelp("The entities' own time, for a generic type: those whose --date-field is at or before DATE (and --end-field unset or after it); a bare date (UTC) is its whole day.", valueName: "DATE"))
     var validAt: String?
     @Option(name: .customLong("date-field"), help: ArgumentHelp("The date field --valid-at reads: when an entity became true.", valueName: "F"))
     var dateField: String?
@@ -59,19 +59,38 @@ struct QueryCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if isGeneric { return try await runGeneric() }
         let repository = try await StoreLocation.openReadOnly(store)
+        let entityType = try isGeneric || isEntityTypeAlone(in: repository)
+        if entityType { return try await runGeneric(repository) }
         let answer = try repository.projection.read { try query.run(on: $0) }
         query.print(answer)
+    }
+
+    /// Whether `--type TYPE` alone (no activity flag) names an entity type of the store that no
+    /// activity has: then the question is about its entities, not an empty list of activities.
+    private func isEntityTypeAlone(in repository: EventSourcedActivityRepository) throws -> Bool {
+        guard query.types.count == 1, query.after == nil, query.before == nil, query.startingIn == nil,
+              query.overlapping == nil, !query.oldestFirst else { return false }
+        let type = query.types[0]
+        guard type != ActivityEventCodec.entityType else { return false }
+        let activities = try repository.projection.read { try $0.fetch(ActivityQuery(types: [ActivityType(rawValue: type)], limit: 1)) }
+        guard activities.isEmpty else { return false }
+        var found = false
+        do {
+            try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
+                found = envelope.stream.entityType == type
+                return !found
+            }
+        } catch { throw ToolError.from(error, store: store.url) }
+        return found
     }
 
     private typealias Item = (entity: EntityReplay.Entity, state: JSONTree?)
 
     /// `--type TYPE --where …`: a generic type's entities by field.
-    private func runGeneric() async throws {
+    private func runGeneric(_ repository: EventSourcedActivityRepository) async throws {
         let type = query.types[0]
         let conditions = try self.conditions.map(GenericQuery.Condition.init)
-        let repository = try await StoreLocation.openReadOnly(store)
         let events = repository.store
         let bounds = events.log.bounds
         // Recording time: the log through the last position recorded at or before --as-of.
@@ -87,7 +106,10 @@ struct QueryCommand: AsyncParsableCommand {
             asOfTime = limit
         }
         let entities = try EntityReplay.fold(events, store: store, type: type, through: through, label: label)
-        var items: [Item] = entities.map { ($0, $0.payload.value) }
+        // Each payload decoded once: every check below reads these states.
+        let all: [Item] = entities.map { ($0, $0.payload.value) }
+        let states = all.map(\.state)
+        var items = all
         // An entity whose payload the tool cannot read might match: leaving it out would be a
         // wrong answer.
         let undecoded = entities.filter { if case .bytes = $0.payload { true } else { false } }
@@ -98,13 +120,13 @@ struct QueryCommand: AsyncParsableCommand {
         Output.note("plan: scan (\(Output.count(items.count)) entit\(items.count == 1 ? "y" : "ies") of \(type) folded from the log \(label))")
         var validAtDate: Date?
         if let validAt, let dateField {
-            let date: Date
-            do { date = try ISODate.parse(validAt) } catch { throw ToolError(.badInput, "--valid-at: \(error)") }
-            validAtDate = date
-            items = try Self.valid(items, at: date, text: validAt, dateField: dateField, endField: endField, type: type)
+            let moment: ISODate.Moment
+            do { moment = try ISODate.parseMoment(validAt) } catch { throw ToolError(.badInput, "--valid-at: \(error)") }
+            validAtDate = moment.start
+            items = try Self.valid(items, at: moment, text: validAt, dateField: dateField, endField: endField, type: type)
         }
-        items = try GenericQuery.filter(items, conditions, type: type)
-        if let order { items = try Self.sorted(items, by: order, type: type, all: entities) }
+        items = try GenericQuery.filter(items, conditions, type: type, known: states)
+        if let order { items = try Self.sorted(items, by: order, type: type, known: states) }
         let matched = items.count
         if let limit = query.limit, limit > 0, limit < items.count { items = Array(items.prefix(limit)) }
 
@@ -131,13 +153,14 @@ struct QueryCommand: AsyncParsableCommand {
         opaque.report()
     }
 
-    /// The entities true at `date` by their own dates: `dateField` at or before it, and
+    /// The entities true at `moment` by their own dates (``ISODate/Moment/overlaps(from:until:)``:
+    /// at an instant, or at some time of a bare date's day): `dateField` at or before it, and
     /// `endField` (when given) unset or after it. A date outside the dates the entities hold
     /// is noted with their span (a recording time asked of domain dates, often).
     /// - Throws: ``ToolError`` (exit 1): a field no entity has, or one that holds no dates.
-    private static func valid(_ items: [Item], at date: Date, text: String, dateField: String, endField: String?, type: String) throws -> [Item] {
-        let startPath = dateField.split(separator: ".").map(String.init)
-        let endPath = endField?.split(separator: ".").map(String.init)
+    private static func valid(_ items: [Item], at moment: ISODate.Moment, text: String, dateField: String, endField: String?, type: String) throws -> [Item] {
+        let startPath = GenericQuery.path(dateField)
+        let endPath = endField.map(GenericQuery.path)
         try GenericQuery.requireField(startPath, flag: "--date-field \(dateField)", in: items.map(\.state), type: type)
         if let endPath, let endField { try GenericQuery.requireField(endPath, flag: "--end-field \(endField)", in: items.map(\.state), type: type) }
         func stored(_ item: Item, _ path: [String], _ flag: String) throws -> Date? {
@@ -146,7 +169,8 @@ struct QueryCommand: AsyncParsableCommand {
             case .date(let d): return d
             case .null: return nil
             case let other:
-                throw ToolError(.badInput, "\(flag): \(path.joined(separator: ".")) of \(item.entity.envelope.stream) holds \(other.kind), not dates")
+                let why = if case .number = other { " (\(GenericQuery.Typed.jsonCodecDates))" } else { "" }
+                throw ToolError(.badInput, "\(flag): \(path.joined(separator: ".")) of \(item.entity.envelope.stream) holds \(other.kind), not dates\(why)")
             }
         }
         var first: Date?, last: Date?
@@ -159,13 +183,12 @@ struct QueryCommand: AsyncParsableCommand {
                 last = max(last ?? d, d)
             }
             // No start: never known to be true.
-            guard let start, start <= date else { continue }
-            if let end, end <= date { continue }
+            guard let start, moment.overlaps(from: start, until: end) else { continue }
             out.append(item)
         }
-        if let first, let last, date < first || date > last {
+        if let first, let last, moment.order(of: first) == .orderedDescending || moment.order(of: last) == .orderedAscending {
             let fields = endField.map { "\(dateField) and \($0)" } ?? dateField
-            Output.note("--valid-at \(text) is \(date < first ? "before" : "after") every date in \(fields) of \(type): they span \(ISODate.format(first)) to \(ISODate.format(last)) (for what the store knew at a recording time use --as-of)")
+            Output.note("--valid-at \(text) is \(moment.order(of: first) == .orderedDescending ? "before" : "after") every date in \(fields) of \(type): they span \(ISODate.format(first)) to \(ISODate.format(last)) (for what the store knew at a recording time use --as-of)")
         }
         return out
     }
@@ -173,13 +196,13 @@ struct QueryCommand: AsyncParsableCommand {
     /// The items ordered by `spec` (`FIELD` or `FIELD:desc`), nulls and absent values last,
     /// ties by id.
     /// - Throws: ``ToolError`` (exit 1): a field no entity has, or values of different kinds.
-    private static func sorted(_ items: [Item], by spec: String, type: String, all: [EntityReplay.Entity]) throws -> [Item] {
+    private static func sorted(_ items: [Item], by spec: String, type: String, known: [JSONTree?]) throws -> [Item] {
         var field = spec
         var descending = false
         if spec.hasSuffix(":desc") { field = String(spec.dropLast(5)); descending = true }
         else if spec.hasSuffix(":asc") { field = String(spec.dropLast(4)) }
-        let path = field.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        try GenericQuery.requireField(path, flag: "--order \(spec)", in: all.map(\.payload.value), type: type)
+        let path = GenericQuery.path(field)
+        try GenericQuery.requireField(path, flag: "--order \(spec)", in: known, type: type)
         let keyed = items.map { item in (item, GenericQuery.value(item.state, path).map { GenericQuery.Typed($0) } ?? .null) }
         var mixed: (String, String)?
         let result = keyed.sorted { a, b in
@@ -191,7 +214,10 @@ struct QueryCommand: AsyncParsableCommand {
             let nullInvolved = { if case .null = a.1 { true } else if case .null = b.1 { true } else { false } }()
             return (descending && !nullInvolved) ? order == .orderedDescending : order == .orderedAscending
         }
-        if let mixed { throw ToolError(.badInput, "--order \(spec): \(field) holds \(mixed.0) in some entities and \(mixed.1) in others, which have no order together") }
+        if let mixed {
+            let why = mixed.0 == mixed.1 ? "holds \(mixed.0), which have no order" : "holds \(mixed.0) in some entities and \(mixed.1) in others, which have no order together"
+            throw ToolError(.badInput, "--order \(spec): \(field) \(why)")
+        }
         return result.map(\.0)
     }
 }

@@ -205,6 +205,44 @@ extension ISODate {
 }
 
 extension ISODate {
+    /// A date argument compared with stored dates: a date-time is that instant; a bare date
+    /// (`2025-03-01`) is its whole day, UTC, from its midnight to the next (exclusive). The one
+    /// rule for `query`'s `--where` and `--valid-at`, the same as ``parseInclusiveUpperBound(_:)``'s.
+    struct Moment {
+        /// The instant, or the day's first.
+        var start: Date
+        /// The next day's midnight for a bare date; `nil` for an instant.
+        var dayEnd: Date?
+
+        /// Where `date` falls: before (`orderedAscending`), within the day or at the instant
+        /// (`orderedSame`), after (`orderedDescending`). So `<=` a day is "by its end", `<` "before
+        /// it began", `=` "on it".
+        func order(of date: Date) -> ComparisonResult {
+            if date < start { return .orderedAscending }
+            if let dayEnd { return date < dayEnd ? .orderedSame : .orderedDescending }
+            return date == start ? .orderedSame : .orderedDescending
+        }
+
+        /// Whether something true from `from` until `until` (exclusive; `nil`: still true) was
+        /// true at the instant, or at some time of the day.
+        func overlaps(from: Date, until: Date?) -> Bool {
+            guard dayEnd.map({ from < $0 }) ?? (from <= start) else { return false }
+            return until.map { $0 > start } ?? true
+        }
+    }
+
+    /// Parses a ``Moment``.
+    /// - Throws: ``ParseError`` when `text` is not an ISO 8601 date or date-time.
+    static func parseMoment(_ text: String) throws(ParseError) -> Moment {
+        let date = try parse(text)
+        return Moment(start: date, dayEnd: isBareDate(text) ? date.addingTimeInterval(86_400) : nil)
+    }
+
+    /// ``parseMoment(_:)``, `nil` for text that is not ISO 8601.
+    static func tryParseMoment(_ text: String) -> Moment? { try? parseMoment(text) }
+}
+
+extension ISODate {
     /// Parses an inclusive upper bound on recording time (`replay --as-of`) to the log's exact
     /// nanoseconds, without passing through `Date` (whose `Double` holds only about a tenth of a
     /// microsecond today, so that `--as-of` an event's own `recordedAt` could miss it). Digits

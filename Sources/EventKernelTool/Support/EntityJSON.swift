@@ -113,9 +113,22 @@ enum EntityJSON {
         ownEventName(eventType, of: type).flatMap { repositoryEventNames.contains($0) ? nil : $0 }
     }
 
+    /// Whether an event shows that its stream's type is a generic repository's: a `TYPE.added`
+    /// or `TYPE.updated` whose payload is a whole entity (the binary entity format's keyed
+    /// container, or a JSON object). The one rule for import's field-event check. A name alone
+    /// is no evidence: an application's own events may well be called `Person.created` and
+    /// `Person.deleted` (a delete has no payload to tell them apart).
+    static func showsRepositoryType(_ eventType: String, of type: String, payload bytes: [UInt8]) -> Bool {
+        guard let name = ownEventName(eventType, of: type), name == "added" || name == "updated" else { return false }
+        if case .object? = payload(bytes).value { return true }
+        return false
+    }
+
     /// Whether a payload is a `Codable` field event's (``FieldEvent/init(_:sets:)``): the binary
-    /// entity format's keyed container with the one field `value`. It holds the value alone,
-    /// not the property it sets (the event's registration on the schema knows that).
+    /// entity format's keyed container with the one field `value` (a nil value too:
+    /// `{"value":null}`). It holds the value alone, not the property it sets (the event's
+    /// registration on the schema knows that). A shape, not evidence: an application's own
+    /// event may have it too.
     static func isFieldEventPayload(_ bytes: [UInt8]) -> Bool {
         guard BinaryEntityValue.isBinary(bytes), case .keyed(let members)? = try? BinaryEntityValue.decode(bytes) else { return false }
         return members.count == 1 && members[0].key == "value"

@@ -49,7 +49,8 @@ enum EntityReplay {
                     if let through, envelope.position <= through { unfolded[envelope.entityID] = envelope }
                     return true
                 }
-                repositoryType = true
+                // Shown by an add or update holding an entity, not by a name (`Person.deleted`).
+                if !repositoryType { repositoryType = EntityJSON.showsRepositoryType(envelope.eventType, of: type, payload: envelope.payload) }
                 guard let through, envelope.position <= through else { return true }
                 unfolded[envelope.entityID] = nil
                 if envelope.eventType.hasSuffix(".deleted") {

@@ -48,9 +48,13 @@ enum GenericQuery {
             }
             let field = text[..<start].trimmingCharacters(in: .whitespaces)
             guard !field.isEmpty else { throw ToolError(.badInput, "--where \(text): no field before \(op.rawValue)") }
-            path = field.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+            path = GenericQuery.path(field)
             self.op = op
-            value = String(rest.dropFirst(op.rawValue.count))
+            // Spaces around the operator read as part of it (`note = hi`), as around the field.
+            value = rest.dropFirst(op.rawValue.count).trimmingCharacters(in: .whitespaces)
+            if value == "null", op.isRange {
+                throw ToolError(.badInput, "--where \(text): null has no order (FIELD=null or FIELD!=null)")
+            }
         }
     }
 
@@ -100,6 +104,9 @@ enum GenericQuery {
             }
         }
 
+        /// Why a date field may hold numbers, in messages.
+        static let jsonCodecDates = "a type written with EntitySchema(codec: .json) stores a Date as a plain number (JSONEncoder's default, seconds since 2001), which the tool cannot tell from any other number; compare it as one"
+
         /// What the value is, in messages.
         var kind: String {
             switch self {
@@ -123,10 +130,16 @@ enum GenericQuery {
             func cmp<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult { a < b ? .orderedAscending : a > b ? .orderedDescending : .orderedSame }
             switch self {
             case .date(let d):
-                guard let other = ISODate.tryParse(value) else { throw refuse("and \"\(value)\" is not an ISO 8601 date or date-time") }
-                return cmp(d, other)
+                guard let moment = ISODate.tryParseMoment(value) else { throw refuse("and \"\(value)\" is not an ISO 8601 date or date-time") }
+                // The stored date against the moment: `order(of:)` says where d falls.
+                switch moment.order(of: d) {
+                case .orderedAscending: return .orderedAscending
+                case .orderedDescending: return .orderedDescending
+                case .orderedSame: return .orderedSame
+                }
             case .number(let n):
-                guard let other = Number(value) else { throw refuse("and \"\(value)\" is not a number") }
+                if ISODate.tryParse(value) != nil { throw refuse("and \"\(value)\" is a date: \(Self.jsonCodecDates)") }
+                guard let other = Number(value) else { throw refuse("and \"\(value)\" is not a number it compares exactly (plain decimal text, at most 38 significant digits)") }
                 return n.compare(other)
             case .string(let s):
                 guard !op.isRange else { throw refuse("which have no range here (ranges are on dates and numbers)") }
@@ -164,6 +177,12 @@ enum GenericQuery {
         }
     }
 
+    /// A field's member names (`owner.name`), the one reading for `--where`, `--order`,
+    /// `--date-field` and `--end-field`: empty parts kept (`a..b` names no field, and says so).
+    static func path(_ field: String) -> [String] {
+        field.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+    }
+
     /// Whether a state has a value at `path` (an explicit null counts).
     static func has(_ state: JSONTree?, _ path: [String]) -> Bool {
         if case .some = value(state, path) { return true }
@@ -171,41 +190,60 @@ enum GenericQuery {
     }
 
     /// A number as stored or typed: decimal text (`12`, `-3.5`, `87.75`, `1e-300`), compared
-    /// exactly as a `Decimal` (a `$decimal` keeps its digits), or as a `Double` when either has
-    /// an exponent (a `Decimal`'s exponent stops at ±127; a double's text may go further).
+    /// exactly as a `Decimal` whenever both numbers are one (its exponent reaches ±127, its
+    /// digits 38; an integer stored as an `Int64` or `UInt64` fits), and as a `Double` only
+    /// when one is beyond a `Decimal`'s exponent, where the two numbers' magnitudes tell them
+    /// apart.
     struct Number {
         var text: String
-        var decimal: Decimal
+        /// `nil`: beyond a `Decimal`'s exponent.
+        var decimal: Decimal?
         var double: Double
 
-        /// `nil` for text that is not plain decimal (`0x10`, `inf`, `1.`, a `Decimal` prefix).
+        /// `nil` for text that is not plain decimal (`0x10`, `inf`, `1.`, a `Decimal` prefix),
+        /// that has more significant digits than a `Decimal` holds (it would round them), or
+        /// that a `Double` reads as 0 or infinity but a `Decimal` cannot read (never read as 0).
         init?(_ text: String) {
             let bytes = Array(text.utf8)
             var i = 0
+            var mantissa: [UInt8] = []
             if i < bytes.count, bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: "+") { i += 1 }
-            func digits() -> Int {
+            func digits(keep: Bool) -> Int {
                 let start = i
-                while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) { i += 1 }
+                while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) {
+                    if keep { mantissa.append(bytes[i]) }
+                    i += 1
+                }
                 return i - start
             }
-            guard digits() > 0 else { return nil }
-            if i < bytes.count, bytes[i] == UInt8(ascii: ".") { i += 1; guard digits() > 0 else { return nil } }
+            guard digits(keep: true) > 0 else { return nil }
+            if i < bytes.count, bytes[i] == UInt8(ascii: ".") { i += 1; guard digits(keep: true) > 0 else { return nil } }
             if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
                 i += 1
                 if i < bytes.count, bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: "+") { i += 1 }
-                guard digits() > 0 else { return nil }
+                guard digits(keep: false) > 0 else { return nil }
             }
-            guard i == bytes.count, let double = Double(text) else { return nil }
+            guard i == bytes.count, let double = Double(text), double.isFinite else { return nil }
+            let zero = UInt8(ascii: "0")
+            let significant = mantissa.drop(while: { $0 == zero }).reversed().drop(while: { $0 == zero }).count
+            guard significant <= 38 else { return nil }
             self.text = text
             self.double = double
-            decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) ?? 0
+            if let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) {
+                self.decimal = decimal
+            } else if significant == 0 {
+                decimal = 0
+            } else {
+                // Beyond a Decimal's exponent: the double, unless it lost the number.
+                guard double != 0 else { return nil }
+                decimal = nil
+            }
         }
-
-        var hasExponent: Bool { text.contains("e") || text.contains("E") }
 
         func compare(_ other: Number) -> ComparisonResult {
             func cmp<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult { a < b ? .orderedAscending : a > b ? .orderedDescending : .orderedSame }
-            return hasExponent || other.hasExponent ? cmp(double, other.double) : cmp(decimal, other.decimal)
+            if let a = decimal, let b = other.decimal { return cmp(a, b) }
+            return cmp(double, other.double)
         }
     }
 
@@ -220,19 +258,22 @@ enum GenericQuery {
     /// - Parameters:
     ///   - entities: The entities, decoded states beside them.
     ///   - conditions: The `--where`s.
+    ///   - known: Every entity's state at the moment asked about, before any filter
+    ///     (`--valid-at`'s): a field is checked against them, not against what is left.
     /// - Throws: ``ToolError`` (exit 1): a field no entity has (naming the fields they have), a
     ///   value not of the kind the field stores, a range on a kind without one.
-    static func filter(_ entities: [(entity: EntityReplay.Entity, state: JSONTree?)], _ conditions: [Condition], type: String) throws -> [(entity: EntityReplay.Entity, state: JSONTree?)] {
+    static func filter(_ entities: [(entity: EntityReplay.Entity, state: JSONTree?)], _ conditions: [Condition], type: String, known: [JSONTree?]) throws -> [(entity: EntityReplay.Entity, state: JSONTree?)] {
         for condition in conditions {
-            try requireField(condition.path, flag: "--where \(condition.text)", in: entities.map(\.state), type: type)
+            try requireField(condition.path, flag: "--where \(condition.text)", in: known, type: type)
         }
         return try entities.filter { item in
             try conditions.allSatisfy { condition in
-                guard let stored = value(item.state, condition.path) else { return condition.op == .notEqual }
-                let typed = Typed(stored)
-                if case .null = typed {
-                    return condition.value == "null" ? condition.op == .equal : condition.op == .notEqual
-                }
+                // Absent: an optional the encoder left out, so null.
+                let typed = value(item.state, condition.path).map { Typed($0) } ?? .null
+                let isNull = if case .null = typed { true } else { false }
+                // `null` is asked before any kind is read: a field of dates is null or not too.
+                if condition.value == "null" { return isNull == (condition.op == .equal) }
+                if isNull { return condition.op == .notEqual }
                 return condition.op.holds(try typed.compare(to: condition.value, op: condition.op, condition: condition))
             }
         }

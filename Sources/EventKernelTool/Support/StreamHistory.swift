@@ -139,7 +139,8 @@ enum StreamHistory {
         var known: (state: JSONTree?, version: UInt64) = (nil, 0)
         var unknownSince = false
         // Whether the type is a generic repository's: then its other events are field events.
-        let repositoryType = events.contains(where: EntityJSON.isRepositoryEvent)
+        // (Shown by an add or update holding an entity: names alone, `Person.deleted`, are not.)
+        let repositoryType = events.contains { EntityJSON.showsRepositoryType($0.eventType, of: type, payload: $0.payload) }
         var opaque = OpaquePayloads()
         for envelope in events {
             let payload = EntityJSON.payload(envelope.payload)
