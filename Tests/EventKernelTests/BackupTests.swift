@@ -326,14 +326,15 @@ import Testing
         #expect(descriptor >= 0)
         #expect(flock(descriptor, LOCK_SH | LOCK_NB) == 0)
         #expect(BackupManifest.state(of: destination) == .complete, "a shared probe is not a backup in progress")
-        // Released within the backup's wait (250 ms from when it meets the lock, however late);
-        // the backup meets it sooner than that on a normal run, where it failed as locked before.
-        let release = Thread {
-            usleep(150_000)
+        // Released by the backup itself once it reports that it found the lock held and waits
+        // (no sleep racing its deadline): the backup must then go on, and must have waited.
+        let waited = WaitFlag()
+        let options = BackupOptions(onLockWait: {
+            waited.set()
             close(descriptor)
-        }
-        release.start()
-        let report = try await EventStore.backup(storeAt: source, to: destination)
+        })
+        let report = try await EventStore.backup(storeAt: source, to: destination, options: options)
+        #expect(waited.isSet, "the backup never met the probe's lock")
         #expect(report.incremental)
     }
 
@@ -712,4 +713,11 @@ final class SyncRecordingFileIO: LogFileIO, Sendable {
     }
     func preallocate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().preallocate(descriptor: descriptor, path: path, length: length) }
     func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().truncate(descriptor: descriptor, path: path, length: length) }
+}
+
+/// Set once from another thread (a hook), read by the test.
+private final class WaitFlag: Sendable {
+    private let value = Mutex(false)
+    func set() { value.withLock { $0 = true } }
+    var isSet: Bool { value.withLock { $0 } }
 }

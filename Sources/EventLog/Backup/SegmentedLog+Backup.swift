@@ -70,7 +70,7 @@ extension SegmentedLog {
         // One backup at a time per directory: two would share temporary names and each
         // remove the other's files, and the last manifest would describe bytes the other wrote.
         // Held to the end (released when `lock` goes); a store's writer takes the same lock.
-        let lock = try Self.lockDestination(dest)
+        let lock = try Self.lockDestination(dest, onWait: options.onLockWait)
         defer { lock.unlock() }
         let identity = try Self.storeIdentity(segments)
         let previous = try Self.previousBackup(in: destination, identity: identity, epoch: epoch, segments: segments, options: options)
@@ -165,14 +165,19 @@ extension SegmentedLog {
     /// The destination's lock, held for the whole backup.
     /// - Throws: ``LogError/Code/locked`` naming the destination when another backup (or a
     ///   store's writer) holds it.
-    private static func lockDestination(_ dest: String) throws(LogError) -> DirectoryLock {
+    private static func lockDestination(_ dest: String, onWait: (@Sendable () -> Void)?) throws(LogError) -> DirectoryLock {
         // `backups list` (BackupManifest.state(of:)) probes the lock with a shared flock for a
         // moment: that is waited out, a backup holding it is not.
         let deadline = ContinuousClock.now + .milliseconds(250)
+        var waiting = false
         while true {
             do {
                 return try DirectoryLock(directory: dest)
             } catch where error.code == .locked && ContinuousClock.now < deadline {
+                if !waiting {
+                    waiting = true
+                    onWait?()
+                }
                 usleep(5_000)
             } catch {
                 guard error.code == .locked else { throw error }
