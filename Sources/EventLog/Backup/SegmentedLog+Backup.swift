@@ -194,10 +194,10 @@ extension SegmentedLog {
     /// The trailing checksums are left out because a CRC32C continued over a block followed by
     /// that block's own CRC32C ends in a constant state: chaining whole headers would give every
     /// segment of the same batch count the same fingerprint.
-    private static func headersChecksum(_ segment: BackupSegment) throws(LogError) -> UInt32 {
+    private static func headersChecksum(_ segment: BackupSegment, upTo end: Int64? = nil) throws(LogError) -> UInt32 {
         let header = try segment.file.read(fromAbsoluteOffset: 0, count: SegmentHeader.size)
         var crc = fingerprintStart(header[...])
-        for batch in segment.batches {
+        for batch in segment.batches where end.map({ batch.endOffset <= $0 }) ?? true {
             let bytes = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
             crc = fingerprint(bytes[...], continuing: crc)
         }
@@ -281,9 +281,6 @@ extension SegmentedLog {
         if let theirs = manifest.storeIdentity, let ours = identity, theirs != ours {
             return "it is a backup of another store (store \(theirs); this one is \(ours))"
         }
-        if manifest.historyEpoch != epoch {
-            return "it was taken in history epoch \(manifest.historyEpoch) and the store is now in epoch \(epoch) (the log was cut by a repair or a torn tail since)"
-        }
         if manifest.nextPosition > (segments.last?.nextPosition ?? 0) {
             return "it holds positions up to \(manifest.nextPosition) and the store ends at \(segments.last?.nextPosition ?? 0)"
         }
@@ -299,6 +296,31 @@ extension SegmentedLog {
                 }
             }
             if !holds { return "the store no longer holds its last batch (\(mark)): it describes another history" }
+        }
+        if manifest.historyEpoch != epoch {
+            // A cut since (a torn tail after a writer's crash, a repair) removed only bytes past
+            // what the backup holds when every segment it lists is still there, at least as
+            // long, with the same batch headers up to the listed size: the backup is then a
+            // prefix of this history and goes on in the new epoch. An OS crash that lost
+            // batches the backup copied fails here (or on the last-batch mark above).
+            let bySegment = Dictionary(segments.map { (Segment.Name.segment($0.base), $0) }, uniquingKeysWith: { a, _ in a })
+            for old in manifest.files where Segment.Name.basePosition(ofSegmentNamed: old.name) != nil {
+                let why: String?
+                if let segment = bySegment[old.name] {
+                    if segment.dataEnd < old.size {
+                        why = "\(old.name) is \(segment.dataEnd) bytes in the store, \(old.size) in the backup"
+                    } else if let headers = old.headers, try Self.headersChecksum(segment, upTo: old.size) == headers {
+                        why = nil
+                    } else {
+                        why = "\(old.name) holds other batches in the store than in the backup"
+                    }
+                } else {
+                    why = "the store no longer holds \(old.name)"
+                }
+                if let why {
+                    return "it was taken in history epoch \(manifest.historyEpoch), the store is now in epoch \(epoch) (the log was cut by a repair or a torn tail since) and is not a continuation of it: \(why)"
+                }
+            }
         }
         return nil
     }
