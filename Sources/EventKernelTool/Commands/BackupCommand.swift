@@ -109,6 +109,7 @@ struct BackupCommand: AsyncParsableCommand {
         var round = 0
         while interruption.caught == nil {
             let started = ContinuousClock.now
+            let startedAt = Date.now
             round += 1
             // A round is one ordinary incremental backup: it reads the store as it is now (the
             // writer may have closed and reopened it since the last), and it finishes even when
@@ -117,7 +118,7 @@ struct BackupCommand: AsyncParsableCommand {
                 try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(link: link))
             }
             let seconds = (ContinuousClock.now - started) / .seconds(1)
-            print(describe(report, destination: destination, source: source, seconds: seconds, compact: true, round: round))
+            print(describe(report, destination: destination, source: source, seconds: seconds, compact: true, round: (round, startedAt)))
             Output.flush()
             // The next round starts `interval` after this one started (at once when this one took
             // longer): an event appended now is in a backup within about twice the interval.
@@ -132,7 +133,7 @@ struct BackupCommand: AsyncParsableCommand {
     }
 
     /// One backup's report: a key-value table, or JSON (one line with `compact`).
-    private func describe(_ report: BackupReport, destination: URL, source: URL, seconds: Double, compact: Bool, round: Int? = nil) -> String {
+    private func describe(_ report: BackupReport, destination: URL, source: URL, seconds: Double, compact: Bool, round: (number: Int, started: Date)? = nil) -> String {
         let manifest = report.manifest
         if json {
             var object: [String: Any] = [
@@ -142,13 +143,18 @@ struct BackupCommand: AsyncParsableCommand {
                 "copiedFiles": report.copiedFiles, "copiedBytes": report.copiedBytes, "linkedFiles": report.linkedFiles,
                 "unchangedFiles": report.unchangedFiles.count, "removedFiles": report.removedFiles, "seconds": seconds,
             ]
-            if let round { object["round"] = round }
+            if let round {
+                object["round"] = round.number
+                // When the round took its plan's start (Unix time): what it holds is everything
+                // acknowledged before then, so a monitor can bound the backup's lag by it.
+                object["started"] = round.started.timeIntervalSince1970
+            }
             guard compact else { return Output.json(object) }
             let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("null".utf8)
             return String(decoding: data, as: UTF8.self)
         }
         if let round {
-            return "round \(round): position \(Output.count(manifest.nextPosition)), \(report.incremental ? "incremental" : "full"), "
+            return "round \(round.number): position \(Output.count(manifest.nextPosition)), \(report.incremental ? "incremental" : "full"), "
                 + "written \(report.copiedFiles.count) files (\(Output.bytes(report.copiedBytes))), \(Output.seconds(seconds))"
         }
         return Output.keyValues([
