@@ -100,13 +100,17 @@ struct BackupCommand: AsyncParsableCommand {
         try await followStore(source, to: destination)
     }
 
+    /// How many rounds in a row `--follow` skips for a held lock or an I/O failure before it
+    /// ends with that failure's status.
+    static let skippedRoundsLimit = 5
+
     /// `--follow`: rounds of incremental backups until a signal; each round complete before the
     /// next starts, so a stop (or a kill) between or during rounds leaves a complete backup.
     private func followStore(_ source: URL, to destination: URL) async throws {
         let interval = Duration.seconds(lag ?? 5) / 2
         let interruption = Interruption()
         defer { interruption.stop() }
-        var round = 0
+        var round = 0, skipped = 0
         while interruption.caught == nil {
             let started = ContinuousClock.now
             let startedAt = Date.now
@@ -114,8 +118,26 @@ struct BackupCommand: AsyncParsableCommand {
             // A round is one ordinary incremental backup: it reads the store as it is now (the
             // writer may have closed and reopened it since the last), and it finishes even when
             // a signal comes meanwhile (its manifest is the clean boundary).
-            let report = try await withToolErrors(store: source) {
-                try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(link: link))
+            let report: BackupReport
+            do {
+                report = try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(link: link))
+                skipped = 0
+            } catch {
+                // The directory's lock held a moment too long (a `backups list` descheduled
+                // while probing it, a prune), or a transient I/O failure: the round is skipped
+                // (it left the previous backup) and the next one tries again; only a run of
+                // them ends the follow.
+                let code = (error as? LogError)?.code ?? (error as? RepositoryError)?.logError?.code
+                guard code == .locked || code == .io, skipped < Self.skippedRoundsLimit, interruption.caught == nil else {
+                    throw ToolError.from(error, store: source)
+                }
+                skipped += 1
+                Output.note("round \(round) skipped (\(skipped) in a row; the follow ends after \(Self.skippedRoundsLimit)): \(error)")
+                let next = started + interval
+                while interruption.caught == nil && ContinuousClock.now < next {
+                    try? await Task.sleep(for: min(.milliseconds(50), next - ContinuousClock.now))
+                }
+                continue
             }
             let seconds = (ContinuousClock.now - started) / .seconds(1)
             print(describe(report, destination: destination, source: source, seconds: seconds, compact: true, round: (round, startedAt)))
