@@ -239,6 +239,98 @@ struct BackupCLITests {
         #expect(try run("backups", "prune", generations.appending(path: "g4").path, "--keep", "1", "--yes").status == 1, "a backup, not a directory of generations")
     }
 
+    /// Appends `Counted` events to the store at `store` until it holds `total`.
+    static func appendUntil(_ store: URL, _ total: Int) throws {
+        let process = Process()
+        process.executableURL = builtExecutable("ActivitiesTestHelper")
+        process.arguments = ["append", store.path, "\(total)", "10"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+    }
+
+    static func setCreatedAt(_ generation: URL, _ date: Date) throws {
+        let url = generation.appending(path: BackupManifest.fileName)
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: url)) as? [String: Any])
+        object["createdAt"] = date.formatted(.iso8601)
+        try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]).write(to: url)
+    }
+
+    /// What prune must not do (review items 5-10, 20): order by a skewed clock, mix two stores,
+    /// count a damaged generation, remove through a symbolic link, touch a locked generation,
+    /// read `m` as minutes or accept an age of zero.
+    @Test func backupsPruneOrdersByWhatGenerationsHoldPerStoreAndCountsOnlyVerifiedOnes() throws {
+        let temp = TemporaryDirectory()
+        let a = temp.file("a"), b = temp.file("b"), generations = temp.file("generations")
+        func backup(_ store: URL, _ name: String) throws -> URL {
+            let directory = generations.appending(path: name)
+            let result = try run("backup", store.path, directory.path)
+            #expect(result.status == 0, "\(result.stderr)")
+            return directory
+        }
+        try Self.appendUntil(a, 100)
+        // "old" holds less than "new" but its clock said later: by what it holds, it is older.
+        let old = try backup(a, "old")
+        try Self.appendUntil(a, 200)
+        let new = try backup(a, "new")
+        try Self.setCreatedAt(old, .now.addingTimeInterval(-3_600))
+        try Self.setCreatedAt(new, .now.addingTimeInterval(-2 * 86_400))
+        // Written with a clock years ahead: left alone, with a note.
+        try Self.setCreatedAt(try backup(a, "skewed"), .now.addingTimeInterval(4 * 365 * 86_400))
+        // Another store's only generation, older than all: the newest of its store.
+        try Self.appendUntil(b, 50)
+        try Self.setCreatedAt(try backup(b, "other"), .now.addingTimeInterval(-30 * 86_400))
+        // The newest of store a by position, but damaged: not counted, left alone.
+        try Self.appendUntil(a, 300)
+        let damaged = try backup(a, "damaged")
+        let segment = try #require(try FileManager.default.contentsOfDirectory(atPath: damaged.path).first { $0.hasSuffix(".log") })
+        let handle = try FileHandle(forUpdating: damaged.appending(path: segment))
+        try handle.seek(toOffset: 200)
+        let byte = try #require(try handle.read(upToCount: 1)).first!
+        try handle.seek(toOffset: 200)
+        try handle.write(contentsOf: Data([byte ^ 0xFF]))
+        try handle.close()
+        // A link to a backup elsewhere: left alone, its target untouched.
+        let elsewhere = temp.file("elsewhere")
+        #expect(try run("backup", a.path, elsewhere.path).status == 0)
+        try Self.setCreatedAt(elsewhere, .now.addingTimeInterval(-90 * 86_400))
+        try FileManager.default.createSymbolicLink(at: generations.appending(path: "link"), withDestinationURL: elsewhere)
+        // A generation a backup holds (its lock): left alone.
+        let busy = try backup(a, "busy")
+        try Self.setCreatedAt(busy, .now.addingTimeInterval(-60 * 86_400))
+        let descriptor = open(busy.appending(path: "LOCK").path, O_RDWR)
+        defer { close(descriptor) }
+        #expect(flock(descriptor, LOCK_EX | LOCK_NB) == 0)
+
+        #expect(try run("backups", "prune", generations.path, "--max-age", "6m", "--dry-run").status == 1, "a bare m")
+        #expect(try run("backups", "prune", generations.path, "--max-age", "0s", "--dry-run").status == 1, "an age of zero")
+        #expect(try run("backups", "prune", generations.path, "--max-age", "90min", "--dry-run").status == 0, "minutes are min")
+
+        let plan = try run("backups", "prune", generations.path, "--keep", "1", "--dry-run", "--format", "json")
+        #expect(plan.status == 0, "\(plan.stderr)")
+        let rows = try #require(try jsonObject(plan.stdout) as? [[String: Any]])
+        let actions = Dictionary(uniqueKeysWithValues: rows.map { ((($0["directory"] as? String ?? "") as NSString).lastPathComponent, $0["action"] as? String ?? "") })
+        #expect(actions == ["old": "remove", "new": "keep", "skewed": "left alone", "other": "keep",
+                            "damaged": "left alone", "link": "left alone", "busy": "left alone"], "\(plan.stdout)")
+        #expect(plan.stderr.contains("future"), "\(plan.stderr)")
+
+        let pruned = try run("backups", "prune", generations.path, "--keep", "1", "--yes")
+        #expect(pruned.status == 0, "\(pruned.stderr)")
+        let present = Set((try? FileManager.default.contentsOfDirectory(atPath: generations.path)) ?? [])
+        #expect(present == ["new", "skewed", "other", "damaged", "link", "busy"])
+        #expect(BackupManifest.state(of: elsewhere) == .complete)
+        #expect(throws: LogError.self) { try BackupManifest.removeBackup(at: generations.appending(path: "link")) }
+        #expect(BackupManifest.state(of: elsewhere) == .complete)
+        // A generation whose manifest changed since it was judged is not removed.
+        let judged = try #require(try BackupManifest.read(in: new))
+        try Self.appendUntil(a, 400)
+        #expect(try run("backup", a.path, new.path).status == 0)
+        #expect(throws: LogError.self) { try BackupManifest.removeBackup(at: new, expecting: judged) }
+        #expect(BackupManifest.state(of: new) == .complete)
+    }
+
     @Test func usageErrors() throws {
         let temp = TemporaryDirectory()
         let store = try Self.demo(temp)
