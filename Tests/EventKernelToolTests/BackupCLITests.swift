@@ -94,7 +94,7 @@ struct BackupCLITests {
         let cut = temp.file("cut").path
         let exact = try run("restore", backup, "--to", cut, "--position", "\(boundary)")
         #expect(exact.status == 0)
-        #expect(!exact.stderr.contains("inside an atomic batch"), "\(exact.stderr)")
+        #expect(!exact.stderr.contains("inside a stored batch"), "\(exact.stderr)")
         #expect(try run("verify", cut).status == 0)
         let inspect = try run("inspect", cut, "--json")
         #expect(inspect.stdout.contains("\"events\" : \(boundary)") || inspect.stdout.contains("\"events\":\(boundary)"), "\(inspect.stdout)")
@@ -103,11 +103,16 @@ struct BackupCLITests {
         let inside = try #require(batches.first { $0.count > 1 && $0.lowerBound > 0 })
         let rounded = try run("restore", backup, "--to", temp.file("rounded").path, "--position", "\(inside.lowerBound + 1)", "--json")
         #expect(rounded.status == 0, "\(rounded.stderr)")
-        #expect(rounded.stderr.contains("inside an atomic batch"), "\(rounded.stderr)")
+        // What a round-down means, said whole (review item 3): the batch's start, how many
+        // events below the requested point were left out, and that acknowledged appends may be.
+        #expect(rounded.stderr.contains("inside a stored batch that starts at \(inside.lowerBound)"), "\(rounded.stderr)")
+        #expect(rounded.stderr.contains("the 1 event(s) at positions \(inside.lowerBound)..<\(inside.lowerBound + 1) are left out"), "\(rounded.stderr)")
+        #expect(rounded.stderr.contains("acknowledged"), "\(rounded.stderr)")
         let object = try #require(try jsonObject(rounded.stdout) as? [String: Any])
         #expect(object["position"] as? Int == Int(inside.lowerBound))
         #expect(object["requestedPosition"] as? Int == Int(inside.lowerBound + 1))
         #expect(object["roundedDown"] as? Bool == true)
+        #expect(object["eventsLeftOut"] as? Int == 1)
 
         #expect(try run("restore", backup, whole).status == 1, "a destination that is not empty")
         #expect(try run("restore", store, temp.file("x").path).status == 1, "not a backup")
