@@ -63,6 +63,8 @@ struct BackupCLITests {
         #expect(try run("export", backup).stdout == (try run("export", one).stdout))
         let restarted = try run("backup", two, backup, "--restart", "--yes")
         #expect(restarted.status == 0, "\(restarted.stderr)")
+        // The old backup goes first (review item 2): said, with the way to keep it.
+        #expect(restarted.stderr.contains("holds no complete backup") && restarted.stderr.contains("new directory"), "\(restarted.stderr)")
         #expect(try run("export", backup).stdout == (try run("export", two).stdout))
     }
 
