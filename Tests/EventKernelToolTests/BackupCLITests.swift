@@ -604,6 +604,14 @@ struct BackupFollowTests {
             return (started, seconds, position)
         }
         #expect(rounds.count == Self.rounds(out).count, "a round line lacks started, seconds or position")
+        // Each round's lag (review item 14): from the previous round's start to this one's end
+        // (0.5 s for the two clocks the follower samples a line apart; the rounds start 2 s apart).
+        let lags = Self.rounds(out).compactMap { $0["lagSeconds"] as? Double }
+        #expect(lags.count == rounds.count, "a round line lacks lagSeconds")
+        for (index, lag) in lags.enumerated() {
+            let from = rounds[max(index - 1, 0)].started, to = rounds[index].started + rounds[index].seconds
+            #expect(abs(lag - (to - from)) < 0.5, "round \(index + 1): lagSeconds \(lag), its rounds say \(to - from)")
+        }
         // What was acknowledged before a round started is in that round: checked against the
         // follower's own start times, not the time this test took to notice.
         for sample in samples {

@@ -115,6 +115,7 @@ struct BackupCommand: AsyncParsableCommand {
         let interruption = Interruption()
         defer { interruption.stop() }
         var round = 0, skipped = 0
+        var previousStart: ContinuousClock.Instant?
         while interruption.caught == nil {
             let started = ContinuousClock.now
             let startedAt = Date.now
@@ -143,8 +144,16 @@ struct BackupCommand: AsyncParsableCommand {
                 }
                 continue
             }
-            let seconds = (ContinuousClock.now - started) / .seconds(1)
-            print(describe(report, destination: destination, source: source, seconds: seconds, compact: true, round: (round, startedAt)))
+            let ended = ContinuousClock.now
+            let seconds = (ended - started) / .seconds(1)
+            // Until this round's manifest, the newest complete backup was the previous one's,
+            // holding what was acknowledged before it started: the most the backup lagged.
+            let lagSeconds = (ended - (previousStart ?? started)) / .seconds(1)
+            previousStart = started
+            print(describe(report, destination: destination, source: source, seconds: seconds, compact: true, round: (round, startedAt, lagSeconds)))
+            if lagSeconds > lag ?? 5 {
+                Output.note("round \(round): the backup lagged the store by up to \(Output.seconds(lagSeconds)), more than --lag \(Output.seconds(lag ?? 5)) (rounds take \(Output.seconds(seconds)))")
+            }
             Output.flush()
             // The next round starts `interval` after this one started (at once when this one took
             // longer): an event appended now is in a backup within about twice the interval.
@@ -159,7 +168,7 @@ struct BackupCommand: AsyncParsableCommand {
     }
 
     /// One backup's report: a key-value table, or JSON (one line with `compact`).
-    private func describe(_ report: BackupReport, destination: URL, source: URL, seconds: Double, compact: Bool, round: (number: Int, started: Date)? = nil) -> String {
+    private func describe(_ report: BackupReport, destination: URL, source: URL, seconds: Double, compact: Bool, round: (number: Int, started: Date, lagSeconds: Double)? = nil) -> String {
         let manifest = report.manifest
         if json {
             var object: [String: Any] = [
@@ -174,6 +183,7 @@ struct BackupCommand: AsyncParsableCommand {
                 // When the round took its plan's start (Unix time): what it holds is everything
                 // acknowledged before then, so a monitor can bound the backup's lag by it.
                 object["started"] = round.started.timeIntervalSince1970
+                object["lagSeconds"] = round.lagSeconds
             }
             guard compact else { return Output.json(object) }
             let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("null".utf8)
