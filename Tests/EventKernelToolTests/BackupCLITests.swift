@@ -184,6 +184,15 @@ struct BackupCLITests {
         let running = try run("backups", "list", backup.path, "--format", "json", "--no-verify")
         #expect(running.status == 3)
         #expect((try jsonObject(running.stdout) as? [[String: Any]])?.first?["state"] as? String == "in progress")
+        // Verified (review item 11): the earlier manifest's files check while the round runs,
+        // so the backup is complete, with a round in progress, and the status is 0; with the
+        // marker too (a round that has started writing).
+        for marker in [false, true] {
+            if marker { _ = FileManager.default.createFile(atPath: backup.appending(path: BackupManifest.partialFileName).path, contents: nil) }
+            let verified = try run("backups", "list", backup.path, "--format", "json")
+            #expect(verified.status == 0, "\(verified.stdout)\(verified.stderr)")
+            #expect((try jsonObject(verified.stdout) as? [[String: Any]])?.first?["state"] as? String == "complete (round in progress)", "\(verified.stdout)")
+        }
         _ = flock(lock, LOCK_UN)
 
         // The next backup completes it.
