@@ -128,7 +128,8 @@ extension EventStore {
         defer { try? handle.close() }
         let data: Data?
         if let count { data = try? handle.read(upToCount: count) } else { data = try? handle.readToEnd() }
-        // An empty file reads as nil: no bytes, which no decoder accepts.
+        // An empty file (or a failed read) gives no bytes, which no decoder accepts: the caller
+        // judges the file unusable; only an unopenable file gives nil.
         return Array(data ?? Data())
     }
 }

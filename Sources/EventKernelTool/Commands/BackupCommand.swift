@@ -89,6 +89,10 @@ struct BackupCommand: AsyncParsableCommand {
         guard !restart || yes else {
             throw ToolError(.badInput, "backup --restart rewrites the backup in \(destination.path): every file written again, and the files of the backup there that the new one does not hold removed (another store's or another history's backup is lost). Run `eventkernel backups list \(destination.path)` to see what it holds, then `eventkernel backup --restart --yes` to proceed")
         }
+        if restart && BackupManifest.state(of: destination) == .complete {
+            // No sibling-and-swap yet (review item 2): the only complete backup may go first.
+            Output.note("--restart withdraws the backup in \(destination.path) before writing the new one: until it ends (a crash, a full disk), the directory holds no complete backup. To keep it meanwhile, back up into a new directory instead and remove the old one after (backups prune)")
+        }
         guard follow else {
             let started = ContinuousClock.now
             let report = try await withToolErrors(store: source) {
@@ -100,24 +104,56 @@ struct BackupCommand: AsyncParsableCommand {
         try await followStore(source, to: destination)
     }
 
+    /// How many rounds in a row `--follow` skips for a held lock or an I/O failure before it
+    /// ends with that failure's status.
+    static let skippedRoundsLimit = 5
+
     /// `--follow`: rounds of incremental backups until a signal; each round complete before the
     /// next starts, so a stop (or a kill) between or during rounds leaves a complete backup.
     private func followStore(_ source: URL, to destination: URL) async throws {
         let interval = Duration.seconds(lag ?? 5) / 2
         let interruption = Interruption()
         defer { interruption.stop() }
-        var round = 0
+        var round = 0, skipped = 0
+        var previousStart: ContinuousClock.Instant?
         while interruption.caught == nil {
             let started = ContinuousClock.now
+            let startedAt = Date.now
             round += 1
             // A round is one ordinary incremental backup: it reads the store as it is now (the
             // writer may have closed and reopened it since the last), and it finishes even when
             // a signal comes meanwhile (its manifest is the clean boundary).
-            let report = try await withToolErrors(store: source) {
-                try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(link: link))
+            let report: BackupReport
+            do {
+                report = try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(link: link))
+                skipped = 0
+            } catch {
+                // The directory's lock held a moment too long (a `backups list` descheduled
+                // while probing it, a prune), or a transient I/O failure: the round is skipped
+                // (it left the previous backup) and the next one tries again; only a run of
+                // them ends the follow.
+                let code = (error as? LogError)?.code ?? (error as? RepositoryError)?.logError?.code
+                guard code == .locked || code == .io, skipped < Self.skippedRoundsLimit, interruption.caught == nil else {
+                    throw ToolError.from(error, store: source)
+                }
+                skipped += 1
+                Output.note("round \(round) skipped (\(skipped) in a row; the follow ends after \(Self.skippedRoundsLimit)): \(error)")
+                let next = started + interval
+                while interruption.caught == nil && ContinuousClock.now < next {
+                    try? await Task.sleep(for: min(.milliseconds(50), next - ContinuousClock.now))
+                }
+                continue
             }
-            let seconds = (ContinuousClock.now - started) / .seconds(1)
-            print(describe(report, destination: destination, source: source, seconds: seconds, compact: true, round: round))
+            let ended = ContinuousClock.now
+            let seconds = (ended - started) / .seconds(1)
+            // Until this round's manifest, the newest complete backup was the previous one's,
+            // holding what was acknowledged before it started: the most the backup lagged.
+            let lagSeconds = (ended - (previousStart ?? started)) / .seconds(1)
+            previousStart = started
+            print(describe(report, destination: destination, source: source, seconds: seconds, compact: true, round: (round, startedAt, lagSeconds)))
+            if lagSeconds > lag ?? 5 {
+                Output.note("round \(round): the backup lagged the store by up to \(Output.seconds(lagSeconds)), more than --lag \(Output.seconds(lag ?? 5)) (rounds take \(Output.seconds(seconds)))")
+            }
             Output.flush()
             // The next round starts `interval` after this one started (at once when this one took
             // longer): an event appended now is in a backup within about twice the interval.
@@ -132,7 +168,7 @@ struct BackupCommand: AsyncParsableCommand {
     }
 
     /// One backup's report: a key-value table, or JSON (one line with `compact`).
-    private func describe(_ report: BackupReport, destination: URL, source: URL, seconds: Double, compact: Bool, round: Int? = nil) -> String {
+    private func describe(_ report: BackupReport, destination: URL, source: URL, seconds: Double, compact: Bool, round: (number: Int, started: Date, lagSeconds: Double)? = nil) -> String {
         let manifest = report.manifest
         if json {
             var object: [String: Any] = [
@@ -142,13 +178,19 @@ struct BackupCommand: AsyncParsableCommand {
                 "copiedFiles": report.copiedFiles, "copiedBytes": report.copiedBytes, "linkedFiles": report.linkedFiles,
                 "unchangedFiles": report.unchangedFiles.count, "removedFiles": report.removedFiles, "seconds": seconds,
             ]
-            if let round { object["round"] = round }
+            if let round {
+                object["round"] = round.number
+                // When the round took its plan's start (Unix time): what it holds is everything
+                // acknowledged before then, so a monitor can bound the backup's lag by it.
+                object["started"] = round.started.timeIntervalSince1970
+                object["lagSeconds"] = round.lagSeconds
+            }
             guard compact else { return Output.json(object) }
             let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("null".utf8)
             return String(decoding: data, as: UTF8.self)
         }
         if let round {
-            return "round \(round): position \(Output.count(manifest.nextPosition)), \(report.incremental ? "incremental" : "full"), "
+            return "round \(round.number): position \(Output.count(manifest.nextPosition)), \(report.incremental ? "incremental" : "full"), "
                 + "written \(report.copiedFiles.count) files (\(Output.bytes(report.copiedBytes))), \(Output.seconds(seconds))"
         }
         return Output.keyValues([

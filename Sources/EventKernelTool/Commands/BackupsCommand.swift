@@ -44,6 +44,24 @@ struct BackupsCommand: AsyncParsableCommand {
             var verified: String  // yes, no (the problem), skipped
         }
 
+        /// The earlier manifest of a directory a backup round is writing into, when its files
+        /// check and it is still the manifest after the check (a round only appends past the
+        /// listed sizes and adds files until it renames its own manifest; a round that renamed
+        /// it or withdrew it meanwhile is seen, and the check tried again); `nil` otherwise.
+        static func verifiedDuringARound(_ url: URL) -> BackupManifest? {
+            for _ in 0..<3 {
+                guard let before = try? BackupManifest.read(in: url) else { return nil }
+                let checked = (try? BackupManifest.check(in: url)) != nil
+                guard let after = try? BackupManifest.read(in: url) else { return nil }
+                if after == before {
+                    let state = BackupManifest.state(of: url)
+                    guard checked, state == .inProgress || state == .complete else { return nil }
+                    return after
+                }
+            }
+            return nil
+        }
+
         static func isBackup(_ url: URL) -> Bool {
             FileManager.default.fileExists(atPath: url.appending(path: BackupManifest.fileName).path)
                 || FileManager.default.fileExists(atPath: url.appending(path: BackupManifest.partialFileName).path)
@@ -66,6 +84,10 @@ struct BackupsCommand: AsyncParsableCommand {
                     // commands refuse is not listed as complete, whatever the manifest says.
                     switch BackupManifest.state(of: url) {
                     case .inProgress:
+                        if !noVerify, let manifest = Self.verifiedDuringARound(url) {
+                            entries.append(Entry(directory: url.path, manifest: manifest, state: "complete (round in progress)", verified: "yes"))
+                            continue
+                        }
                         entries.append(Entry(directory: url.path, manifest: try BackupManifest.read(in: url), state: "in progress",
                                              verified: "no: a backup is writing into it now (it holds the directory's LOCK)"))
                         continue
@@ -107,7 +129,7 @@ struct BackupsCommand: AsyncParsableCommand {
             } else {
                 Output.print(listing, as: output.resolved)
             }
-            if entries.contains(where: { $0.state != "complete" || $0.verified.hasPrefix("no") }) {
+            if entries.contains(where: { !$0.state.hasPrefix("complete") || $0.verified.hasPrefix("no") }) {
                 throw ExitCode(ToolExit.damage.rawValue)
             }
         }
@@ -118,10 +140,12 @@ struct BackupsCommand: AsyncParsableCommand {
             commandName: "prune", abstract: "Remove the oldest generations of a directory of backups: keep N, and/or those younger than an age (needs --yes).",
             discussion: """
                 DIR holds generations: each subdirectory one backup (eventkernel backup STORE DIR/<name>). Complete \
-                generations are ordered by their manifest's createdAt (then name), newest first. One is kept when it \
-                is among the newest N (--keep N) or younger than --max-age (d, h, m, s or w: 30d); with both, \
-                either keeps it. The newest complete generation is always kept. A generation that is not complete \
-                (in progress, cut short, a damaged manifest) and every entry that is not a backup are left alone. \
+                generations whose files verify are grouped by store and ordered by history epoch, then position \
+                (createdAt and name break ties), newest first. One is kept when it is among the newest N of its \
+                store (--keep N) or younger than --max-age (s, min, h, d or w, above zero: 30d, 90min); with both, \
+                either keeps it. Each store's newest is always kept. A generation that is not complete (in \
+                progress, cut short, a damaged manifest), that does not verify, dated in the future, or a symbolic \
+                link, and every entry that is not a backup, are left alone. \
                 A removal renames the generation out of the way first (.<name>.removing-...; killed midway, the \
                 next prune finishes it). Without --yes nothing is removed: exit 1 (--dry-run: the plan, exit 0).
 
@@ -134,7 +158,7 @@ struct BackupsCommand: AsyncParsableCommand {
         var directory: String
         @Option(help: ArgumentHelp("Keep the newest N complete generations (at least 1).", valueName: "N"))
         var keep: Int?
-        @Option(name: .customLong("max-age"), help: ArgumentHelp("Keep the generations younger than this (30d, 12h, 90m, 2w).", valueName: "AGE"))
+        @Option(name: .customLong("max-age"), help: ArgumentHelp("Keep the generations younger than this (30d, 12h, 90min, 2w).", valueName: "AGE"))
         var maxAge: String?
         @Flag(name: .customLong("dry-run"), help: "Print what would be removed; remove nothing.")
         var dryRun = false
@@ -145,14 +169,17 @@ struct BackupsCommand: AsyncParsableCommand {
         func validate() throws {
             guard keep != nil || maxAge != nil else { throw ValidationError("give --keep N, --max-age AGE, or both") }
             if let keep, keep < 1 { throw ValidationError("--keep \(keep): keep at least 1") }
-            if let maxAge, Self.seconds(maxAge) == nil { throw ValidationError("--max-age '\(maxAge)': a number and a unit, s, m, h, d or w (30d)") }
+            if let maxAge, Self.seconds(maxAge) == nil { throw ValidationError("--max-age '\(maxAge)': a number above zero and a unit, s, min, h, d or w (30d, 90min)") }
             if dryRun && yes { throw ValidationError("give one of --dry-run or --yes") }
         }
 
         /// Seconds of an age such as `30d`; `nil` when it does not parse.
+        /// `m` alone is refused: it reads as months as easily as minutes (`min` is minutes). An
+        /// age of zero is refused: it would keep nothing by age.
         static func seconds(_ text: String) -> Double? {
-            let units: [Character: Double] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800]
-            guard let unit = text.last.flatMap({ units[$0] }), let number = Double(text.dropLast()), number.isFinite, number >= 0 else { return nil }
+            let units: [(String, Double)] = [("min", 60), ("s", 1), ("h", 3_600), ("d", 86_400), ("w", 604_800)]
+            guard let (suffix, unit) = units.first(where: { text.hasSuffix($0.0) }),
+                  let number = Double(text.dropLast(suffix.count)), number.isFinite, number > 0 else { return nil }
             return number * unit
         }
 
@@ -177,8 +204,18 @@ struct BackupsCommand: AsyncParsableCommand {
                 .filter { !BackupManifest.isRemovalLeftover($0) }.sorted()
             var complete: [(name: String, manifest: BackupManifest, created: Date?)] = []
             var decisions: [Decision] = []
+            let now = Date.now
             for name in names {
                 let url = root.appending(path: name, directoryHint: .isDirectory)
+                // A link to a directory elsewhere: a rename would move the link and a removal
+                // delete only it, reporting bytes removed that stay.
+                var st = stat()
+                if lstat(url.path, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK {
+                    if BackupManifest.state(of: url) != .notABackup {
+                        decisions.append(Decision(name: name, manifest: nil, action: "left alone", reason: "a symbolic link: prune removes only generations that are directories here"))
+                    }
+                    continue
+                }
                 let state = BackupManifest.state(of: url)
                 guard state != .notABackup else { continue }
                 let manifest = try? BackupManifest.read(in: url)
@@ -187,27 +224,47 @@ struct BackupsCommand: AsyncParsableCommand {
                     decisions.append(Decision(name: name, manifest: manifest, action: "left alone", reason: "not complete: \(why)"))
                     continue
                 }
-                complete.append((name, manifest, try? Date(manifest.createdAt, strategy: .iso8601)))
-            }
-            // Newest first: by the time the manifest was written, then by name.
-            complete.sort { ($0.manifest.createdAt, $0.name) > ($1.manifest.createdAt, $1.name) }
-            let now = Date.now
-            let limit = maxAge.flatMap(Self.seconds)
-            for (index, generation) in complete.enumerated() {
-                var reasons: [String] = []
-                if index == 0 { reasons.append("the newest complete generation") }
-                if let keep, index < keep { reasons.append("among the newest \(keep)") }
-                if let limit {
-                    if let created = generation.created {
-                        if now.timeIntervalSince(created) <= limit { reasons.append("younger than \(maxAge!)") }
-                    } else {
-                        // No time to judge by: never removed by age.
-                        reasons.append("its createdAt does not parse")
-                    }
+                // Only a generation whose files check counts: a damaged newest one must not
+                // make the good older ones go.
+                do { _ = try BackupManifest.check(in: url) } catch {
+                    decisions.append(Decision(name: name, manifest: manifest, action: "left alone", reason: "damaged, not counted: \(error)"))
+                    continue
                 }
-                decisions.append(Decision(name: generation.name, manifest: generation.manifest,
-                                          action: reasons.isEmpty ? "remove" : "keep",
-                                          reason: reasons.isEmpty ? "older than the rules keep" : reasons.joined(separator: "; ")))
+                let created = try? Date(manifest.createdAt, strategy: .iso8601)
+                if let created, created.timeIntervalSince(now) > 300 {
+                    // A clock that was wrong when it was written: its age says nothing, and
+                    // ordering by it would call it the newest.
+                    decisions.append(Decision(name: name, manifest: manifest, action: "left alone", reason: "its createdAt is in the future (a skewed clock): judge it yourself"))
+                    Output.note("\(url.path): createdAt \(manifest.createdAt) is in the future; left alone")
+                    continue
+                }
+                complete.append((name, manifest, created))
+            }
+            // Per store (two stores' generations in one directory are two sets), newest first by
+            // what they hold: the history epoch, then the position; the time only breaks ties.
+            let stores = Dictionary(grouping: complete) { $0.manifest.storeIdentity ?? "" }
+            let limit = maxAge.flatMap(Self.seconds)
+            for identity in stores.keys.sorted() {
+                let generations = stores[identity]!.sorted {
+                    ($0.manifest.historyEpoch, $0.manifest.nextPosition, $0.manifest.createdAt, $0.name)
+                        > ($1.manifest.historyEpoch, $1.manifest.nextPosition, $1.manifest.createdAt, $1.name)
+                }
+                for (index, generation) in generations.enumerated() {
+                    var reasons: [String] = []
+                    if index == 0 { reasons.append("the newest complete generation\(stores.count > 1 ? " of its store" : "")") }
+                    if let keep, index < keep { reasons.append("among the newest \(keep)") }
+                    if let limit {
+                        if let created = generation.created {
+                            if now.timeIntervalSince(created) <= limit { reasons.append("younger than \(maxAge!)") }
+                        } else {
+                            // No time to judge by: never removed by age.
+                            reasons.append("its createdAt does not parse")
+                        }
+                    }
+                    decisions.append(Decision(name: generation.name, manifest: generation.manifest,
+                                              action: reasons.isEmpty ? "remove" : "keep",
+                                              reason: reasons.isEmpty ? "older than the rules keep" : reasons.joined(separator: "; ")))
+                }
             }
             let doomed = decisions.filter { $0.action == "remove" }
             if !dryRun && !yes && !doomed.isEmpty {
@@ -219,7 +276,8 @@ struct BackupsCommand: AsyncParsableCommand {
                 if !leftovers.isEmpty { Output.note("finished \(leftovers.count) removal(s) cut short: \(leftovers.joined(separator: ", "))") }
                 for index in decisions.indices where decisions[index].action == "remove" {
                     do {
-                        try BackupManifest.removeBackup(at: root.appending(path: decisions[index].name, directoryHint: .isDirectory))
+                        try BackupManifest.removeBackup(at: root.appending(path: decisions[index].name, directoryHint: .isDirectory),
+                                                        expecting: decisions[index].manifest)
                         decisions[index].action = "removed"
                     } catch {
                         decisions[index].action = "left alone"

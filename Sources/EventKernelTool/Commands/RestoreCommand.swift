@@ -73,11 +73,15 @@ struct RestoreCommand: AsyncParsableCommand {
         }
         let end = result.nextPosition
         if result.roundedDown {
-            Output.note("position \(result.requestedPosition) is inside an atomic batch: restored up to its start, \(end) (a restore holds whole batches only)")
+            // Said whole: group commit may have merged appends acknowledged one by one into
+            // that batch, so events acknowledged before the requested position can be left out.
+            let leftOut = result.requestedPosition - end
+            Output.note("position \(result.requestedPosition) is inside a stored batch that starts at \(end): restored up to the batch's start, \(end); the \(leftOut) event(s) at positions \(end)..<\(result.requestedPosition) are left out. A batch is restored whole or not at all, and group commit may have merged several appends, each acknowledged on its own, into it: some of those events may have been acknowledged before the requested point. Restore --position \(end) to cut exactly here")
         }
         if json {
             print(Output.json(["backup": source.path, "store": destination.path, "position": end,
-                               "requestedPosition": result.requestedPosition, "roundedDown": result.roundedDown]))
+                               "requestedPosition": result.requestedPosition, "roundedDown": result.roundedDown,
+                               "eventsLeftOut": result.requestedPosition - end]))
         } else {
             Output.note("restored \(Output.count(end)) events from \(source.path) into \(destination.path), positions 0..<\(end)")
         }

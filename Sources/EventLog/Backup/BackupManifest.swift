@@ -138,16 +138,22 @@ public struct BackupOptions: Sendable {
     public var restart: Bool
     /// The system-call layer for the backup's writes and syncs (fault injection in tests).
     public var fileIO: any LogFileIO
+    /// Called once when the backup finds its destination's lock held and starts waiting for it
+    /// (a test's handshake: the holder releases only once the backup is waiting).
+    public var onLockWait: (@Sendable () -> Void)?
 
     /// Creates options.
     /// - Parameters:
     ///   - link: Hard-link sealed files where possible.
     ///   - restart: Start over in a destination that is refused otherwise.
     ///   - fileIO: The system-call layer for writes and syncs.
-    public init(link: Bool = false, restart: Bool = false, fileIO: any LogFileIO = PosixFileIO()) {
+    ///   - onLockWait: Called once when the destination's lock is found held, before waiting.
+    public init(link: Bool = false, restart: Bool = false, fileIO: any LogFileIO = PosixFileIO(),
+                onLockWait: (@Sendable () -> Void)? = nil) {
         self.link = link
         self.restart = restart
         self.fileIO = fileIO
+        self.onLockWait = onLockWait
     }
 }
 

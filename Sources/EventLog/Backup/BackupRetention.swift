@@ -22,12 +22,22 @@ extension BackupManifest {
     /// meanwhile), it is renamed out of the way in one step (`<parent>/.<name>.removing-…`, the
     /// parent synced), so that killed midway it is no longer a backup anywhere, only a hidden
     /// leftover that ``removeLeftovers(in:)`` finishes; then its files are removed.
-    /// - Parameter directory: A complete backup (``state(of:)`` is ``DirectoryState/complete``).
+    /// - Parameters:
+    ///   - directory: A complete backup (``state(of:)`` is ``DirectoryState/complete``), a real
+    ///     directory (a symbolic link is refused: removing it would leave the bytes).
+    ///   - expected: The manifest the caller decided on: when given, the backup is removed only
+    ///     if its manifest, read again under the lock, is still this one (a round since made it
+    ///     another backup, to be judged again).
     /// - Throws: ``LogError``: ``LogError/Code/locked`` when a backup is writing into it;
     ///   ``LogError/Code/backupMismatch`` when it is not a complete backup (cut short, or not a
-    ///   backup: never removed); ``LogError/Code/io`` when a rename, removal or sync fails.
-    public static func removeBackup(at directory: URL) throws(LogError) {
+    ///   backup: never removed), a symbolic link, or its manifest changed since `expected`;
+    ///   ``LogError/Code/io`` when a rename, removal or sync fails.
+    public static func removeBackup(at directory: URL, expecting expected: BackupManifest? = nil) throws(LogError) {
         let path = directory.standardizedFileURL.path
+        var st = stat()
+        if lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK {
+            throw LogError(.backupMismatch, "\(path) is a symbolic link: not removed (its target would stay)", file: path)
+        }
         let lock: DirectoryLock
         do { lock = try DirectoryLock(directory: path) } catch {
             guard error.code == .locked else { throw error }
@@ -37,6 +47,9 @@ extension BackupManifest {
         // Judged under the lock: no backup can start or end in it meanwhile.
         guard StoreDirectory.exists(path + "/" + fileName), !StoreDirectory.exists(path + "/" + partialFileName) else {
             throw LogError(.backupMismatch, "\(path) holds no complete backup: not removed", file: path)
+        }
+        if let expected, (try? read(in: directory)) != expected {
+            throw LogError(.backupMismatch, "\(path) changed since it was judged (a backup ran into it): not removed; prune again to judge it anew", file: path)
         }
         let parent = (path as NSString).deletingLastPathComponent
         let name = (path as NSString).lastPathComponent

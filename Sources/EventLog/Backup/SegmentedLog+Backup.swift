@@ -70,7 +70,7 @@ extension SegmentedLog {
         // One backup at a time per directory: two would share temporary names and each
         // remove the other's files, and the last manifest would describe bytes the other wrote.
         // Held to the end (released when `lock` goes); a store's writer takes the same lock.
-        let lock = try Self.lockDestination(dest)
+        let lock = try Self.lockDestination(dest, onWait: options.onLockWait)
         defer { lock.unlock() }
         let identity = try Self.storeIdentity(segments)
         let previous = try Self.previousBackup(in: destination, identity: identity, epoch: epoch, segments: segments, options: options)
@@ -80,74 +80,82 @@ extension SegmentedLog {
         // backup killed here leaves the earlier complete backup. Only a file it lists that must
         // be rewritten (not grown) withdraws it first (``BackupWriter/withdrawPrevious()``).
         try StoreDirectory.writeAtomically([], directory: dest, name: BackupManifest.partialFileName, io: io)
-        if previous == nil {
-            // Not built on (none, --restart, cut short): every file is written again, so no
-            // manifest may stay to describe what is being replaced.
-            try StoreDirectory.remove(dest + "/" + BackupManifest.fileName)
-            try StoreDirectory.synchronize(dest, io: io)
-        }
-
         let known = Dictionary((previous?.files ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
-        var report = BackupReport(manifest: BackupManifest(format: BackupManifest.currentFormat, storeIdentity: identity,
+        var writer = BackupWriter(directory: dest, io: io, known: known, linking: options.link)
+        var report: BackupReport
+        var files: [BackupManifest.File] = []
+        do {
+            if previous == nil {
+                // Not built on (none, --restart, cut short): every file is written again, so no
+                // manifest may stay to describe what is being replaced.
+                try StoreDirectory.remove(dest + "/" + BackupManifest.fileName)
+                try StoreDirectory.synchronize(dest, io: io)
+            }
+
+            report = BackupReport(manifest: BackupManifest(format: BackupManifest.currentFormat, storeIdentity: identity,
                                                            historyEpoch: epoch, nextPosition: position, lastBatch: nil,
                                                            createdAt: "", files: []),
                                   incremental: previous != nil)
-        var files: [BackupManifest.File] = []
-        var writer = BackupWriter(directory: dest, io: io, known: known, linking: options.link)
-        for segment in segments {
-            let name = Segment.Name.segment(segment.base)
-            if segment.sealed, let old = known[name], old.size == segment.dataEnd, let headers = old.headers,
-               try Self.headersChecksum(segment) == headers, writer.holds(name, size: old.size) {
-                // A sealed segment the earlier backup holds: the same size and the same batch
-                // headers (each with its payload's CRC32C), so the same bytes, not read again.
-                report.unchangedFiles.append(name)
-                files.append(old)
-            } else {
-                let bytes = try Self.checkedSegmentBytes(segment)
-                // The file's CRC32C cannot tell segments apart whose batch headers differ (a
-                // CRC over a block followed by its own CRC is a constant): the earlier copy is
-                // kept, or grown, only when the batch headers it covers are these too.
-                var sameHeaders = true
-                if let old = known[name], let oldHeaders = old.headers {
-                    sameHeaders = Self.headersChecksum(bytes, segment, upTo: old.size) == oldHeaders
+            for segment in segments {
+                let name = Segment.Name.segment(segment.base)
+                if segment.sealed, let old = known[name], old.size == segment.dataEnd, let headers = old.headers,
+                   try Self.headersChecksum(segment) == headers, writer.holds(name, size: old.size) {
+                    // A sealed segment the earlier backup holds: the same size and the same batch
+                    // headers (each with its payload's CRC32C), so the same bytes, not read again.
+                    report.unchangedFiles.append(name)
+                    files.append(old)
+                } else {
+                    let bytes = try Self.checkedSegmentBytes(segment)
+                    // The file's CRC32C cannot tell segments apart whose batch headers differ (a
+                    // CRC over a block followed by its own CRC is a constant): the earlier copy is
+                    // kept, or grown, only when the batch headers it covers are these too.
+                    var sameHeaders = true
+                    if let old = known[name], let oldHeaders = old.headers {
+                        sameHeaders = Self.headersChecksum(bytes, segment, upTo: old.size) == oldHeaders
+                    }
+                    var entry = try writer.put(name, bytes: bytes, linkFrom: segment.sealed ? segment.file : nil,
+                                               trustingEarlierCopy: sameHeaders, report: &report)
+                    entry.headers = Self.headersChecksum(bytes, segment)
+                    files.append(entry)
                 }
-                var entry = try writer.put(name, bytes: bytes, linkFrom: segment.sealed ? segment.file : nil,
-                                           trustingEarlierCopy: sameHeaders, report: &report)
-                entry.headers = Self.headersChecksum(bytes, segment)
-                files.append(entry)
-            }
-            if segment.sealed {
-                let indexPath = core.directory + "/" + Segment.Name.index(segment.base)
-                if let (index, indexFile) = try Self.checkedIndexBytes(at: indexPath, segment: segment) {
-                    files.append(try writer.put(Segment.Name.index(segment.base), bytes: index, linkFrom: indexFile, report: &report))
+                if segment.sealed {
+                    let indexPath = core.directory + "/" + Segment.Name.index(segment.base)
+                    if let (index, indexFile) = try Self.checkedIndexBytes(at: indexPath, segment: segment) {
+                        files.append(try writer.put(Segment.Name.index(segment.base), bytes: index, linkFrom: indexFile, report: &report))
+                    }
                 }
             }
-        }
-        if let last = segments.last(where: { !$0.batches.isEmpty }), let batch = last.batches.last {
-            let header = try last.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
-            report.manifest.lastBatch = Self.mark(segment: last.base, offset: batch.offset, header: header)
-        }
-        let storePath = core.directory + "/" + StoreManifest.fileName
-        if StoreDirectory.exists(storePath) {
-            let file = try OpenFile.open(storePath, flags: O_RDONLY)
-            let bytes = try file.read(fromAbsoluteOffset: 0, count: StoreManifest.size + 1)
-            if case .failure(var error) = StoreManifest.decode(bytes) {
-                error.file = storePath
-                throw error
+            if let last = segments.last(where: { !$0.batches.isEmpty }), let batch = last.batches.last {
+                let header = try last.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
+                report.manifest.lastBatch = Self.mark(segment: last.base, offset: batch.offset, header: header)
             }
-            files.append(try writer.put(StoreManifest.fileName, bytes: bytes, linkFrom: nil, report: &report))
+            let storePath = core.directory + "/" + StoreManifest.fileName
+            if StoreDirectory.exists(storePath) {
+                let file = try OpenFile.open(storePath, flags: O_RDONLY)
+                let bytes = try file.read(fromAbsoluteOffset: 0, count: StoreManifest.size + 1)
+                if case .failure(var error) = StoreManifest.decode(bytes) {
+                    error.file = storePath
+                    throw error
+                }
+                files.append(try writer.put(StoreManifest.fileName, bytes: bytes, linkFrom: nil, report: &report))
+            }
+            for extra in try extraFiles(position, epoch) {
+                files.append(try writer.put(extra.name, bytes: extra.bytes, linkFrom: nil, report: &report))
+            }
+            for directory in writer.directories.sorted() { try StoreDirectory.synchronize(dest + "/" + directory, io: io) }
+            try StoreDirectory.synchronize(dest, io: io)
+            report.manifest.files = files.sorted { $0.name < $1.name }
+            report.manifest.createdAt = Date.now.formatted(.iso8601)
+            // The new manifest replaces the earlier one in one rename: the directory is the earlier
+            // complete backup until here, the new one after.
+            try StoreDirectory.writeAtomically(try report.manifest.encoded(), directory: dest, name: BackupManifest.fileName, io: io)
+            try StoreDirectory.remove(dest + "/" + BackupManifest.partialFileName)
+        } catch {
+            // A round that failed (a full disk, EIO) over an earlier backup it did not withdraw:
+            // the directory goes back to exactly that backup, readable again.
+            if let previous, !writer.withdrewPrevious { BackupWriter.returnToPrevious(previous, in: dest) }
+            throw error
         }
-        for extra in try extraFiles(position, epoch) {
-            files.append(try writer.put(extra.name, bytes: extra.bytes, linkFrom: nil, report: &report))
-        }
-        for directory in writer.directories.sorted() { try StoreDirectory.synchronize(dest + "/" + directory, io: io) }
-        try StoreDirectory.synchronize(dest, io: io)
-        report.manifest.files = files.sorted { $0.name < $1.name }
-        report.manifest.createdAt = Date.now.formatted(.iso8601)
-        // The new manifest replaces the earlier one in one rename: the directory is the earlier
-        // complete backup until here, the new one after.
-        try StoreDirectory.writeAtomically(try report.manifest.encoded(), directory: dest, name: BackupManifest.fileName, io: io)
-        try StoreDirectory.remove(dest + "/" + BackupManifest.partialFileName)
         // What an earlier backup held and this one does not (older snapshots): removed only now,
         // when no manifest lists them.
         let kept = Set(files.map(\.name))
@@ -165,14 +173,19 @@ extension SegmentedLog {
     /// The destination's lock, held for the whole backup.
     /// - Throws: ``LogError/Code/locked`` naming the destination when another backup (or a
     ///   store's writer) holds it.
-    private static func lockDestination(_ dest: String) throws(LogError) -> DirectoryLock {
+    private static func lockDestination(_ dest: String, onWait: (@Sendable () -> Void)?) throws(LogError) -> DirectoryLock {
         // `backups list` (BackupManifest.state(of:)) probes the lock with a shared flock for a
         // moment: that is waited out, a backup holding it is not.
         let deadline = ContinuousClock.now + .milliseconds(250)
+        var waiting = false
         while true {
             do {
                 return try DirectoryLock(directory: dest)
             } catch where error.code == .locked && ContinuousClock.now < deadline {
+                if !waiting {
+                    waiting = true
+                    onWait?()
+                }
                 usleep(5_000)
             } catch {
                 guard error.code == .locked else { throw error }
@@ -189,10 +202,10 @@ extension SegmentedLog {
     /// The trailing checksums are left out because a CRC32C continued over a block followed by
     /// that block's own CRC32C ends in a constant state: chaining whole headers would give every
     /// segment of the same batch count the same fingerprint.
-    private static func headersChecksum(_ segment: BackupSegment) throws(LogError) -> UInt32 {
+    private static func headersChecksum(_ segment: BackupSegment, upTo end: Int64? = nil) throws(LogError) -> UInt32 {
         let header = try segment.file.read(fromAbsoluteOffset: 0, count: SegmentHeader.size)
         var crc = fingerprintStart(header[...])
-        for batch in segment.batches {
+        for batch in segment.batches where end.map({ batch.endOffset <= $0 }) ?? true {
             let bytes = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
             crc = fingerprint(bytes[...], continuing: crc)
         }
@@ -276,9 +289,6 @@ extension SegmentedLog {
         if let theirs = manifest.storeIdentity, let ours = identity, theirs != ours {
             return "it is a backup of another store (store \(theirs); this one is \(ours))"
         }
-        if manifest.historyEpoch != epoch {
-            return "it was taken in history epoch \(manifest.historyEpoch) and the store is now in epoch \(epoch) (the log was cut by a repair or a torn tail since)"
-        }
         if manifest.nextPosition > (segments.last?.nextPosition ?? 0) {
             return "it holds positions up to \(manifest.nextPosition) and the store ends at \(segments.last?.nextPosition ?? 0)"
         }
@@ -295,6 +305,31 @@ extension SegmentedLog {
             }
             if !holds { return "the store no longer holds its last batch (\(mark)): it describes another history" }
         }
+        if manifest.historyEpoch != epoch {
+            // A cut since (a torn tail after a writer's crash, a repair) removed only bytes past
+            // what the backup holds when every segment it lists is still there, at least as
+            // long, with the same batch headers up to the listed size: the backup is then a
+            // prefix of this history and goes on in the new epoch. An OS crash that lost
+            // batches the backup copied fails here (or on the last-batch mark above).
+            let bySegment = Dictionary(segments.map { (Segment.Name.segment($0.base), $0) }, uniquingKeysWith: { a, _ in a })
+            for old in manifest.files where Segment.Name.basePosition(ofSegmentNamed: old.name) != nil {
+                let why: String?
+                if let segment = bySegment[old.name] {
+                    if segment.dataEnd < old.size {
+                        why = "\(old.name) is \(segment.dataEnd) bytes in the store, \(old.size) in the backup"
+                    } else if let headers = old.headers, try Self.headersChecksum(segment, upTo: old.size) == headers {
+                        why = nil
+                    } else {
+                        why = "\(old.name) holds other batches in the store than in the backup"
+                    }
+                } else {
+                    why = "the store no longer holds \(old.name)"
+                }
+                if let why {
+                    return "it was taken in history epoch \(manifest.historyEpoch), the store is now in epoch \(epoch) (the log was cut by a repair or a torn tail since) and is not a continuation of it: \(why)"
+                }
+            }
+        }
         return nil
     }
 
@@ -305,7 +340,7 @@ extension SegmentedLog {
     }
 
     /// The backup-owned files of `directory`, with one level of `snapshots/`.
-    private static func backupOwnedNames(in directory: String) throws(LogError) -> [String] {
+    fileprivate static func backupOwnedNames(in directory: String) throws(LogError) -> [String] {
         var names: [String] = []
         for name in try StoreDirectory.list(directory) where isBackupOwned(name) {
             if name == "snapshots" {
@@ -482,6 +517,48 @@ struct BackupWriter {
         report.copiedBytes += entry.size
         return entry
     }
+}
+
+extension BackupWriter {
+    /// Undoes a failed round over `previous`, a complete backup whose listed bytes the round
+    /// never wrote: files it grew are cut back to their listed sizes, files it does not list
+    /// (new segments, snapshots, temporaries) removed, then the marker. Best effort with plain
+    /// system calls (the round's own I/O layer just failed): whatever fails leaves the marker,
+    /// so the directory stays refused by read commands and the next round redoes it.
+    static func returnToPrevious(_ previous: BackupManifest, in dest: String) {
+        // A round that failed after its manifest's rename (syncing the directory) is the new
+        // backup, not to be cut back.
+        guard let current = try? BackupManifest.read(in: URL(filePath: dest)), current == previous else { return }
+        let listed = Dictionary(previous.files.map { ($0.name, $0.size) }, uniquingKeysWith: { a, _ in a })
+        guard let names = try? SegmentedLog.backupOwnedNames(in: dest) else { return }
+        for name in names where name != BackupManifest.fileName && name != DirectoryLock.fileName && name != BackupManifest.partialFileName {
+            let path = dest + "/" + name
+            if let size = listed[name] {
+                var st = stat()
+                guard lstat(path, &st) == 0 else { return }
+                guard Int64(st.st_size) > size else { continue }
+                let descriptor = open(path, O_WRONLY | O_CLOEXEC)
+                guard descriptor >= 0 else { return }
+                defer { close(descriptor) }
+                guard ftruncate(descriptor, off_t(size)) == 0, fsync(descriptor) == 0 else { return }
+            } else {
+                guard unlink(path) == 0 || errno == ENOENT else { return }
+            }
+        }
+        for directory in [dest + "/snapshots", dest] where StoreDirectory.exists(directory) {
+            let descriptor = open(directory, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else { return }
+            defer { close(descriptor) }
+            guard fsync(descriptor) == 0 else { return }
+        }
+        guard unlink(dest + "/" + BackupManifest.partialFileName) == 0 else { return }
+        let descriptor = open(dest, O_RDONLY | O_CLOEXEC)
+        if descriptor >= 0 {
+            _ = fsync(descriptor)
+            close(descriptor)
+        }
+    }
+
 }
 
 #if canImport(Glibc)
