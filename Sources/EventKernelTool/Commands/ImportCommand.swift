@@ -327,7 +327,7 @@ struct EntityVersionValidator {
     /// The entity types that have an event among the lines checked that shows they are a
     /// generic repository's (``EntityJSON/showsRepositoryType(_:of:payload:)``).
     private(set) var repositoryTypes: Set<String> = []
-    /// The lines that are an event `TYPE.name` (a field event's form, ``EntityJSON/fieldEventName(_:of:)``)
+    /// The lines that are an event `TYPE.name` (a field event's form, ``EntityJSON/fieldEventName(_:of:payload:)``)
     /// of a stream whose entity does not exist at that point (its first event, or after a
     /// delete): a generic repository of the type fails to open on one. Whether the type is a
     /// repository's is known only after every line (and the store) is read.
@@ -395,7 +395,7 @@ struct EntityVersionValidator {
         }
         if EntityJSON.isRepositoryEvent(eventType, of: stream.entityType) {
             after = !eventType.hasSuffix(".deleted")
-        } else if exists == false, EntityJSON.fieldEventName(eventType, of: stream.entityType) != nil {
+        } else if exists == false, EntityJSON.fieldEventName(eventType, of: stream.entityType, payload: imported.event.payload) != nil {
             fieldEventsWithoutEntity.append((line, imported.event))
         }
         overlay[stream] = (current + 1, after)

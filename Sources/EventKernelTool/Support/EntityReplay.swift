@@ -45,7 +45,7 @@ enum EntityReplay {
                 // The whole log is checked, so that the answer does not depend on the moment.
                 guard EntityJSON.isRepositoryEvent(envelope) else {
                     if foreign == nil { foreign = envelope }
-                    if notField == nil, EntityJSON.fieldEventName(envelope.eventType, of: type) == nil { notField = envelope }
+                    if notField == nil, EntityJSON.fieldEventName(envelope.eventType, of: type, payload: envelope.payload) == nil { notField = envelope }
                     if let through, envelope.position <= through { unfolded[envelope.entityID] = envelope }
                     return true
                 }
