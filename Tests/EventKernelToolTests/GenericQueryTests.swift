@@ -214,6 +214,12 @@ func writeStays(_ directory: URL) async throws {
         #expect(try ids(valid("2025-01-02T12:00Z", "--end-field", "until", "--where", "guest=bo")) == ["s2"])
         let json = try object(valid("2025-01-02T12:00Z", "--end-field", "until").stdout)
         #expect(json["validAt"] as? String == "2025-01-02T12:00:00Z")
+        #expect(json["validFrom"] is NSNull && json["validBefore"] is NSNull, "an instant has no ends")
+        // A bare date is the whole day: printed as given with both ends, not as its midnight.
+        let whole = try object(valid("2025-01-02", "--end-field", "until").stdout)
+        #expect(whole["validAt"] as? String == "2025-01-02")
+        #expect(whole["validFrom"] as? String == "2025-01-02T00:00:00Z")
+        #expect(whole["validBefore"] as? String == "2025-01-03T00:00:00Z")
         #expect(json["dateField"] as? String == "from")
         // A date outside every stay's dates: their span is printed.
         let late = try valid("2030-01-01", "--end-field", "until")

@@ -118,11 +118,11 @@ struct QueryCommand: AsyncParsableCommand {
             throw ToolError(.badInput, "\(count) entit\(count == 1 ? "y" : "ies") of \(type) (first \(opaque.envelope.stream) at position \(opaque.envelope.position)) \(count == 1 ? "has a payload" : "have payloads") the tool cannot decode (\(reason)), so a query cannot tell whether \(count == 1 ? "it matches" : "they match")")
         }
         Output.note("plan: scan (\(Output.count(items.count)) entit\(items.count == 1 ? "y" : "ies") of \(type) folded from the log \(label))")
-        var validAtDate: Date?
+        var validAtMoment: ISODate.Moment?
         if let validAt, let dateField {
             let moment: ISODate.Moment
             do { moment = try ISODate.parseMoment(validAt) } catch { throw ToolError(.badInput, "--valid-at: \(error)") }
-            validAtDate = moment.start
+            validAtMoment = moment
             items = try Self.valid(items, at: moment, text: validAt, dateField: dateField, endField: endField, type: type)
         }
         items = try GenericQuery.filter(items, conditions, type: type, known: states)
@@ -140,7 +140,13 @@ struct QueryCommand: AsyncParsableCommand {
             let object: JSONValue = .object([
                 ("entityType", .string(type)), ("plan", .string("scan")),
                 ("asOf", .optional(asOfTime.map { ISODate.format($0) })), ("recorded", ReplayCommand.recordedSpan(bounds)),
-                ("validAt", .optional(validAtDate.map(ISODate.format))), ("dateField", .optional(dateField)), ("endField", .optional(endField)),
+                // A bare date is a day, not its midnight: the day as given and both its ends
+                // (`validBefore` exclusive), so the answer ("true at some time of it") is read
+                // right. An instant: `validAt` alone, the ends null.
+                ("validAt", .optional(validAtMoment.map { $0.dayEnd == nil ? ISODate.format($0.start) : validAt ?? "" })),
+                ("validFrom", .optional(validAtMoment.flatMap { $0.dayEnd == nil ? nil : ISODate.format($0.start) })),
+                ("validBefore", .optional(validAtMoment.flatMap { $0.dayEnd.map(ISODate.format) })),
+                ("dateField", .optional(dateField)), ("endField", .optional(endField)),
                 ("where", .array(conditions.map { .string($0.text) })),
                 ("matched", .int(Int64(matched))), ("rows", .array(listing.rows.map(listing.object))),
             ])
