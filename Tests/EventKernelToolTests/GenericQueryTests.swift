@@ -93,6 +93,9 @@ func writeStays(_ directory: URL) async throws {
         let alone = try run("query", store, "--type", "Account", "--json")
         #expect(try ids(alone) == [alice, bob])
         #expect(try object(alone.stdout)["entityType"] as? String == "Account")
+        // A type the store has no event of, alone: the activities' answer (the fold found none).
+        let absentAlone = try run("query", store, "--type", "Acount")
+        #expect(absentAlone.status == 0 && absentAlone.stderr.contains("no activity has type \"Acount\""), "\(absentAlone.stderr)")
         let unordered = try run("query", store, "--type", "Account", "--order", "tags")
         #expect(unordered.status == 1 && unordered.stderr.contains("--order tags: tags holds arrays, which have no order"), "\(unordered.stderr)")
         let textRange = try run("query", store, "--type", "Account", "--where", "name>A")

@@ -60,35 +60,35 @@ struct QueryCommand: AsyncParsableCommand {
 
     func run() async throws {
         let repository = try await StoreLocation.openReadOnly(store)
-        let entityType = try isGeneric || isEntityTypeAlone(in: repository)
-        if entityType { return try await runGeneric(repository) }
+        if isGeneric { return try await runGeneric(repository, folded: nil) }
+        if let entities = try entityTypeAlone(in: repository) { return try await runGeneric(repository, folded: entities) }
         let answer = try repository.projection.read { try query.run(on: $0) }
         query.print(answer)
     }
 
-    /// Whether `--type TYPE` alone (no activity flag) names an entity type of the store that no
-    /// activity has: then the question is about its entities, not an empty list of activities.
-    private func isEntityTypeAlone(in repository: EventSourcedActivityRepository) throws -> Bool {
+    /// `--type TYPE` alone (no activity flag) naming an entity type of the store that no
+    /// activity has: its entities, folded now (the question is about them, not an empty list of
+    /// activities); `nil` otherwise. One scan of the log, whose fold the query reuses.
+    private func entityTypeAlone(in repository: EventSourcedActivityRepository) throws -> [EntityReplay.Entity]? {
         guard query.types.count == 1, query.after == nil, query.before == nil, query.startingIn == nil,
-              query.overlapping == nil, !query.oldestFirst else { return false }
+              query.overlapping == nil, !query.oldestFirst else { return nil }
         let type = query.types[0]
-        guard type != ActivityEventCodec.entityType else { return false }
+        guard type != ActivityEventCodec.entityType else { return nil }
         let activities = try repository.projection.read { try $0.fetch(ActivityQuery(types: [ActivityType(rawValue: type)], limit: 1)) }
-        guard activities.isEmpty else { return false }
-        var found = false
-        do {
-            try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
-                found = envelope.stream.entityType == type
-                return !found
-            }
-        } catch { throw ToolError.from(error, store: store.url) }
-        return found
+        guard activities.isEmpty else { return nil }
+        let bounds = repository.store.log.bounds
+        guard bounds.nextPosition > 0 else { return nil }
+        switch try EntityReplay.foldIfPresent(repository.store, store: store, type: type, through: bounds.nextPosition - 1, label: "now") {
+        case .folded(let entities): return entities
+        case .absent: return nil
+        }
     }
 
     private typealias Item = (entity: EntityReplay.Entity, state: JSONTree?)
 
     /// `--type TYPE --where …`: a generic type's entities by field.
-    private func runGeneric(_ repository: EventSourcedActivityRepository) async throws {
+    /// - Parameter folded: The type's entities now, already folded (`nil`: fold them here).
+    private func runGeneric(_ repository: EventSourcedActivityRepository, folded: [EntityReplay.Entity]?) async throws {
         let type = query.types[0]
         let conditions = try self.conditions.map(GenericQuery.Condition.init)
         let events = repository.store
@@ -105,7 +105,7 @@ struct QueryCommand: AsyncParsableCommand {
             label = "as recorded at or before \(asOf)"
             asOfTime = limit
         }
-        let entities = try EntityReplay.fold(events, store: store, type: type, through: through, label: label)
+        let entities = try folded ?? EntityReplay.fold(events, store: store, type: type, through: through, label: label)
         // Each payload decoded once: every check below reads these states.
         let all: [Item] = entities.map { ($0, $0.payload.value) }
         let states = all.map(\.state)

@@ -26,6 +26,25 @@ enum EntityReplay {
     static func fold<Layout>(
         _ events: EventStore, store: ReadableStoreArguments<Layout>, type: String, through: LogPosition?, label: String
     ) throws -> [Entity] {
+        switch try foldIfPresent(events, store: store, type: type, through: through, label: label) {
+        case .folded(let entities): return entities
+        case .absent(let types): throw StreamsCommand.unknownType(type, types: types, store: store.name)
+        }
+    }
+
+    /// ``fold(_:store:type:through:label:)``'s answer, or the store's types when `type` has no
+    /// event (a caller that then asks another question, `query --type T` of activities, scans
+    /// the log once, not twice).
+    enum Folded {
+        case folded([Entity])
+        case absent(types: Set<String>)
+    }
+
+    /// ``fold(_:store:type:through:label:)``, with a type that has no event an answer, not an error.
+    /// - Throws: What ``fold(_:store:type:through:label:)`` throws, but for an unknown type.
+    static func foldIfPresent<Layout>(
+        _ events: EventStore, store: ReadableStoreArguments<Layout>, type: String, through: LogPosition?, label: String
+    ) throws -> Folded {
         var entities: [EntityID: Entity] = [:]
         var types: Set<String> = []
         var typeSeen = false
@@ -61,7 +80,7 @@ enum EntityReplay {
                 return true
             }
         }
-        guard typeSeen else { throw StreamsCommand.unknownType(type, types: types, store: store.name) }
+        guard typeSeen else { return .absent(types: types) }
         if let foreign = repositoryType ? notField : foreign {
             throw ToolError(.badInput, "\(type)'s events are not a generic repository's (\(foreign.eventType) at position \(foreign.position); expected \(type).added, .updated or .deleted, or a field event \(type).NAME): replay folds only those without the application's code")
         }
@@ -70,7 +89,7 @@ enum EntityReplay {
             let base = entities[first.entityID].map { "version \($0.envelope.entityVersion) (position \($0.envelope.position))" } ?? "none"
             throw ToolError(.badInput, "\(first.stream)\(others): its last event \(label) is the field event \(first.eventType) at position \(first.position), and \(StreamHistory.fieldEventUnknown), so its state then is not known; its last whole state is \(base) (`eventkernel history \(store.name) \(type) \(first.entityID)` shows both). A moment after its next \(type).updated has every state")
         }
-        return entities.values.sorted { $0.envelope.entityID.description < $1.envelope.entityID.description }
+        return .folded(entities.values.sorted { $0.envelope.entityID.description < $1.envelope.entityID.description })
     }
 
     /// Prints the state of `type` through `through` (`nil`: before the first event).
