@@ -195,6 +195,14 @@ extension FieldEventCLITests {
         #expect(own.status == 0, "\(own.stderr)")
         #expect(own.stderr.contains("warning: \(file.path):1: Counter.set has a field event's payload"), "\(own.stderr)")
         #expect(try exportLines(temp.file("counters").path).count == 1)
+        // Many streams starting so: one warning for the type, not one per stream.
+        let many = (0..<3).map { counter.replacingOccurrences(of: "\"id\":\"c\"", with: "\"id\":\"m\($0)\"") }
+        let manyFile = temp.file("many.jsonl")
+        try write(many, to: manyFile)
+        let summary = try run("import", temp.file("many").path, manyFile.path)
+        #expect(summary.status == 0, "\(summary.stderr)")
+        #expect(summary.stderr.components(separatedBy: "has a field event's payload").count == 2, "\(summary.stderr)")
+        #expect(summary.stderr.contains("\(manyFile.path):1: Counter.set has a field event's payload ({\"value\": …}) and is the first event of Counter/m0 (or follows its delete) (and 2 more lines of Counter like it)"), "\(summary.stderr)")
 
         // A nil field event.
         let store = temp.file("jobs")

@@ -361,12 +361,23 @@ struct EntityVersionValidator {
 
     /// The lines of ``fieldEventsWithoutEntity`` of a type nothing shows is a repository's, whose
     /// payload is shaped as a `Codable` field event's (`{"value": …}`): imported, but said on
-    /// stderr, as an application that registers the event could not open the store.
+    /// stderr, as an application that registers the event could not open the store. One
+    /// warning per type, at its first such line, counting the others (one per stream start
+    /// gave 100,000 lines for 100,000 streams).
     func fieldEventWarnings(storeTypes: Set<String>) -> [(line: Int, message: String)] {
-        fieldEventsWithoutEntity.compactMap { line, event in
+        var firsts: [(line: Int, event: EncodedEvent)] = []
+        var counts: [String: Int] = [:]
+        for (line, event) in fieldEventsWithoutEntity {
             let type = event.stream.entityType
-            guard !repositoryTypes.contains(type), !storeTypes.contains(type), EntityJSON.isFieldEventPayload(event.payload) else { return nil }
-            return (line, "\(event.eventType) has a field event's payload ({\"value\": …}) and is the first event of \(event.stream) (or follows its delete); nothing shows \(type) is a generic repository's type, so it is imported as the application's own event. If it is a FieldEvent, an application registering it could not open the store (noEntityForFieldEvent)")
+            guard !repositoryTypes.contains(type), !storeTypes.contains(type), EntityJSON.isFieldEventPayload(event.payload) else { continue }
+            if counts[type] == nil { firsts.append((line, event)) }
+            counts[type, default: 0] += 1
+        }
+        return firsts.map { line, event in
+            let type = event.stream.entityType
+            let others = counts[type, default: 1] - 1
+            let more = others == 0 ? "" : " (and \(others) more line\(others == 1 ? "" : "s") of \(type) like it)"
+            return (line, "\(event.eventType) has a field event's payload ({\"value\": …}) and is the first event of \(event.stream) (or follows its delete)\(more); nothing shows \(type) is a generic repository's type, so it is imported as the application's own event. If it is a FieldEvent, an application registering it could not open the store (noEntityForFieldEvent)")
         }
     }
 
