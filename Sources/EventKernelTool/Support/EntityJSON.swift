@@ -125,6 +125,10 @@ enum EntityJSON {
     /// `Person.deleted` (a delete has no payload to tell them apart).
     static func showsRepositoryType(_ eventType: String, of type: String, payload bytes: [UInt8]) -> Bool {
         guard let name = ownEventName(eventType, of: type), name == "added" || name == "updated" else { return false }
+        // Decoded only when it starts as an object does: a type whose adds are never objects
+        // had every add and update decoded on each import.
+        let objectStart = BinaryEntityValue.isBinary(bytes) ? BinaryEntityValue.startsKeyed(bytes) : bytes.first == UInt8(ascii: "{")
+        guard objectStart else { return false }
         if case .object? = payload(bytes).value { return true }
         return false
     }
