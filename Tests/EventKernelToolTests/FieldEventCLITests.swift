@@ -270,7 +270,7 @@ extension FieldEventCLITests {
         // Not a wrong answer with exit 0: the type's events are not a repository's.
         let query = try run("query", first.path, "--type", "Person")
         #expect(query.status != 0)
-        #expect(query.stderr.contains("Person's events are not a generic repository's (Person.created"), "\(query.stderr)")
+        #expect(query.stderr.contains("Person's events are not a generic repository's (Person.created at position 0, whose payload is JSON"), "\(query.stderr)")
         let filtered = try run("query", first.path, "--type", "Person", "--where", "name=E")
         #expect(filtered.status != 0)
         #expect(!filtered.stdout.contains("\"age\":4"), "\(filtered.stdout)")

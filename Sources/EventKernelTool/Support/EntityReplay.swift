@@ -82,7 +82,10 @@ enum EntityReplay {
         }
         guard typeSeen else { return .absent(types: types) }
         if let foreign = repositoryType ? notField : foreign {
-            throw ToolError(.badInput, "\(type)'s events are not a generic repository's (\(foreign.eventType) at position \(foreign.position); expected \(type).added, .updated or .deleted, or a field event \(type).NAME): replay folds only those without the application's code")
+            // `Person.created` has a field event's name: say why it is none.
+            let json = EntityJSON.fieldEventName(foreign.eventType, of: type, payload: []) != nil
+                && EntityJSON.fieldEventName(foreign.eventType, of: type, payload: foreign.payload) == nil ? ", whose payload is JSON, which a field event's never is" : ""
+            throw ToolError(.badInput, "\(type)'s events are not a generic repository's (\(foreign.eventType) at position \(foreign.position)\(json); expected \(type).added, .updated or .deleted, or a field event \(type).NAME): replay and query fold only those without the application's code")
         }
         if let first = unfolded.values.min(by: { $0.position < $1.position }) {
             let others = unfolded.count > 1 ? " (and \(unfolded.count - 1) other entit\(unfolded.count == 2 ? "y" : "ies") of \(type))" : ""
