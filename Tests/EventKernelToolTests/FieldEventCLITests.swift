@@ -195,6 +195,14 @@ extension FieldEventCLITests {
         #expect(own.status == 0, "\(own.stderr)")
         #expect(own.stderr.contains("warning: \(file.path):1: Counter.set has a field event's payload"), "\(own.stderr)")
         #expect(try exportLines(temp.file("counters").path).count == 1)
+        // Many streams starting so: one warning for the type, not one per stream.
+        let many = (0..<3).map { counter.replacingOccurrences(of: "\"id\":\"c\"", with: "\"id\":\"m\($0)\"") }
+        let manyFile = temp.file("many.jsonl")
+        try write(many, to: manyFile)
+        let summary = try run("import", temp.file("many").path, manyFile.path)
+        #expect(summary.status == 0, "\(summary.stderr)")
+        #expect(summary.stderr.components(separatedBy: "has a field event's payload").count == 2, "\(summary.stderr)")
+        #expect(summary.stderr.contains("\(manyFile.path):1: Counter.set has a field event's payload ({\"value\": …}) and is the first event of Counter/m0 (or follows its delete) (and 2 more lines of Counter like it)"), "\(summary.stderr)")
 
         // A nil field event.
         let store = temp.file("jobs")
@@ -219,5 +227,52 @@ extension FieldEventCLITests {
         let alone = try run("import", temp.file("alone").path, input.path)
         #expect(alone.status == 0, "\(alone.stderr)")
         #expect(alone.stderr.contains("Job.ended has a field event's payload"), "\(alone.stderr)")
+    }
+}
+
+extension FieldEventCLITests {
+    /// An application's own JSON vocabulary `Person.created`, `.updated` (a partial change) and
+    /// `.deleted`: a JSON payload is never a field event's (a `Codable` field event's is binary),
+    /// so import takes it and its export back; `history` calls `created` no field event and
+    /// shows no state; `query` does not take the partial `updated {"age":4}` for the entity.
+    @Test func ownJSONVocabularyWithUpdateIsNoRepositoryType() async throws {
+        let temp = TemporaryDirectory("ek-own-upd")
+        func line(_ position: Int, _ entity: String, _ version: Int, _ event: String, _ data: String) -> String {
+            let codec = data == "null" ? "none" : "json"
+            return "{\"position\":\(position),\"recordedAt\":null,\"stream\":{\"type\":\"Person\",\"id\":\"\(entity)\",\"idType\":\"string\"},\"version\":\(version),\"event\":\"Person.\(event)\",\"schemaVersion\":1,\"codec\":\"\(codec)\",\"data\":\(data)}"
+        }
+        let input = [
+            line(0, "p1", 1, "created", "{\"name\":\"E\",\"age\":3}"),
+            line(1, "p1", 2, "updated", "{\"age\":4}"),
+            line(2, "p2", 1, "created", "{\"name\":\"C\"}"),
+            line(3, "p2", 2, "updated", "{\"name\":\"D\"}"),
+            line(4, "p2", 3, "deleted", "null"),
+        ]
+        let file = temp.file("in.jsonl")
+        try write(input, to: file)
+        let first = temp.file("first")
+        let imported = try run("import", first.path, file.path)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        let exported = try exportLines(first.path)
+        #expect(exported.count == 5)
+        let again = temp.file("again.jsonl")
+        try write(exported, to: again)
+        let second = temp.file("second")
+        let back = try run("import", second.path, again.path)
+        #expect(back.status == 0, "\(back.stderr)")
+        try await expectSameEvents(first, second, times: false)
+
+        let history = try run("history", first.path, "Person", "p1")
+        #expect(history.status == 0, "\(history.stderr)")
+        #expect(!history.stdout.contains("field event"), "\(history.stdout)")
+        #expect(!history.stdout.contains("State after"), "\(history.stdout)")
+
+        // Not a wrong answer with exit 0: the type's events are not a repository's.
+        let query = try run("query", first.path, "--type", "Person")
+        #expect(query.status != 0)
+        #expect(query.stderr.contains("Person's events are not a generic repository's (Person.created at position 0, whose payload is JSON"), "\(query.stderr)")
+        let filtered = try run("query", first.path, "--type", "Person", "--where", "name=E")
+        #expect(filtered.status != 0)
+        #expect(!filtered.stdout.contains("\"age\":4"), "\(filtered.stdout)")
     }
 }

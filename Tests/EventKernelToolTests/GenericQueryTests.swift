@@ -93,6 +93,9 @@ func writeStays(_ directory: URL) async throws {
         let alone = try run("query", store, "--type", "Account", "--json")
         #expect(try ids(alone) == [alice, bob])
         #expect(try object(alone.stdout)["entityType"] as? String == "Account")
+        // A type the store has no event of, alone: the activities' answer (the fold found none).
+        let absentAlone = try run("query", store, "--type", "Acount")
+        #expect(absentAlone.status == 0 && absentAlone.stderr.contains("no activity has type \"Acount\""), "\(absentAlone.stderr)")
         let unordered = try run("query", store, "--type", "Account", "--order", "tags")
         #expect(unordered.status == 1 && unordered.stderr.contains("--order tags: tags holds arrays, which have no order"), "\(unordered.stderr)")
         let textRange = try run("query", store, "--type", "Account", "--where", "name>A")
@@ -120,12 +123,55 @@ func writeStays(_ directory: URL) async throws {
         #expect(try order("1e+16", "10000000000000001") == .orderedAscending)
         #expect(try order("18446744073709551615", "18446744073709551614") == .orderedDescending, "UInt64")
         #expect(try order("-9223372036854775808", "-9223372036854775807") == .orderedAscending, "Int64")
-        #expect(try order("1e-300", "0") == .orderedDescending, "beyond a Decimal: as doubles")
+        #expect(try order("1e-300", "0") == .orderedDescending, "beyond a Decimal")
         #expect(try order("1e-300", "2e-300") == .orderedAscending)
-        // More digits than a Decimal holds, or a Double's 0 or infinity a Decimal cannot read.
-        for text in [String(repeating: "1", count: 39), "1e-400", "1e400"] {
+        // Beyond a Decimal's exponent or digits, and beyond a Double's: still exact.
+        #expect(try order("1e200", "1.00000000000000001e200") == .orderedAscending)
+        #expect(try order("1.2345678901234567890123456789012345678e128", "1.2345678901234567890123456789012345679e128") == .orderedAscending)
+        #expect(try order(String(repeating: "1", count: 39), String(repeating: "1", count: 38) + "2") == .orderedAscending, "39 digits")
+        #expect(try order("1e-400", "0") == .orderedDescending)
+        #expect(try order("-1e400", "-2e400") == .orderedDescending)
+        #expect(try order("1.5e-130", "15e-131") == .orderedSame)
+        for text in ["1.", ".5", "1e", "1e+", "0x10", "inf", "1e1234567890"] {
             #expect(GenericQuery.Number(text) == nil, "\(text)")
         }
+    }
+
+    /// A stored double is its binary value: a literal is compared with it exactly, unless the
+    /// literal is a double's own shortest text (what the tool shows), which stands for it.
+    @Test func aStoredDoubleIsComparedAtItsExactValue() throws {
+        func order(stored: String, _ literal: String, in domain: GenericQuery.Number.Domain = .double) throws -> ComparisonResult {
+            let x = try #require(GenericQuery.Number(stored, domain: domain)), y = try #require(GenericQuery.Number(literal))
+            return x.compare(literal: y)
+        }
+        let stored = "1.2345678901234567e-125"
+        #expect(try order(stored: stored, "1.2345678901234566e-125") == .orderedDescending, "Decimal rounded this below -128")
+        #expect(try order(stored: stored, "1.2345678901234568e-125") != .orderedSame, "rounds to the same double, but is not its value")
+        #expect(try order(stored: stored, stored) == .orderedSame)
+        #expect(try order(stored: "1e200", "1.00000000000000001e200") != .orderedSame)
+        #expect(try order(stored: "1e200", "1e200") == .orderedSame)
+        #expect(try order(stored: "0.1", "0.1") == .orderedSame)
+        // The double 0.1 is 0.1000000000000000055511151231257827…: above 0.1000000000000000055.
+        #expect(try order(stored: "0.1", "0.1000000000000000055") == .orderedDescending)
+        #expect(try order(stored: "0.1", "0.1000000000000000056") == .orderedAscending)
+        #expect(try order(stored: "0.1", "0.1000000000000000055511151231257827021181583404541015625") == .orderedSame, "its exact value")
+        #expect(try order(stored: "5e-324", "0") == .orderedDescending, "the least subnormal")
+        #expect(try order(stored: "-5e-324", "0") == .orderedAscending)
+        #expect(try order(stored: "1.7976931348623157e308", "1.7976931348623157e308") == .orderedSame)
+        #expect(try order(stored: "0.1", "0.1", in: .float) == .orderedSame, "a Float's shortest text")
+        #expect(try order(stored: "0.1", "0.10000000149", in: .float) == .orderedDescending, "the float 0.1 is 0.100000001490116…")
+        #expect(try order(stored: "0.1", "0.1000000015", in: .float) == .orderedAscending)
+        // How a stored value is read: a fraction or exponent is a double's, an integer and a
+        // $decimal of any length exact (39 digits blocked every query on the field).
+        if case .number(let n) = GenericQuery.Typed(.number(stored)) { #expect(n.domain == .double) } else { Issue.record("not a number") }
+        if case .number(let n) = GenericQuery.Typed(.number("12")) { #expect(n.domain == .exact) } else { Issue.record("not a number") }
+        let long = String(repeating: "9", count: 39)
+        if case .number(let n) = GenericQuery.Typed(.object([(key: "$decimal", value: .string(long))])) {
+            #expect(n.compare(literal: try #require(GenericQuery.Number(String(repeating: "9", count: 38)))) == .orderedDescending)
+        } else { Issue.record("a 39-digit $decimal is a number") }
+        // Two stored values (--order): their exact values.
+        let a = try #require(GenericQuery.Number("0.1", domain: .double)), b = try #require(GenericQuery.Number("0.1000000000000000055"))
+        #expect(a.compare(b) == .orderedDescending)
     }
 
     @Test func recordingTimeAndTheEntitiesOwnDatesAreTwoQuestions() async throws {
@@ -171,6 +217,12 @@ func writeStays(_ directory: URL) async throws {
         #expect(try ids(valid("2025-01-02T12:00Z", "--end-field", "until", "--where", "guest=bo")) == ["s2"])
         let json = try object(valid("2025-01-02T12:00Z", "--end-field", "until").stdout)
         #expect(json["validAt"] as? String == "2025-01-02T12:00:00Z")
+        #expect(json["validFrom"] is NSNull && json["validBefore"] is NSNull, "an instant has no ends")
+        // A bare date is the whole day: printed as given with both ends, not as its midnight.
+        let whole = try object(valid("2025-01-02", "--end-field", "until").stdout)
+        #expect(whole["validAt"] as? String == "2025-01-02")
+        #expect(whole["validFrom"] as? String == "2025-01-02T00:00:00Z")
+        #expect(whole["validBefore"] as? String == "2025-01-03T00:00:00Z")
         #expect(json["dateField"] as? String == "from")
         // A date outside every stay's dates: their span is printed.
         let late = try valid("2030-01-01", "--end-field", "until")

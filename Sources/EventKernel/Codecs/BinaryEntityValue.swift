@@ -66,6 +66,13 @@ package indirect enum BinaryEntityValue: Equatable, Sendable {
     /// Whether `bytes` start as a binary entity payload does (JSON never starts so).
     package static func isBinary(_ bytes: [UInt8]) -> Bool { BinaryEntityFormat.isBinary(bytes) }
 
+    /// Whether a binary entity payload's value is a keyed container, by its first tag alone
+    /// (not checked: ``decode(_:)`` says whether the rest is whole), so that a tool skips
+    /// decoding payloads that cannot be an entity.
+    package static func startsKeyed(_ bytes: [UInt8]) -> Bool {
+        bytes.count > 1 && isBinary(bytes) && bytes[1] == BinaryEntityFormat.keyed
+    }
+
     /// The payload of this tree: ``BinaryEntityEncoder``'s bytes.
     /// - Throws: `EncodingError` for a URL whose text is not a URL.
     package func encoded() throws -> [UInt8] { try BinaryEntityEncoder().encode(self) }

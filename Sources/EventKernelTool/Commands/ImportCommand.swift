@@ -327,7 +327,7 @@ struct EntityVersionValidator {
     /// The entity types that have an event among the lines checked that shows they are a
     /// generic repository's (``EntityJSON/showsRepositoryType(_:of:payload:)``).
     private(set) var repositoryTypes: Set<String> = []
-    /// The lines that are an event `TYPE.name` (a field event's form, ``EntityJSON/fieldEventName(_:of:)``)
+    /// The lines that are an event `TYPE.name` (a field event's form, ``EntityJSON/fieldEventName(_:of:payload:)``)
     /// of a stream whose entity does not exist at that point (its first event, or after a
     /// delete): a generic repository of the type fails to open on one. Whether the type is a
     /// repository's is known only after every line (and the store) is read.
@@ -361,12 +361,23 @@ struct EntityVersionValidator {
 
     /// The lines of ``fieldEventsWithoutEntity`` of a type nothing shows is a repository's, whose
     /// payload is shaped as a `Codable` field event's (`{"value": …}`): imported, but said on
-    /// stderr, as an application that registers the event could not open the store.
+    /// stderr, as an application that registers the event could not open the store. One
+    /// warning per type, at its first such line, counting the others (one per stream start
+    /// gave 100,000 lines for 100,000 streams).
     func fieldEventWarnings(storeTypes: Set<String>) -> [(line: Int, message: String)] {
-        fieldEventsWithoutEntity.compactMap { line, event in
+        var firsts: [(line: Int, event: EncodedEvent)] = []
+        var counts: [String: Int] = [:]
+        for (line, event) in fieldEventsWithoutEntity {
             let type = event.stream.entityType
-            guard !repositoryTypes.contains(type), !storeTypes.contains(type), EntityJSON.isFieldEventPayload(event.payload) else { return nil }
-            return (line, "\(event.eventType) has a field event's payload ({\"value\": …}) and is the first event of \(event.stream) (or follows its delete); nothing shows \(type) is a generic repository's type, so it is imported as the application's own event. If it is a FieldEvent, an application registering it could not open the store (noEntityForFieldEvent)")
+            guard !repositoryTypes.contains(type), !storeTypes.contains(type), EntityJSON.isFieldEventPayload(event.payload) else { continue }
+            if counts[type] == nil { firsts.append((line, event)) }
+            counts[type, default: 0] += 1
+        }
+        return firsts.map { line, event in
+            let type = event.stream.entityType
+            let others = counts[type, default: 1] - 1
+            let more = others == 0 ? "" : " (and \(others) more line\(others == 1 ? "" : "s") of \(type) like it)"
+            return (line, "\(event.eventType) has a field event's payload ({\"value\": …}) and is the first event of \(event.stream) (or follows its delete)\(more); nothing shows \(type) is a generic repository's type, so it is imported as the application's own event. If it is a FieldEvent, an application registering it could not open the store (noEntityForFieldEvent)")
         }
     }
 
@@ -395,7 +406,7 @@ struct EntityVersionValidator {
         }
         if EntityJSON.isRepositoryEvent(eventType, of: stream.entityType) {
             after = !eventType.hasSuffix(".deleted")
-        } else if exists == false, EntityJSON.fieldEventName(eventType, of: stream.entityType) != nil {
+        } else if exists == false, EntityJSON.fieldEventName(eventType, of: stream.entityType, payload: imported.event.payload) != nil {
             fieldEventsWithoutEntity.append((line, imported.event))
         }
         overlay[stream] = (current + 1, after)

@@ -60,35 +60,35 @@ struct QueryCommand: AsyncParsableCommand {
 
     func run() async throws {
         let repository = try await StoreLocation.openReadOnly(store)
-        let entityType = try isGeneric || isEntityTypeAlone(in: repository)
-        if entityType { return try await runGeneric(repository) }
+        if isGeneric { return try await runGeneric(repository, folded: nil) }
+        if let entities = try entityTypeAlone(in: repository) { return try await runGeneric(repository, folded: entities) }
         let answer = try repository.projection.read { try query.run(on: $0) }
         query.print(answer)
     }
 
-    /// Whether `--type TYPE` alone (no activity flag) names an entity type of the store that no
-    /// activity has: then the question is about its entities, not an empty list of activities.
-    private func isEntityTypeAlone(in repository: EventSourcedActivityRepository) throws -> Bool {
+    /// `--type TYPE` alone (no activity flag) naming an entity type of the store that no
+    /// activity has: its entities, folded now (the question is about them, not an empty list of
+    /// activities); `nil` otherwise. One scan of the log, whose fold the query reuses.
+    private func entityTypeAlone(in repository: EventSourcedActivityRepository) throws -> [EntityReplay.Entity]? {
         guard query.types.count == 1, query.after == nil, query.before == nil, query.startingIn == nil,
-              query.overlapping == nil, !query.oldestFirst else { return false }
+              query.overlapping == nil, !query.oldestFirst else { return nil }
         let type = query.types[0]
-        guard type != ActivityEventCodec.entityType else { return false }
+        guard type != ActivityEventCodec.entityType else { return nil }
         let activities = try repository.projection.read { try $0.fetch(ActivityQuery(types: [ActivityType(rawValue: type)], limit: 1)) }
-        guard activities.isEmpty else { return false }
-        var found = false
-        do {
-            try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
-                found = envelope.stream.entityType == type
-                return !found
-            }
-        } catch { throw ToolError.from(error, store: store.url) }
-        return found
+        guard activities.isEmpty else { return nil }
+        let bounds = repository.store.log.bounds
+        guard bounds.nextPosition > 0 else { return nil }
+        switch try EntityReplay.foldIfPresent(repository.store, store: store, type: type, through: bounds.nextPosition - 1, label: "now") {
+        case .folded(let entities): return entities
+        case .absent: return nil
+        }
     }
 
     private typealias Item = (entity: EntityReplay.Entity, state: JSONTree?)
 
     /// `--type TYPE --where …`: a generic type's entities by field.
-    private func runGeneric(_ repository: EventSourcedActivityRepository) async throws {
+    /// - Parameter folded: The type's entities now, already folded (`nil`: fold them here).
+    private func runGeneric(_ repository: EventSourcedActivityRepository, folded: [EntityReplay.Entity]?) async throws {
         let type = query.types[0]
         let conditions = try self.conditions.map(GenericQuery.Condition.init)
         let events = repository.store
@@ -105,7 +105,7 @@ struct QueryCommand: AsyncParsableCommand {
             label = "as recorded at or before \(asOf)"
             asOfTime = limit
         }
-        let entities = try EntityReplay.fold(events, store: store, type: type, through: through, label: label)
+        let entities = try folded ?? EntityReplay.fold(events, store: store, type: type, through: through, label: label)
         // Each payload decoded once: every check below reads these states.
         let all: [Item] = entities.map { ($0, $0.payload.value) }
         let states = all.map(\.state)
@@ -118,11 +118,11 @@ struct QueryCommand: AsyncParsableCommand {
             throw ToolError(.badInput, "\(count) entit\(count == 1 ? "y" : "ies") of \(type) (first \(opaque.envelope.stream) at position \(opaque.envelope.position)) \(count == 1 ? "has a payload" : "have payloads") the tool cannot decode (\(reason)), so a query cannot tell whether \(count == 1 ? "it matches" : "they match")")
         }
         Output.note("plan: scan (\(Output.count(items.count)) entit\(items.count == 1 ? "y" : "ies") of \(type) folded from the log \(label))")
-        var validAtDate: Date?
+        var validAtMoment: ISODate.Moment?
         if let validAt, let dateField {
             let moment: ISODate.Moment
             do { moment = try ISODate.parseMoment(validAt) } catch { throw ToolError(.badInput, "--valid-at: \(error)") }
-            validAtDate = moment.start
+            validAtMoment = moment
             items = try Self.valid(items, at: moment, text: validAt, dateField: dateField, endField: endField, type: type)
         }
         items = try GenericQuery.filter(items, conditions, type: type, known: states)
@@ -140,7 +140,13 @@ struct QueryCommand: AsyncParsableCommand {
             let object: JSONValue = .object([
                 ("entityType", .string(type)), ("plan", .string("scan")),
                 ("asOf", .optional(asOfTime.map { ISODate.format($0) })), ("recorded", ReplayCommand.recordedSpan(bounds)),
-                ("validAt", .optional(validAtDate.map(ISODate.format))), ("dateField", .optional(dateField)), ("endField", .optional(endField)),
+                // A bare date is a day, not its midnight: the day as given and both its ends
+                // (`validBefore` exclusive), so the answer ("true at some time of it") is read
+                // right. An instant: `validAt` alone, the ends null.
+                ("validAt", .optional(validAtMoment.map { $0.dayEnd == nil ? ISODate.format($0.start) : validAt ?? "" })),
+                ("validFrom", .optional(validAtMoment.flatMap { $0.dayEnd == nil ? nil : ISODate.format($0.start) })),
+                ("validBefore", .optional(validAtMoment.flatMap { $0.dayEnd.map(ISODate.format) })),
+                ("dateField", .optional(dateField)), ("endField", .optional(endField)),
                 ("where", .array(conditions.map { .string($0.text) })),
                 ("matched", .int(Int64(matched))), ("rows", .array(listing.rows.map(listing.object))),
             ])

@@ -105,12 +105,17 @@ enum EntityJSON {
     }
 
     /// The name of a field event (``FieldEvent``): an event `TYPE.name` of its stream's type
-    /// other than the repository's own three. A generic repository of the type folds every
-    /// such event as a field event (or fails on one it does not know), so in a type that has
-    /// repository events this is what the event is; in a type of an application's own events
-    /// it is only a name.
-    static func fieldEventName(_ eventType: String, of type: String) -> Substring? {
-        ownEventName(eventType, of: type).flatMap { repositoryEventNames.contains($0) ? nil : $0 }
+    /// other than the repository's own three, whose payload is not JSON. A generic repository
+    /// of the type folds every such event as a field event (or fails on one it does not know),
+    /// so in a type that has repository events this is what the event is; in a type of an
+    /// application's own events it is only a name. A `Codable` field event's payload is always
+    /// the binary entity format (``FieldEvent/init(_:sets:)``), so a JSON payload is an
+    /// application's own event (`JSONEventCodec`'s `Person.created {"name":"C"}`), never a
+    /// field event: the one rule for import, `history`, `replay --entity` and `query`.
+    static func fieldEventName(_ eventType: String, of type: String, payload bytes: [UInt8]) -> Substring? {
+        guard let name = ownEventName(eventType, of: type), !repositoryEventNames.contains(name) else { return nil }
+        if !bytes.isEmpty, !BinaryEntityValue.isBinary(bytes), (try? JSONParser.parse(bytes)) != nil { return nil }
+        return name
     }
 
     /// Whether an event shows that its stream's type is a generic repository's: a `TYPE.added`
@@ -120,6 +125,10 @@ enum EntityJSON {
     /// `Person.deleted` (a delete has no payload to tell them apart).
     static func showsRepositoryType(_ eventType: String, of type: String, payload bytes: [UInt8]) -> Bool {
         guard let name = ownEventName(eventType, of: type), name == "added" || name == "updated" else { return false }
+        // Decoded only when it starts as an object does: a type whose adds are never objects
+        // had every add and update decoded on each import.
+        let objectStart = BinaryEntityValue.isBinary(bytes) ? BinaryEntityValue.startsKeyed(bytes) : bytes.first == UInt8(ascii: "{")
+        guard objectStart else { return false }
         if case .object? = payload(bytes).value { return true }
         return false
     }

@@ -26,6 +26,25 @@ enum EntityReplay {
     static func fold<Layout>(
         _ events: EventStore, store: ReadableStoreArguments<Layout>, type: String, through: LogPosition?, label: String
     ) throws -> [Entity] {
+        switch try foldIfPresent(events, store: store, type: type, through: through, label: label) {
+        case .folded(let entities): return entities
+        case .absent(let types): throw StreamsCommand.unknownType(type, types: types, store: store.name)
+        }
+    }
+
+    /// ``fold(_:store:type:through:label:)``'s answer, or the store's types when `type` has no
+    /// event (a caller that then asks another question, `query --type T` of activities, scans
+    /// the log once, not twice).
+    enum Folded {
+        case folded([Entity])
+        case absent(types: Set<String>)
+    }
+
+    /// ``fold(_:store:type:through:label:)``, with a type that has no event an answer, not an error.
+    /// - Throws: What ``fold(_:store:type:through:label:)`` throws, but for an unknown type.
+    static func foldIfPresent<Layout>(
+        _ events: EventStore, store: ReadableStoreArguments<Layout>, type: String, through: LogPosition?, label: String
+    ) throws -> Folded {
         var entities: [EntityID: Entity] = [:]
         var types: Set<String> = []
         var typeSeen = false
@@ -45,7 +64,7 @@ enum EntityReplay {
                 // The whole log is checked, so that the answer does not depend on the moment.
                 guard EntityJSON.isRepositoryEvent(envelope) else {
                     if foreign == nil { foreign = envelope }
-                    if notField == nil, EntityJSON.fieldEventName(envelope.eventType, of: type) == nil { notField = envelope }
+                    if notField == nil, EntityJSON.fieldEventName(envelope.eventType, of: type, payload: envelope.payload) == nil { notField = envelope }
                     if let through, envelope.position <= through { unfolded[envelope.entityID] = envelope }
                     return true
                 }
@@ -61,16 +80,19 @@ enum EntityReplay {
                 return true
             }
         }
-        guard typeSeen else { throw StreamsCommand.unknownType(type, types: types, store: store.name) }
+        guard typeSeen else { return .absent(types: types) }
         if let foreign = repositoryType ? notField : foreign {
-            throw ToolError(.badInput, "\(type)'s events are not a generic repository's (\(foreign.eventType) at position \(foreign.position); expected \(type).added, .updated or .deleted, or a field event \(type).NAME): replay folds only those without the application's code")
+            // `Person.created` has a field event's name: say why it is none.
+            let json = EntityJSON.fieldEventName(foreign.eventType, of: type, payload: []) != nil
+                && EntityJSON.fieldEventName(foreign.eventType, of: type, payload: foreign.payload) == nil ? ", whose payload is JSON, which a field event's never is" : ""
+            throw ToolError(.badInput, "\(type)'s events are not a generic repository's (\(foreign.eventType) at position \(foreign.position)\(json); expected \(type).added, .updated or .deleted, or a field event \(type).NAME): replay and query fold only those without the application's code")
         }
         if let first = unfolded.values.min(by: { $0.position < $1.position }) {
             let others = unfolded.count > 1 ? " (and \(unfolded.count - 1) other entit\(unfolded.count == 2 ? "y" : "ies") of \(type))" : ""
             let base = entities[first.entityID].map { "version \($0.envelope.entityVersion) (position \($0.envelope.position))" } ?? "none"
             throw ToolError(.badInput, "\(first.stream)\(others): its last event \(label) is the field event \(first.eventType) at position \(first.position), and \(StreamHistory.fieldEventUnknown), so its state then is not known; its last whole state is \(base) (`eventkernel history \(store.name) \(type) \(first.entityID)` shows both). A moment after its next \(type).updated has every state")
         }
-        return entities.values.sorted { $0.envelope.entityID.description < $1.envelope.entityID.description }
+        return .folded(entities.values.sorted { $0.envelope.entityID.description < $1.envelope.entityID.description })
     }
 
     /// Prints the state of `type` through `through` (`nil`: before the first event).

@@ -67,7 +67,10 @@ enum GenericQuery {
             case .null: self = .null
             case .bool(let b): self = .bool(b)
             case .string(let s): self = .string(s)
-            case .number(let n): self = Number(n).map { Typed.number($0) } ?? .other("number")
+            case .number(let n):
+                // An integer is an Int's (exact); a fraction or exponent a Double's.
+                let double = n.contains { $0 == "." || $0 == "e" || $0 == "E" }
+                self = Number(n, domain: double ? .double : .exact).map { Typed.number($0) } ?? .other("number")
             case .object(let members):
                 // The tag by its key and the value by JSONTree's subscript: reading the
                 // members' labelled tuples here made Swift 6.3.1's incremental build of this
@@ -95,7 +98,7 @@ enum GenericQuery {
                 if let number, let seconds = Double(number) { return .date(Date(timeIntervalSinceReferenceDate: seconds)) }
                 return .other("date")
             case "$decimal", "$uint", "$float":
-                guard let digits = text ?? number, let n = Number(digits) else { return .other("number") }
+                guard let digits = text ?? number, let n = Number(digits, domain: tag == "$float" ? .float : .exact) else { return .other("number") }
                 return .number(n)
             case "$uuid":
                 return text.flatMap { UUID(uuidString: $0) }.map { Typed.uuid($0) } ?? .other("UUID")
@@ -139,8 +142,8 @@ enum GenericQuery {
                 }
             case .number(let n):
                 if ISODate.tryParse(value) != nil { throw refuse("and \"\(value)\" is a date: \(Self.jsonCodecDates)") }
-                guard let other = Number(value) else { throw refuse("and \"\(value)\" is not a number it compares exactly (plain decimal text, at most 38 significant digits)") }
-                return n.compare(other)
+                guard let other = Number(value) else { throw refuse("and \"\(value)\" is not a number (plain decimal text: digits, an optional fraction and exponent)") }
+                return n.compare(literal: other)
             case .string(let s):
                 guard !op.isRange else { throw refuse("which have no range here (ranges are on dates and numbers)") }
                 return s == value ? .orderedSame : .orderedAscending
@@ -189,61 +192,167 @@ enum GenericQuery {
         return false
     }
 
-    /// A number as stored or typed: decimal text (`12`, `-3.5`, `87.75`, `1e-300`), compared
-    /// exactly as a `Decimal` whenever both numbers are one (its exponent reaches ±127, its
-    /// digits 38; an integer stored as an `Int64` or `UInt64` fits), and as a `Double` only
-    /// when one is beyond a `Decimal`'s exponent, where the two numbers' magnitudes tell them
-    /// apart.
+    /// A number as stored or typed, compared by its exact value: no rounding, no digit or
+    /// exponent limit (`Decimal` rounds below an exponent of about −128 and a `Double` beyond
+    /// 17 digits, so neither is used). A stored `Double` (a plain number with a fraction or an
+    /// exponent, as the binary format's doubles and JSON codecs' numbers are written) or
+    /// `{"$float":…}` is the binary value the application reads, not its shortest text: see
+    /// ``compare(literal:)``.
     struct Number {
+        /// How the stored text is read.
+        enum Domain { case exact, double, float }
         var text: String
-        /// `nil`: beyond a `Decimal`'s exponent.
-        var decimal: Decimal?
-        var double: Double
+        /// The value: the text's, or for a double or float the exact binary value's.
+        var value: ExactDecimal
+        var domain: Domain
 
-        /// `nil` for text that is not plain decimal (`0x10`, `inf`, `1.`, a `Decimal` prefix),
-        /// that has more significant digits than a `Decimal` holds (it would round them), or
-        /// that a `Double` reads as 0 or infinity but a `Decimal` cannot read (never read as 0).
-        init?(_ text: String) {
-            let bytes = Array(text.utf8)
-            var i = 0
-            var mantissa: [UInt8] = []
-            if i < bytes.count, bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: "+") { i += 1 }
-            func digits(keep: Bool) -> Int {
-                let start = i
-                while i < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[i]) {
-                    if keep { mantissa.append(bytes[i]) }
-                    i += 1
-                }
-                return i - start
-            }
-            guard digits(keep: true) > 0 else { return nil }
-            if i < bytes.count, bytes[i] == UInt8(ascii: ".") { i += 1; guard digits(keep: true) > 0 else { return nil } }
-            if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
-                i += 1
-                if i < bytes.count, bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: "+") { i += 1 }
-                guard digits(keep: false) > 0 else { return nil }
-            }
-            guard i == bytes.count, let double = Double(text), double.isFinite else { return nil }
-            let zero = UInt8(ascii: "0")
-            let significant = mantissa.drop(while: { $0 == zero }).reversed().drop(while: { $0 == zero }).count
-            guard significant <= 38 else { return nil }
+        /// `nil` for text that is not plain decimal (`0x10`, `inf`, `1.`, `.5`), an exponent
+        /// beyond ±10⁹, or in the `double`/`float` domain a value that is not finite there.
+        /// - Parameters:
+        ///   - text: The number's text.
+        ///   - domain: `.exact` for a typed value, `$decimal`, `$uint` and plain integers.
+        init?(_ text: String, domain: Domain = .exact) {
+            guard let exact = ExactDecimal(text) else { return nil }
             self.text = text
-            self.double = double
-            if let decimal = Decimal(string: text, locale: Locale(identifier: "en_US_POSIX")) {
-                self.decimal = decimal
-            } else if significant == 0 {
-                decimal = 0
-            } else {
-                // Beyond a Decimal's exponent: the double, unless it lost the number.
-                guard double != 0 else { return nil }
-                decimal = nil
+            self.domain = domain
+            switch domain {
+            case .exact:
+                value = exact
+            case .double:
+                guard let d = Double(text), d.isFinite else { return nil }
+                value = ExactDecimal(d)
+            case .float:
+                guard let f = Float(text), f.isFinite else { return nil }
+                value = ExactDecimal(Double(f))
             }
         }
 
-        func compare(_ other: Number) -> ComparisonResult {
-            func cmp<T: Comparable>(_ a: T, _ b: T) -> ComparisonResult { a < b ? .orderedAscending : a > b ? .orderedDescending : .orderedSame }
-            if let a = decimal, let b = other.decimal { return cmp(a, b) }
-            return cmp(double, other.double)
+        /// The order of two stored numbers (`--order`): their exact values.
+        func compare(_ other: Number) -> ComparisonResult { value.compare(other.value) }
+
+        /// The order of this stored number and a typed one (`--where`). Against a stored double
+        /// a literal that is that binary type's shortest text of a value (`0.1`, what `query`
+        /// shows) stands for that value, so `n=0.1` finds the double `0.1`; any other literal
+        /// is compared with the double's exact value (`1.2345678901234568e-125` is not the
+        /// double shown as `1.2345678901234567e-125`, though it rounds to it).
+        func compare(literal: Number) -> ComparisonResult {
+            switch domain {
+            case .exact:
+                break
+            case .double:
+                if let d = Double(literal.text), d.isFinite, ExactDecimal("\(d)") == literal.value {
+                    return value.compare(ExactDecimal(d))
+                }
+            case .float:
+                if let f = Float(literal.text), f.isFinite, ExactDecimal("\(f)") == literal.value {
+                    return value.compare(ExactDecimal(Double(f)))
+                }
+            }
+            return value.compare(literal.value)
+        }
+    }
+
+    /// A decimal number held exactly: `0.digits × 10^exponent`, the digits without leading or
+    /// trailing zeros (none: zero, never negative), so equal values are equal structures.
+    struct ExactDecimal: Equatable {
+        var negative: Bool
+        var digits: [UInt8]
+        var exponent: Int
+
+        /// Plain decimal text, `[+-]digits[.digits][(e|E)[+-]digits]`; `nil` otherwise, or for
+        /// an exponent beyond ±10⁹.
+        init?(_ text: String) {
+            let bytes = Array(text.utf8)
+            let zero = UInt8(ascii: "0")
+            var i = 0
+            var negative = false
+            if i < bytes.count, bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: "+") { negative = bytes[i] == UInt8(ascii: "-"); i += 1 }
+            func digits() -> ArraySlice<UInt8> {
+                let start = i
+                while i < bytes.count, (zero...UInt8(ascii: "9")).contains(bytes[i]) { i += 1 }
+                return bytes[start..<i]
+            }
+            let whole = digits()
+            guard !whole.isEmpty else { return nil }
+            var fraction: ArraySlice<UInt8> = []
+            if i < bytes.count, bytes[i] == UInt8(ascii: ".") { i += 1; fraction = digits(); guard !fraction.isEmpty else { return nil } }
+            var power = 0
+            if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
+                i += 1
+                var sign = 1
+                if i < bytes.count, bytes[i] == UInt8(ascii: "-") || bytes[i] == UInt8(ascii: "+") { sign = bytes[i] == UInt8(ascii: "-") ? -1 : 1; i += 1 }
+                let written = digits()
+                let e = written.drop { $0 == zero }
+                guard !written.isEmpty, e.count <= 9 else { return nil }
+                power = sign * e.reduce(0) { $0 * 10 + Int($1 - zero) }
+            }
+            guard i == bytes.count else { return nil }
+            let mantissa = Array(whole) + Array(fraction)
+            let leading = mantissa.prefix { $0 == zero }.count
+            let significant = mantissa.dropFirst(leading)
+            let trailing = significant.reversed().prefix { $0 == zero }.count
+            self.digits = significant.dropLast(trailing).map { $0 - zero }
+            self.negative = negative && !self.digits.isEmpty
+            self.exponent = self.digits.isEmpty ? 0 : whole.count - leading + power
+        }
+
+        /// A finite double's exact value (`m·2^e` has a finite decimal expansion: `m·5^−e / 10^−e`).
+        init(_ d: Double) {
+            precondition(d.isFinite)
+            negative = d.sign == .minus && d != 0
+            let bits = d.bitPattern
+            let biased = Int((bits >> 52) & 0x7FF)
+            let fraction = bits & ((1 << 52) - 1)
+            let m = biased == 0 ? fraction : fraction | (1 << 52)
+            let e = biased == 0 ? -1074 : biased - 1075
+            guard m != 0 else { digits = []; exponent = 0; return }
+            // Little-endian limbs of 10^9.
+            var limbs: [UInt64] = [m % 1_000_000_000, m / 1_000_000_000 % 1_000_000_000, m / 1_000_000_000_000_000_000]
+            func multiply(_ factor: UInt64) {
+                var carry: UInt64 = 0
+                for k in limbs.indices {
+                    let product = limbs[k] * factor + carry
+                    limbs[k] = product % 1_000_000_000
+                    carry = product / 1_000_000_000
+                }
+                while carry > 0 { limbs.append(carry % 1_000_000_000); carry /= 1_000_000_000 }
+            }
+            var remaining = abs(e)
+            if e >= 0 {
+                while remaining > 0 { let step = min(remaining, 30); multiply(1 << UInt64(step)); remaining -= step }
+            } else {
+                while remaining > 0 { let step = min(remaining, 13); var f: UInt64 = 1; for _ in 0..<step { f *= 5 }; multiply(f); remaining -= step }
+            }
+            while limbs.count > 1, limbs.last == 0 { limbs.removeLast() }
+            var text = String(limbs.last!)
+            for limb in limbs.dropLast().reversed() {
+                let part = String(limb)
+                text += String(repeating: "0", count: 9 - part.count) + part
+            }
+            let all = text.utf8.map { $0 - UInt8(ascii: "0") }
+            let trailing = all.reversed().prefix { $0 == 0 }.count
+            digits = Array(all.dropLast(trailing))
+            // N·10^e for e ≥ 0 (digits of N·2^e), else N·5^−e / 10^−e.
+            exponent = all.count + (e >= 0 ? 0 : e)
+        }
+
+        func compare(_ other: ExactDecimal) -> ComparisonResult {
+            func sign(_ x: ExactDecimal) -> Int { x.digits.isEmpty ? 0 : x.negative ? -1 : 1 }
+            let a = sign(self), b = sign(other)
+            if a != b { return a < b ? .orderedAscending : .orderedDescending }
+            if a == 0 { return .orderedSame }
+            var magnitude: ComparisonResult
+            if exponent != other.exponent {
+                magnitude = exponent < other.exponent ? .orderedAscending : .orderedDescending
+            } else if digits == other.digits {
+                magnitude = .orderedSame
+            } else {
+                magnitude = digits.lexicographicallyPrecedes(other.digits) ? .orderedAscending : .orderedDescending
+            }
+            if a < 0 {
+                magnitude = magnitude == .orderedAscending ? .orderedDescending : magnitude == .orderedDescending ? .orderedAscending : .orderedSame
+            }
+            return magnitude
         }
     }
 

@@ -4,7 +4,7 @@ import Foundation
 
 /// The query flags shared by `query` and `replay`.
 struct QueryOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("Only activities starting strictly after DATE (ISO 8601 date or date-time; a bare date is its midnight).", valueName: "DATE"))
+    @Option(help: ArgumentHelp("Only activities starting strictly after DATE (ISO 8601 date or date-time; a bare date is its midnight, so 09:00 that day is after it; --where FIELD>DATE is after the whole day).", valueName: "DATE"))
     var after: String?
     @Option(help: ArgumentHelp("Only activities starting strictly before DATE (a bare date is its midnight).", valueName: "DATE"))
     var before: String?

@@ -140,14 +140,18 @@ enum StreamHistory {
         var unknownSince = false
         // Whether the type is a generic repository's: then its other events are field events.
         // (Shown by an add or update holding an entity: names alone, `Person.deleted`, are not.)
-        let repositoryType = events.contains { EntityJSON.showsRepositoryType($0.eventType, of: type, payload: $0.payload) }
+        // An event that is neither a repository's nor a field event (an application's own
+        // `Person.created {"name":"C"}`: JSON is never a field event's payload) shows the type is
+        // the application's: its `Person.updated` is then its own partial data, not a state.
+        let ownEvents = events.contains { !EntityJSON.isRepositoryEvent($0) && EntityJSON.fieldEventName($0.eventType, of: type, payload: $0.payload) == nil }
+        let repositoryType = !ownEvents && events.contains { EntityJSON.showsRepositoryType($0.eventType, of: type, payload: $0.payload) }
         var opaque = OpaquePayloads()
         for envelope in events {
             let payload = EntityJSON.payload(envelope.payload)
             // Only a generic repository's event holds the entity's state: any other event's
             // payload is data (a rename holds the new name, not the entity), never diffed.
-            let repositoryEvent = EntityJSON.isRepositoryEvent(envelope)
-            let fieldEvent = repositoryType ? EntityJSON.fieldEventName(envelope.eventType, of: type) : nil
+            let repositoryEvent = !ownEvents && EntityJSON.isRepositoryEvent(envelope)
+            let fieldEvent = repositoryType ? EntityJSON.fieldEventName(envelope.eventType, of: type, payload: envelope.payload) : nil
             let state = repositoryEvent ? payload.value : nil
             let data = repositoryEvent ? nil : payload.value
             var changes: [Change] = []
@@ -197,7 +201,7 @@ enum StreamHistory {
         if format == .table { Swift.print("History of \(stream)") }
         Output.print(listing, as: format)
         if format == .table, let last = events.last {
-            if !unknownSince, EntityJSON.isRepositoryEvent(last), let state = EntityJSON.payload(last.payload).value {
+            if !unknownSince, !ownEvents, EntityJSON.isRepositoryEvent(last), let state = EntityJSON.payload(last.payload).value {
                 Swift.print("State after version \(last.entityVersion): \(state.text)")
             } else if unknownSince, known.version > 0 {
                 Swift.print("State after version \(last.entityVersion): unknown (see above); the last state known is version \(known.version)'s")
