@@ -23,7 +23,8 @@ read -r -a sanitizers <<< "${sanitizers[*]}"
 export EVENTKERNEL_TEST_SCALE="${EVENTKERNEL_TEST_SCALE:-small}"
 # Stop at the first report rather than printing a flood; keep the whole report.
 export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1}"
-export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1 detect_leaks=0}"
+# scripts/asan.supp: defects in the toolchain's libraries, each with its upstream fix.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-halt_on_error=1 detect_leaks=0 suppressions=$PWD/scripts/asan.supp}"
 
 seed_scratch() {
   # Offline machines: reuse the dependency checkouts of the default build directory.

@@ -97,6 +97,16 @@ func writeForum(_ directory: URL) async throws {
     try await store.close()
 }
 
+/// ``writeForum(_:)`` and then, in a second session, one entity of a payload-codec type
+/// (`Note/n1`) whose bytes no tool can read without the application's codec.
+func writeForumWithAnOpaqueNote(_ directory: URL) async throws {
+    try await writeForum(directory)
+    let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+    let notes = try EventSourcedRepository<OpaqueNote>(store: store, typeName: "Note", schema: opaqueNotes)
+    try await notes.add(OpaqueNote(id: "n1", text: "secret"))
+    try await store.close()
+}
+
 func exportLines(_ store: String) throws -> [String] {
     let result = try run("export", store)
     #expect(result.status == 0, "\(result.stderr)")
@@ -167,13 +177,7 @@ func object(_ line: String) throws -> [String: Any] {
     @Test func exportImportRoundTripsAForumStoreWithJSONAndOpaquePayloads() async throws {
         let temp = TemporaryDirectory("ek-every")
         let store = temp.file("forum")
-        try await writeForum(store)
-        do {
-            let reopened = try EventStore.open(at: store, snapshotPolicy: .never)
-            let notes = try EventSourcedRepository<OpaqueNote>(store: reopened, typeName: "Note", schema: opaqueNotes)
-            try await notes.add(OpaqueNote(id: "n1", text: "secret"))
-            try await reopened.close()
-        }
+        try await writeForumWithAnOpaqueNote(store)
         let result = try run("export", store.path)
         #expect(result.status == 0, "\(result.stderr)")
         let lines = result.stdout.split(separator: "\n").map(String.init)
@@ -376,13 +380,7 @@ func object(_ line: String) throws -> [String: Any] {
     @Test func historyOfAStringStreamAndAnOpaquePayload() async throws {
         let temp = TemporaryDirectory("ek-every")
         let store = temp.file("forum")
-        try await writeForum(store)
-        do {
-            let reopened = try EventStore.open(at: store, snapshotPolicy: .never)
-            let notes = try EventSourcedRepository<OpaqueNote>(store: reopened, typeName: "Note", schema: opaqueNotes)
-            try await notes.add(OpaqueNote(id: "n1", text: "secret"))
-            try await reopened.close()
-        }
+        try await writeForumWithAnOpaqueNote(store)
         let post = try run("history", store.path, "Post", "post-1", "--json")
         #expect(post.status == 0, "\(post.stderr)")
         let events = try #require(try jsonObject(post.stdout) as? [[String: Any]])

@@ -257,13 +257,7 @@ func writeStays(_ directory: URL) async throws {
     @Test func aQueryRefusesEntitiesItCannotRead() async throws {
         let temp = TemporaryDirectory("ek-query")
         let store = temp.file("forum")
-        try await writeForum(store)
-        do {
-            let reopened = try EventStore.open(at: store, snapshotPolicy: .never)
-            let notes = try EventSourcedRepository<OpaqueNote>(store: reopened, typeName: "Note", schema: opaqueNotes)
-            try await notes.add(OpaqueNote(id: "n1", text: "secret"))
-            try await reopened.close()
-        }
+        try await writeForumWithAnOpaqueNote(store)
         let opaque = try run("query", store.path, "--type", "Note", "--where", "text=secret")
         #expect(opaque.status == 1)
         #expect(opaque.stderr.contains("1 entity of Note (first Note/n1 at position"), "\(opaque.stderr)")
