@@ -12,7 +12,7 @@ extension BackupManifest {
     static let removingInfix = ".removing-"
 
     /// Whether a directory entry of a directory of generations is a removal cut short (a
-    /// hidden name that ``removeBackup(at:)`` gave a generation before removing its files).
+    /// hidden name that ``removeBackup(at:expecting:)`` gave a generation before removing its files).
     /// - Parameter name: The entry's name.
     public static func isRemovalLeftover(_ name: String) -> Bool {
         name.hasPrefix(".") && name.contains(removingInfix)
