@@ -14,14 +14,20 @@ import Glibc
 package enum FreedMemory {
     #if canImport(Glibc)
     /// `malloc_trim`, looked up at run time: `malloc.h` is not part of Swift's Glibc module.
-    /// `nil` on a C library without it (musl), where releasing is left to the allocator.
+    /// `nil` on a C library without it (musl), where releasing is left to the allocator, and
+    /// when `malloc` is not glibc's own: under a replacement allocator (a sanitizer's, or
+    /// jemalloc or tcmalloc preloaded) glibc's arenas were never set up, and walking them
+    /// crashed (ThreadSanitizer: SEGV in `mtrim`).
     private static let trim: (@convention(c) (Int) -> Int32)? = {
-        guard let handle = dlopen(nil, RTLD_LAZY), let symbol = dlsym(handle, "malloc_trim") else { return nil }
+        guard let global = dlopen(nil, RTLD_LAZY), let libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD),
+              let inUse = dlsym(global, "malloc"), let glibcs = dlsym(libc, "malloc"), inUse == glibcs,
+              let symbol = dlsym(libc, "malloc_trim") else { return nil }
         return unsafeBitCast(symbol, to: (@convention(c) (Int) -> Int32).self)
     }()
     #endif
 
-    /// Whether ``release()`` does anything here: the C library has `malloc_trim` (glibc).
+    /// Whether ``release()`` does anything here: the C library has `malloc_trim` (glibc) and
+    /// its allocator is the one in use.
     package static var isAvailable: Bool {
         #if canImport(Glibc)
         trim != nil
