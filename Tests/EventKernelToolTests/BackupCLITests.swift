@@ -504,7 +504,11 @@ struct BackupKillTests {
 /// `eventkernel backup --follow` (issue 28, item 3): rounds of incremental backups that keep
 /// the backup within its lag of a store a writer in another process appends to, across the
 /// writer's restarts and the follower's own kills.
-@Suite("eventkernel backup --follow")
+// Not in the sanitizer passes (EVENTKERNEL_TEST_SCALE=small): each test holds a cooperative
+// thread for the whole life of a follower and a writer in other processes, and under
+// ThreadSanitizer the three together held both of a 2-core machine's threads for 20 minutes,
+// starving the async tests' deadlines. The unit pass runs them.
+@Suite("eventkernel backup --follow", .disabled(if: testScale.isSmall, "sanitizer passes: too slow to share the pool"))
 struct BackupFollowTests {
     /// Starts `ActivitiesTestHelper append STORE TOTAL BATCH` (BATCH events per synced append),
     /// its output in `out`.
