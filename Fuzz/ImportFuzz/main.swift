@@ -1,6 +1,6 @@
 // libFuzzer target over the CLI's JSON Lines import: parsing (ActivityJSON.parseLine) and the
 // checks against the state (ActivityJSON.ImportValidator), as `eventkernel import` runs them.
-// Built by scripts/fuzz.sh from Sources/EventKernelTool/Support/{ActivityJSON,Dates}.swift
+// Built by scripts/fuzz.sh from Sources/EventKernelTool/Support/{ActivityJSON,EventMetadata+JSON,Dates}.swift
 // plus this file, over the EventLog, EventKernel and Activities modules (and swift-log).
 //
 // The input is split into lines like the importer does; each is trimmed, parsed and checked

@@ -41,7 +41,7 @@ enum ActivityJSON {
         case .ended(let id, let at): fields += ["\"event\":\"ended\"", "\"id\":\(escape(id.uuidString))", "\"at\":\(escape(ISODate.format(at)))"]
         case .deleted(let id): fields += ["\"event\":\"deleted\"", "\"id\":\(escape(id.uuidString))"]
         }
-        return "{" + fields.joined(separator: ",") + EntityJSON.metadataField(metadata) + "}"
+        return "{" + fields.joined(separator: ",") + metadata.jsonField + "}"
     }
 
     /// For JSONSerialization-based output.

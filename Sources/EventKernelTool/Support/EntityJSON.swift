@@ -382,18 +382,9 @@ enum EntityJSON {
         case .bytes(let reason, _):
             out += "null,\"base64\":\(ActivityJSON.escape(Data(envelope.payload).base64EncodedString())),\"reason\":\(ActivityJSON.escape(reason))"
         }
-        out += metadataField(envelope.metadata)
+        out += envelope.metadata.jsonField
         out += "}"
         return (out, payload)
-    }
-
-    /// `,"metadata":{"correlationID":…,"actor":…}` with the parts the event has; empty when it
-    /// has none. The one rendering of an event's metadata, for entity and activity lines.
-    static func metadataField(_ metadata: EventMetadata) -> String {
-        var parts: [String] = []
-        if let id = metadata.correlationID { parts.append("\"correlationID\":\(ActivityJSON.escape(id))") }
-        if let actor = metadata.actor { parts.append("\"actor\":\(ActivityJSON.escape(actor))") }
-        return parts.isEmpty ? "" : ",\"metadata\":{" + parts.joined(separator: ",") + "}"
     }
 
     /// The metadata a line's `"metadata"` field holds (`.none` without one).
