@@ -38,39 +38,9 @@ import EventKernelTestSupport
         return (store, try EventSourcedRepository<Item>(store: store, typeName: "Item", indexes: indexes))
     }
 
-    /// The model: entities with their insertion sequence.
-    struct Model {
-        var items: [UUID: (item: Item, sequence: Int)] = [:]
-        var next = 0
-        mutating func save(_ item: Item) {
-            let sequence = items[item.id]?.sequence ?? next
-            if items[item.id] == nil { next += 1 }
-            items[item.id] = (item, sequence)
-        }
-    }
-
-    /// A random query and its brute-force answer.
-    struct Case {
-        var query: EntityQuery<Item>
-        var filter: (Item) -> Bool
-        var order: [(key: (Item) -> IndexValue, descending: Bool)]
-        var limit: Int?
-        var offset: Int
-
-        func expected(_ model: Model) -> [Item] {
-            var all = model.items.values.filter { filter($0.item) }
-            let lastDescending = order.last?.descending ?? false
-            all.sort { a, b in
-                for term in order {
-                    let c = IndexValue.compare(term.key(a.item), term.key(b.item))
-                    if c != 0 { return term.descending ? c > 0 : c < 0 }
-                }
-                return lastDescending ? a.sequence > b.sequence : a.sequence < b.sequence
-            }
-            let items = all.dropFirst(offset).map(\.item)
-            return limit.map { Array(items.prefix($0)) } ?? items
-        }
-    }
+    /// The brute-force twin, and a generated query with its answer (EventKernelTestSupport).
+    typealias Model = QueryModel<Item>
+    typealias Case = QueryCase<Item>
 
     static let day0 = Date(timeIntervalSinceReferenceDate: 700_000_000)
 

@@ -41,18 +41,8 @@ import EventKernelTestSupport
                 try EventSourcedRepository<Span>(store: store, typeName: "PlainSpan", indexes: plain))
     }
 
-    /// The model: entities with their insertion sequence.
-    struct Model {
-        var items: [UUID: (item: Span, sequence: Int)] = [:]
-        /// Every id saved, in order: a deterministic choice (a dictionary's order is not).
-        var ids: [UUID] = []
-        var next = 0
-        mutating func save(_ item: Span) {
-            let sequence = items[item.id]?.sequence ?? next
-            if items[item.id] == nil { next += 1; ids.append(item.id) }
-            items[item.id] = (item, sequence)
-        }
-    }
+    /// The brute-force twin (EventKernelTestSupport).
+    typealias Model = QueryModel<Span>
 
     /// A duration: mostly short, sometimes open (`nil`), zero, negative, or very long (what
     /// the histogram must bound, and forget again once corrected).
@@ -88,28 +78,8 @@ import EventKernelTestSupport
         return span
     }
 
-    /// A random overlap query and its naive answer.
-    struct Case {
-        var query: EntityQuery<Span>
-        var filter: (Span) -> Bool
-        var order: [(key: (Span) -> IndexValue, descending: Bool)]
-        var limit: Int?
-        var offset: Int
-
-        func expected(_ model: Model) -> [Span] {
-            var all = model.items.values.filter { filter($0.item) }
-            let lastDescending = order.last?.descending ?? false
-            all.sort { a, b in
-                for term in order {
-                    let c = IndexValue.compare(term.key(a.item), term.key(b.item))
-                    if c != 0 { return term.descending ? c > 0 : c < 0 }
-                }
-                return lastDescending ? a.sequence > b.sequence : a.sequence < b.sequence
-            }
-            let items = all.dropFirst(offset).map(\.item)
-            return limit.map { Array(items.prefix($0)) } ?? items
-        }
-    }
+    /// A random overlap query and its naive answer (EventKernelTestSupport).
+    typealias Case = QueryCase<Span>
 
     /// A range's bounds: random, on an existing start or end (the inclusive edges), points.
     static func randomBounds(_ model: Model, _ rng: inout SplitMix64, _ point: (Span) -> [Double]) -> (Double, Double) {

@@ -22,8 +22,9 @@ import EventKernelTestSupport
         try? FileManager.default.removeItem(at: copy.file("snapshots"))
         try? FileManager.default.removeItem(at: copy.file("LOCK"))
         let (store, items) = try open(copy.url, snapshots: .never)
-        defer { Task { try? await store.close() } }
-        return Set(items.fetchAll().map(\.id))
+        let ids = Set(items.fetchAll().map(\.id))
+        try await store.close()
+        return ids
     }
 
     @Test func aRepairedLogThatGrowsAgainNeverBringsBackTheDiscardedHistory() async throws {

@@ -65,7 +65,7 @@ struct CrashTests {
 
     /// Reopens the store and checks the crash rule; returns the number of records.
     static func checkStore(_ dir: TemporaryDirectory, ackedThrough acked: Int, attemptedAtMost attempted: Int,
-                           tally: inout Tally, context: String) throws -> Int {
+                           tally: inout Tally, context: String) async throws -> Int {
         // Killed before it created the store: nothing can have been acknowledged.
         guard SegmentedLog.isStore(at: dir.url) else {
             #expect(acked == 0, "\(context): \(acked) appends acknowledged but no store file")
@@ -74,7 +74,23 @@ struct CrashTests {
         let before = try SegmentedLog.verify(at: dir.url)
         #expect(before.isIntact, "\(context): verify after the crash found damage: \(before)")
         let log = try SegmentedLog.open(at: dir.url, configuration: SegmentedLog.Configuration(segmentSize: segmentBytes))
-        defer { let l = log; Task { try? await l.close() } }
+        // Closed and awaited before the next trial: a close left to an unstructured task ran only
+        // when the trials' loop let go of the cooperative threads, and each trial's descriptors
+        // piled up meanwhile (about 700 open in this suite).
+        let count: Int
+        do {
+            count = try checkRecords(of: log, ackedThrough: acked, attemptedAtMost: attempted, tally: &tally, context: context)
+        } catch {
+            try? await log.close()
+            throw error
+        }
+        try await log.close()
+        return count
+    }
+
+    /// The crash rule over an open log: every acknowledged record, in place, none beyond the attempted.
+    private static func checkRecords(of log: SegmentedLog, ackedThrough acked: Int, attemptedAtMost attempted: Int,
+                                     tally: inout Tally, context: String) throws -> Int {
         let report = log.recoveryReport
         if report.truncatedTail != nil { tally.tornTails += 1 }
         if !report.reinitializedSegments.isEmpty { tally.reinitialized += 1 }
@@ -99,7 +115,7 @@ struct CrashTests {
     }
 
     @Test("SIGKILL at random moments never loses an acknowledged append")
-    func killAtRandomMoments() throws {
+    func killAtRandomMoments() async throws {
         var rng = SplitMix64(seed: Self.seed)
         var tally = Tally()
         let clock = ContinuousClock.now
@@ -113,14 +129,14 @@ struct CrashTests {
             tally.acked += outcome.acked.count
             if outcome.acked.isEmpty { tally.noAcks += 1 }
             // At most one append is in flight beyond the last printed ack.
-            _ = try Self.checkStore(dir, ackedThrough: outcome.acked.count, attemptedAtMost: outcome.acked.count + 1,
+            _ = try await Self.checkStore(dir, ackedThrough: outcome.acked.count, attemptedAtMost: outcome.acked.count + 1,
                                     tally: &tally, context: context)
         }
         print("crash trials: \(tally) in \(ContinuousClock.now - clock)")
     }
 
     @Test("killed, restarted to append more, killed again: recovery then continuation")
-    func killRestartKill() throws {
+    func killRestartKill() async throws {
         var rng = SplitMix64(seed: Self.seed ^ 0xABCD)
         var tally = Tally()
         for scenario in 0..<testScale.pick(8, small: 3) {
@@ -137,7 +153,7 @@ struct CrashTests {
                     #expect(start >= acked, "\(context): restarted at \(start), but \(acked) were acknowledged")
                     #expect(outcome.acked == Array(start..<(start + outcome.acked.count)), "\(context): acks not contiguous")
                     if let last = outcome.acked.last { acked = last + 1 }
-                    let count = try Self.checkStore(dir, ackedThrough: acked, attemptedAtMost: max(start, acked) + 1,
+                    let count = try await Self.checkStore(dir, ackedThrough: acked, attemptedAtMost: max(start, acked) + 1,
                                                     tally: &tally, context: context)
                     #expect(count >= start)
                 } else {
@@ -149,7 +165,7 @@ struct CrashTests {
     }
 
     @Test("a leader killed mid-sync with followers waiting: every acknowledged append was durable")
-    func killLeaderMidSync() throws {
+    func killLeaderMidSync() async throws {
         // The child's file layer holds writes until their sync and stretches each sync by 2 ms:
         // a kill models a power loss and usually lands while a leader syncs and followers wait.
         // Any acknowledgement given before its sync completed shows up as a missing record.
@@ -175,22 +191,15 @@ struct CrashTests {
                 continue
             }
             let log = try SegmentedLog.open(at: dir.url, configuration: SegmentedLog.Configuration(segmentSize: Self.segmentBytes))
-            defer { let l = log; Task { try? await l.close() } }
             var found: [LogPosition: String] = [:]
-            var nextK: [String: Int] = [:]
-            try log.forEachRecord(from: 0, through: nil) { record in
-                let text = String(decoding: record.payload, as: UTF8.self)
-                found[record.position] = text
-                // Each task awaits each append: its records are its first appends, in order.
-                let parts = text.split(separator: "-")
-                if parts.count == 4, let k = Int(parts[3]) {
-                    #expect(k == nextK[String(parts[1]), default: 0], "\(context): task \(parts[1]) record \(k) out of order at \(record.position)")
-                    nextK[String(parts[1])] = k + 1
-                } else {
-                    Issue.record("\(context): unexpected record \(text) at \(record.position)")
-                }
-                return true
+            // Closed and awaited before the next trial (checkStore says why).
+            do {
+                try Self.readRecords(of: log, into: &found, context: context)
+            } catch {
+                try? await log.close()
+                throw error
             }
+            try await log.close()
             recovered += found.count
             for (position, payload) in acknowledged where found[position] != payload {
                 lost += 1
@@ -198,5 +207,23 @@ struct CrashTests {
             }
         }
         print("leader-kill trials: \(acked) acknowledged, \(recovered) recovered, \(lost) lost")
+    }
+
+    /// Every record of the concurrent appenders' log by position, each task's in its order.
+    private static func readRecords(of log: SegmentedLog, into found: inout [LogPosition: String], context: String) throws {
+        var nextK: [String: Int] = [:]
+        try log.forEachRecord(from: 0, through: nil) { record in
+            let text = String(decoding: record.payload, as: UTF8.self)
+            found[record.position] = text
+            // Each task awaits each append: its records are its first appends, in order.
+            let parts = text.split(separator: "-")
+            if parts.count == 4, let k = Int(parts[3]) {
+                #expect(k == nextK[String(parts[1]), default: 0], "\(context): task \(parts[1]) record \(k) out of order at \(record.position)")
+                nextK[String(parts[1])] = k + 1
+            } else {
+                Issue.record("\(context): unexpected record \(text) at \(record.position)")
+            }
+            return true
+        }
     }
 }
