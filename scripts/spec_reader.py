@@ -830,7 +830,12 @@ def snapshot_file(path, name):
     if version == 2:
         head += [("historyEpoch", epoch),
                  ("anchor", Obj([("recordedAt", format_timestamp(anchor_ts)), ("payloadCRC32C", anchor_crc)]) if next_position else None)]
-    return projection, schema, body, head
+    return projection, schema, body, head, (version, next_position, anchor_ts, anchor_crc)
+
+
+def anchor_records(directory):
+    """Every record's (timestamp, CRC32C of its payload), by position."""
+    return {position: (nanos, crc32c(payload)) for position, nanos, payload in records(directory)}
 
 
 def entity_versions(body, where):
@@ -980,11 +985,18 @@ def snapshot_lines(directory):
     names = sorted(n for n in os.listdir(folder) if not n.startswith(".")) if os.path.isdir(folder) else []
     if not names:
         note("the store has no snapshot")
+    anchors = None
     for name in names:
         if not SNAPSHOT_NAME.match(name):
             raise Damage("snapshots/%s: not a snapshot file name" % name)
-        projection, schema, body, head = snapshot_file(os.path.join(folder, name), name)
+        projection, schema, body, head, (version, next_position, anchor_ts, anchor_crc) = \
+            snapshot_file(os.path.join(folder, name), name)
         where = "snapshots/%s body" % name
+        if version == 2 and next_position:
+            # The anchor is the record at next position - 1: its timestamp and payload CRC32C.
+            anchors = anchor_records(directory) if anchors is None else anchors
+            found = anchors.get(next_position - 1)
+            head.append(("anchorMatchesLog", found == (anchor_ts, anchor_crc)))
         if projection == "$entity-versions" and schema == 3:
             state = entity_versions(body, where)
         elif projection == "activities" and schema == 2:

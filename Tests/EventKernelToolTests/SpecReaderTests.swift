@@ -1,5 +1,6 @@
 import Activities
 import EventKernel
+import EventLog
 import EventKernelTestSupport
 @testable import EventKernelTool
 import Foundation
@@ -143,7 +144,11 @@ private func readSnapshots(_ store: URL) async throws -> [String: NSDictionary] 
     let reader = try await specReader(store, "--snapshots")
     #expect(reader.status == 0, "\(reader.stderr)")
     var byName: [String: NSDictionary] = [:]
-    for snapshot in try jsonLines(reader.stdout) { byName[try #require(snapshot["projection"] as? String)] = snapshot }
+    for snapshot in try jsonLines(reader.stdout) {
+        // The anchor is the record at next position - 1 (its timestamp and payload CRC32C).
+        #expect(snapshot["anchorMatchesLog"] as? Bool == true, "\(snapshot["file"] ?? "?")")
+        byName[try #require(snapshot["projection"] as? String)] = snapshot
+    }
     return byName
 }
 
@@ -258,6 +263,25 @@ private func streamVersions(_ lines: [NSDictionary]) -> [String: Int] {
         #expect(streams.first?["version"] as? Int == 1)
         #expect(Set(table["leftOut"] as? [String] ?? []) == ["Entry", "Memo", "Tick"])
         try await reopened.close()
+    }
+
+    @Test func theSpecReaderReadsEverySegmentAndRefusesAPositionGap() async throws {
+        let temp = TemporaryDirectory("ek-spec")
+        let store = temp.file("segments")
+        // Small segments: the log rolls several times, one batch per add.
+        let events = try EventStore.open(at: store, log: SegmentedLog.Configuration(segmentSize: 4_096), snapshotPolicy: .never)
+        let ticks = try EventSourcedRepository<SpecTick>(store: events, typeName: "Tick")
+        for n in 0..<150 { try await ticks.add(SpecTick(id: "tick-\(n)-" + String(repeating: "x", count: n % 40), n: n)) }
+        try await events.close()
+        let segments = try FileManager.default.contentsOfDirectory(atPath: store.path).filter { $0.hasSuffix(".log") }.sorted()
+        try #require(segments.count >= 3)
+        #expect(try await expectReaderMatchesExport(store).count == 150)
+        // A segment gone from the middle: the positions it held are missing, never skipped.
+        let removed = segments[1]
+        try FileManager.default.removeItem(at: store.appending(path: removed))
+        let gap = try await specReader(store)
+        #expect(gap.status == 3)
+        #expect(gap.stderr.contains("\(segments[2]): position gap: the segment starts at \(UInt64(segments[2].prefix(20))!), but the previous one ends at \(UInt64(removed.prefix(20))!)"), "\(gap.stderr)")
     }
 
     @Test func theSpecReaderReportsATornTailAndRefusesDamage() async throws {
