@@ -559,7 +559,7 @@ def batch_header(data, offset, expected, where):
     payload = data[offset + 64:offset + 64 + stored]
     if crc32c(payload) != pcrc:
         return None, "payload checksum mismatch"
-    return (codec, first, count, stored, uncompressed, tmin, payload), None
+    return (codec, first, count, stored, uncompressed, tmin, payload, tmax), None
 
 
 def valid_header_after(data, offset, expected):
@@ -595,7 +595,7 @@ def records(directory):
         if expected is not None and base != expected:
             raise Damage("%s: position gap: the segment starts at %d, but the previous one ends at %d" % (name, base, expected))
         expected = base
-        offset, batches = 32, 0
+        offset, batches = 32, []
         while offset < len(data):
             header, why = batch_header(data, offset, expected, name)
             if header is None:
@@ -610,7 +610,7 @@ def records(directory):
                 note("%s: torn tail at byte %d: %d byte(s) after position %d are not a whole batch (%s); "
                      "an unacknowledged write cut short, not part of the history" % (name, offset, len(data) - offset, expected, why))
                 break
-            codec, first, count, stored, uncompressed, tmin, payload = header
+            codec, first, count, stored, uncompressed, tmin, payload, _ = header
             where = "%s batch at byte %d" % (name, offset)
             body = lz4_block_decompress(payload, uncompressed, where) if codec == 1 else payload
             r = Reader(body, where + " (uncompressed payload)")
@@ -623,11 +623,52 @@ def records(directory):
                     nanos -= 1 << 64
                 yield first + i, nanos, record
             r.expect_end("the batch's %d records" % count)
+            batches.append((first, count, 64 + stored, offset, tmin, header[7]))
             expected = first + count
             offset += 64 + stored
-            batches += 1
-        if batches == 0:
+        if not batches:
             note("%s: empty segment (no batch; base position %d)" % (name, base))
+        check_side_files(directory, name[:20], base, expected, batches, len(data), last)
+
+
+def read_side_file(path):
+    """An index side file or checkpoint: (base, next, data length, entries), or None when its
+    magic, version or CRC32C fails (derived data gone bad: a store ignores and rebuilds it)."""
+    data = open(path, "rb").read()
+    if len(data) < 44 or data[0:8] != b"EKINDEX1" or struct.unpack_from("<I", data, 8)[0] != 1:
+        return None
+    n = struct.unpack_from("<I", data, 12)[0]
+    if len(data) != 44 + 40 * n or struct.unpack_from("<I", data, 40 + 40 * n)[0] != crc32c(data[:40 + 40 * n]):
+        return None
+    base, next_position, length = struct.unpack_from("<QQQ", data, 16)
+    entries = [struct.unpack_from("<QIIQqq", data, 40 + 40 * i) for i in range(n)]
+    return base, next_position, length, entries
+
+
+def check_side_files(directory, stem, base, next_position, batches, size, last):
+    """The segment's `.idx` (it lists every batch) and `.ckpt` (a prefix of them) must say what
+    the walk found: a store trusts a valid one instead of reading the segment."""
+    for suffix in (".idx", ".ckpt"):
+        path = os.path.join(directory, stem + suffix)
+        if not os.path.exists(path):
+            continue
+        side = read_side_file(path)
+        if side is None:
+            note("%s: fails its checks (derived data: a store ignores it and walks the segment)" % (stem + suffix))
+            continue
+        side_base, side_next, length, entries = side
+        whole = suffix == ".idx"
+        listed = batches if whole else batches[:len(entries)]
+        problems = []
+        if side_base != base:
+            problems.append("base position %d, the segment's is %d" % (side_base, base))
+        if [tuple(e) for e in entries] != listed:
+            problems.append("its %d batch entries are not the segment's first %d batches" % (len(entries), len(entries)))
+        end = entries[-1][3] + entries[-1][2] if entries else 32
+        if (whole and (side_next != next_position or length != size)) or length != end or length > size:
+            problems.append("next position %d and data length %d, the segment holds %d and %d bytes" % (side_next, length, next_position, size))
+        if problems:
+            raise Damage("%s: %s" % (stem + suffix, "; ".join(problems)))
 
 
 # MARK: - Envelopes

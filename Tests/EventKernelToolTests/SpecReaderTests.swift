@@ -129,6 +129,8 @@ private func expectReaderMatchesExport(_ store: URL) async throws -> [NSDictiona
     let export = try await tool("export", store.path)
     #expect(reader.status == 0, "\(reader.stderr)")
     #expect(export.status == 0, "\(export.stderr)")
+    // The index side files and checkpoint agree with the segments (FileFormat.md's layout).
+    #expect(!reader.stderr.contains("fails its checks"), "\(reader.stderr)")
     let read = try jsonLines(reader.stdout), exported = try jsonLines(export.stdout)
     #expect(read.count == exported.count)
     for (mine, theirs) in zip(read, exported) where !mine.isEqual(theirs) {
@@ -288,6 +290,15 @@ private func streamVersions(_ lines: [NSDictionary]) -> [String: Int] {
         let segments = try FileManager.default.contentsOfDirectory(atPath: store.path).filter { $0.hasSuffix(".log") }.sorted()
         try #require(segments.count >= 3)
         #expect(try await expectReaderMatchesExport(store).count == 150)
+        // The sealed segments' index side files were read and agreed (above); a damaged one is
+        // derived data: said, and the segment is read instead.
+        let index = store.appending(path: String(segments[0].prefix(20)) + ".idx")
+        var indexBytes = try Data(contentsOf: index)
+        indexBytes[45] ^= 0x01
+        try indexBytes.write(to: index)
+        let damagedIndex = try await specReader(store)
+        #expect(damagedIndex.status == 0, "\(damagedIndex.stderr)")
+        #expect(damagedIndex.stderr.contains("\(segments[0].prefix(20)).idx: fails its checks"), "\(damagedIndex.stderr)")
         // A segment gone from the middle: the positions it held are missing, never skipped.
         let removed = segments[1]
         try FileManager.default.removeItem(at: store.appending(path: removed))
