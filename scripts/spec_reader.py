@@ -7,12 +7,28 @@ runs it on fixture stores and compares its output with `eventkernel export` and 
 state, so a rule Docs/FileFormat.md states wrong makes that test fail.
 
     scripts/spec_reader.py STORE               one JSON object per event, as `eventkernel export`
-    scripts/spec_reader.py STORE --snapshots   one JSON object per snapshot file, with its state
+                                               writes it (Docs/CLI.md, "Events of any entity type")
+    scripts/spec_reader.py STORE --snapshots   one JSON object per snapshot file: its header, whether
+                                               its anchor matches the log, and its state decoded
 
-Exit status: 0 when every byte read decoded (notes on stderr: an empty segment, a torn tail,
-payloads that are not self-describing, written as base64 as export does); 3 when anything could
-not be decoded or a checksum failed (the message says what and where; what came before it was
-printed); 2 for bad usage.
+What it checks: the store file; every segment's header and continuity (a position gap is
+damage); every batch's header and payload CRC32C; each record's framing and envelope; the
+index side files and checkpoint against the batches walked; every snapshot's two CRC32Cs,
+lengths and name. An invalid batch followed by nothing but zeros is the end of the data; one in
+the last segment with no valid batch header after it is a torn tail (noted: never acknowledged,
+not part of the history); anything else is damage.
+
+Exit status: 0 when every byte read decoded (notes on stderr: an empty segment, a torn tail, a
+side file failing its CRC, payloads that are not self-describing, written as base64 as export
+does); 3 when anything could not be decoded or a checksum failed (the message says what and
+where; the events before it, or the other snapshots, were printed); 2 for bad usage.
+
+Limits, by design: a payload is shown decoded only when the encoder would write the same bytes
+for it, as export requires; this reader checks that by the canonical forms (shortest varints,
+each key name defined once, decimals as parts when their significand fits 64 bits) rather than
+by re-encoding. It decodes only the snapshot layouts a store restores ($entity-versions 3,
+activities 2, repository 5); older ones are reported and exit 3. JSON is parsed by Python's
+json module, which takes a key given twice where Swift's parser may not.
 """
 
 import base64
