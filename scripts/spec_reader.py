@@ -10,6 +10,7 @@ state, so a rule Docs/FileFormat.md states wrong makes that test fail.
                                                writes it (Docs/CLI.md, "Events of any entity type")
     scripts/spec_reader.py STORE --snapshots   one JSON object per snapshot file: its header, whether
                                                its anchor matches the log, and its state decoded
+    scripts/spec_reader.py STORE --consumers   one JSON object per consumer checkpoint and parked file
 
 What it checks: the store file; every segment's header and continuity (a position gap is
 damage); every batch's header and payload CRC32C; each record's framing and envelope; the
@@ -1074,11 +1075,62 @@ def snapshot_lines(directory):
         raise Damage("%d snapshot file(s) not decoded" % failed)
 
 
+# MARK: - Consumer files
+
+def consumer_record(path, magic, version):
+    data = open(path, "rb").read()
+    r = Reader(data, "consumers/" + os.path.basename(path))
+    if len(data) < 10 or data[:4] != magic:
+        r.fail("not a %s record (too short or another magic)" % magic.decode(), 0)
+    if struct.unpack_from("<H", data, 4)[0] != version:
+        r.fail("format version %d, not %d" % (struct.unpack_from("<H", data, 4)[0], version), 4)
+    if struct.unpack_from("<I", data, len(data) - 4)[0] != crc32c(data[:-4]):
+        r.fail("CRC32C mismatch", len(data) - 4)
+    r.data = data[:-4]
+    r.offset = 6
+    return r
+
+
+def consumer_lines(directory):
+    folder = os.path.join(directory, "consumers")
+    names = sorted(n for n in os.listdir(folder) if not n.startswith(".")) if os.path.isdir(folder) else []
+    anchors = None
+    for name in names:
+        path = os.path.join(folder, name)
+        if name.endswith(".checkpoint"):
+            r = consumer_record(path, b"EKCP", 2)
+            committed, committed_at, epoch = r.fixed("Q"), r.fixed("q"), r.fixed("Q")
+            at = r.offset
+            flag = r.u8()
+            if flag not in (0, 1):
+                r.fail("anchor flag %d" % flag, at)
+            anchor = (r.fixed("q"), r.fixed("I")) if flag else None
+            consumer = r.string()
+            r.expect_end("the name")
+            pairs = [("file", name), ("consumer", consumer), ("committed", committed),
+                     ("committedAt", format_timestamp(committed_at)), ("historyEpoch", epoch)]
+            if anchor:
+                anchors = anchor_records(directory) if anchors is None else anchors
+                pairs += [("anchor", Obj([("recordedAt", format_timestamp(anchor[0])), ("payloadCRC32C", anchor[1])])),
+                          ("anchorMatchesLog", anchors.get(committed - 1) == anchor)]
+            yield write_json(Obj(pairs))
+        elif name.endswith(".parked"):
+            r = consumer_record(path, b"EKPK", 1)
+            consumer = r.string()
+            events = []
+            for _ in range(r.varint()):
+                position, attempts, parked_at = r.fixed("Q"), r.varint(), r.fixed("q")
+                events.append(Obj([("position", position), ("attempts", attempts), ("parkedAt", format_timestamp(parked_at)),
+                                   ("stream", r.string()), ("event", r.string()), ("errorType", r.string()), ("error", r.string())]))
+            r.expect_end("the parked events")
+            yield write_json(Obj([("file", name), ("consumer", consumer), ("parked", events)]))
+
+
 def main(argv):
     args = [a for a in argv[1:] if not a.startswith("--")]
     options = [a for a in argv[1:] if a.startswith("--")]
-    if len(args) != 1 or any(o != "--snapshots" for o in options):
-        print("usage: spec_reader.py STORE [--snapshots]", file=sys.stderr)
+    if len(args) != 1 or len(options) > 1 or any(o not in ("--snapshots", "--consumers") for o in options):
+        print("usage: spec_reader.py STORE [--snapshots | --consumers]", file=sys.stderr)
         return 2
     directory = args[0]
     if not os.path.isdir(directory):
@@ -1087,7 +1139,8 @@ def main(argv):
     out = sys.stdout
     try:
         epoch = read_store_file(directory)
-        lines = snapshot_lines(directory) if "--snapshots" in options else event_lines(directory)
+        lines = (snapshot_lines(directory) if "--snapshots" in options
+                 else consumer_lines(directory) if "--consumers" in options else event_lines(directory))
         for line in lines:
             out.write(line + "\n")
     except Damage as e:

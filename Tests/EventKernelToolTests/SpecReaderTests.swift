@@ -199,6 +199,20 @@ private func streamVersions(_ lines: [NSDictionary]) -> [String: Int] {
         #expect(deleted.map { $0["id"] as? String } == [ids[4].uuidString])
         #expect(deleted.first?["version"] as? Int == 2)
         #expect(snapshots["$entity-versions"] != nil)
+
+        // Consumer checkpoints: one at the end of the log, one reset to position 2.
+        #expect(try await tool("tail", store.path, "--consumer", "feed").status == 0)
+        #expect(try await tool("tail", store.path, "--consumer", "late", "--from", "3").status == 0)
+        #expect(try await tool("consumers", "reset", store.path, "late", "--to", "2").status == 0)
+        let consumers = try await specReader(store, "--consumers")
+        #expect(consumers.status == 0, "\(consumers.stderr)")
+        let checkpoints = try jsonLines(consumers.stdout)
+        let listed = try #require(try JSONSerialization.jsonObject(with: Data(try await tool("consumers", store.path, "--json").stdout.utf8)) as? [NSDictionary])
+        #expect(checkpoints.map { $0["consumer"] as? String } == ["feed", "late"])
+        #expect(checkpoints.map { $0["committed"] as? Int } == [10, 2])
+        #expect(checkpoints.map { $0["committed"] as? Int } == listed.map { $0["committed"] as? Int })
+        #expect(checkpoints.map { $0["committedAt"] as? String } == listed.map { $0["committed_at"] as? String })
+        #expect(checkpoints.allSatisfy { $0["anchorMatchesLog"] as? Bool == true })
     }
 
     @Test func theSpecReaderDecodesAGenericStoreAsExportAndTheRepositoryDo() async throws {
