@@ -213,6 +213,26 @@ private func streamVersions(_ lines: [NSDictionary]) -> [String: Int] {
         #expect(checkpoints.map { $0["committed"] as? Int } == listed.map { $0["committed"] as? Int })
         #expect(checkpoints.map { $0["committedAt"] as? String } == listed.map { $0["committed_at"] as? String })
         #expect(checkpoints.allSatisfy { $0["anchorMatchesLog"] as? Bool == true })
+
+        // Parked events, as `consumers parked` lists them.
+        try ConsumerDirectory(storeDirectory: store).writeParked([
+            ParkedEvent(position: 1, stream: "activity/\(ids[1].uuidString)", eventType: "activity.added", errorType: "Mail.Error",
+                        error: "smtp down ✉", attempts: 300, parkedAt: .now()),
+            ParkedEvent(position: 3, stream: "activity/\(ids[2].uuidString)", eventType: "activity.ended", errorType: "E", error: "",
+                        attempts: 1, parkedAt: .now()),
+        ], named: "late")
+        let parkedFile = try #require(try jsonLines(try await specReader(store, "--consumers").stdout).last)
+        #expect(parkedFile["consumer"] as? String == "late")
+        let parked = try #require(parkedFile["parked"] as? [NSDictionary])
+        let parkedListed = try jsonLines(try await tool("consumers", "parked", store.path, "late", "--format", "jsonl").stdout)
+        #expect(parked.count == 2)
+        #expect(parked.map { $0["position"] as? Int } == parkedListed.map { $0["position"] as? Int })
+        #expect(parked.map { $0["stream"] as? String } == parkedListed.map { $0["stream"] as? String })
+        #expect(parked.map { $0["event"] as? String } == parkedListed.map { $0["event_type"] as? String })
+        #expect(parked.map { $0["attempts"] as? Int } == parkedListed.map { $0["attempts"] as? Int })
+        #expect(parked.map { $0["errorType"] as? String } == parkedListed.map { $0["error_type"] as? String })
+        #expect(parked.map { $0["error"] as? String } == parkedListed.map { $0["error"] as? String })
+        #expect(parked.map { $0["parkedAt"] as? String } == parkedListed.map { $0["parked_at"] as? String })
     }
 
     @Test func theSpecReaderDecodesAGenericStoreAsExportAndTheRepositoryDo() async throws {
