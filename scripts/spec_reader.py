@@ -580,17 +580,39 @@ def batch_header(data, offset, expected, where):
 
 
 def valid_header_after(data, offset, expected):
-    """Whether a valid batch header for a position at or after `expected` follows `offset`."""
+    """Where a valid batch header (rules 1-3) for a position at or after `expected` follows
+    `offset`, or None."""
     at = data.find(b"EKB1", offset + 1)
     while at != -1 and at + 64 <= len(data):
-        h = data[at:at + 64]
-        if struct.unpack_from("<I", h, 60)[0] == crc32c(h[0:60]) and struct.unpack_from("<Q", h, 8)[0] >= expected:
+        first = struct.unpack_from("<Q", data, at + 8)[0]
+        # Rule 4 asks for exactly the expected position; here any later one will do.
+        if first >= expected and batch_header(data[:at + 64], at, first, "")[1] in (
+                None, "batch of %d bytes runs past the end of the file" % (64 + struct.unpack_from("<I", data, at + 20)[0])):
             return at
         at = data.find(b"EKB1", at + 1)
     return None
 
 
-def records(directory):
+def acknowledged_beyond(directory, epoch, position):
+    """A snapshot of the current history epoch covering more than `position` records (then
+    what ends the log there was acknowledged: damage, not a torn tail), by its header alone."""
+    folder = os.path.join(directory, "snapshots")
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.startswith(".") or not name.endswith(".snap"):
+            continue
+        data = open(os.path.join(folder, name), "rb").read(64 + 65_535)
+        if len(data) < 12 or data[:4] != b"EKSN" or struct.unpack_from("<H", data, 4)[0] != 2:
+            continue
+        n = struct.unpack_from("<H", data, 10)[0]
+        if len(data) < 64 + n or struct.unpack_from("<I", data, 60 + n)[0] != crc32c(data[:60 + n]):
+            continue  # a header failing its checks says nothing
+        next_position, snapshot_epoch = struct.unpack_from("<QQ", data, 12 + n)
+        if snapshot_epoch == epoch and next_position > position:
+            return name
+    return None
+
+
+def records(directory, epoch=None):
     """Yields (position, timestamp ns, payload) of every record of every segment, in order."""
     names = sorted(n for n in os.listdir(directory) if SEGMENT_NAME.match(n))
     if not names:
@@ -624,6 +646,10 @@ def records(directory):
                         name, why, offset, expected,
                         "; a valid batch follows at byte %d: damage, not a torn write" % later if later is not None
                         else "; a sealed segment holds no torn tail"))
+                snapshot = acknowledged_beyond(directory, epoch, expected) if epoch is not None else None
+                if snapshot is not None:
+                    raise Damage("%s: %s at byte %d (position %d), but snapshots/%s covers positions beyond it in the same "
+                                 "history epoch: acknowledged events are damaged, not a torn write" % (name, why, offset, expected, snapshot))
                 note("%s: torn tail at byte %d: %d byte(s) after position %d are not a whole batch (%s); "
                      "an unacknowledged write cut short, not part of the history" % (name, offset, len(data) - offset, expected, why))
                 break
@@ -812,9 +838,9 @@ def activity_event(env, position):
 
 # MARK: - Events as export writes them
 
-def event_lines(directory):
+def event_lines(directory, epoch):
     damaged = 0
-    for position, nanos, payload in records(directory):
+    for position, nanos, payload in records(directory, epoch):
         env = envelope(payload, position)
         head = [("position", position), ("recordedAt", format_timestamp(nanos))]
         if env["type"] == "activity":
@@ -1140,7 +1166,7 @@ def main(argv):
     try:
         epoch = read_store_file(directory)
         lines = (snapshot_lines(directory) if "--snapshots" in options
-                 else consumer_lines(directory) if "--consumers" in options else event_lines(directory))
+                 else consumer_lines(directory) if "--consumers" in options else event_lines(directory, epoch))
         for line in lines:
             out.write(line + "\n")
     except Damage as e:

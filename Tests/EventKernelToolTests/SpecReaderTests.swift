@@ -364,6 +364,13 @@ private func streamVersions(_ lines: [NSDictionary]) -> [String: Int] {
         #expect(damaged.status == 3)
         #expect(damaged.stdout.isEmpty)
         #expect(damaged.stderr.contains("\(segment): payload checksum mismatch at byte 32"), "\(damaged.stderr)")
+        // The last batch cut short, with no checkpoint listing it: torn, unless a snapshot of
+        // the same history covers it (then acknowledged events are damaged).
+        try FileManager.default.removeItem(at: store.appending(path: String(segment.prefix(20)) + ".ckpt"))
+        try original.prefix(original.count - 3).write(to: file)
+        let underSnapshot = try await specReader(store)
+        #expect(underSnapshot.status == 3)
+        #expect(underSnapshot.stderr.contains("covers positions beyond it in the same history epoch"), "\(underSnapshot.stderr)")
         // A damaged snapshot header: exit 3 with the file and offset.
         try original.write(to: file)
         let snapshotFile = try #require(try FileManager.default.contentsOfDirectory(atPath: store.appending(path: "snapshots").path)
