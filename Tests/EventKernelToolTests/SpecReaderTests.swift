@@ -69,10 +69,15 @@ func writeSpecLedger(_ directory: URL) async throws {
     try await ticks.addAll((0..<specTickCount).map { SpecTick(id: "tick-\($0)", n: $0 * 7 - 100) })
     try await ticks.update(SpecTick(id: "tick-3", n: 33))
     _ = try await ticks.delete(id: "tick-4")
-    try await store.append(PendingEvent(
-        EncodedEvent(eventType: "audit.noted", schemaVersion: 4, stream: StreamID("Audit", .string("a-1")),
-                     payload: Array(#"{"note":"checked","n":[1,2.5,null]}"#.utf8)),
-        metadata: EventMetadata(correlationID: "corr-1", actor: "auditor")))
+    // Two records of one batch, recorded at other times than now (the batch's timestamp deltas).
+    let audit = StreamID("Audit", .string("a-1"))
+    _ = try await store.append([
+        PendingEvent(EncodedEvent(eventType: "audit.noted", schemaVersion: 4, stream: audit,
+                                  payload: Array(#"{"note":"checked","n":[1,2.5,null]}"#.utf8)),
+                     metadata: EventMetadata(correlationID: "corr-1", actor: "auditor"), recordedAt: t0.addingTimeInterval(1.5)),
+        PendingEvent(EncodedEvent(eventType: "audit.noted", schemaVersion: 4, stream: audit, payload: Array(#"[]"#.utf8)),
+                     metadata: EventMetadata(actor: "auditor"), recordedAt: t0),
+    ])
     try await store.close()
 }
 
@@ -240,8 +245,8 @@ private func streamVersions(_ lines: [NSDictionary]) -> [String: Int] {
         let store = temp.file("ledger")
         try await writeSpecLedger(store)
         let exported = try await expectReaderMatchesExport(store)
-        // Entries 6, a memo, the ticks and an update and a delete of them, the audit event.
-        #expect(exported.count == 6 + 1 + specTickCount + 2 + 1)
+        // Entries 6, a memo, the ticks and an update and a delete of them, two audit events.
+        #expect(exported.count == 6 + 1 + specTickCount + 2 + 2)
         // Every codec and the metadata were exercised, not only matched.
         #expect(Set(exported.compactMap { $0["codec"] as? String }) == ["binary", "json", "none"])
         #expect(exported.contains { ($0["metadata"] as? NSDictionary)?["actor"] as? String == "auditor" })
@@ -296,7 +301,7 @@ private func streamVersions(_ lines: [NSDictionary]) -> [String: Int] {
         let streams = try #require(table["streams"] as? [NSDictionary])
         #expect(streams.count == 1)
         #expect(streams.first?["type"] as? String == "Audit")
-        #expect(streams.first?["version"] as? Int == 1)
+        #expect(streams.first?["version"] as? Int == 2)
         #expect(Set(table["leftOut"] as? [String] ?? []) == ["Entry", "Memo", "Tick"])
         try await reopened.close()
     }
