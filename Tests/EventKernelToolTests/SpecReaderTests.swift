@@ -37,6 +37,8 @@ let specSettled = FieldEvent<SpecEntry, Date?>("settled", sets: \.settled)
 let specEntryIDs = (0..<4).map { UUID(uuidString: String(format: "30000000-0000-4000-8000-%012d", $0))! }
 /// More than one snapshot part (4,096 entities a part).
 let specTickCount = 4_100
+/// An activity written in schema 1.
+let specOldActivity = UUID(uuidString: "40000000-0000-4000-8000-000000000001")!
 
 /// A generic store: entries (binary codec, an index, a field event, an update, a delete), memos
 /// (JSON codec), ticks (string ids, two snapshot parts), and an application's own event with
@@ -99,6 +101,16 @@ func writeSpecActivities(_ directory: URL) async throws {
     try await repository.apply([.added(model(5, t0.addingTimeInterval(-1), nil, "walk"))],
                                metadata: EventMetadata(correlationID: "c-5", actor: "parent"))
     try await repository.end(id: ids[5], at: t0.addingTimeInterval(12.125))
+    // Schema 1, as an old build wrote it: flags, start and end as Doubles of seconds since 1970,
+    // then the type; an end as the Double alone.
+    func double(_ value: Double) -> [UInt8] { withUnsafeBytes(of: value.bitPattern.littleEndian) { Array($0) } }
+    let start = t0.addingTimeInterval(-3_600.5).timeIntervalSince1970
+    let stream = ActivityEventCodec.stream(of: specOldActivity)
+    _ = try await repository.store.append([
+        PendingEvent(EncodedEvent(eventType: "activity.added", schemaVersion: 1, stream: stream,
+                                  payload: [1] + double(start) + double(start + 60) + [3] + Array("old".utf8))),
+        PendingEvent(EncodedEvent(eventType: "activity.ended", schemaVersion: 1, stream: stream, payload: double(start + 90))),
+    ])
     try await repository.close()
 }
 
@@ -181,11 +193,11 @@ private func streamVersions(_ lines: [NSDictionary]) -> [String: Int] {
         let store = temp.file("activities")
         try await writeSpecActivities(store)
         let exported = try await expectReaderMatchesExport(store)
-        #expect(exported.count == 10)
+        #expect(exported.count == 12)
 
         let snapshots = try await readSnapshots(store)
         let snapshot = try #require(snapshots["activities"])
-        #expect(snapshot["nextPosition"] as? Int == 10)
+        #expect(snapshot["nextPosition"] as? Int == 12)
         #expect(snapshot["schemaVersion"] as? Int == 2)
         // The rows are the current activities (export --format activities), with their versions.
         let current = try jsonLines(try await tool("export", store.path, "--format", "activities").stdout)
@@ -214,7 +226,7 @@ private func streamVersions(_ lines: [NSDictionary]) -> [String: Int] {
         let checkpoints = try jsonLines(consumers.stdout)
         let listed = try #require(try JSONSerialization.jsonObject(with: Data(try await tool("consumers", store.path, "--json").stdout.utf8)) as? [NSDictionary])
         #expect(checkpoints.map { $0["consumer"] as? String } == ["feed", "late"])
-        #expect(checkpoints.map { $0["committed"] as? Int } == [10, 2])
+        #expect(checkpoints.map { $0["committed"] as? Int } == [12, 2])
         #expect(checkpoints.map { $0["committed"] as? Int } == listed.map { $0["committed"] as? Int })
         #expect(checkpoints.map { $0["committedAt"] as? String } == listed.map { $0["committed_at"] as? String })
         #expect(checkpoints.allSatisfy { $0["anchorMatchesLog"] as? Bool == true })
