@@ -873,6 +873,18 @@ def event_lines(directory, epoch):
 SNAPSHOT_NAME = re.compile(r"^(\d{20})-([0-9a-f]*)\.snap$")
 
 
+def snapshot_name_hex(projection):
+    """The file name's hex of a projection name: whole up to 64 bytes, else the first 56 bytes
+    and the FNV-1a 64-bit hash of all of them."""
+    raw = projection.encode("utf-8")
+    if len(raw) <= 64:
+        return raw.hex()
+    h = 0xcbf29ce484222325
+    for byte in raw:
+        h = ((h ^ byte) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return raw[:56].hex() + "%016x" % h
+
+
 def snapshot_file(path, name):
     data = open(path, "rb").read()
     r = Reader(data, "snapshots/" + name)
@@ -884,7 +896,8 @@ def snapshot_file(path, name):
     codec = r.u8()
     if codec > 1:
         r.fail("unknown body codec %d" % codec, 6)
-    r.u8()
+    if r.u8() != 0:
+        r.fail("reserved header byte is not 0", 7)
     schema = r.fixed("H")
     projection = r.raw(r.fixed("H")).decode("utf-8")
     next_position = r.fixed("Q")
@@ -906,8 +919,9 @@ def snapshot_file(path, name):
         body = lz4_block_decompress(body, uncompressed, r.where)
     elif uncompressed != stored:
         r.fail("an uncompressed body with differing lengths")
-    expected_name = "%020d-%s.snap" % (next_position, projection.encode("utf-8").hex())
-    if name != expected_name:
+    expected_name = "%020d-%s.snap" % (next_position, snapshot_name_hex(projection))
+    spelled = "%020d-%s.snap" % (next_position, projection.encode("utf-8").hex())
+    if name != expected_name and not (len(projection.encode("utf-8")) > 64 and name == spelled):
         raise Damage("snapshots/%s: its header says %s" % (name, expected_name))
     head = [("file", name), ("projection", projection), ("schemaVersion", schema), ("format", version),
             ("codec", codec), ("nextPosition", next_position)]

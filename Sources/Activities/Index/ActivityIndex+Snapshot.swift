@@ -283,8 +283,12 @@ extension ActivityIndex {
         for _ in 0..<typeCount {
             let length = Int(try reader.read(UInt32.self))
             guard body.count - reader.offset >= length else { throw .corruptSnapshot("truncated type name") }
-            let name = String(decoding: UnsafeRawBufferPointer(rebasing: body[reader.offset..<reader.offset + length]),
-                              as: UTF8.self)
+            // Validated, never repaired: a name with U+FFFD in place of bad bytes would be a
+            // type no event ever named.
+            guard let name = String(validating: UnsafeRawBufferPointer(rebasing: body[reader.offset..<reader.offset + length]),
+                                    as: UTF8.self) else {
+                throw .corruptSnapshot("type name at body offset \(reader.offset) is not UTF-8")
+            }
             reader.offset += length
             guard typeNames.insert(ActivityType(rawValue: name)).inserted else {
                 throw .corruptSnapshot("duplicate type name \(name)")

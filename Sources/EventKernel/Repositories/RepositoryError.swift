@@ -116,6 +116,9 @@ public struct LimitExceeded: Error, Hashable, Sendable, CustomStringConvertible 
         case streamVersion
         /// A date outside the years a log timestamp holds (1678...2262), or not finite.
         case timestamp
+        /// A projection name (a repository's is `"repository:"` and its type name) longer
+        /// than a snapshot header holds: 65,535 UTF-8 bytes.
+        case projectionName
     }
 
     /// The limit.

@@ -46,7 +46,8 @@ public struct SnapshotPolicy: Hashable, Sendable {
 /// The `<store>/snapshots/` directory: atomic writes, newest-valid lookup, pruning.
 ///
 /// Files are named `<20-digit next position>-<hex of the projection name>.snap` so that a
-/// listing sorts by position and the name survives any character set.
+/// listing sorts by position and the name survives any character set (a name past 64 bytes as
+/// its first 56 and a hash of the whole: `suffix(for:)`).
 package struct SnapshotDirectory: Sendable {
     /// The directory holding the snapshot files.
     package let url: URL
@@ -66,15 +67,36 @@ package struct SnapshotDirectory: Sendable {
         self.fileIO = fileIO
     }
 
+    /// The longest projection name (in UTF-8 bytes) whose file names spell it whole.
+    static let longestSpelledName = 64
+    /// How much of a longer name its file names spell before the hash of the whole name.
+    static let spelledPrefix = 56
+
+    /// `-<H>.snap`: `H` the name's UTF-8 in hex, or for a name longer than
+    /// ``longestSpelledName`` bytes the hex of its first ``spelledPrefix`` bytes and then the
+    /// 16 hex digits of the FNV-1a 64-bit hash of all of it. A file name holds 255 bytes and a
+    /// write's temporary name adds 43 to it: spelled whole, a name past 93 bytes could never
+    /// be written. The header holds the whole name, and a file whose header names another
+    /// projection is never used (``candidates(projectionName:schemaVersion:)``).
     private static func suffix(for name: String) -> String {
-        "-" + name.utf8.map { String(format: "%02x", $0) }.joined() + ".snap"
+        let bytes = Array(name.utf8)
+        guard bytes.count > longestSpelledName else { return "-" + hex(bytes) + ".snap" }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+        return "-" + hex(bytes.prefix(spelledPrefix)) + String(format: "%016llx", hash) + ".snap"
     }
 
-    /// The snapshot files of a projection, oldest first.
+    private static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        bytes.map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// The snapshot files of a projection, oldest first. For a long name, also those spelled
+    /// whole that a store written before the hashed form may hold (names up to 93 bytes fit).
     package func files(for projectionName: String) -> [URL] {
-        let suffix = Self.suffix(for: projectionName)
+        var suffixes = [Self.suffix(for: projectionName)]
+        if projectionName.utf8.count > Self.longestSpelledName { suffixes.append("-" + Self.hex(projectionName.utf8) + ".snap") }
         let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
-        return names.filter { $0.hasSuffix(suffix) && $0.count == 20 + suffix.count }
+        return names.filter { name in suffixes.contains { name.hasSuffix($0) && name.count == 20 + $0.count } }
             .sorted()
             .map { url.appendingPathComponent($0) }
     }

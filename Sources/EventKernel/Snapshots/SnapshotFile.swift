@@ -93,8 +93,11 @@ package struct SnapshotFile: Hashable, Sendable {
         writer.writeUInt8(0)
         writer.writeFixed(schemaVersion)
         let name = Array(projectionName.utf8)
-        writer.writeFixed(UInt16(clamping: name.count))
-        writer.writeRaw(name.prefix(Int(UInt16.max)))
+        // The store refuses such a name when a projection registers (EventStore.checkName):
+        // cut short, it would name no projection and the snapshot would never be used.
+        precondition(name.count <= Int(UInt16.max), "a projection name of \(name.count) bytes does not fit a snapshot header")
+        writer.writeFixed(UInt16(name.count))
+        writer.writeRaw(name)
         writer.writeFixed(nextPosition)
         writer.writeFixed(historyEpoch ?? 0)
         writer.writeFixed(anchor?.timestamp.nanosecondsSince1970 ?? 0)
@@ -141,7 +144,9 @@ package struct SnapshotFile: Hashable, Sendable {
         }
         let codec = try reader.readUInt8()
         guard codec <= 1 else { throw BinaryDecodingError(.invalidValue("unknown snapshot codec \(codec)"), at: 6) }
-        _ = try reader.readUInt8()
+        // Reserved: written 0. Anything else is a format this reader does not know.
+        let reserved = try reader.readUInt8()
+        guard reserved == 0 else { throw BinaryDecodingError(.invalidValue("reserved header byte is \(reserved), not 0"), at: 7) }
         let schemaVersion = try reader.readFixed(UInt16.self)
         let nameLength = try reader.readFixed(UInt16.self)
         let nameOffset = reader.offset

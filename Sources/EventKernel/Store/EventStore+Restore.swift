@@ -57,9 +57,11 @@ extension EventStore {
     /// Adds a projection: restores it from a snapshot if one fits, catches it up with the log
     /// and from then on folds every commit into it.
     /// - Throws: ``RepositoryError/misuse(_:)`` (``Misuse/Code/projectionNameTaken``) when the name is taken,
-    ///   ``RepositoryError/storage(_:)`` when the log cannot be read.
+    ///   ``RepositoryError/limitExceeded(_:)`` (``LimitExceeded/Code/projectionName``) when it is
+    ///   longer than a snapshot holds, ``RepositoryError/storage(_:)`` when the log cannot be read.
     /// - Complexity: O(records after its snapshot); commits wait meanwhile.
     public func register(_ projection: any Projection) throws {
+        try Self.checkName(of: projection)
         try commit.withLock { (state) throws in
             guard !state.closed else { throw RepositoryError.closed }
             guard projection.name != versions.name, !state.projections.contains(where: { $0.name == projection.name }) else {
@@ -80,5 +82,18 @@ extension EventStore {
     static func inFoldOrder(_ projections: [any Projection]) -> [any Projection] {
         func isSource(_ projection: any Projection) -> Bool { (projection as? any StreamVersionSource)?.versionedEntityType != nil }
         return projections.filter { !isSource($0) } + projections.filter(isSource)
+    }
+}
+
+extension EventStore {
+    /// Refuses a projection whose name a snapshot header cannot hold (a 16-bit length): cut
+    /// short, its snapshots would name no projection and never be used.
+    /// - Throws: ``RepositoryError/limitExceeded(_:)`` (``LimitExceeded/Code/projectionName``).
+    static func checkName(of projection: any Projection) throws {
+        let length = projection.name.utf8.count
+        guard length <= Int(UInt16.max) else {
+            throw RepositoryError.limitExceeded(LimitExceeded(.projectionName,
+                "the projection name \"\(projection.name.prefix(40))…\" is \(length) UTF-8 bytes; a snapshot holds at most \(UInt16.max)"))
+        }
     }
 }

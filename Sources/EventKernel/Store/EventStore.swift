@@ -116,6 +116,7 @@ public final class EventStore: Sendable {
             snapshots.removeStaleTemporaryFiles()
         }
         let next = log.bounds.nextPosition
+        for projection in projections { try Self.checkName(of: projection) }
         // Sources keep their entity types' versions from the start: the version table neither
         // restores nor replays those streams.
         for case let source as any StreamVersionSource in projections { try versions.adopt(source) }
