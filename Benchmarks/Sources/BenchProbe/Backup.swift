@@ -159,6 +159,19 @@ enum BackupProbe {
         print("backup-full: median \(ms(median(times))) of \(repeats)")
     }
 
+    /// Backups of `store` into `destination`, one after the other: after the first, each is an
+    /// incremental backup with nothing new, its fixed cost (for `perf record`).
+    static func repeatInto(_ store: URL, _ destination: URL, repeats: Int) async throws {
+        var times: [Duration] = []
+        for _ in 0..<repeats {
+            let started = ContinuousClock.now
+            let report = try await EventStore.backup(storeAt: store, to: destination)
+            times.append(ContinuousClock.now - started)
+            print("backup-into: \(ms(times.last!)), \(report.incremental ? "incremental" : "full"), \(kb(Int(report.copiedBytes)))")
+        }
+        print("backup-into: median \(ms(median(times))) of \(repeats)")
+    }
+
     /// `cp -r SOURCE DESTINATION`, the tool itself (not a reimplementation of it).
     static func copyWithCp(_ source: URL, to destination: URL) throws {
         let process = Process()
