@@ -12,8 +12,10 @@ import Foundation
 enum BackupProbe {
     /// Rounds of `cp -r` and of the full backup, alternated (EVENTKERNEL_PROBE_ROUNDS, default 3).
     static let rounds = max(1, Int(ProcessInfo.processInfo.environment["EVENTKERNEL_PROBE_ROUNDS"] ?? "") ?? 3)
-    /// Synced appends per writer phase, quiet and beside backups (EVENTKERNEL_PROBE_WRITES, default 2,000).
-    static let writes = max(100, Int(ProcessInfo.processInfo.environment["EVENTKERNEL_PROBE_WRITES"] ?? "") ?? 2_000)
+    /// Synced appends per writer phase, quiet and beside backups (EVENTKERNEL_PROBE_WRITES, default 4,000).
+    static let writes = max(100, Int(ProcessInfo.processInfo.environment["EVENTKERNEL_PROBE_WRITES"] ?? "") ?? 4_000)
+    /// Blocks each writer phase is cut into, the quiet ones alternating with the others.
+    static let writerBlocks = 8
     /// The activities appended before the incremental backup (the bar's 10,000).
     static let increment = 10_000
 
@@ -68,12 +70,15 @@ enum BackupProbe {
         // The first synced appends of a freshly opened store pay one-time costs (the file's
         // first extension, the checkpoint): not a quiet run's.
         for model in stream.next(200) { try await repository.add(model) }
-        let quiet = try await appendLatencies(repository, stream.next(writes))
-
-        // The same with full backups back to back beside it (each into a fresh directory,
-        // through the API `eventkernel backup` uses); only appends that began while a backup
-        // ran count.
-        let loud = try await appendLatenciesBesideBackups(repository, stream.next(writes), store: store, root: root)
+        // Quiet blocks alternate with blocks beside full backups run back to back (each into a
+        // fresh directory, through the API `eventkernel backup` uses; only appends that began
+        // while a backup ran count), so that a drift of the shared disk falls on both.
+        var quiet: [Duration] = [], loud: (latencies: [Duration], backups: Int) = ([], 0)
+        for _ in 0..<writerBlocks {
+            quiet += try await appendLatencies(repository, stream.next(writes / writerBlocks))
+            let block = try await appendLatenciesBesideBackups(repository, stream.next(writes / writerBlocks), store: store, root: root)
+            loud = (loud.latencies + block.latencies, loud.backups + block.backups)
+        }
         let quietP99 = percentile(quiet, 0.99), loudP99 = percentile(loud.latencies, 0.99)
         let latencyRatio = seconds(loudP99) / seconds(quietP99)
 
@@ -117,7 +122,7 @@ enum BackupProbe {
         row("cp -r, then fsync of every file (not the bar)", "\(ms(cpSync))")
         row("full backup (EventStore.backup(storeAt:to:))", "\(ms(full)), \(mb(backupBytes)), \(mbps(backupThroughput))")
         row("backup / cp -r throughput", String(format: "%.2fx", throughputRatio))
-        row("writer, synced, quiet: p50 / p99", "\(ms(percentile(quiet, 0.5))) / \(ms(quietP99)) (\(quiet.count) appends)")
+        row("writer, synced, quiet: p50 / p99", "\(ms(percentile(quiet, 0.5))) / \(ms(quietP99)) (\(quiet.count) appends, \(writerBlocks) blocks)")
         row("writer, synced, beside backups: p50 / p99", "\(ms(percentile(loud.latencies, 0.5))) / \(ms(loudP99)) (\(loud.latencies.count) appends during \(loud.backups) backups)")
         row("p99 beside backups / quiet", String(format: "%.2fx", latencyRatio))
         row("catch-up incremental (not a bar)", "\(ms(catchUpTime)), \(mb(Int(catchUp.copiedBytes)))")
