@@ -306,7 +306,13 @@ extension SegmentedLog {
         if let mark = manifest.lastBatch {
             var holds = false
             search: for segment in segments {
-                for batch in segment.batches where mark.hasPrefix("\(Segment.Name.segment(segment.base))@\(batch.offset):") {
+                // The mark's segment and offset parsed once, not a string built per batch (a
+                // log of synced single appends holds a batch per event); the whole mark is
+                // compared below, in its one spelling.
+                let name = Segment.Name.segment(segment.base) + "@"
+                guard mark.hasPrefix(name), let colon = mark.dropFirst(name.count).firstIndex(of: ":"),
+                      let offset = Int64(mark[mark.index(mark.startIndex, offsetBy: name.count)..<colon]) else { continue }
+                for batch in segment.batches where batch.offset == offset {
                     let header = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
                     if Self.mark(segment: segment.base, offset: batch.offset, header: header) == mark {
                         holds = true
