@@ -443,6 +443,56 @@ import Testing
         try Self.expectSameRecords(destination, source, below: 310)
     }
 
+    /// An incremental backup reads only the active segment's tail: the prefix its earlier copy
+    /// holds (the same batch headers up to the listed size, each with its payload's CRC32C) is
+    /// not read again, as a sealed segment is not. A payload damaged in the source's prefix
+    /// since is therefore not met (a whole read stopped the backup on it): the backup keeps
+    /// its earlier, checked copy and appends the new batches, and holds the events as written.
+    @Test func anIncrementalBackupReadsOnlyTheActiveSegmentsTail() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        try await Self.makeStore(source, count: 10, from: 300)
+        let written = try Self.records(source)
+        let active = try #require(first.manifest.files.filter { $0.name.hasSuffix(".log") }.max { $0.name < $1.name })
+        try #require(active.size > 32 + 64 + 5, "the test needs a batch in the active segment's earlier copy")
+        // Inside the first payload of the active segment, below the earlier copy's size.
+        try flipBit(in: source.appending(path: active.name).path, at: 32 + 64 + 5)
+
+        let second = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(second.incremental)
+        #expect(second.copiedFiles == [active.name])
+        let grown = try #require(second.manifest.files.first { $0.name == active.name })
+        #expect(second.copiedBytes == grown.size - active.size)
+        #expect(try BackupManifest.check(in: destination) == second.manifest)
+        let copied = try Self.records(destination)
+        #expect(copied.count == 310)
+        #expect(copied.elementsEqual(written) { $0 == $1 })
+    }
+
+    /// An incremental backup with nothing new does not read the active segment either: the
+    /// same committed size and batch headers as the earlier copy are the same bytes. A payload
+    /// damaged in the source since is not met; the earlier, checked copy stays as it is.
+    @Test func anIncrementalBackupWithNothingNewDoesNotReadTheActiveSegment() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        let written = try Self.records(source)
+        let active = try #require(first.manifest.files.filter { $0.name.hasSuffix(".log") }.max { $0.name < $1.name })
+        try #require(active.size > 32 + 64 + 5, "the test needs a batch in the active segment")
+        try flipBit(in: source.appending(path: active.name).path, at: 32 + 64 + 5)
+
+        let second = try await EventStore.backup(storeAt: source, to: destination)
+        #expect(second.incremental)
+        #expect(second.copiedFiles.isEmpty)
+        #expect(second.unchangedFiles.contains(active.name))
+        #expect(second.manifest.files == first.manifest.files)
+        #expect(try BackupManifest.check(in: destination) == second.manifest)
+        #expect(try Self.records(destination).elementsEqual(written) { $0 == $1 })
+    }
+
     /// Only a manifest that does not decode is "damaged, use --restart": a newer build's
     /// manifest (unsupported version) is reported as such, never relabelled.
     @Test func aNewerBuildsManifestIsNotCalledDamaged() async throws {

@@ -17,6 +17,10 @@
 //                                        repository, same live activities: appends, open, queries, resident bytes
 //   BenchProbe generic-append [count]    only the generic repository's appends (for perf)
 //   BenchProbe generic-query <directory> [repeats]   the generic repository's 7-day window query, repeated
+//   BenchProbe backup [count] [--json]   issue 28's backup bars on a store of count activities (default
+//                                        1,000,000): full backup vs cp -r, writer p99 beside it, incremental
+//   BenchProbe backup-full <store> [repeats]   full backups of a store into fresh directories (for perf)
+//   BenchProbe backup-into <store> <backup> [repeats]   backups into one directory: incremental ones after the first
 import Activities
 import BenchFixtures
 import EventKernel
@@ -224,6 +228,14 @@ func run() async throws {
         try await GenericActivitiesProbe.append(count: count)
     case "generic-query":
         try await GenericActivitiesProbe.query(URL(filePath: arguments[2]), repeats: arguments.count > 3 ? Int(arguments[3]) ?? 100_000 : 100_000)
+    case "backup":
+        // Its own default (the bar's 1,000,000), not the other modes' 100,000.
+        let count = arguments.dropFirst(2).lazy.compactMap { Int($0) }.first ?? 1_000_000
+        try await BackupProbe.run(count: count, json: arguments.contains("--json"))
+    case "backup-full":
+        try await BackupProbe.repeatFull(URL(filePath: arguments[2]), repeats: arguments.count > 3 ? Int(arguments[3]) ?? 10 : 10)
+    case "backup-into":
+        try await BackupProbe.repeatInto(URL(filePath: arguments[2]), URL(filePath: arguments[3]), repeats: arguments.count > 4 ? Int(arguments[4]) ?? 10 : 10)
     case "generic-activities-open":
         try await GenericActivitiesProbe.open(URL(filePath: arguments[2]), generic: arguments.count > 3 && arguments[3] == "generic")
     default:
