@@ -12,7 +12,8 @@ import KernelPrimitives
 /// log's lock for a moment (no lock is held while bytes are copied: writers go on), so the
 /// backup is the log's exact prefix up to one position. Sealed segments never change and the
 /// active one is copied only up to its committed length, so the copy needs no lock. Every batch
-/// is checked on the way (header and payload CRC32C, as the log stores them), every file and
+/// is checked when it is first copied (header and payload CRC32C, as the log stores them; an
+/// incremental backup compares what it already holds by batch-header fingerprint), every file and
 /// directory is synced, and the manifest is written last, atomically: a directory holding a
 /// manifest is a complete backup, and one without it is never trusted.
 extension SegmentedLog {
@@ -208,7 +209,8 @@ extension SegmentedLog {
 
     /// The CRC32C of a segment's header and its batch headers in order, each without its own
     /// trailing CRC32C field, read from the file: a fingerprint of the whole segment (each batch
-    /// header holds its payload's CRC32C and lengths) that costs one small read per batch.
+    /// header holds its payload's CRC32C and lengths) that reads the headers alone, small
+    /// batches' in windows of up to 4 MiB.
     ///
     /// The trailing checksums are left out because a CRC32C continued over a block followed by
     /// that block's own CRC32C ends in a constant state: chaining whole headers would give every
