@@ -168,7 +168,7 @@ final class ImportInput {
         mutating func next() throws -> String? {
             while true {
                 if position == filled {
-                    if offset == input.count { return finish() }
+                    if offset == input.count { return try finish() }
                     try refill()
                 }
                 var search = position
@@ -208,9 +208,11 @@ final class ImportInput {
             position = end
         }
 
-        private mutating func finish() -> String? {
+        private mutating func finish() throws -> String? {
             guard !finished else { return nil }
             finished = true
+            // Every byte is read: they must be those the identity names.
+            guard checksum == input.checksum else { throw input.changed() }
             guard !partial.isEmpty || input.count == 0 else { return nil }
             number += 1
             defer { partial = [] }
