@@ -125,7 +125,7 @@ struct ImportCommand: AsyncParsableCommand {
                 let next = lastLine == 0 ? "to start again" : "to continue after line \(lastLine)"
                 throw ToolError(report.exit, "interrupted (\(report.name)) \(point): \(acknowledged())\(earlier); lines \(batch[0].line)–\(lineNumber) were not imported\n\(again) \(next)")
             }
-            guard checksum == checked.batchChecksums[batches] else { throw input.changed() }
+            guard batches < checked.batchChecksums.count, checksum == checked.batchChecksums[batches] else { throw input.changed() }
             // A batch holds one kind of line: activities go through the activity repository's
             // checks, other entity types' events straight to the store, each expecting the
             // version before it when its line gives one.
@@ -178,9 +178,15 @@ struct ImportCommand: AsyncParsableCommand {
             let notImported = "lines \(batch.first?.line ?? lastLine + 1)–\(lineNumber) were not imported"
             if let error = error as? ToolError {
                 // The input: it changed, or can no longer be read.
-                throw ToolError(error.exit, "\(error.message)\n\(acknowledged())\(earlier); \(notImported)\n\(again) \(next) (the store recognises the input by its content: the same bytes continue, changed ones are a new import, checked in full)")
+                let byContent = input.canBeReadAgain ? " (the store recognises the input by its content: the same bytes continue, changed ones are a new import, checked in full)" : ""
+                throw ToolError(error.exit, "\(error.message)\n\(acknowledged())\(earlier); \(notImported)\n\(again) \(next)\(byContent)")
             }
             let underlying = ToolError.from(error, store: directory)
+            if batch.isEmpty, written == checked.events {
+                // Every batch was acknowledged (durable); closing failed.
+                throw ToolError(underlying.exit == .badInput ? .io : underlying.exit,
+                                "closing the store failed after the last batch: \(underlying.message)\n\(acknowledged())\(earlier)")
+            }
             let failed = batch.first?.line ?? lastLine + 1
             let acknowledged = written == 0 ? "nothing was imported in this run" :
                 "\(Output.count(written)) events from lines \(firstLine ?? 0)–\(lastLine) were imported and are durable; the last line acknowledged is \(lastLine)"
