@@ -1,3 +1,4 @@
+import Activities
 @testable import EventKernelTool
 import Foundation
 import Testing
@@ -177,7 +178,57 @@ struct ImportStreamingTests {
         #expect(read == ["first", "second", "third"])
     }
 
+    /// The activity check keeps each activity's start only: an end is checked against the
+    /// start the last add or update gave, the store's when no line touched it.
+    @Test func theActivityCheckKeepsTheStartAnUpdateGave() throws {
+        let t = Date(timeIntervalSince1970: 1_735_732_800)  // 2025-01-01T12:00:00Z
+        let stored = ActivityModel(id: ids[5], startDate: t, endDate: nil, type: ActivityType(rawValue: "nap"))
+        var validator = ActivityJSON.ImportValidator { $0 == ids[5] ? stored : nil }
+        func refusal(_ event: ActivityEvent) -> String? {
+            do { try validator.check(event); return nil } catch { return error.message }
+        }
+        #expect(refusal(.ended(id: ids[5], at: t - 60)) == "end before start: 2025-01-01T11:59:00Z is before the start 2025-01-01T12:00:00Z of activity \(ids[5].uuidString)")
+        #expect(refusal(.added(ActivityModel(id: ids[5], startDate: t, endDate: nil, type: ActivityType(rawValue: "nap"))))?.hasPrefix("duplicate id") == true)
+        #expect(refusal(.added(ActivityModel(id: ids[0], startDate: t, endDate: nil, type: ActivityType(rawValue: "nap")))) == nil)
+        #expect(refusal(.updated(ActivityModel(id: ids[0], startDate: t + 3600, endDate: nil, type: ActivityType(rawValue: "nap")))) == nil)
+        #expect(refusal(.ended(id: ids[0], at: t + 1800)) == "end before start: 2025-01-01T12:30:00Z is before the start 2025-01-01T13:00:00Z of activity \(ids[0].uuidString)")
+        #expect(refusal(.ended(id: ids[0], at: t + 7200)) == nil)
+        #expect(refusal(.deleted(id: ids[0])) == nil)
+        #expect(refusal(.ended(id: ids[0], at: t + 7200)) == "unknown id \(ids[0].uuidString): no such activity to end")
+        #expect(refusal(.updated(ActivityModel(id: ids[1], startDate: t, endDate: nil, type: ActivityType(rawValue: "nap"))))?.hasPrefix("unknown id") == true)
+        #expect(refusal(.deleted(id: ids[5])) == nil)
+        #expect(refusal(.deleted(id: ids[5]))?.hasPrefix("unknown id") == true)
+    }
+
     // MARK: The command end to end
+
+    /// The appending pass compares each batch's bytes with those checked: a line changed in
+    /// place after the check is never appended; the batches before it are, and it says so.
+    @Test func aFileChangedDuringTheAppendingPassStopsAtTheBatchThatDiffers() throws {
+        let temp = TemporaryDirectory()
+        let file = temp.file("history.jsonl")
+        let count = 3_000, changed = 2_000
+        func line(_ i: Int, type: String) -> String {
+            "{\"id\":\"\(String(format: "00000000-0000-4000-8000-%012d", i))\",\"startDate\":\"2025-01-01T10:00:00Z\",\"endDate\":null,\"type\":\"\(type)\"}"
+        }
+        try write((1...count).map { line($0, type: "bath") }, to: file)
+        let store = temp.file("store")
+        let process = try makeProcess(["import", file.path, "--dir", store.path, "--batch-size", "1"], stdout: temp.file("out"), stderr: temp.file("err"))
+        try process.run()
+        // The appending pass begins by creating the store (the check wrote nothing).
+        while process.isRunning, !FileManager.default.fileExists(atPath: store.path) { usleep(200) }
+        let handle = try FileHandle(forWritingTo: file)  // in place, the same length
+        try handle.seek(toOffset: UInt64((line(1, type: "bath").utf8.count + 1) * (changed - 1)))
+        try handle.write(contentsOf: Data(line(changed, type: "baht").utf8))
+        try handle.close()
+        process.waitUntilExit()
+        let stderr = try String(contentsOf: temp.file("err"), encoding: .utf8)
+        #expect(process.terminationStatus == 1, "\(stderr)")
+        #expect(stderr.contains("history.jsonl changed while it was being imported"), "\(stderr)")
+        #expect(stderr.contains("1,999 events from lines 1–1999 were imported in this run and are durable; lines 2000–3000 were not imported"), "\(stderr)")
+        #expect(try run("export", "--dir", store.path).stdout.split(separator: "\n").count == changed - 1)
+    }
+
 
     @Test func aBadLastLineWritesNothingEvenAfterManyBatches() throws {
         let temp = TemporaryDirectory()
