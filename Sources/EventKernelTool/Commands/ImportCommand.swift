@@ -4,8 +4,13 @@ import EventKernel
 import EventLog
 import Foundation
 
-/// Imports JSON Lines. All or nothing for bad input: the whole file is parsed and checked
-/// against the store first; only then is it appended, in atomic batches of `batchSize` events.
+/// Imports JSON Lines. All or nothing for bad input: every line is parsed and checked against
+/// the store first; only then is the input read again and appended, in atomic batches of
+/// `batchSize` events.
+///
+/// Memory is bounded by the checks' state, not the input: the input is read a chunk at a time
+/// (``ImportInput``), the checking pass keeps no parsed event, and the appending pass parses
+/// each line again (cheaper than holding hundreds of megabytes of events) and holds one batch.
 ///
 /// Resumable: every event of a batch carries an import marker (its metadata's correlation id)
 /// naming the input's content and the batch's last line. The marker is in the batch, so it is
@@ -42,14 +47,10 @@ struct ImportCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let input = try ImportInput.read(file)
+        // Reads the input once (a copy of one that cannot be read again): invalid UTF-8 is
+        // refused here, before the store is opened.
+        let input = try ImportInput.open(file)
         let name = input.name
-        // Invalid UTF-8 is refused, never replaced by U+FFFD: an import stores exactly what the
-        // file says, or nothing.
-        guard let text = String(validating: input.data, as: UTF8.self) else {
-            let (line, column, offset) = Self.firstInvalidUTF8(in: input.data)
-            throw ToolError(.badInput, "\(name):\(line): invalid UTF-8 at byte \(column) of the line (byte offset \(offset) in the file)\nnothing was imported")
-        }
         // From here on (the input read: Ctrl-C while a terminal is typing it still ends the
         // process at once) a signal stops the import at a clean boundary, and it says where.
         let interruption = Interruption()
@@ -59,19 +60,10 @@ struct ImportCommand: AsyncParsableCommand {
         let storeExists = FileManager.default.fileExists(atPath: directory.path)
         // Open first when the store exists: a locked store fails before any work.
         var repository = storeExists ? try StoreLocation.openWriter(directory, create: true) : nil
-        let identity = input.identity
-        var importedEarlier = 0
-        // The entity types with a generic repository's event in the store, and the streams
-        // whose last such event is a delete.
-        var repositoryTypes: Set<String> = []
-        var deletedStreams: Set<StreamID> = []
-        // The store's latest recording time: an imported event keeps its line's recordedAt only
-        // at or after it, as times must not go back (replay --as-of finds the last position
-        // recorded at or before a time).
-        var latest: LogTimestamp?
+        var start = ImportStart()
         if let existing = repository {
             do {
-                (importedEarlier, latest, repositoryTypes, deletedStreams) = try ImportMarker.lastLine(of: identity, in: existing) { interruption.caught != nil }
+                (start.importedEarlier, start.latest, start.repositoryTypes, start.deletedStreams) = try ImportMarker.lastLine(of: input.identity, in: existing) { interruption.caught != nil }
             } catch {
                 try? await existing.close()
                 throw ToolError.from(error, store: directory)
@@ -81,152 +73,199 @@ struct ImportCommand: AsyncParsableCommand {
                 throw ToolError(report.exit, "interrupted (\(report.name)) while reading the store for earlier imports of \(name)\nnothing was imported; \(again) to start again")
             }
         }
+        let importedEarlier = start.importedEarlier
 
         // 1. Parse and check every line against the store's state plus the lines before it
         // (the lines an earlier run imported are in that state already: skipped).
-        var events: [(line: Int, item: ImportItem)] = []
-        var validator = ActivityJSON.ImportValidator { [repository] id in repository?.activity(id: id) }
-        var streams = EntityVersionValidator(deleted: deletedStreams) { [repository] stream in try repository?.store.version(of: stream) ?? 0 }
-        var lineNumber = 0
-        var blank = 0
-        // Lines recorded at the import's time instead of their recordedAt (it is before a time
-        // already in the store or the lines before); after the first, every later line is.
-        var restamped = 0
-        var firstRestamped: Int?
-        var restampRest = false
+        let checked: CheckedImport
         do {
-            var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-            if text.hasSuffix("\n") { lines.removeLast() }  // the final newline ends the last line
-            for line in lines {
-                lineNumber += 1
-                if let report = interruption.report {
-                    throw ToolError(report.exit, "interrupted (\(report.name)) while checking \(name), before anything was written")
-                }
-                let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
-                if trimmed.isEmpty { blank += 1; continue }
-                if lineNumber <= importedEarlier { continue }
-                if EntityJSON.isEntityLine(Substring(trimmed)) {
-                    var imported: EntityJSON.ImportedEvent
-                    do {
-                        imported = try EntityJSON.parseLine(Substring(trimmed), lenient: lenient)
-                        try EntityJSON.requireStorableMetadata(imported.metadata)
-                    } catch {
-                        throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
-                    }
-                    do { try streams.check(imported, line: lineNumber) } catch let error as ActivityJSON.LineError {
-                        throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
-                    } catch {
-                        // The store failed, not the line: damage is exit 3, I/O exit 4.
-                        let failure = ToolError.from(error, store: directory)
-                        throw ToolError(failure.exit, "\(name):\(lineNumber): reading the version of \(imported.event.stream) from the store: \(failure.message)")
-                    }
-                    if let time = imported.recordedAt, !restampRest, latest.map({ time >= $0 }) ?? true {
-                        latest = time
-                    } else {
-                        if imported.recordedAt != nil {
-                            restamped += 1
-                            if firstRestamped == nil { firstRestamped = lineNumber }
-                        }
-                        imported.recordedAt = nil
-                        restampRest = true
-                    }
-                    events.append((lineNumber, .entity(imported)))
-                    continue
-                }
-                let event: ActivityEvent
-                do {
-                    event = try ActivityJSON.parseLine(Substring(trimmed), lenient: lenient)
-                    try EntityJSON.requireStorableMetadata(try EntityJSON.activityLineMetadata(Substring(trimmed)))
-                } catch {
-                    throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
-                }
-                do { try validator.check(event) } catch {
-                    throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
-                }
-                // An activity event is recorded at the import's time: later lines cannot go back.
-                restampRest = true
-                events.append((lineNumber, .activity(event)))
-            }
-            if let (line, error) = streams.fieldEventRefusal(storeTypes: repositoryTypes) {
-                throw ToolError(.badInput, "\(name):\(line): \(error.message)")
-            }
-            for (line, message) in streams.fieldEventWarnings(storeTypes: repositoryTypes) {
-                Output.warning("\(name):\(line): \(message)")
-            }
+            checked = try check(input, against: repository, from: start, interruption: interruption)
         } catch let error as ToolError {
             try? await repository?.close()
             let earlier = importedEarlier > 0 ? " in this run (lines 1–\(importedEarlier) were imported earlier)" : ""
             let why = error.exit == .badInput ? " (the file is checked in full before anything is written)" : "; \(again) to start again"
             throw ToolError(error.exit, error.message + "\nnothing was imported\(earlier)\(why)")
         }
-        guard !events.isEmpty else {
+        guard checked.events > 0 else {
             try? await repository?.close()
             if importedEarlier > 0 {
                 print("nothing to import: every event of \(name) (lines 1–\(importedEarlier)) was imported into \(directory.path) earlier (the store recognises the input by its content)")
             } else {
-                print("nothing to import: \(name) has no events (\(lineNumber) lines, \(blank) blank)")
+                print("nothing to import: \(name) has no events (\(checked.lines) lines, \(checked.blank) blank)")
             }
             return
         }
 
-        // 2. Append in atomic batches, each tagged with the input and its last line.
+        // 2. Read the input again and append in atomic batches, each tagged with the input and
+        // its last line.
         if repository == nil { repository = try StoreLocation.openWriter(directory, create: true) }
         guard let repository else { return }
-        var progress = ProgressBar("importing", total: events.count)
-        let firstLine = events[0].line
+        let lineNumber = checked.lines
+        var progress = ProgressBar("importing", total: checked.events)
         let earlier = importedEarlier > 0 ? "; lines 1–\(importedEarlier) were imported earlier" : ""
+        var lines = ImportEventLines(input.lines(), importedEarlier: importedEarlier)
+        var batching = ImportBatching(size: batchSize)
+        var batch: [(line: Int, item: ImportItem)] = []
+        batch.reserveCapacity(min(batchSize, checked.events))
+        var batches = 0
+        var firstLine: Int?
         var written = 0
         var lastLine = importedEarlier
-        do {
-            while written < events.count {
-                if let report = interruption.report {
-                    progress.finish()
-                    try await repository.close()
-                    let stored = written == 0 ? "nothing was imported in this run" :
-                        "\(Output.count(written)) events from lines \(firstLine)–\(lastLine) were imported in this run and are durable"
-                    let point = lastLine == 0 ? "before the first batch of \(name)" : "after line \(lastLine) of \(name)"
-                    let next = lastLine == 0 ? "to start again" : "to continue after line \(lastLine)"
-                    throw ToolError(report.exit, "interrupted (\(report.name)) \(point): \(stored)\(earlier); lines \(events[written].line)–\(lineNumber) were not imported\n\(again) \(next)")
-                }
-                // A batch holds one kind of line: activities go through the activity
-                // repository's checks, other entity types' events straight to the store, each
-                // expecting the version before it when its line gives one.
-                let activities = events[written].item.activity != nil
-                var end = written
-                while end < events.count, end - written < batchSize, (events[end].item.activity != nil) == activities { end += 1 }
-                let chunk = events[written..<end]
-                let marker = ImportMarker.metadata(identity: identity, throughLine: chunk.last!.line)
-                if activities {
-                    try await repository.apply(chunk.compactMap(\.item.activity), metadata: marker)
-                } else {
-                    try await repository.store.append(chunk.compactMap(\.item.entity).map {
-                        var pending = PendingEvent($0.event, expectedVersion: $0.version.map { $0 - 1 }, metadata: marker)
-                        pending.timestamp = $0.recordedAt
-                        return pending
-                    })
-                }
-                written += chunk.count
-                lastLine = chunk.last!.line
-                progress.update(written)
+        /// What the store holds of this run, for a message that stops it.
+        func acknowledged() -> String {
+            written == 0 ? "nothing was imported in this run" :
+                "\(Output.count(written)) events from lines \(firstLine ?? 0)–\(lastLine) were imported in this run and are durable"
+        }
+        /// Appends `batch` when the input still holds, through its last line, the bytes checked.
+        func append(through checksum: UInt32) async throws {
+            if let report = interruption.report {
+                progress.finish()
+                try await repository.close()
+                let point = lastLine == 0 ? "before the first batch of \(name)" : "after line \(lastLine) of \(name)"
+                let next = lastLine == 0 ? "to start again" : "to continue after line \(lastLine)"
+                throw ToolError(report.exit, "interrupted (\(report.name)) \(point): \(acknowledged())\(earlier); lines \(batch[0].line)–\(lineNumber) were not imported\n\(again) \(next)")
             }
+            guard batches < checked.batchChecksums.count, checksum == checked.batchChecksums[batches] else { throw input.changed() }
+            // A batch holds one kind of line: activities go through the activity repository's
+            // checks, other entity types' events straight to the store, each expecting the
+            // version before it when its line gives one.
+            let marker = ImportMarker.metadata(identity: input.identity, throughLine: batch.last!.line)
+            if batch[0].item.activity != nil {
+                try await repository.apply(batch.compactMap(\.item.activity), metadata: marker)
+            } else {
+                try await repository.store.append(batch.compactMap(\.item.entity).map {
+                    var pending = PendingEvent($0.event, expectedVersion: $0.version.map { $0 - 1 }, metadata: marker)
+                    pending.timestamp = $0.recordedAt
+                    return pending
+                })
+            }
+            if firstLine == nil { firstLine = batch[0].line }
+            written += batch.count
+            lastLine = batch.last!.line
+            batches += 1
+            batch.removeAll(keepingCapacity: true)
+            progress.update(written)
+        }
+        do {
+            var checksum: UInt32 = 0
+            while let (line, text) = try lines.next() {
+                let item: ImportItem
+                do {
+                    item = try ImportItem(parsing: text, lenient: lenient)
+                } catch {
+                    // It parsed when checked: the file changed since.
+                    throw input.changed()
+                }
+                if batching.startsBatch(activities: item.activity != nil), !batch.isEmpty { try await append(through: checksum) }
+                if case .entity(var imported) = item, let from = checked.restampFrom, line >= from {
+                    imported.recordedAt = nil
+                    batch.append((line, .entity(imported)))
+                } else {
+                    batch.append((line, item))
+                }
+                checksum = lines.checksum
+            }
+            if !batch.isEmpty { try await append(through: checksum) }
+            guard written == checked.events else { throw input.changed() }
             progress.finish()
             try await repository.close()
-        } catch let error as ToolError {
+        } catch let error as ToolError where error.exit == .interrupted || error.exit == .terminated {
             throw error
         } catch {
             progress.finish()
             try? await repository.close()
+            let next = lastLine == 0 ? "to start again" : "to continue after line \(lastLine)"
+            let notImported = "lines \(batch.first?.line ?? lastLine + 1)–\(lineNumber) were not imported"
+            if let error = error as? ToolError {
+                // The input: it changed, or can no longer be read.
+                let byContent = input.canBeReadAgain ? " (the store recognises the input by its content: the same bytes continue, changed ones are a new import, checked in full)" : ""
+                throw ToolError(error.exit, "\(error.message)\n\(acknowledged())\(earlier); \(notImported)\n\(again) \(next)\(byContent)")
+            }
             let underlying = ToolError.from(error, store: directory)
+            if batch.isEmpty, written == checked.events {
+                // Every batch was acknowledged (durable); closing failed.
+                throw ToolError(underlying.exit == .badInput ? .io : underlying.exit,
+                                "closing the store failed after the last batch: \(underlying.message)\n\(acknowledged())\(earlier)")
+            }
+            let failed = batch.first?.line ?? lastLine + 1
             let acknowledged = written == 0 ? "nothing was imported in this run" :
-                "\(Output.count(written)) events from lines \(firstLine)–\(lastLine) were imported and are durable; the last line acknowledged is \(lastLine)"
+                "\(Output.count(written)) events from lines \(firstLine ?? 0)–\(lastLine) were imported and are durable; the last line acknowledged is \(lastLine)"
             throw ToolError(underlying.exit == .badInput ? .io : underlying.exit,
-                            "write failed at line \(events[written].line): \(underlying.message)\n\(acknowledged)\(earlier); lines \(events[written].line)–\(lineNumber) were not imported\n\(again) \(lastLine == 0 ? "to start again" : "to continue after line \(lastLine)")")
+                            "write failed at line \(failed): \(underlying.message)\n\(acknowledged)\(earlier); lines \(failed)–\(lineNumber) were not imported\n\(again) \(next)")
         }
-        if let firstRestamped {
+        if let firstRestamped = checked.firstRestamped {
+            let restamped = checked.restamped
             Output.note("\(Output.count(restamped)) event\(restamped == 1 ? " was" : "s were") recorded at the time of the import, not at their recordedAt, which is before a time already in \(directory.path) or on an earlier line (recording times never go back); first at line \(firstRestamped)")
         }
-        let range = importedEarlier > 0 ? "lines \(firstLine)–\(lastLine); lines 1–\(importedEarlier) were imported earlier" : "lines 1–\(lastLine)"
+        let blank = checked.blank
+        let range = importedEarlier > 0 ? "lines \(firstLine ?? 0)–\(lastLine); lines 1–\(importedEarlier) were imported earlier" : "lines 1–\(lastLine)"
         print("imported \(Output.count(written)) event\(written == 1 ? "" : "s") from \(name) (\(range), \(blank) blank line\(blank == 1 ? "" : "s") skipped) into \(directory.path); last line imported: \(lastLine)")
+    }
+
+    /// The checking pass: parses every line and checks it against the store's state plus the
+    /// lines before it, keeping only the checks' state (a few bytes per entity), not the
+    /// events. Prints the warnings the lines deserve.
+    /// - Throws: ``ToolError`` naming the input, the line and the problem (exit 1), what
+    ///   reading the store threw (damage exit 3, I/O exit 4), or the signal that stopped it.
+    private func check(_ input: ImportInput, against repository: EventSourcedActivityRepository?, from start: ImportStart,
+                       interruption: Interruption) throws -> CheckedImport {
+        let name = input.name
+        let directory = store.url
+        var checked = CheckedImport()
+        var validator = ActivityJSON.ImportValidator { [repository] id in repository?.activity(id: id) }
+        var streams = EntityVersionValidator(deleted: start.deletedStreams) { [repository] stream in try repository?.store.version(of: stream) ?? 0 }
+        var lines = ImportEventLines(input.lines(), importedEarlier: start.importedEarlier)
+        var batching = ImportBatching(size: batchSize)
+        // The store's latest recording time: an imported event keeps its line's recordedAt only
+        // at or after it, as times must not go back (replay --as-of finds the last position
+        // recorded at or before a time).
+        var latest = start.latest
+        // The input's checksum through the last event line: each batch's is compared when the
+        // appending pass reads the input again.
+        var checksum: UInt32 = 0
+        while let (lineNumber, text) = try lines.next(interruption: interruption) {
+            let item: ImportItem
+            do { item = try ImportItem(parsing: text, lenient: lenient, storableOnly: true) } catch {
+                throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
+            }
+            switch item {
+            case .entity(let imported):
+                do { try streams.check(imported, line: lineNumber) } catch let error as ActivityJSON.LineError {
+                    throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
+                } catch {
+                    // The store failed, not the line: damage is exit 3, I/O exit 4.
+                    let failure = ToolError.from(error, store: directory)
+                    throw ToolError(failure.exit, "\(name):\(lineNumber): reading the version of \(imported.event.stream) from the store: \(failure.message)")
+                }
+                if let time = imported.recordedAt, checked.restampFrom == nil, latest.map({ time >= $0 }) ?? true {
+                    latest = time
+                } else {
+                    if imported.recordedAt != nil {
+                        checked.restamped += 1
+                        if checked.firstRestamped == nil { checked.firstRestamped = lineNumber }
+                    }
+                    if checked.restampFrom == nil { checked.restampFrom = lineNumber }
+                }
+            case .activity(let event):
+                do { try validator.check(event) } catch {
+                    throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
+                }
+                // An activity event is recorded at the import's time: later lines cannot go back.
+                if checked.restampFrom == nil { checked.restampFrom = lineNumber }
+            }
+            if batching.startsBatch(activities: item.activity != nil), checked.events > 0 { checked.batchChecksums.append(checksum) }
+            checked.events += 1
+            checksum = lines.checksum
+        }
+        if checked.events > 0 { checked.batchChecksums.append(checksum) }
+        (checked.lines, checked.blank) = (lines.number, lines.blank)
+        if let (line, error) = streams.fieldEventRefusal(storeTypes: start.repositoryTypes) {
+            throw ToolError(.badInput, "\(name):\(line): \(error.message)")
+        }
+        for (line, message) in streams.fieldEventWarnings(storeTypes: start.repositoryTypes) {
+            Output.warning("\(name):\(line): \(message)")
+        }
+        return checked
     }
 
     /// How to continue: the same command, or for an input read once and never again (standard
@@ -237,23 +276,101 @@ struct ImportCommand: AsyncParsableCommand {
             ? "standard input cannot be read again: pipe the same input into the same command (the store recognises it by its content)"
             : "\(input.name) cannot be read again: feed the same input to the same command (the store recognises it by its content)"
     }
+}
 
-    /// Where the first invalid UTF-8 sequence starts: line (from 1), byte within the line (from
-    /// 1) and byte offset in the file (from 0).
-    static func firstInvalidUTF8(in data: Data) -> (line: Int, column: Int, offset: Int) {
-        let bytes = [UInt8](data)
-        var line = 1, lineStart = 0, index = 0
-        while index < bytes.count {
-            let byte = bytes[index]
-            let length = byte < 0x80 ? 1 : byte >> 5 == 0b110 ? 2 : byte >> 4 == 0b1110 ? 3 : byte >> 3 == 0b11110 ? 4 : 0
-            if length == 0 || index + length > bytes.count
-                || String(validating: bytes[index..<(index + length)], as: UTF8.self) == nil {
-                return (line, index - lineStart + 1, index)
-            }
-            if byte == 0x0A { line += 1; lineStart = index + 1 }
-            index += length
+/// What the store says before an import checks its input: the last line of the input an
+/// earlier run imported, the latest recording time, the entity types that have a generic
+/// repository's event and the streams whose last such event is a delete
+/// (``ImportMarker/lastLine(of:in:stop:)``).
+private struct ImportStart {
+    var importedEarlier = 0
+    var latest: LogTimestamp?
+    var repositoryTypes: Set<String> = []
+    var deletedStreams: Set<StreamID> = []
+}
+
+/// What the checking pass found, for the appending pass and the messages.
+private struct CheckedImport {
+    /// The input's lines, blank ones included.
+    var lines = 0
+    var blank = 0
+    /// The events to append.
+    var events = 0
+    /// Lines recorded at the import's time instead of their recordedAt (it is before a time
+    /// already in the store or the lines before), and the first of them.
+    var restamped = 0
+    var firstRestamped: Int?
+    /// The first line from which every event is recorded at the import's time (an activity
+    /// line, or a line without a recordedAt or with one that would go back): recording times
+    /// never go back, so after it, no line keeps its own.
+    var restampFrom: Int?
+    /// For each batch the appending pass writes (``ImportBatching``), the input's checksum
+    /// through its last line.
+    var batchChecksums: [UInt32] = []
+}
+
+/// Where an import cuts its events into atomic batches: at most `size` events, all activity
+/// lines or all lines of other entity types. The checking pass and the appending pass cut
+/// alike, so that each batch's bytes can be compared.
+struct ImportBatching {
+    let size: Int
+    private var count = 0
+    private var activities = false
+
+    init(size: Int) { self.size = size }
+
+    /// Counts an event line; true when it starts a new batch (the one before is complete).
+    mutating func startsBatch(activities: Bool) -> Bool {
+        if count == 0 || count == size || activities != self.activities {
+            (count, self.activities) = (1, activities)
+            return true
         }
-        return (line, index - lineStart + 1, index)
+        count += 1
+        return false
+    }
+}
+
+/// The lines of an input that an import appends: not blank (counted), not imported earlier,
+/// trimmed of the white space around them.
+struct ImportEventLines {
+    private var lines: ImportInput.Lines
+    private let importedEarlier: Int
+    /// Blank lines read so far.
+    private(set) var blank = 0
+    /// The number of the last line read.
+    var number: Int { lines.number }
+    /// The input's checksum through the last line read (``ImportInput/Lines/checksum``).
+    var checksum: UInt32 { lines.checksum }
+
+    init(_ lines: ImportInput.Lines, importedEarlier: Int) {
+        self.lines = lines
+        self.importedEarlier = importedEarlier
+    }
+
+    /// The next event line and its number, or `nil` after the last.
+    /// - Parameter interruption: Checked before each line: a signal stops the check there.
+    /// - Throws: What reading the input throws; the signal's ``ToolError`` (exit 130 or 143).
+    mutating func next(interruption: Interruption? = nil) throws -> (line: Int, text: Substring)? {
+        while true {
+            if let report = interruption?.report {
+                throw ToolError(report.exit, "interrupted (\(report.name)) while checking \(lines.inputName), before anything was written")
+            }
+            guard let line = try lines.next() else { return nil }
+            let trimmed = Self.trimmed(line)
+            if trimmed.isEmpty { blank += 1; continue }
+            if lines.number <= importedEarlier { continue }
+            return (lines.number, trimmed)
+        }
+    }
+
+    /// `line` without the white space and line breaks around it. JSON begins and ends with a
+    /// printable ASCII character, which is no white space: Foundation's trimming (slow beside
+    /// the rest) only runs when it has something to trim.
+    static func trimmed(_ line: String) -> Substring {
+        if let first = line.utf8.first, let last = line.utf8.last, (0x21...0x7E).contains(first), (0x21...0x7E).contains(last) {
+            return line[...]
+        }
+        return Substring(line.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 }
 
@@ -312,6 +429,27 @@ enum ImportItem {
 
     var activity: ActivityEvent? { if case .activity(let e) = self { e } else { nil } }
     var entity: EntityJSON.ImportedEvent? { if case .entity(let e) = self { e } else { nil } }
+
+    /// Parses an import line (trimmed, not blank): an event of any entity type (it has a
+    /// top-level `"stream"`), else an activity line.
+    /// - Parameters:
+    ///   - line: The line.
+    ///   - lenient: Ignore fields the schema does not know.
+    ///   - storableOnly: Refuse metadata the import cannot store
+    ///     (``EntityJSON/requireStorableMetadata(_:)``); the appending pass reads lines
+    ///     checked already.
+    /// - Throws: ``ActivityJSON/LineError`` saying what is wrong with the line.
+    init(parsing line: Substring, lenient: Bool, storableOnly: Bool = false) throws(ActivityJSON.LineError) {
+        if EntityJSON.isEntityLine(line) {
+            let imported = try EntityJSON.parseLine(line, lenient: lenient)
+            if storableOnly { try EntityJSON.requireStorableMetadata(imported.metadata) }
+            self = .entity(imported)
+            return
+        }
+        let event = try ActivityJSON.parseLine(line, lenient: lenient)
+        if storableOnly { try EntityJSON.requireStorableMetadata(try EntityJSON.activityLineMetadata(line)) }
+        self = .activity(event)
+    }
 }
 
 /// Checks import lines of other entity types against the store's stream versions plus the
