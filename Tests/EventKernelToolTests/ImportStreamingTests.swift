@@ -1,6 +1,11 @@
 import Activities
 @testable import EventKernelTool
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import Testing
 import EventKernelTestSupport
 
@@ -215,12 +220,17 @@ struct ImportStreamingTests {
         let store = temp.file("store")
         let process = try makeProcess(["import", file.path, "--dir", store.path, "--batch-size", "1"], stdout: temp.file("out"), stderr: temp.file("err"))
         try process.run()
-        // The appending pass begins by creating the store (the check wrote nothing).
+        // The appending pass begins by creating the store (the check wrote nothing). The import
+        // is stopped while the file changes, so that it cannot reach line 2000 first however
+        // fast its appends are (a file system where fsync costs nothing) or however late this
+        // thread runs.
         while process.isRunning, !FileManager.default.fileExists(atPath: store.path) { usleep(200) }
+        #expect(kill(process.processIdentifier, SIGSTOP) == 0)
         let handle = try FileHandle(forWritingTo: file)  // in place, the same length
         try handle.seek(toOffset: UInt64((line(1, type: "bath").utf8.count + 1) * (changed - 1)))
         try handle.write(contentsOf: Data(line(changed, type: "baht").utf8))
         try handle.close()
+        #expect(kill(process.processIdentifier, SIGCONT) == 0)
         process.waitUntilExit()
         let stderr = try String(contentsOf: temp.file("err"), encoding: .utf8)
         #expect(process.terminationStatus == 1, "\(stderr)")

@@ -81,7 +81,10 @@ final class ImportInput {
             var status = stat()
             guard fstat(source, &status) == 0 else { let number = errno; close(source); throw failure(argument, number) }
             if (status.st_mode & S_IFMT) == S_IFDIR { close(source); throw failure(argument, EISDIR) }
-            regular = (status.st_mode & S_IFMT) == S_IFREG
+            // A regular file opened at an offset other than its start (on macOS, opening
+            // /dev/fd/N shares that descriptor's offset) is read through a copy too: the
+            // appending pass reads a regular file with pread from offset 0.
+            regular = (status.st_mode & S_IFMT) == S_IFREG && lseek(source, 0, SEEK_CUR) == 0
         }
         // A regular file is read again from its start; anything else (standard input, even
         // redirected from a file, may not be at its start) through a copy.
