@@ -443,23 +443,33 @@ import Testing
         try Self.expectSameRecords(destination, source, below: 310)
     }
 
+    /// The fixture of the two tests below: a store of 300 events (`scratch`'s "store") backed up
+    /// once (into "backup"), then grown by `growingBy` events, then one bit flipped inside the
+    /// first payload of the active segment, below the size of the backup's copy of it.
+    /// - Returns: The first backup, the source's records once grown, and the active segment as
+    ///   the first backup listed it.
+    private static func backupThenDamageTheActiveSegmentsCopiedPrefix(growingBy added: Int) async throws
+        -> (scratch: TemporaryDirectory, first: BackupReport, written: [(LogPosition, LogTimestamp, [UInt8])], active: BackupManifest.File) {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await makeStore(source, count: 300)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        if added > 0 { try await makeStore(source, count: added, from: 300) }
+        let written = try records(source)
+        let active = try #require(first.manifest.files.filter { $0.name.hasSuffix(".log") }.max { $0.name < $1.name })
+        try #require(active.size > 32 + 64 + 5, "the test needs a batch in the active segment's earlier copy")
+        try flipBit(in: source.appending(path: active.name).path, at: 32 + 64 + 5)
+        return (scratch, first, written, active)
+    }
+
     /// An incremental backup reads only the active segment's tail: the prefix its earlier copy
     /// holds (the same batch headers up to the listed size, each with its payload's CRC32C) is
     /// not read again, as a sealed segment is not. A payload damaged in the source's prefix
     /// since is therefore not met (a whole read stopped the backup on it): the backup keeps
     /// its earlier, checked copy and appends the new batches, and holds the events as written.
     @Test func anIncrementalBackupReadsOnlyTheActiveSegmentsTail() async throws {
-        let scratch = TemporaryDirectory("backup")
+        let (scratch, _, written, active) = try await Self.backupThenDamageTheActiveSegmentsCopiedPrefix(growingBy: 10)
         let source = scratch.file("store"), destination = scratch.file("backup")
-        try await Self.makeStore(source, count: 300)
-        let first = try await EventStore.backup(storeAt: source, to: destination)
-        try await Self.makeStore(source, count: 10, from: 300)
-        let written = try Self.records(source)
-        let active = try #require(first.manifest.files.filter { $0.name.hasSuffix(".log") }.max { $0.name < $1.name })
-        try #require(active.size > 32 + 64 + 5, "the test needs a batch in the active segment's earlier copy")
-        // Inside the first payload of the active segment, below the earlier copy's size.
-        try flipBit(in: source.appending(path: active.name).path, at: 32 + 64 + 5)
-
         let second = try await EventStore.backup(storeAt: source, to: destination)
         #expect(second.incremental)
         #expect(second.copiedFiles == [active.name])
@@ -475,15 +485,8 @@ import Testing
     /// same committed size and batch headers as the earlier copy are the same bytes. A payload
     /// damaged in the source since is not met; the earlier, checked copy stays as it is.
     @Test func anIncrementalBackupWithNothingNewDoesNotReadTheActiveSegment() async throws {
-        let scratch = TemporaryDirectory("backup")
+        let (scratch, first, written, active) = try await Self.backupThenDamageTheActiveSegmentsCopiedPrefix(growingBy: 0)
         let source = scratch.file("store"), destination = scratch.file("backup")
-        try await Self.makeStore(source, count: 300)
-        let first = try await EventStore.backup(storeAt: source, to: destination)
-        let written = try Self.records(source)
-        let active = try #require(first.manifest.files.filter { $0.name.hasSuffix(".log") }.max { $0.name < $1.name })
-        try #require(active.size > 32 + 64 + 5, "the test needs a batch in the active segment")
-        try flipBit(in: source.appending(path: active.name).path, at: 32 + 64 + 5)
-
         let second = try await EventStore.backup(storeAt: source, to: destination)
         #expect(second.incremental)
         #expect(second.copiedFiles.isEmpty)
