@@ -320,7 +320,21 @@ final class ImportInput {
     }
 
     /// An unlinked temporary file in `directory`, open for reading and writing.
+    ///
+    /// On Linux it is made without a name at all (`O_TMPFILE`), so that nothing can leave it
+    /// behind; where the file system or kernel lacks that, and on macOS, it is made with
+    /// `mkstemp` and unlinked at once (a signal between the two would leave an empty file).
     private static func makeSpool(in directory: URL) throws(SystemCallError) -> Int32 {
+        #if os(Linux)
+        do throws(SystemCallError) {
+            // O_TMPFILE is a macro Swift does not import: __O_TMPFILE (the same on every Linux
+            // architecture Swift runs on) with O_DIRECTORY (which differs between them).
+            let temporaryFile: Int32 = 0o20_000_000 | O_DIRECTORY
+            return try SystemCall.open(directory.path, flags: O_RDWR | temporaryFile, mode: 0o600)
+        } catch where [EOPNOTSUPP, EISDIR, EINVAL].contains(error.errorNumber) {
+            // Not supported here: the named file below.
+        }
+        #endif
         var template = Array(directory.appending(path: ".eventkernel-import-XXXXXX").path.utf8CString)
         let descriptor = try template.withUnsafeMutableBufferPointer { path throws(SystemCallError) in
             try SystemCall.run("mkstemp") { mkstemp(path.baseAddress!) }
