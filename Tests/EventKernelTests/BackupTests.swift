@@ -630,13 +630,51 @@ import Testing
 
         let records = try Self.records(source)
         let limit = records[321].1
-        let expected = LogPosition(records.lastIndex { $0.1 <= limit }! + 1)
+        // The longest prefix recorded by then (EventStore.lastPosition's rule).
+        let expected = LogPosition(records.firstIndex { $0.1 > limit } ?? records.count)
         let timed = scratch.file("timed")
         let atTime = try await EventStore.restore(from: backup, to: timed, at: .recordedAtOrBefore(limit))
         #expect(atTime.requestedPosition == expected)
-        // Rounded down to the start of the batch of ten holding the last event recorded by then.
+        // Rounded down to the start of the batch of ten holding the prefix's last event.
         #expect(atTime.nextPosition == (expected % 10 == 0 ? expected : expected / 10 * 10))
         try Self.expectSameRecords(timed, source, below: atTime.nextPosition)
+    }
+
+    /// Recording times out of log order (an application's `recordedAt`; concurrent appends take
+    /// their time before group commit orders them): a restore at a time holds what the store knew
+    /// then, the longest prefix recorded by then, never an event recorded later that comes
+    /// before one recorded earlier (the last-event rule took the batch [10, 30, 20] whole at 25).
+    @Test func restoreAtATimeNeverHoldsAnEventRecordedLater() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), backup = scratch.file("backup")
+        let base = Date(timeIntervalSince1970: 1_800_000_000)
+        func at(_ seconds: [Double], from first: Int) -> [PendingEvent] {
+            zip(Self.events(first, seconds.count), seconds).map { event, offset in
+                var event = event
+                event.recordedAt = base + offset
+                return event
+            }
+        }
+        let store = try EventStore.open(at: source, log: Self.configuration, snapshotPolicy: .never)
+        try await store.append(at([0, 1], from: 0))         // positions 0-1
+        try await store.append(at([10, 30, 20], from: 2))   // 2-4, one batch
+        try await store.append(at([40], from: 5))           // 5
+        try await store.append(at([35, 50], from: 6))       // 6-7: 35 comes after 40
+        #expect(try store.lastPosition(recordedAtOrBefore: base + 25) == 2)
+        #expect(try store.lastPosition(recordedAtOrBefore: base + 37) == 4)
+        #expect(try store.lastPosition(recordedAtOrBefore: base + 45) == 6)
+        #expect(try store.lastPosition(recordedAtOrBefore: base - 1) == nil)
+        try await store.close()
+        _ = try await EventStore.backup(storeAt: source, to: backup)
+
+        for (seconds, requested, restored) in [(25.0, 3, 2), (37, 5, 5), (45, 7, 6), (-1, 0, 0)] as [(Double, LogPosition, LogPosition)] {
+            let destination = scratch.file("at-\(seconds)")
+            let result = try await EventStore.restore(from: backup, to: destination, at: .recordedAtOrBefore(try LogTimestamp(base + seconds)))
+            #expect(result == RestoreResult(nextPosition: restored, requestedPosition: requested), "at +\(seconds) s")
+            let held = try Self.records(destination)
+            #expect(held.count == Int(restored))
+            #expect(held.allSatisfy { $0.1 <= (try! LogTimestamp(base + seconds)) }, "at +\(seconds) s: an event recorded later was restored")
+        }
     }
 
     /// The batches of the log at `directory`, as position ranges.
