@@ -10,7 +10,8 @@ struct RestoreCommand: AsyncParsableCommand {
         discussion: """
             The backup is checked against its manifest first (every file's size and CRC32C). At its end the backup's \
             files are copied, snapshots included; with --position N the store holds the events below N, with \
-            --as-of DATE those up to the last one recorded at or before DATE (the rule of replay --as-of), and its \
+            --as-of DATE the log's longest prefix recorded at or before DATE (what the store knew then: the rule of replay \
+            --as-of, never an event recorded later), and its \
             first open rebuilds the snapshots. A restore holds whole stored batches only (each holds whole atomic appends: execute commands, \
             appendAll calls): a cut that falls inside a batch is rounded down to the batch's start, and says so on stderr \
             (in --json, requestedPosition and roundedDown). The destination must be new or empty (exit 1 otherwise); a directory \
@@ -31,7 +32,7 @@ struct RestoreCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Restore the events below this position.", valueName: "N"))
     var position: UInt64?
     @Option(name: .customLong("as-of"), help: ArgumentHelp(
-        "Restore the events up to the last one recorded at or before this time (ISO 8601; a bare date is its whole day, UTC).", valueName: "DATE"))
+        "Restore what the store knew at this time: the log's longest prefix recorded at or before it (ISO 8601; a bare date is its whole day, UTC).", valueName: "DATE"))
     var asOf: String?
     @Flag(help: "Print the result as one JSON object.")
     var json = false
