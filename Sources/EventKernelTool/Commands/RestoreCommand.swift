@@ -2,6 +2,9 @@ import ArgumentParser
 import EventKernel
 import EventLog
 import Foundation
+#if PostgreSQL
+import PostgresLog
+#endif
 
 struct RestoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -58,6 +61,18 @@ struct RestoreCommand: AsyncParsableCommand {
         } else {
             point = .end
         }
+        #if PostgreSQL
+        if backup.hasPrefix("postgres://") || backup.hasPrefix("postgresql://") {
+            let configuration = try withToolErrorsSync { try PostgresLog.Configuration(url: backup) }
+            let result: RestoreResult
+            do { result = try await EventStore.restore(fromPostgres: configuration, to: destination, at: point, logger: StoreLocation.logger) } catch let error as RepositoryError {
+                if let logError = error.logError, logError.code == .invalidArgument { throw ToolError(.badInput, logError.description) }
+                throw ToolError.from(error)
+            }
+            report(result, from: configuration.description, into: destination, atomicUnit: "an atomic append")
+            return
+        }
+        #endif
         let result = try await withToolErrors(store: source) {
             do { return try await EventStore.restore(from: source, to: destination, at: point) } catch let error as RepositoryError {
                 // A directory that is not a complete backup, and a destination in use, are the
@@ -72,19 +87,28 @@ struct RestoreCommand: AsyncParsableCommand {
                 throw error
             }
         }
+        report(result, from: source.path, into: destination, atomicUnit: "a stored batch")
+    }
+
+    /// Prints what was restored, and on stderr what a rounded-down cut left out.
+    /// - Parameter atomicUnit: What a cut never splits, in the source's words, with its article.
+    private func report(_ result: RestoreResult, from source: String, into destination: URL, atomicUnit: String) {
         let end = result.nextPosition
         if result.roundedDown {
             // Said whole: group commit may have merged appends acknowledged one by one into
             // that batch, so events acknowledged before the requested position can be left out.
             let leftOut = result.requestedPosition - end
-            Output.note("position \(result.requestedPosition) is inside a stored batch that starts at \(end): restored up to the batch's start, \(end); the \(leftOut) event(s) at positions \(end)..<\(result.requestedPosition) are left out. A batch is restored whole or not at all, and group commit may have merged several appends, each acknowledged on its own, into it: some of those events may have been acknowledged before the requested point. Restore --position \(end) to cut exactly here")
+            let merged = atomicUnit == "a stored batch"
+                ? ", and group commit may have merged several appends, each acknowledged on its own, into it: some of those events may have been acknowledged before the requested point"
+                : ""
+            Output.note("position \(result.requestedPosition) is inside \(atomicUnit) that starts at \(end): restored up to its start, \(end); the \(leftOut) event(s) at positions \(end)..<\(result.requestedPosition) are left out. It is restored whole or not at all\(merged). Restore --position \(end) to cut exactly here")
         }
         if json {
-            print(Output.json(["backup": source.path, "store": destination.path, "position": end,
+            print(Output.json(["backup": source, "store": destination.path, "position": end,
                                "requestedPosition": result.requestedPosition, "roundedDown": result.roundedDown,
                                "eventsLeftOut": result.requestedPosition - end]))
         } else {
-            Output.note("restored \(Output.count(end)) events from \(source.path) into \(destination.path), positions 0..<\(end)")
+            Output.note("restored \(Output.count(end)) events from \(source) into \(destination.path), positions 0..<\(end)")
         }
     }
 }
