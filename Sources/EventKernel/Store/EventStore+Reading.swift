@@ -136,7 +136,7 @@ extension EventStore {
 
     /// ``lastPosition(recordedAtOrBefore:)-(LogTimestamp)`` of any log (a restore cuts a
     /// backup's log by it): the one place the rule is written.
-    static func lastPosition(in log: any RecordLog, recordedAtOrBefore limit: LogTimestamp) throws -> LogPosition? {
+    package static func lastPosition(in log: any RecordLog, recordedAtOrBefore limit: LogTimestamp) throws -> LogPosition? {
         var found: LogPosition?
         try Self.readingRecords {
             try log.forEachRecord(from: 0, through: nil) { view in
