@@ -124,4 +124,22 @@ extension EventSourcedRepository {
         command.append(try event("deleted", stream.entityID, nil))
         return true
     }
+
+    /// Purges the entity with `id` as part of `command`: a `$purged` tombstone (``Tombstone``)
+    /// ends its stream for good. The entity leaves the projection; adding its id again fails
+    /// with ``RepositoryError/streamPurged(_:)`` from then on, after a reopen and a full replay
+    /// too; the next compaction removes its events (Docs/Forgetting.md). A soft-deleted entity
+    /// is purged all the same (that releases its history).
+    /// - Parameters:
+    ///   - id: The entity's id.
+    ///   - metadata: Recorded with the tombstone (who purged, and why).
+    ///   - command: The command the change joins (``EventStore/execute(maxAttempts:_:)``).
+    /// - Returns: Whether a tombstone was appended: `false` for an id that never had an event
+    ///   or is purged already.
+    /// - Throws: ``RepositoryError/misuse(_:)`` when the command changes the stream already.
+    @discardableResult
+    public func purge(id: Entity.ID, metadata: EventMetadata = .none, in command: inout CommandContext) throws -> Bool {
+        try checkUsable()
+        return try store.appendTombstone(.purged, to: stream(of: id), metadata: metadata, in: &command) == .write
+    }
 }

@@ -36,6 +36,9 @@ public enum RepositoryError: Error, Hashable, Sendable, CustomStringConvertible 
     /// schema version the code no longer decodes). The store refuses to open rather than skip
     /// it; nothing on disk is changed.
     case undecodableEvent(UndecodableEvent)
+    /// The stream was purged (a ``Tombstone/purged`` event ends it): nothing can be appended
+    /// to it again, through any repository, the CLI or an import; nothing was written.
+    case streamPurged(StreamID)
     /// The store was closed.
     case closed
 
@@ -51,6 +54,7 @@ public enum RepositoryError: Error, Hashable, Sendable, CustomStringConvertible 
         case .invalidQuery(let why): "invalid query: \(why)"
         case .storage(let failure): "storage failure: \(failure)"
         case .undecodableEvent(let failure): failure.description
+        case .streamPurged(let stream): "\(stream) was purged: nothing can be appended to it again (use another id)"
         case .closed: "the store is closed"
         }
     }

@@ -411,7 +411,7 @@ enum ImportMarker {
                 types.insert(envelope.stream.entityType)
             }
             if EntityJSON.isRepositoryEvent(envelope) {
-                if envelope.eventType.hasSuffix(".deleted") { deleted.insert(envelope.stream) } else { deleted.remove(envelope.stream) }
+                if EntityJSON.isDeletion(envelope.eventType) { deleted.insert(envelope.stream) } else { deleted.remove(envelope.stream) }
             }
             if let id = envelope.metadata.correlationID, id.hasPrefix(lead), let line = Int(id.dropFirst(lead.count)) {
                 last = max(last, line)
@@ -543,7 +543,7 @@ struct EntityVersionValidator {
             repositoryTypes.insert(stream.entityType)
         }
         if EntityJSON.isRepositoryEvent(eventType, of: stream.entityType) {
-            after = !eventType.hasSuffix(".deleted")
+            after = !EntityJSON.isDeletion(eventType)
         } else if exists == false, EntityJSON.fieldEventName(eventType, of: stream.entityType, payload: imported.event.payload) != nil {
             fieldEventsWithoutEntity.append((line, imported.event))
         }

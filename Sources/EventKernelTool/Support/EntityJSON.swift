@@ -89,9 +89,17 @@ enum EntityJSON {
         isRepositoryEvent(envelope.eventType, of: envelope.stream.entityType)
     }
 
-    /// ``isRepositoryEvent(_:)`` for an event type of a stream type.
+    /// ``isRepositoryEvent(_:)`` for an event type of a stream type. The kernel's tombstones
+    /// (`$deleted`, `$purged`) count as a repository's delete: every repository folds them so.
     static func isRepositoryEvent(_ eventType: String, of type: String) -> Bool {
-        ownEventName(eventType, of: type).map { repositoryEventNames.contains($0) } ?? false
+        if Tombstone.isTombstone(eventType) { return true }
+        return ownEventName(eventType, of: type).map { repositoryEventNames.contains($0) } ?? false
+    }
+
+    /// Whether an event ends its entity: a repository's `TYPE.deleted` (an activity's
+    /// `activity.deleted`) or a kernel tombstone. The one rule for replay, history and import.
+    static func isDeletion(_ eventType: String) -> Bool {
+        eventType.hasSuffix(".deleted") || Tombstone.isTombstone(eventType)
     }
 
     private static let repositoryEventNames: Set<Substring> = ["added", "updated", "deleted"]
