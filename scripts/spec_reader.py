@@ -779,6 +779,7 @@ def metadata_pairs(env):
 # MARK: - Activities
 
 ACTIVITY_EVENTS = ("activity.added", "activity.updated", "activity.ended", "activity.deleted")
+TOMBSTONES = ("$deleted", "$purged")
 
 
 def activity_date(r, schema, whole):
@@ -843,7 +844,9 @@ def event_lines(directory, epoch):
     for position, nanos, payload in records(directory, epoch):
         env = envelope(payload, position)
         head = [("position", position), ("recordedAt", format_timestamp(nanos))]
-        if env["type"] == "activity":
+        # A kernel tombstone ($deleted, $purged) of any stream, an activity's too, is written
+        # as the event line of the kernel's event it is (Docs/FileFormat.md, "Tombstone events").
+        if env["type"] == "activity" and env["event"] not in TOMBSTONES:
             try:
                 yield write_json(Obj(head + activity_event(env, position) + metadata_pairs(env)))
                 continue
@@ -948,8 +951,18 @@ def entity_versions(body, where):
             r.fail("entity type %d of %d" % (code, len(types)), at)
         kind, ident = r.entity_id()
         entries.append(Obj([("type", types[code]), ("id", ident), ("idType", kind), ("version", r.varint())]))
+    # The purged section: present only when a stream is purged (a count of at least 1).
+    purged = []
+    if r.remaining():
+        count = r.varint()
+        if count == 0:
+            r.fail("an empty purged section (it is left out when no stream is purged)")
+        for _ in range(count):
+            type_name = r.string()
+            kind, ident = r.entity_id()
+            purged.append(Obj([("type", type_name), ("id", ident), ("idType", kind), ("position", r.varint())]))
     r.expect_end("the entries")
-    return [("leftOut", excluded), ("streams", entries)]
+    return [("leftOut", excluded), ("streams", entries), ("purged", purged)]
 
 
 def repository(body, where, type_name):

@@ -56,7 +56,7 @@ struct StreamDeletionArguments: ParsableArguments {
     var type: String?
     @Option(help: ArgumentHelp("With --type: the kind of the ids, when the type has both a UUID stream and a string stream of that text.", valueName: "uuid|string"))
     var idType: StreamsCommand.IDType?
-    @Option(help: ArgumentHelp("Recorded as the tombstones' actor (default: $USER).", valueName: "A"))
+    @Option(help: ArgumentHelp("Recorded as the tombstones' actor (who deleted). Note: import refuses events with metadata.", valueName: "A"))
     var actor: String?
     @Option(help: ArgumentHelp("Recorded as the tombstones' correlation id.", valueName: "C"))
     var correlationID: String?
@@ -75,7 +75,7 @@ struct StreamDeletionArguments: ParsableArguments {
             \(what)
             The store is the first argument, or --dir D (then every argument is an id). Ids come as arguments and/or --ids FILE \
             (one per line, - for standard input); activities by their UUID, other entity types with --type TYPE. Written in \
-            atomic batches of \(Output.count(batchSize)) ids, each tombstone with --actor (default $USER) and --correlation-id. \
+            atomic batches of \(Output.count(batchSize)) ids, each tombstone with --actor and --correlation-id when given. \
             Exit status: 0 when every id was found (\(command)d or already purged), 1 when any id was unknown (the others \
             are written and the unknown ones listed), or for an id that is not valid (nothing written).
 
@@ -125,8 +125,9 @@ struct StreamDeletionArguments: ParsableArguments {
                 throw ToolError(.badInput, "--ids \(idsFile == "-" ? "<stdin>" : idsFile) is not UTF-8 text")
             }
             let name = idsFile == "-" ? "<stdin>" : idsFile
-            for (number, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-                let id = line.trimmingCharacters(in: .whitespaces.union(CharacterSet(charactersIn: "\r")))
+            // By Character: "\r\n" is one (a file from Windows), so it ends a line too.
+            for (number, line) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
+                let id = line.trimmingCharacters(in: .whitespaces)
                 if !id.isEmpty { ids.append(GivenID(text: id, source: "\(name):\(number + 1)")) }
             }
         }
@@ -168,7 +169,7 @@ struct StreamDeletionArguments: ParsableArguments {
                 guard let stream, !ended.contains(stream) else { continue }
                 pending.append((index, stream))
             }
-            let metadata = EventMetadata(correlationID: correlationID, actor: actor ?? ProcessInfo.processInfo.environment["USER"])
+            let metadata = EventMetadata(correlationID: correlationID, actor: actor)
             var start = 0
             while start < pending.count {
                 let batch = pending[start..<min(start + Self.batchSize, pending.count)]

@@ -37,6 +37,14 @@ struct InspectCommand: AsyncParsableCommand {
         let first = report.segments.compactMap(\.minTimestamp).min()
         let last = report.segments.compactMap(\.maxTimestamp).max()
         let format = output.resolved
+        // The store's purged streams (`$purged` events): the version table holds them, so the
+        // store is opened (read-only, from its snapshot); a store that does not open (damage)
+        // still gets the rest of the report.
+        var purged: Int?
+        if report.isIntact, let repository = try? StoreLocation.openReadOnly(store.url) {
+            purged = repository.store.purgedStreamCount
+            try? await repository.close()
+        }
         if format == .jsonl || format == .csv {
             Output.print(Listing(columns: [
                 Column("file"), Column("basePosition", right: true), Column("nextPosition", right: true), Column("batches", right: true),
@@ -66,6 +74,7 @@ struct InspectCommand: AsyncParsableCommand {
                      "position": s.nextPosition.map { $0 as Any } ?? NSNull(), "projection": s.projection ?? NSNull()]
                 },
                 "intact": report.isIntact,
+                "purgedStreams": purged.map { $0 as Any } ?? NSNull(),
             ] as [String: Any]))
             return
         }
@@ -84,6 +93,7 @@ struct InspectCommand: AsyncParsableCommand {
             ("compression ratio", String(format: "%.2f×", ratio)),
             ("recorded", first.map { "\(ISODate.format($0)) … \(ISODate.format(last ?? $0))" } ?? "(empty)"),
             ("integrity", report.isIntact ? "no damage found" : "DAMAGED (run `eventkernel verify`)"),
+            ("purged streams", purged.map { Output.count($0) + ($0 > 0 ? " (their events stay on disk until compaction, which is not built yet)" : "") } ?? "unknown (the store did not open)"),
         ]))
         print("")
         if snapshots.isEmpty { print("no snapshots") } else {
