@@ -183,6 +183,8 @@ struct StreamDeletionArguments: ParsableArguments {
             try await repository.close()
         } catch {
             try? await repository.close()
+            // The tool's own refusals (an id that is not valid) come before any write and say so.
+            if let error = error as? ToolError { throw error }
             let written = outcomes.filter { $0.deletion.envelope != nil }.count
             let message = ToolError.from(error, store: directory)
             throw ToolError(message.exit, message.message + (written > 0 ? "\n\(Output.count(written)) ids were \(tombstone == .deleted ? "deleted" : "purged") before the failure (atomic batches of \(Output.count(Self.batchSize)))" : "\nnothing was written"))
