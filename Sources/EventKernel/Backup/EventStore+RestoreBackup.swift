@@ -13,9 +13,10 @@ public enum RestorePoint: Hashable, Sendable {
     /// The events below this position (the log cut there; snapshots are rebuilt at first open),
     /// or below the start of the batch holding it.
     case position(LogPosition)
-    /// The events up to the last one recorded at or before this time (the rule of
-    /// ``EventStore/lastPosition(recordedAtOrBefore:)-(LogTimestamp)``), or below the start of
-    /// the batch holding that one when the batch goes on past it.
+    /// What the store knew at this time: the log's longest prefix recorded at or before it
+    /// (the rule of ``EventStore/lastPosition(recordedAtOrBefore:)-(LogTimestamp)``: the cut is
+    /// before the first event recorded later, whatever the times after it say), or below the
+    /// start of the batch holding that prefix's end when the batch goes on past it.
     case recordedAtOrBefore(LogTimestamp)
 }
 
