@@ -44,7 +44,7 @@ import EventKernelTestSupport
         }
         #expect(try await store.purge(stream: stream) == .alreadyPurged)
         #expect(try await store.delete(stream: stream) == .alreadyPurged)
-        #expect(try await notes.purge(id: id) == false)
+        #expect(try await notes.purge(id: id) == .alreadyPurged)
         #expect(notes.fetch(id: id) == nil)
     }
 
@@ -62,7 +62,7 @@ import EventKernelTestSupport
         #expect(notes.fetch(id: "a") == nil)
         #expect(notes.fetchAll().isEmpty)
         // The entity is gone: a second delete writes nothing (the repository says so).
-        #expect(try await store.delete(stream: stream) == .unknown)
+        #expect(try await store.delete(stream: stream) == .absent)
         #expect(try await notes.delete(id: "a") == false)
         // Not purged: re-adding continues the stream.
         #expect(!store.isPurged(stream))
@@ -70,7 +70,7 @@ import EventKernelTestSupport
         #expect(notes.version(of: "a") == 4)
         #expect(try notes.history(of: "a").map(\.eventType) == ["Note.added", "Note.updated", "$deleted", "Note.added"])
         // An unknown stream: nothing written.
-        #expect(try await store.delete(stream: StreamID("Note", .string("never"))) == .unknown)
+        #expect(try await store.delete(stream: StreamID("Note", .string("never"))) == .absent)
         #expect(try store.history(of: StreamID("Note", .string("never"))).isEmpty)
         // The repository's own delete is unchanged: it writes its own event.
         try await notes.delete(id: "a")
@@ -96,9 +96,9 @@ import EventKernelTestSupport
             for i in 0..<10 { try await notes.add(Note(id: "n\(i)", text: "t", rank: i)) }
             try await notes.delete(id: "n2")
             // A live entity, a soft-deleted one (releasing its history), an unknown id.
-            #expect(try await notes.purge(id: "n1", metadata: Self.who))
-            #expect(try await notes.purge(id: "n2"))
-            #expect(try await notes.purge(id: "never") == false)
+            #expect(try await notes.purge(id: "n1", metadata: Self.who).envelope?.metadata == Self.who)
+            #expect(try await notes.purge(id: "n2").envelope != nil)
+            #expect(try await notes.purge(id: "never") == .absent)
             // Nothing marked for an unknown id: it can be added.
             try await notes.add(Note(id: "never", text: "fine"))
             let history = try notes.history(of: "n1")
@@ -193,7 +193,7 @@ import EventKernelTestSupport
             }()
             async let purged = notes.purge(id: id)
             let (didAdd, didPurge) = try await (added, purged)
-            #expect(didPurge, "trial \(trial): a stream with events is always purged")
+            #expect(didPurge.envelope != nil, "trial \(trial): a stream with events is always purged")
             let types = try notes.history(of: id).map(\.eventType)
             if didAdd {
                 addsFirst += 1

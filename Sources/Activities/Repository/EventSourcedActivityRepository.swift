@@ -148,6 +148,12 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
         }
     }
 
+    /// Deletes the activity with `id` softly: appends the Activities delete event (what
+    /// stores have always held). It takes no metadata, unlike ``purge(id:metadata:)``: its
+    /// signature is the Activities protocol's. A soft delete that records who deleted is
+    /// `EventStore.delete(stream:metadata:)` (a `$deleted` tombstone, read as this delete).
+    /// - Returns: Whether the activity existed.
+    /// - Throws: `RepositoryError.storage` when the log fails.
     @discardableResult
     public func delete(id: UUID) async throws -> Bool {
         try await write(id) { existing in existing == nil ? nil : .deleted(id: id) }
@@ -161,12 +167,12 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
     /// - Parameters:
     ///   - id: The activity's id.
     ///   - metadata: Recorded with the tombstone (who purged, and why).
-    /// - Returns: Whether a tombstone was appended (`false`: the id never had an event, or is
-    ///   purged already).
+    /// - Returns: What was done: `.written` with the tombstone's envelope, `.absent` for an id
+    ///   that never had an event, or `.alreadyPurged`.
     /// - Throws: `RepositoryError.storage` when the log fails.
     @discardableResult
-    public func purge(id: UUID, metadata: EventMetadata = .none) async throws -> Bool {
-        try await purgeAll(ids: [id], metadata: metadata) == 1
+    public func purge(id: UUID, metadata: EventMetadata = .none) async throws -> StreamDeletion {
+        try await store.purge(stream: ActivityEventCodec.stream(of: id), metadata: metadata)
     }
 
     /// Purges activities atomically (one batch). See ``purge(id:metadata:)``.

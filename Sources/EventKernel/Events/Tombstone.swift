@@ -37,7 +37,33 @@ public enum Tombstone: String, Hashable, Sendable, CaseIterable {
         EncodedEvent(eventType: rawValue, schemaVersion: Self.schemaVersion, stream: stream, payload: [])
     }
 
-    /// Whether `eventType` is a tombstone's (either kind).
-    /// - Parameter eventType: An event type name.
-    public static func isTombstone(_ eventType: String) -> Bool { Tombstone(eventType: eventType) != nil }
+    /// The one rule for an event whose type starts with `$` (the kernel's reserved names): it
+    /// must be a known tombstone, with an empty payload and schema version ``schemaVersion``,
+    /// on a stream with at least one event before it. The store's append path applies it to
+    /// every event (so no repository, import or CLI can store a tombstone a build could not
+    /// read back), and import's checking pass calls it for each line.
+    /// - Parameters:
+    ///   - eventType: The event's type; names that do not start with `$` pass at once.
+    ///   - schemaVersion: The event's schema version.
+    ///   - payloadCount: Its payload's size in bytes.
+    ///   - stream: Its stream, named in the error.
+    ///   - versionBefore: The stream's version before the event (0: no event yet).
+    /// - Throws: ``RepositoryError/misuse(_:)`` (``Misuse/Code/invalidTombstone``) naming the
+    ///   stream and what is wrong.
+    public static func validate(
+        eventType: String, schemaVersion: UInt16, payloadCount: Int, stream: StreamID, versionBefore: UInt64
+    ) throws(RepositoryError) {
+        guard eventType.utf8.first == UInt8(ascii: "$") else { return }
+        func refuse(_ problem: String) -> RepositoryError {
+            .misuse(Misuse(.invalidTombstone, "the \(eventType) event of \(stream) \(problem)"))
+        }
+        guard Tombstone(rawValue: eventType) != nil else {
+            throw refuse("is no tombstone (\(Tombstone.allCases.map(\.rawValue).joined(separator: ", "))): event types starting with $ are the kernel's")
+        }
+        guard payloadCount == 0 else { throw refuse("has a \(payloadCount)-byte payload; a tombstone's is empty") }
+        guard schemaVersion == Self.schemaVersion else {
+            throw refuse("has schema version \(schemaVersion); a tombstone's is \(Self.schemaVersion)")
+        }
+        guard versionBefore > 0 else { throw refuse("would be the stream's first event; a tombstone ends a stream that has events") }
+    }
 }

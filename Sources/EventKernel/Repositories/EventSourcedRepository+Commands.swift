@@ -113,7 +113,11 @@ extension EventSourcedRepository {
         command.append(try event(exists ? "updated" : "added", stream.entityID, entity))
     }
 
-    /// Deletes the entity with `id` as part of `command`.
+    /// Deletes the entity with `id` as part of `command`: appends the entity type's own
+    /// `deleted` event (what stores have always held), with no metadata of the caller's, unlike
+    /// ``purge(id:metadata:in:)``: its signature stays as applications call it. A soft delete
+    /// that records who deleted is ``EventStore/delete(stream:metadata:)`` (a `$deleted`
+    /// tombstone, which every projection reads as this event).
     /// - Returns: Whether it existed (an unknown id appends nothing).
     @discardableResult
     public func delete(id: Entity.ID, in command: inout CommandContext) throws -> Bool {
@@ -135,11 +139,17 @@ extension EventSourcedRepository {
     ///   - metadata: Recorded with the tombstone (who purged, and why).
     ///   - command: The command the change joins (``EventStore/execute(maxAttempts:_:)``).
     /// - Returns: Whether a tombstone was appended: `false` for an id that never had an event
-    ///   or is purged already.
+    ///   or is purged already (the command form cannot tell them apart;
+    ///   ``purge(id:metadata:)`` returns a ``StreamDeletion`` that does).
     /// - Throws: ``RepositoryError/misuse(_:)`` when the command changes the stream already.
     @discardableResult
     public func purge(id: Entity.ID, metadata: EventMetadata = .none, in command: inout CommandContext) throws -> Bool {
+        try purgeDecision(id: id, metadata: metadata, in: &command) == .write
+    }
+
+    /// What ``purge(id:metadata:in:)`` decided, for the forms that report it.
+    func purgeDecision(id: Entity.ID, metadata: EventMetadata, in command: inout CommandContext) throws -> EventStore.TombstoneDecision {
         try checkUsable()
-        return try store.appendTombstone(.purged, to: stream(of: id), metadata: metadata, in: &command) == .write
+        return try store.appendTombstone(.purged, to: stream(of: id), metadata: metadata, in: &command)
     }
 }

@@ -52,11 +52,18 @@ extension EventSourcedRepository {
     }
 
     /// Purges the entity with `id`, in a command of its own. See ``purge(id:metadata:in:)``.
-    /// - Returns: Whether a tombstone was appended (`false`: no such stream, or purged already).
+    /// - Returns: What was done: ``StreamDeletion/written(_:)`` with the tombstone's envelope,
+    ///   ``StreamDeletion/absent`` for an id that never had an event, or
+    ///   ``StreamDeletion/alreadyPurged``.
     /// - Throws: Storage errors.
     @discardableResult
-    public func purge(id: Entity.ID, metadata: EventMetadata = .none) async throws -> Bool {
-        try await store.execute { try self.purge(id: id, metadata: metadata, in: &$0) }
+    public func purge(id: Entity.ID, metadata: EventMetadata = .none) async throws -> StreamDeletion {
+        let (decision, envelopes) = try await store.executeCommitting { try self.purgeDecision(id: id, metadata: metadata, in: &$0) }
+        switch decision {
+        case .write: return .written(envelopes[0])
+        case .absent: return .absent
+        case .alreadyPurged: return .alreadyPurged
+        }
     }
 
     /// Purges entities atomically (one batch). See ``purge(id:metadata:in:)``.

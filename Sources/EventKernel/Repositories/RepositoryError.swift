@@ -92,6 +92,10 @@ public struct Misuse: Error, Hashable, Sendable, CustomStringConvertible {
         /// ``EventStore/backup(to:options:)`` of a store whose log is not a local directory (an
         /// in-memory or PostgreSQL log: `eventkernel copy` copies the latter).
         case backupUnsupported
+        /// An event whose type starts with `$` (reserved for the kernel) that is not a valid
+        /// tombstone: an unknown `$` name, a payload, another schema version, or a stream with
+        /// no event before it (``Tombstone/validate(eventType:schemaVersion:payloadCount:stream:versionBefore:)``).
+        case invalidTombstone
     }
 
     /// The rule broken.

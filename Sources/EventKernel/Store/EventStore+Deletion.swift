@@ -4,9 +4,10 @@ package import EventLog
 public enum StreamDeletion: Hashable, Sendable {
     /// The tombstone was appended: its envelope (position, version, metadata).
     case written(EventEnvelope)
-    /// Nothing to delete: the stream has no event, or (for a soft delete, when a registered
-    /// repository keeps the stream's entity type) its entity does not exist now.
-    case unknown
+    /// Nothing to delete, nothing written: the stream has no event, or (for a soft delete, when
+    /// a registered repository keeps the stream's entity type) its entity does not exist now
+    /// (it was deleted already, softly).
+    case absent
     /// The stream was purged already: nothing was written.
     case alreadyPurged
 
@@ -21,12 +22,12 @@ public enum StreamDeletion: Hashable, Sendable {
 ///
 /// The rules, in one place for the store, the repositories and the CLI:
 /// - A soft delete (`$deleted`) of a stream with no event, or whose entity a registered
-///   repository says does not exist, writes nothing (``StreamDeletion/unknown``). Where no
+///   repository says does not exist, writes nothing (``StreamDeletion/absent``). Where no
 ///   repository keeps the type (the CLI on a type it has no code for), the store cannot tell a
 ///   live entity from a deleted one: any stream with events gets a `$deleted`.
 /// - A purge (`$purged`) of a stream with events is written whether or not its entity exists:
 ///   purging a soft-deleted stream is how its history is released. A stream with no event is
-///   ``StreamDeletion/unknown`` (nothing is marked: there is nothing to forget), and a purged
+///   ``StreamDeletion/absent`` (nothing is marked: there is nothing to forget), and a purged
 ///   one ``StreamDeletion/alreadyPurged``.
 /// - Neither is written to a purged stream: the append path refuses it
 ///   (``RepositoryError/streamPurged(_:)``).
@@ -75,7 +76,9 @@ extension EventStore {
         try await purge(streams: [stream], metadata: metadata)[0]
     }
 
-    /// Whether `stream` is purged (or a purge of it is being committed).
+    /// Whether `stream` is purged: its `$purged` event is committed. A purge still being
+    /// written is not counted (its write could fail); appends to such a stream are refused all
+    /// the same, by the append path, until it settles.
     /// - Complexity: O(1) on average.
     public func isPurged(_ stream: StreamID) -> Bool { versions.isPurged(stream) }
 
@@ -89,7 +92,7 @@ extension EventStore {
 
     /// What a command decided for one stream's tombstone.
     package enum TombstoneDecision: Hashable, Sendable {
-        case write, unknown, alreadyPurged
+        case write, absent, alreadyPurged
     }
 
     /// Decides a tombstone for `stream` as part of `command` and appends it when due: the one
@@ -107,9 +110,9 @@ extension EventStore {
         // shows in the version, and the append conflicts and decides again.
         let version = try command.version(of: stream)
         if versions.isPurged(stream) { return .alreadyPurged }
-        guard version > 0 else { return .unknown }
+        guard version > 0 else { return .absent }
         if tombstone == .deleted, case .source(let source) = versions.lookup(stream), source.containsEntity(of: stream) == false {
-            return .unknown
+            return .absent
         }
         command.append(tombstone.event(for: stream), metadata: metadata)
         return .write
@@ -126,7 +129,7 @@ extension EventStore {
         return decided.map { decision -> StreamDeletion in
             switch decision {
             case .write: .written(written.next()!)
-            case .unknown: .unknown
+            case .absent: .absent
             case .alreadyPurged: .alreadyPurged
             }
         }

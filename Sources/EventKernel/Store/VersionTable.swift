@@ -19,15 +19,17 @@ import KernelPrimitives
 /// It is also the one place that keeps purged streams (``Tombstone/purged``): ``reserve(_:basis:planned:)``
 /// refuses any append to a stream purged or being purged (``RepositoryError/streamPurged(_:)``),
 /// so no repository, import or CLI can revive one, and the set is folded from the log and
-/// snapshotted with the versions (a trailing section older builds ignore by replaying).
+/// snapshotted with the versions (schema 4: older snapshots, which cannot hold it, are ignored).
 ///
 /// Memory: one entry per stream without a source, plus one per stream with an append in flight,
 /// plus one per purged stream.
 final class VersionTable: Projection {
     let name = "$entity-versions"
-    /// 3: streams kept by a source are left out and their entity types listed. Version 2 and 1
-    /// snapshots are ignored (the table is rebuilt from the log).
-    let schemaVersion: UInt16 = 3
+    /// 4: the purged section (the purged streams with their `$purged` positions). 3: streams
+    /// kept by a source are left out and their entity types listed. Older snapshots are ignored
+    /// (the table is rebuilt from the log): a version 3 snapshot may come from a build that
+    /// knows no purge and dropped the section, so it cannot say that nothing is purged.
+    let schemaVersion: UInt16 = 4
 
     /// What a lookup found: the version, the source that has it, or nothing yet (the stream's
     /// entity type awaits its source; see ``awaitingEntityTypes``).
@@ -176,7 +178,7 @@ final class VersionTable: Projection {
             if let basis, let planned, basis == commits.load(ordering: .relaxed), state.batches.isEmpty {
                 // Purges are checked on this path too: a command's reads say nothing about them
                 // (a repository sees a purged entity as absent, and would add it).
-                let purges = try Self.checkPurges(events, state)
+                let purges = try Self.checkPurges(events, versions: planned, state)
                 let id = state.nextBatch
                 state.nextBatch += 1
                 state.batches[id] = Batch(events: events, versions: planned, indexed: nil, purges: purges)
@@ -188,7 +190,7 @@ final class VersionTable: Projection {
             // After the version checks: a command that decided before a purge committed (or
             // while it is in flight) conflicts, and decides again on the purged state (where a
             // second purge finds the stream purged already) instead of failing here.
-            let purges = try Self.checkPurges(events, state)
+            let purges = try Self.checkPurges(events, versions: versions, state)
             var streams: [StreamID] = []
             if events.count == 1 {
                 let stream = events[0].event.stream
@@ -214,26 +216,39 @@ final class VersionTable: Projection {
     }
 
     /// Refuses a batch with an event of a purged stream (committed, in flight, or purged by an
-    /// earlier event of the batch itself).
+    /// earlier event of the batch itself), or with an event of a `$` type that is not a valid
+    /// tombstone (``Tombstone/validate(eventType:schemaVersion:payloadCount:stream:versionBefore:)``).
+    /// - Parameter versions: The version each event gets (a tombstone's must follow an event).
     /// - Returns: The streams the batch purges.
-    private static func checkPurges(_ events: [PendingEvent], _ state: State) throws(RepositoryError) -> [StreamID] {
+    /// - Complexity: O(events), with one hash lookup per event when a stream is purged.
+    private static func checkPurges(_ events: [PendingEvent], versions: [UInt64], _ state: State) throws(RepositoryError) -> [StreamID] {
         // The common store has no purge at all: one check per event, of its type's first byte.
         var purges: [StreamID] = []
+        // A set, not the array: a batch purging n streams checks each event against it.
+        var purgedInBatch: Set<StreamID> = []
         let anyPurged = !state.purged.isEmpty || !state.purging.isEmpty
-        for pending in events {
+        for (index, pending) in events.enumerated() {
             let stream = pending.event.stream
             if anyPurged, state.purged[stream] != nil || state.purging[stream] != nil {
                 throw RepositoryError.streamPurged(stream)
             }
-            if !purges.isEmpty, purges.contains(stream) { throw RepositoryError.streamPurged(stream) }
-            if Tombstone(eventType: pending.event.eventType) == .purged { purges.append(stream) }
+            if !purges.isEmpty, purgedInBatch.contains(stream) { throw RepositoryError.streamPurged(stream) }
+            let eventType = pending.event.eventType
+            guard eventType.utf8.first == UInt8(ascii: "$") else { continue }
+            try Tombstone.validate(eventType: eventType, schemaVersion: pending.event.schemaVersion,
+                                   payloadCount: pending.event.payload.count, stream: stream, versionBefore: versions[index] - 1)
+            if Tombstone(eventType: eventType) == .purged {
+                purges.append(stream)
+                purgedInBatch.insert(stream)
+            }
         }
         return purges
     }
 
-    /// Whether `stream` is purged (committed) or being purged (a batch in flight).
+    /// Whether `stream` is purged: its `$purged` event is committed (a purge in flight, whose
+    /// write could still fail, is not counted here; the append path counts it).
     func isPurged(_ stream: StreamID) -> Bool {
-        state.withLock { $0.purged[stream] != nil || $0.purging[stream] != nil }
+        state.withLock { $0.purged[stream] != nil }
     }
 
     /// The purged streams, each with the position of its `$purged` event: what compaction
@@ -373,9 +388,9 @@ final class VersionTable: Projection {
     /// names; then the entity type count and names, the entry count and per entry the type's
     /// index, the entity id and the version. Then, only when a stream is purged, the purged
     /// section: its count and per stream the entity type, the entity id and the position of
-    /// its `$purged` event, in (type, id) order. A snapshot without it has no purged stream:
-    /// builds before purges existed wrote none and could not write a purge, and a build that
-    /// does not know the section fails to read such a snapshot and replays instead.
+    /// its `$purged` event, in (type, id) order. A snapshot without it has no purged stream.
+    /// Older builds (schema 3) neither read nor write the section: their snapshots are
+    /// ignored here (``schemaVersion``), so one written after a purge cannot hide it.
     func snapshotState() throws -> ProjectionSnapshot {
         let (committed, excluded, next, purged) = state.withLock { state -> (StreamVersionMap, [String], LogPosition, [StreamID: LogPosition]) in
             let excluded: [String] = state.sources.keys.map { type in type.value } + state.awaiting.map { type in type.value }

@@ -157,14 +157,16 @@ struct StreamDeletionArguments: ParsableArguments {
         let store = repository.store
         var outcomes: [Outcome] = []
         do {
-            let streams = try resolve(given, type: entityType, in: store)
+            // One id is one stream, however it is spelled (a UUID in upper or lower case): the
+            // store refuses a batch that changes a stream twice.
+            let (given, streams) = Self.distinct(given, try resolve(given, type: entityType, in: store), type: entityType)
             // A generic type's entity state is not known to the store (no repository of it is
             // registered here): a soft delete of one whose last event ends it is unknown, read
             // from the log (the writer lock is held: nothing changes meanwhile).
             let ended = tombstone == .deleted && entityType != ActivityEventCodec.entityType
                 ? try Self.endedStreams(Set(streams.compactMap { $0 }), in: store) : []
             var pending: [(index: Int, stream: StreamID)] = []
-            outcomes = given.enumerated().map { index, id in Outcome(id: id.text, stream: streams[index], deletion: .unknown) }
+            outcomes = given.enumerated().map { index, id in Outcome(id: id.text, stream: streams[index], deletion: .absent) }
             for (index, stream) in streams.enumerated() {
                 guard let stream, !ended.contains(stream) else { continue }
                 pending.append((index, stream))
@@ -190,6 +192,21 @@ struct StreamDeletionArguments: ParsableArguments {
             throw ToolError(message.exit, message.message + (written > 0 ? "\n\(Output.count(written)) ids were \(tombstone == .deleted ? "deleted" : "purged") before the failure (atomic batches of \(Output.count(Self.batchSize)))" : "\nnothing was written"))
         }
         report(outcomes, tombstone: tombstone, type: entityType, store: directory)
+    }
+
+    /// The ids without a second spelling of one stream (the first kept): compared as resolved
+    /// streams, or for an activity id with no stream as its UUID, else as text.
+    static func distinct(_ given: [GivenID], _ streams: [StreamID?], type: String) -> ([GivenID], [StreamID?]) {
+        var seen: Set<StreamID> = []
+        var keptIDs: [GivenID] = [], keptStreams: [StreamID?] = []
+        for (id, stream) in zip(given, streams) {
+            let key = stream ?? UUID(uuidString: id.text).map { type == ActivityEventCodec.entityType ? ActivityEventCodec.stream(of: $0) : StreamID(type, .string(id.text)) }
+                ?? StreamID(type, .string(id.text))
+            guard seen.insert(key).inserted else { continue }
+            keptIDs.append(id)
+            keptStreams.append(stream)
+        }
+        return (keptIDs, keptStreams)
     }
 
     /// Each id's stream (`nil`: it has no event), in order.
@@ -226,7 +243,7 @@ struct StreamDeletionArguments: ParsableArguments {
     private func report(_ outcomes: [Outcome], tombstone: Tombstone, type: String, store: URL) {
         let verb = tombstone == .deleted ? "deleted" : "purged"
         let written = outcomes.filter { $0.deletion.envelope != nil }
-        let unknown = outcomes.filter { $0.deletion == .unknown }
+        let unknown = outcomes.filter { $0.deletion == .absent }
         let already = outcomes.filter { $0.deletion == .alreadyPurged }
         if json {
             func list(_ outcomes: [Outcome]) -> JSONValue { .array(outcomes.map { .string($0.id) }) }
@@ -245,7 +262,7 @@ struct StreamDeletionArguments: ParsableArguments {
                 print(Output.table(["id", "outcome", ">position", ">version"], outcomes.map { outcome in
                     switch outcome.deletion {
                     case .written(let envelope): [outcome.id, verb, String(envelope.position), String(envelope.entityVersion)]
-                    case .unknown: [outcome.id, "unknown", "", ""]
+                    case .absent: [outcome.id, "unknown", "", ""]
                     case .alreadyPurged: [outcome.id, "already purged", "", ""]
                     }
                 }))

@@ -57,7 +57,7 @@ struct ExportCommand: AsyncParsableCommand {
                     // A kernel tombstone, of any type, is written as the kernel's event it is
                     // (`"event":"$purged"`), never as an activity's `deleted`: import takes it
                     // back as the same tombstone, so a purge survives the round trip.
-                    guard ActivityEventCodec.isActivityEvent(envelope), !Tombstone.isTombstone(envelope.eventType) else {
+                    guard ActivityEventCodec.isActivityEvent(envelope), Tombstone(eventType: envelope.eventType) == nil else {
                         // Every other entity type's event, decoded without its code (EntityJSON).
                         let (line, payload) = EntityJSON.line(envelope)
                         emit(line)

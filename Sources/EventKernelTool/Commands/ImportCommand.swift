@@ -561,7 +561,7 @@ struct EntityVersionValidator {
             // The kernel's tombstones of activities are event lines (export writes them so: an
             // activity line has no `$purged`). Activity lines carry no version, so an activity
             // stream's is not tracked here: the tombstone is appended without one.
-            guard Tombstone.isTombstone(eventType) else {
+            guard Tombstone(eventType: eventType) != nil else {
                 throw ActivityJSON.LineError(message: "stream type \"\(stream.entityType)\" is the activities': write an activity event line (see Docs/CLI.md)")
             }
             return

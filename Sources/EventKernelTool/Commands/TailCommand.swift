@@ -116,7 +116,7 @@ struct TailCommand: AsyncParsableCommand {
                         let envelope = try EventEnvelope(view)
                         // A kernel tombstone is listed as the kernel's event it is (`$purged`),
                         // as export writes it, never as an activity's `deleted`.
-                        if ActivityEventCodec.isActivityEvent(envelope), !Tombstone.isTombstone(envelope.eventType) {
+                        if ActivityEventCodec.isActivityEvent(envelope), Tombstone(eventType: envelope.eventType) == nil {
                             do {
                                 let event = try codec.decode(envelope)
                                 chunk.rows.append(EventRows.row(event, position: envelope.position, recordedAt: envelope.timestamp, version: envelope.entityVersion, metadata: envelope.metadata))

@@ -92,14 +92,14 @@ enum EntityJSON {
     /// ``isRepositoryEvent(_:)`` for an event type of a stream type. The kernel's tombstones
     /// (`$deleted`, `$purged`) count as a repository's delete: every repository folds them so.
     static func isRepositoryEvent(_ eventType: String, of type: String) -> Bool {
-        if Tombstone.isTombstone(eventType) { return true }
+        if Tombstone(eventType: eventType) != nil { return true }
         return ownEventName(eventType, of: type).map { repositoryEventNames.contains($0) } ?? false
     }
 
     /// Whether an event ends its entity: a repository's `TYPE.deleted` (an activity's
     /// `activity.deleted`) or a kernel tombstone. The one rule for replay, history and import.
     static func isDeletion(_ eventType: String) -> Bool {
-        eventType.hasSuffix(".deleted") || Tombstone.isTombstone(eventType)
+        eventType.hasSuffix(".deleted") || Tombstone(eventType: eventType) != nil
     }
 
     private static let repositoryEventNames: Set<Substring> = ["added", "updated", "deleted"]
