@@ -14,6 +14,9 @@ public struct ActivityHistoryEntry: Hashable, Sendable {
     public var entityVersion: UInt64
     /// Correlation id and actor, if the writer gave them.
     public var metadata: EventMetadata
+    /// The schema version the event was stored with (a tombstone's is the kernel's, not the
+    /// Activities codec's).
+    public var schemaVersion: UInt16
     /// What happened (a kernel tombstone reads as `.deleted`; see ``tombstone``).
     public var event: ActivityEvent
     /// The kernel's tombstone this event is (`$deleted`, `$purged`), written without the
@@ -28,7 +31,7 @@ extension EventSourcedActivityRepository {
     public func history(of id: UUID) throws -> [ActivityHistoryEntry] {
         try store.history(of: ActivityEventCodec.stream(of: id)).map { envelope in
             ActivityHistoryEntry(position: envelope.position, timestamp: envelope.timestamp,
-                                 entityVersion: envelope.entityVersion, metadata: envelope.metadata,
+                                 entityVersion: envelope.entityVersion, metadata: envelope.metadata, schemaVersion: envelope.schemaVersion,
                                  event: try codec.decode(envelope), tombstone: Tombstone(eventType: envelope.eventType))
         }
     }

@@ -90,6 +90,24 @@ extension EventStore {
     /// appended after it, since the store accepts none).
     package var purgedStreams: [StreamID: LogPosition] { versions.purgedStreams }
 
+    /// The events of purged streams that come after their stream's first `$purged` event: a
+    /// log this store would never write (it refuses every append to a purged stream), but an
+    /// older build, or a writer that bypasses the store, could. One pass over the log, from
+    /// the first purge's position; `eventkernel verify` reports them as damage.
+    /// - Parameter limit: How many to return at most.
+    /// - Returns: The offending events, in log order.
+    /// - Throws: ``RepositoryError/storage(_:)`` when the log cannot be read.
+    package func eventsAfterPurge(limit: Int = 100) throws -> [EventEnvelope] {
+        let purged = versions.purgedStreams
+        guard let first = purged.values.min(), limit > 0 else { return [] }
+        var found: [EventEnvelope] = []
+        try forEachEnvelope(from: first, through: nil) { envelope in
+            if let at = purged[envelope.stream], envelope.position > at { found.append(envelope) }
+            return found.count < limit
+        }
+        return found
+    }
+
     /// What a command decided for one stream's tombstone.
     package enum TombstoneDecision: Hashable, Sendable {
         case write, absent, alreadyPurged

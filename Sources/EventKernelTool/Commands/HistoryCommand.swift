@@ -79,7 +79,7 @@ struct HistoryCommand: AsyncParsableCommand {
                 return EventRows.row(entry.event, position: entry.position, recordedAt: entry.timestamp, version: entry.entityVersion)
             }
             return EventRows.row(other: EventEnvelope(
-                position: entry.position, timestamp: entry.timestamp, eventType: tombstone.eventType, schemaVersion: Tombstone.schemaVersion,
+                position: entry.position, timestamp: entry.timestamp, eventType: tombstone.eventType, schemaVersion: entry.schemaVersion,
                 stream: stream, entityVersion: entry.entityVersion, metadata: entry.metadata, payload: []))
         }
         let format = output.resolved

@@ -240,6 +240,29 @@ struct ImportCommand: AsyncParsableCommand {
             if repository?.store.isPurged(stream) == true {
                 throw ToolError(.badInput, "\(name):\(lineNumber): \(stream) is purged in \(directory.path): nothing can be appended to it again")
             }
+            // The store's one rule for `$` events (a known tombstone, empty payload, schema 1, a
+            // stream with events before it), here with the line named, before anything is written.
+            if let event = item.entity?.event, event.eventType.utf8.first == UInt8(ascii: "$") {
+                let before: UInt64
+                do {
+                    if case .uuid(let id) = stream.entityID, stream.entityType == ActivityEventCodec.entityType {
+                        // Activity lines carry no version: only whether the activity had an event counts.
+                        before = validator.overlay[id] != nil ? 1 : try repository?.store.version(of: stream) ?? 0
+                    } else {
+                        before = try streams.version(of: stream)
+                    }
+                } catch {
+                    let failure = ToolError.from(error, store: directory)
+                    throw ToolError(failure.exit, "\(name):\(lineNumber): reading the version of \(stream) from the store: \(failure.message)")
+                }
+                do {
+                    try Tombstone.validate(eventType: event.eventType, schemaVersion: event.schemaVersion,
+                                           payloadCount: event.payload.count, stream: stream, versionBefore: before)
+                } catch {
+                    guard case .misuse(let misuse) = error else { throw ToolError(.badInput, "\(name):\(lineNumber): \(error)") }
+                    throw ToolError(.badInput, "\(name):\(lineNumber): \(misuse.message)")
+                }
+            }
             if let event = item.entity?.event, let tombstone = Tombstone(eventType: event.eventType) {
                 if tombstone == .purged { purgedInInput[stream] = lineNumber }
                 if case .uuid(let id) = stream.entityID, stream.entityType == ActivityEventCodec.entityType { validator.end(id) }
@@ -548,6 +571,12 @@ struct EntityVersionValidator {
                 let more = others == 0 ? "" : " (and \(others) more line\(others == 1 ? "" : "s") of \(type) like it)"
                 return (first.number, "\(first.eventType) has a field event's payload ({\"value\": …}) and is the first event of \(first.stream) (or follows its delete)\(more); nothing shows \(type) is a generic repository's type, so it is imported as the application's own event. If it is a FieldEvent, an application registering it could not open the store (noEntityForFieldEvent)")
             }
+    }
+
+    /// The version of `stream` after the lines checked so far (the store's, before any line of it).
+    /// - Throws: What reading the store's version throws.
+    func version(of stream: StreamID) throws -> UInt64 {
+        try overlay[stream]?.version ?? stored(stream)
     }
 
     /// Checks one line and counts it.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import EventLog
+import EventKernel
 import Foundation
 #if PostgreSQL
 import PostgresLog
@@ -38,12 +39,22 @@ struct InspectCommand: AsyncParsableCommand {
         let last = report.segments.compactMap(\.maxTimestamp).max()
         let format = output.resolved
         // The store's purged streams (`$purged` events): the version table holds them, so the
-        // store is opened (read-only, from its snapshot); a store that does not open (damage)
-        // still gets the rest of the report.
+        // log is opened read-only under a store with no projection (the table alone, from its
+        // snapshot plus the tail: no activity is decoded). A failure is reported, not hidden.
         var purged: Int?
-        if report.isIntact, let repository = try? StoreLocation.openReadOnly(store.url) {
-            purged = repository.store.purgedStreamCount
-            try? await repository.close()
+        var purgedFailure: String?
+        if report.isIntact {
+            do {
+                let events = try EventStore(log: try SegmentedLog.openReadOnly(at: store.url), directory: store.url, projections: [],
+                                            snapshotPolicy: .never, logger: StoreLocation.logger)
+                purged = events.purgedStreamCount
+                try await events.close()
+            } catch {
+                purgedFailure = ToolError.from(error, store: store.url).message
+                Output.error("cannot count the purged streams: \(purgedFailure!)")
+            }
+        } else {
+            purgedFailure = "the log is damaged"
         }
         if format == .jsonl || format == .csv {
             Output.print(Listing(columns: [
@@ -93,7 +104,7 @@ struct InspectCommand: AsyncParsableCommand {
             ("compression ratio", String(format: "%.2f×", ratio)),
             ("recorded", first.map { "\(ISODate.format($0)) … \(ISODate.format(last ?? $0))" } ?? "(empty)"),
             ("integrity", report.isIntact ? "no damage found" : "DAMAGED (run `eventkernel verify`)"),
-            ("purged streams", purged.map { Output.count($0) + ($0 > 0 ? " (their events stay on disk until compaction, which is not built yet)" : "") } ?? "unknown (the store did not open)"),
+            ("purged streams", purged.map { Output.count($0) + ($0 > 0 ? " (their events stay on disk until compaction, which is not built yet)" : "") } ?? "unknown (\(purgedFailure ?? "the store did not open"))"),
         ]))
         print("")
         if snapshots.isEmpty { print("no snapshots") } else {

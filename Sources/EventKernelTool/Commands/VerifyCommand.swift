@@ -65,6 +65,12 @@ struct StoreCheck {
                 for issue in repository.projection.integrityIssues {
                     check.problems.append(Problem(severity: "warning", message: "projection: \(issue.message)", file: nil, offset: nil, position: issue.position))
                 }
+                // Nothing may follow a `$purged` event in its stream: the store refuses it, so
+                // one there was written by an older build or around the store.
+                for event in try repository.store.eventsAfterPurge() {
+                    let purgedAt = repository.store.purgedStreams[event.stream].map { " at position \($0)" } ?? ""
+                    check.problems.append(Problem(severity: "damage", message: "purge: \(event.eventType) (version \(event.entityVersion)) of \(event.stream) follows its $purged event\(purgedAt): a purged stream takes no event (written by a build before purges, or around the store)", file: nil, offset: nil, position: event.position))
+                }
             } catch {
                 check.problems.append(Problem(severity: "damage", message: "the store does not load: \(ToolError.from(error).message)", file: nil, offset: nil, position: nil))
             }

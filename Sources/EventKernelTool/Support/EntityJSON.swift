@@ -426,7 +426,7 @@ enum EntityJSON {
     static func requireStorableMetadata(_ metadata: EventMetadata) throws(ActivityJSON.LineError) {
         if metadata.actor == nil, metadata.correlationID == nil || ImportMarker.isMarker(metadata.correlationID!) { return }
         let parts = [metadata.correlationID.map { "correlationID \(ActivityJSON.escape($0))" }, metadata.actor.map { "actor \(ActivityJSON.escape($0))" }]
-        throw .init(message: "the event carries metadata (\(parts.compactMap { $0 }.joined(separator: ", "))), which import cannot store: its resume marker takes every imported event's correlation id, so the metadata would be lost")
+        throw .init(message: "the event carries metadata (\(parts.compactMap { $0 }.joined(separator: ", "))), which import cannot store: its resume marker takes every imported event's correlation id, so the metadata would be lost. A limitation of import today, tombstones included: a $deleted or $purged written with --actor or --correlation-id does not import back (remove its metadata from the line to import it without; Docs/Forgetting.md)")
     }
 
     /// The metadata field of an activity line, read on its own (the activity parser ignores
