@@ -27,7 +27,7 @@ where; the events before it, or the other snapshots, were printed); 2 for bad us
 Limits, by design: a payload is shown decoded only when the encoder would write the same bytes
 for it, as export requires; this reader checks that by the canonical forms (shortest varints,
 each key name defined once, decimals as parts when their significand fits 64 bits) rather than
-by re-encoding. It decodes only the snapshot layouts a store restores ($entity-versions 3,
+by re-encoding. It decodes only the snapshot layouts a store restores ($entity-versions 4,
 activities 2, repository 5); older ones are reported and exit 3. JSON is parsed by Python's
 json module, which takes a key given twice where Swift's parser may not.
 """
@@ -1110,7 +1110,7 @@ def snapshot_lines(directory):
                 found = anchors.get(next_position - 1)
                 head.append(("anchorMatchesLog", found == (anchor_ts, anchor_crc)))
             where = "snapshots/%s body" % name
-            if projection == "$entity-versions" and schema == 3:
+            if projection == "$entity-versions" and schema == 4:
                 state = entity_versions(body, where)
             elif projection == "activities" and schema == 2:
                 state = activities(body, where)
