@@ -76,6 +76,23 @@ struct ActivityStreamDeletionTests {
         try await repository.close()
     }
 
+    @Test("both orderings of an add and a purge of a deleted id, forced")
+    func addThenPurgeAndPurgeThenAdd() async throws {
+        let repository = try await RepositoryFixture(.inMemory).repository
+        let first = model(1), second = model(2)
+        for activity in [first, second] {
+            try await repository.add(activity)
+            try await repository.delete(id: activity.id)
+        }
+        try await repository.add(first)
+        #expect(try await repository.purge(id: first.id).envelope?.entityVersion == 4, "the purge ends the re-added activity")
+        #expect(try repository.history(of: first.id).map(\.tombstone) == [nil, nil, nil, .purged])
+        #expect(try await repository.purge(id: second.id).envelope?.entityVersion == 3)
+        await Self.expectPurged(second.id) { try await repository.add(second) }
+        #expect(try repository.history(of: second.id).map(\.tombstone) == [nil, nil, .purged])
+        #expect(repository.count == 0)
+    }
+
     @Test("observers see a purged activity leave")
     func observation() async throws {
         let repository = try await RepositoryFixture(.inMemory).repository
