@@ -184,4 +184,36 @@ import EventKernelTestSupport
         await #expect(throws: RepositoryError.streamPurged(Self.note("y"))) { try await notes.add(Note(id: "y", text: "again")) }
         #expect(try notes.history(of: "y").map(\.eventType) == ["Note.added", "Note.deleted", "$purged"])
     }
+
+    /// Two purges (or a purge and a delete) of one repository stream at once: the second one
+    /// may read the version after the first's `$purged` (the repository folds a commit before
+    /// the version table) while the stream is not yet counted purged; its tombstone then
+    /// conflicts and it decides again (`.alreadyPurged`). It threw `streamPurged`.
+    @Test(.timeLimit(.minutes(2))) func concurrentPurgesOfOneStreamNeverThrow() async throws {
+        let store = try EventStore(log: InMemoryLog())
+        let notes = try Self.notes(store)
+        for trial in 0..<300 {
+            let id = "race\(trial)", other = "other\(trial)"
+            try await notes.add(Note(id: id, text: "t"))
+            try await notes.add(Note(id: other, text: "t"))
+            let stream = Self.note(id)
+            let withDelete = trial % 2 == 1
+            async let first = store.purge(streams: [stream, Self.note(other)])
+            async let second = withDelete ? store.delete(stream: stream) : store.purge(stream: stream)
+            let (a, b) = try await (first, second)
+            #expect(a[1].envelope != nil)
+            if withDelete {
+                // A delete stops no purge; it lands before it, or finds the stream purged (or,
+                // reading the repository between the two folds, its entity gone).
+                let purge = try #require(a[0].envelope)
+                if let deleted = b.envelope { #expect(deleted.position < purge.position) }
+            } else {
+                let results = [a[0], b]
+                #expect(results.filter { $0.envelope != nil }.count == 1, "exactly one $purged: \(results)")
+                #expect(results.filter { $0 == .alreadyPurged }.count == 1, "\(results)")
+            }
+            #expect(store.isPurged(stream))
+        }
+        try await store.close()
+    }
 }

@@ -50,4 +50,34 @@ import EventLog
         let (prefix, entry) = try Self.parts()
         #expect(throws: BinaryDecodingError.self) { try VersionTable().restore(from: ProjectionSnapshot(bytes: prefix + [2] + entry + entry, nextPosition: 2)) }
     }
+
+    /// A tombstone a command decided on a version that already counts another batch's
+    /// `$purged` (a source folds a commit before this table does) conflicts, so that the command
+    /// decides again and finds the stream purged; anything else to that stream is refused.
+    @Test func aConditionalTombstoneOnAStreamBeingPurgedConflicts() throws {
+        let table = Self.table("Raw.happened")
+        func event(_ type: String, expecting expected: UInt64?) -> PendingEvent {
+            PendingEvent(EncodedEvent(eventType: type, schemaVersion: 1, stream: Self.stream, payload: []), expectedVersion: expected)
+        }
+        _ = try #require(try table.reserve([event("$purged", expecting: 2)], basis: nil, planned: nil), "the first purge is in flight")
+        for type in ["$purged", "$deleted"] {
+            #expect(throws: RepositoryError.conflict(stream: Self.stream, expected: 3, actual: 3)) {
+                _ = try table.reserve([event(type, expecting: 3)], basis: nil, planned: nil)
+            }
+            #expect(throws: RepositoryError.streamPurged(Self.stream), "an unconditional tombstone decided nothing") {
+                _ = try table.reserve([event(type, expecting: nil)], basis: nil, planned: nil)
+            }
+        }
+        #expect(throws: RepositoryError.streamPurged(Self.stream)) {
+            _ = try table.reserve([event("Raw.happened", expecting: 3)], basis: nil, planned: nil)
+        }
+        // Committed: the same, on the fast path too.
+        let committed = Self.table("$purged")
+        #expect(throws: RepositoryError.conflict(stream: Self.stream, expected: 2, actual: 2)) {
+            _ = try committed.reserve([event("$purged", expecting: 2)], basis: committed.commitBasis, planned: [3])
+        }
+        #expect(throws: RepositoryError.streamPurged(Self.stream)) {
+            _ = try committed.reserve([event("Raw.happened", expecting: 2)], basis: committed.commitBasis, planned: [3])
+        }
+    }
 }

@@ -169,7 +169,10 @@ final class VersionTable: Projection {
     ///   stream's version is unknown (an awaiting entity type): resolve it and call again.
     /// - Throws: ``RepositoryError/conflict(stream:expected:actual:)`` and reserves nothing.
     ///   ``RepositoryError/streamPurged(_:)`` for an event of a stream that is purged, being
-    ///   purged by a batch in flight, or purged earlier in this batch.
+    ///   purged by a batch in flight, or purged earlier in this batch; but a conflict for a
+    ///   tombstone (`$deleted`, `$purged`) with an expected version, of a stream purged or
+    ///   being purged by another batch,
+    ///   so that a command which decided before the purge was visible decides again.
     func reserve(_ events: [PendingEvent], basis: UInt64?, planned: [UInt64]?) throws(RepositoryError) -> (versions: [UInt64], reservation: Reservation)? {
         try state.withLock { (state) throws(RepositoryError) -> ([UInt64], Reservation)? in
             // Fast path: nothing committed since the command's first read and nothing in
@@ -230,11 +233,21 @@ final class VersionTable: Projection {
         for (index, pending) in events.enumerated() {
             let stream = pending.event.stream
             if anyPurged, state.purged[stream] != nil || state.purging[stream] != nil {
+                // A tombstone decided before the purge was visible to its command: a commit
+                // folds the version sources before this table, so a command can read the
+                // version after a `$purged` while ``isPurged(_:)`` is still false. A conflict
+                // makes ``EventStore/execute(maxAttempts:_:)`` wait and decide again, on the
+                // purged state (`.alreadyPurged`), instead of failing a whole batch of purges.
+                // Only a conditional tombstone (what a command appends): an unconditional one
+                // (a raw append, an import) decided nothing, and is refused as before.
+                if let expected = pending.expectedVersion, Self.eventTypeIsReserved(pending.event.eventType) {
+                    throw RepositoryError.conflict(stream: stream, expected: expected, actual: versions[index] - 1)
+                }
                 throw RepositoryError.streamPurged(stream)
             }
             if !purges.isEmpty, purgedInBatch.contains(stream) { throw RepositoryError.streamPurged(stream) }
             let eventType = pending.event.eventType
-            guard eventType.utf8.first == UInt8(ascii: "$") else { continue }
+            guard Self.eventTypeIsReserved(eventType) else { continue }
             try Tombstone.validate(eventType: eventType, schemaVersion: pending.event.schemaVersion,
                                    payloadCount: pending.event.payload.count, stream: stream, versionBefore: versions[index] - 1)
             if Tombstone(eventType: eventType) == .purged {
@@ -243,6 +256,12 @@ final class VersionTable: Projection {
             }
         }
         return purges
+    }
+
+    /// Whether `eventType` is one of the store's own (`$`) types: the first-byte test
+    /// ``checkPurges(_:versions:_:)`` uses.
+    private static func eventTypeIsReserved(_ eventType: String) -> Bool {
+        eventType.utf8.first == UInt8(ascii: "$")
     }
 
     /// Whether `stream` is purged: its `$purged` event is committed (a purge in flight, whose
