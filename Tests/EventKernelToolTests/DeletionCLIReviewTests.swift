@@ -116,6 +116,6 @@ import EventKernelTestSupport
         let store = try await Self.makeStore()
         #expect(try run(["purge", store.url.path, Self.ids[0].uuidString, Self.ids[1].uuidString, "--yes"]).status == 0)
         let inspect = try run(["inspect", store.url.path, "--json"])
-        #expect(inspect.status == 0 && inspect.stdout.contains("\"purgedStreams\" : 2") || inspect.stdout.contains("\"purgedStreams\":2"), "\(inspect.stdout)\(inspect.stderr)")
+        #expect(inspect.status == 0 && (inspect.stdout.contains("\"purgedStreams\" : 2") || inspect.stdout.contains("\"purgedStreams\":2")), "\(inspect.stdout)\(inspect.stderr)")
     }
 }
