@@ -1,5 +1,6 @@
 import Activities
 import EventKernel
+@testable import EventKernelTool
 import EventLog
 import Foundation
 import Testing
@@ -101,6 +102,26 @@ import EventKernelTestSupport
         let result = try run(["verify", store.url.path])
         #expect(result.status != 0, "\(result.stdout)\(result.stderr)")
         #expect((result.stdout + result.stderr).contains("follows its $purged event"), "\(result.stdout)\(result.stderr)")
+    }
+
+    /// Verify lists the first events after a purge and says that more follow, not silently
+    /// stopping at its limit.
+    @Test func verifySaysWhenMoreEventsFollowAPurgeThanItShows() async throws {
+        let store = try await Self.makeStore()
+        let raw = StreamID("Raw", .string("r"))
+        let shown = StoreCheck.eventsAfterPurgeShown
+        try await Self.appendRaw(store.url, [("Raw.happened", 1, raw, 1), ("$purged", 1, raw, 2)]
+            + (0..<UInt64(shown)).map { ("Raw.happened", 1, raw, 3 + $0) })
+        let exact = try run(["verify", store.url.path])
+        let exactOutput = exact.stdout + exact.stderr
+        #expect(exactOutput.components(separatedBy: "follows its $purged event").count - 1 == shown, "\(exactOutput)")
+        #expect(!exactOutput.contains("more follow"), "\(exactOutput)")
+        try await Self.appendRaw(store.url, [("Raw.happened", 1, raw, 3 + UInt64(shown))])
+        let more = try run(["verify", store.url.path])
+        let moreOutput = more.stdout + more.stderr
+        #expect(more.status != 0)
+        #expect(moreOutput.components(separatedBy: "follows its $purged event").count - 1 == shown, "\(moreOutput)")
+        #expect(moreOutput.contains("the first \(shown) events that follow their stream's $purged event are shown; more follow"), "\(moreOutput)")
     }
 
     @Test func historyShowsATombstonesStoredSchemaVersion() async throws {
