@@ -59,11 +59,8 @@ extension EventSourcedRepository {
     @discardableResult
     public func purge(id: Entity.ID, metadata: EventMetadata = .none) async throws -> StreamDeletion {
         let (decision, envelopes) = try await store.executeCommitting { try self.purgeDecision(id: id, metadata: metadata, in: &$0) }
-        switch decision {
-        case .write: return .written(envelopes[0])
-        case .absent: return .absent
-        case .alreadyPurged: return .alreadyPurged
-        }
+        var written = envelopes.makeIterator()
+        return StreamDeletion(decision, written: &written)
     }
 
     /// Purges entities atomically (one batch). See ``purge(id:metadata:in:)``.

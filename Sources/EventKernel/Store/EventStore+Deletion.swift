@@ -16,6 +16,23 @@ public enum StreamDeletion: Hashable, Sendable {
         if case .written(let envelope) = self { return envelope }
         return nil
     }
+
+    /// What a command's decision for one stream did, once the command committed: the one
+    /// mapping for the store's and the repositories' deletions.
+    /// - Parameters:
+    ///   - decision: What ``EventStore/appendTombstone(_:to:metadata:in:)`` decided.
+    ///   - written: The command's committed envelopes (its tombstones, in the order they were
+    ///     decided), advanced past this stream's when it wrote one.
+    package init(_ decision: EventStore.TombstoneDecision, written: inout IndexingIterator<[EventEnvelope]>) {
+        switch decision {
+        case .write:
+            // One envelope per `.write`, in order: the command appended nothing else.
+            guard let envelope = written.next() else { preconditionFailure("a written tombstone without its envelope") }
+            self = .written(envelope)
+        case .absent: self = .absent
+        case .alreadyPurged: self = .alreadyPurged
+        }
+    }
 }
 
 /// Deleting streams without the domain's code: the kernel's tombstones (``Tombstone``).
@@ -142,14 +159,7 @@ extension EventStore {
             command.reserveCapacity(streams.count)
             return try streams.map { stream in try self.appendTombstone(tombstone, to: stream, metadata: metadata, in: &command) }
         }
-        // The envelopes are the written tombstones, in the order they were decided.
         var written = envelopes.makeIterator()
-        return decided.map { decision -> StreamDeletion in
-            switch decision {
-            case .write: .written(written.next()!)
-            case .absent: .absent
-            case .alreadyPurged: .alreadyPurged
-            }
-        }
+        return decided.map { StreamDeletion($0, written: &written) }
     }
 }
