@@ -38,9 +38,21 @@ struct InspectCommand: AsyncParsableCommand {
         let first = report.segments.compactMap(\.minTimestamp).min()
         let last = report.segments.compactMap(\.maxTimestamp).max()
         let format = output.resolved
+        if format == .jsonl || format == .csv {
+            Output.print(Listing(columns: [
+                Column("file"), Column("basePosition", right: true), Column("nextPosition", right: true), Column("batches", right: true),
+                Column("events", right: true), Column("bytes", right: true), Column("sealed"),
+            ], rows: report.segments.map { s in
+                Listing.Row([.string((s.file as NSString).lastPathComponent), .uint(s.basePosition), .uint(s.nextPosition),
+                             .int(Int64(s.batches)), .uint(s.records), .int(Int64(s.fileBytes)), .bool(s.sealed)])
+            }), as: format)
+            return
+        }
         // The store's purged streams (`$purged` events): the version table holds them, so the
         // log is opened read-only under a store with no projection (the table alone, from its
         // snapshot plus the tail: no activity is decoded). A failure is reported, not hidden.
+        // Only the table and json outputs print the count, so only they open the store (a
+        // read-only open can replay the whole log); jsonl and csv returned above.
         var purged: Int?
         var purgedFailure: String?
         if report.isIntact {
@@ -55,16 +67,6 @@ struct InspectCommand: AsyncParsableCommand {
             }
         } else {
             purgedFailure = "the log is damaged"
-        }
-        if format == .jsonl || format == .csv {
-            Output.print(Listing(columns: [
-                Column("file"), Column("basePosition", right: true), Column("nextPosition", right: true), Column("batches", right: true),
-                Column("events", right: true), Column("bytes", right: true), Column("sealed"),
-            ], rows: report.segments.map { s in
-                Listing.Row([.string((s.file as NSString).lastPathComponent), .uint(s.basePosition), .uint(s.nextPosition),
-                             .int(Int64(s.batches)), .uint(s.records), .int(Int64(s.fileBytes)), .bool(s.sealed)])
-            }), as: format)
-            return
         }
         if json {
             print(Output.json([
