@@ -27,7 +27,7 @@ where; the events before it, or the other snapshots, were printed); 2 for bad us
 Limits, by design: a payload is shown decoded only when the encoder would write the same bytes
 for it, as export requires; this reader checks that by the canonical forms (shortest varints,
 each key name defined once, decimals as parts when their significand fits 64 bits) rather than
-by re-encoding. It decodes only the snapshot layouts a store restores ($entity-versions 3,
+by re-encoding. It decodes only the snapshot layouts a store restores ($entity-versions 4,
 activities 2, repository 5); older ones are reported and exit 3. JSON is parsed by Python's
 json module, which takes a key given twice where Swift's parser may not.
 """
@@ -779,6 +779,7 @@ def metadata_pairs(env):
 # MARK: - Activities
 
 ACTIVITY_EVENTS = ("activity.added", "activity.updated", "activity.ended", "activity.deleted")
+TOMBSTONES = ("$deleted", "$purged")
 
 
 def activity_date(r, schema, whole):
@@ -843,7 +844,9 @@ def event_lines(directory, epoch):
     for position, nanos, payload in records(directory, epoch):
         env = envelope(payload, position)
         head = [("position", position), ("recordedAt", format_timestamp(nanos))]
-        if env["type"] == "activity":
+        # A kernel tombstone ($deleted, $purged) of any stream, an activity's too, is written
+        # as the event line of the kernel's event it is (Docs/FileFormat.md, "Tombstone events").
+        if env["type"] == "activity" and env["event"] not in TOMBSTONES:
             try:
                 yield write_json(Obj(head + activity_event(env, position) + metadata_pairs(env)))
                 continue
@@ -948,8 +951,18 @@ def entity_versions(body, where):
             r.fail("entity type %d of %d" % (code, len(types)), at)
         kind, ident = r.entity_id()
         entries.append(Obj([("type", types[code]), ("id", ident), ("idType", kind), ("version", r.varint())]))
+    # The purged section: present only when a stream is purged (a count of at least 1).
+    purged = []
+    if r.remaining():
+        count = r.varint()
+        if count == 0:
+            r.fail("an empty purged section (it is left out when no stream is purged)")
+        for _ in range(count):
+            type_name = r.string()
+            kind, ident = r.entity_id()
+            purged.append(Obj([("type", type_name), ("id", ident), ("idType", kind), ("position", r.varint())]))
     r.expect_end("the entries")
-    return [("leftOut", excluded), ("streams", entries)]
+    return [("leftOut", excluded), ("streams", entries), ("purged", purged)]
 
 
 def repository(body, where, type_name):
@@ -1097,7 +1110,7 @@ def snapshot_lines(directory):
                 found = anchors.get(next_position - 1)
                 head.append(("anchorMatchesLog", found == (anchor_ts, anchor_crc)))
             where = "snapshots/%s body" % name
-            if projection == "$entity-versions" and schema == 3:
+            if projection == "$entity-versions" and schema == 4:
                 state = entity_versions(body, where)
             elif projection == "activities" and schema == 2:
                 state = activities(body, where)

@@ -195,6 +195,35 @@ private func streamVersions(_ lines: [NSDictionary]) -> [String: Int] {
 }
 
 @Suite struct SpecReaderTests {
+    /// Tombstones (FileFormat.md, "Tombstone events") and the version table's purged section:
+    /// the reader writes them as export does and decodes the section as the store holds it.
+    @Test func theSpecReaderReadsTombstonesAndThePurgedSection() async throws {
+        let temp = TemporaryDirectory("ek-spec-purge")
+        let store = temp.file("purged")
+        let repository = try EventSourcedActivityRepository.open(at: store)
+        let ids = (0..<3).map { UUID(uuidString: String(format: "00000000-0000-4000-8000-%012d", $0 + 300))! }
+        for (i, id) in ids.enumerated() {
+            try await repository.add(ActivityModel(id: id, startDate: Date(timeIntervalSince1970: 1_735_689_600 + Double(i)), endDate: nil, type: .sleep))
+        }
+        try await repository.store.delete(stream: ActivityEventCodec.stream(of: ids[0]))
+        try await repository.store.purge(stream: ActivityEventCodec.stream(of: ids[0]))
+        try await repository.purge(id: ids[2])
+        try await repository.store.append(PendingEvent(EncodedEvent(eventType: "Audit.noted", schemaVersion: 1, stream: StreamID("Audit", .string("a")), payload: [])))
+        try await repository.store.purge(stream: StreamID("Audit", .string("a")))
+        let positions = repository.store.purgedStreams
+        try await repository.close()  // writes snapshots
+        let exported = try await expectReaderMatchesExport(store)
+        #expect(exported.filter { $0["event"] as? String == "$purged" }.count == 3)
+        #expect(exported.filter { $0["event"] as? String == "$deleted" }.count == 1)
+        let table = try #require(try await readSnapshots(store)["$entity-versions"])
+        let purged = try #require(table["purged"] as? [NSDictionary])
+        #expect(purged.map { "\($0["type"]!)/\($0["id"]!)" } == ["Audit/a", "activity/\(ids[0].uuidString)", "activity/\(ids[2].uuidString)"])
+        for entry in purged {
+            let id: EntityID = entry["idType"] as? String == "uuid" ? .uuid(UUID(uuidString: entry["id"] as! String)!) : .string(entry["id"] as! String)
+            #expect((entry["position"] as? Int).map(UInt64.init) == positions[StreamID(entry["type"] as! String, id)])
+        }
+    }
+
     @Test func theSpecReaderDecodesAnActivitiesStoreAsExportAndTheStateDo() async throws {
         let temp = TemporaryDirectory("ek-spec")
         let store = temp.file("activities")

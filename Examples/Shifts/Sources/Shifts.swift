@@ -47,7 +47,7 @@ public enum RepositoryError: Error, LocalizedError {
             case .notFound: self = .documentNotFound
             case .validationFailed: self = .invalidData
             case .undecodableEvent: self = .decodingFailed
-            case .alreadyExists, .conflict, .invalidQuery, .limitExceeded, .closed: self = .operationFailed(kernel.description)
+            case .alreadyExists, .conflict, .invalidQuery, .limitExceeded, .streamPurged, .closed: self = .operationFailed(kernel.description)
             case .storage, .misuse: self = .unexpectedError(kernel)
             }
         case is EncodingError: self = .encodingFailed

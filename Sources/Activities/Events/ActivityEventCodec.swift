@@ -118,6 +118,14 @@ public struct ActivityEventCodec: Sendable {
         guard case .uuid(let id) = envelope.entityID else {
             throw ActivityDecodingError(position: envelope.position, message: "the entity id \(envelope.entityID) is not a UUID")
         }
+        // The kernel's tombstones (soft delete and purge, written without this codec) end the
+        // activity as its own delete event does; their schema version is the kernel's.
+        if Tombstone(eventType: envelope.eventType) != nil {
+            guard envelope.payload.isEmpty else {
+                throw ActivityDecodingError(position: envelope.position, message: "the \(envelope.eventType) event of \(envelope.stream) has a \(envelope.payload.count)-byte payload; a tombstone's is empty")
+            }
+            return .deleted(id: id)
+        }
         guard (1...Self.schemaVersion).contains(envelope.schemaVersion) else {
             throw ActivityDecodingError(position: envelope.position, message: "schema version \(envelope.schemaVersion) is newer than this build's (\(Self.schemaVersion))")
         }

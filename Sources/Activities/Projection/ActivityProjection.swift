@@ -78,6 +78,11 @@ public final class ActivityProjection: Projection, RebuildableProjection, Stream
         return state.withReadLock { $0.index.version(of: id) }
     }
 
+    package func containsEntity(of stream: StreamID) -> Bool? {
+        guard case .uuid(let id) = stream.entityID else { return false }
+        return state.withReadLock { $0.index[id: id] != nil }
+    }
+
     /// The activity with `id` and its stream's committed version, read at once (a command's
     /// read: see ``EventSourcedActivityRepository``).
     package func activityAndVersion(id: UUID) -> (ActivityModel?, UInt64) {

@@ -14,8 +14,14 @@ public struct ActivityHistoryEntry: Hashable, Sendable {
     public var entityVersion: UInt64
     /// Correlation id and actor, if the writer gave them.
     public var metadata: EventMetadata
-    /// What happened.
+    /// The schema version the event was stored with (a tombstone's is the kernel's, not the
+    /// Activities codec's).
+    public var schemaVersion: UInt16
+    /// What happened (a kernel tombstone reads as `.deleted`; see ``tombstone``).
     public var event: ActivityEvent
+    /// The kernel's tombstone this event is (`$deleted`, `$purged`), written without the
+    /// domain's code (`eventkernel delete`, `purge`); `nil` for the domain's own events.
+    public var tombstone: Tombstone?
 }
 
 extension EventSourcedActivityRepository {
@@ -25,8 +31,8 @@ extension EventSourcedActivityRepository {
     public func history(of id: UUID) throws -> [ActivityHistoryEntry] {
         try store.history(of: ActivityEventCodec.stream(of: id)).map { envelope in
             ActivityHistoryEntry(position: envelope.position, timestamp: envelope.timestamp,
-                                 entityVersion: envelope.entityVersion, metadata: envelope.metadata,
-                                 event: try codec.decode(envelope))
+                                 entityVersion: envelope.entityVersion, metadata: envelope.metadata, schemaVersion: envelope.schemaVersion,
+                                 event: try codec.decode(envelope), tombstone: Tombstone(eventType: envelope.eventType))
         }
     }
 

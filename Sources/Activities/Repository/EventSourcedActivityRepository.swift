@@ -148,9 +148,41 @@ public final class EventSourcedActivityRepository: ActivityRepositoryProtocol {
         }
     }
 
+    /// Deletes the activity with `id` softly: appends the Activities delete event (what
+    /// stores have always held). It takes no metadata, unlike ``purge(id:metadata:)``: its
+    /// signature is the Activities protocol's. A soft delete that records who deleted is
+    /// `EventStore.delete(stream:metadata:)` (a `$deleted` tombstone, read as this delete).
+    /// - Returns: Whether the activity existed.
+    /// - Throws: `RepositoryError.storage` when the log fails.
     @discardableResult
     public func delete(id: UUID) async throws -> Bool {
         try await write(id) { existing in existing == nil ? nil : .deleted(id: id) }
+    }
+
+    /// Purges the activity with `id`: a `$purged` tombstone ends its stream for good (through
+    /// the store's one path, `EventStore.purge(streams:metadata:)`). The activity leaves the
+    /// projection; adding its id again fails with `RepositoryError.streamPurged`, after a
+    /// reopen and a full replay too; the next compaction removes its events. A soft-deleted
+    /// activity is purged all the same (that releases its history).
+    /// - Parameters:
+    ///   - id: The activity's id.
+    ///   - metadata: Recorded with the tombstone (who purged, and why).
+    /// - Returns: What was done: `.written` with the tombstone's envelope, `.absent` for an id
+    ///   that never had an event, or `.alreadyPurged`.
+    /// - Throws: `RepositoryError.storage` when the log fails.
+    @discardableResult
+    public func purge(id: UUID, metadata: EventMetadata = .none) async throws -> StreamDeletion {
+        try await store.purge(stream: ActivityEventCodec.stream(of: id), metadata: metadata)
+    }
+
+    /// Purges activities atomically (one batch). See ``purge(id:metadata:)``.
+    /// - Returns: How many were purged (ids with no stream, or purged already, are skipped).
+    /// - Throws: `RepositoryError.misuse` for an id given twice; `RepositoryError.storage`
+    ///   (nothing is purged then).
+    @discardableResult
+    public func purgeAll(ids: [UUID], metadata: EventMetadata = .none) async throws -> Int {
+        try await store.purge(streams: ids.map(ActivityEventCodec.stream(of:)), metadata: metadata)
+            .count { $0.envelope != nil }
     }
 
     public func end(id: UUID, at date: Date) async throws {

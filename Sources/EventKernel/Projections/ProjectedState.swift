@@ -51,10 +51,16 @@ public final class ProjectedState<State: Sendable>: Projection, RebuildableProje
         package var entityType: String
         /// The committed version of a stream of that type in a state.
         package var version: @Sendable (State, StreamID) -> UInt64
+        /// Whether the entity of a stream of that type exists in a state; `nil`: not known.
+        package var contains: (@Sendable (State, StreamID) -> Bool)?
 
-        package init(entityType: String, version: @escaping @Sendable (State, StreamID) -> UInt64) {
+        package init(
+            entityType: String, version: @escaping @Sendable (State, StreamID) -> UInt64,
+            contains: (@Sendable (State, StreamID) -> Bool)? = nil
+        ) {
             self.entityType = entityType
             self.version = version
+            self.contains = contains
         }
     }
 
@@ -174,6 +180,11 @@ public final class ProjectedState<State: Sendable>: Projection, RebuildableProje
     package func committedVersion(of stream: StreamID) -> UInt64 {
         guard let versioning else { return 0 }
         return inner.withLock { versioning.version($0.state, stream) }
+    }
+
+    package func containsEntity(of stream: StreamID) -> Bool? {
+        guard let contains = versioning?.contains else { return nil }
+        return inner.withLock { contains($0.state, stream) }
     }
 
     /// Runs `body` on the current state under the projection's lock and returns its result

@@ -27,4 +27,13 @@ package protocol StreamVersionSource: Projection {
     /// version of its last folded event, deleted entities included; 0 when it has none.
     /// - Complexity: O(1) on average.
     func committedVersion(of stream: StreamID) -> UInt64
+
+    /// Whether the entity of `stream` exists now (added and not deleted); `nil` when the
+    /// projection cannot tell. The store's ``EventStore/delete(stream:metadata:)`` asks it, so
+    /// that deleting an entity that is already deleted writes nothing.
+    func containsEntity(of stream: StreamID) -> Bool?
+}
+
+extension StreamVersionSource {
+    package func containsEntity(of stream: StreamID) -> Bool? { nil }
 }

@@ -113,7 +113,11 @@ extension EventSourcedRepository {
         command.append(try event(exists ? "updated" : "added", stream.entityID, entity))
     }
 
-    /// Deletes the entity with `id` as part of `command`.
+    /// Deletes the entity with `id` as part of `command`: appends the entity type's own
+    /// `deleted` event (what stores have always held), with no metadata of the caller's, unlike
+    /// ``purge(id:metadata:in:)``: its signature stays as applications call it. A soft delete
+    /// that records who deleted is ``EventStore/delete(stream:metadata:)`` (a `$deleted`
+    /// tombstone, which every projection reads as this event).
     /// - Returns: Whether it existed (an unknown id appends nothing).
     @discardableResult
     public func delete(id: Entity.ID, in command: inout CommandContext) throws -> Bool {
@@ -123,5 +127,29 @@ extension EventSourcedRepository {
         guard current(stream, in: &command) != nil else { return false }
         command.append(try event("deleted", stream.entityID, nil))
         return true
+    }
+
+    /// Purges the entity with `id` as part of `command`: a `$purged` tombstone (``Tombstone``)
+    /// ends its stream for good. The entity leaves the projection; adding its id again fails
+    /// with ``RepositoryError/streamPurged(_:)`` from then on, after a reopen and a full replay
+    /// too; the next compaction removes its events (Docs/Forgetting.md). A soft-deleted entity
+    /// is purged all the same (that releases its history).
+    /// - Parameters:
+    ///   - id: The entity's id.
+    ///   - metadata: Recorded with the tombstone (who purged, and why).
+    ///   - command: The command the change joins (``EventStore/execute(maxAttempts:_:)``).
+    /// - Returns: Whether a tombstone was appended: `false` for an id that never had an event
+    ///   or is purged already (the command form cannot tell them apart;
+    ///   ``purge(id:metadata:)`` returns a ``StreamDeletion`` that does).
+    /// - Throws: ``RepositoryError/misuse(_:)`` when the command changes the stream already.
+    @discardableResult
+    public func purge(id: Entity.ID, metadata: EventMetadata = .none, in command: inout CommandContext) throws -> Bool {
+        try purgeDecision(id: id, metadata: metadata, in: &command) == .write
+    }
+
+    /// What ``purge(id:metadata:in:)`` decided, for the forms that report it.
+    func purgeDecision(id: Entity.ID, metadata: EventMetadata, in command: inout CommandContext) throws -> EventStore.TombstoneDecision {
+        try checkUsable()
+        return try store.appendTombstone(.purged, to: stream(of: id), metadata: metadata, in: &command)
     }
 }

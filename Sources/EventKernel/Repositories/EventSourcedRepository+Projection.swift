@@ -118,7 +118,8 @@ extension EventSourcedRepository {
                 case added, updated:
                     let entity = try schema.decode(envelope.payload, schemaVersion: envelope.schemaVersion, id: envelope.entityID)
                     return .entity(entity, keys: keys(of: entity, indexes, ends: ends))
-                case deleted:
+                // The kernel's tombstones end the entity as its own delete event does.
+                case deleted, Tombstone.deleted.eventType, Tombstone.purged.eventType:
                     return nil
                 default:
                     guard let (field, splices) = fieldEvents[envelope.eventType] else {
@@ -155,6 +156,7 @@ extension EventSourcedRepository {
             },
             // The table keeps each entity's version (and a deleted one's): the store reads
             // this type's stream versions from it.
-            versioning: .init(entityType: typeName, version: { table, stream in table.version(of: stream.entityID) }))
+            versioning: .init(entityType: typeName, version: { table, stream in table.version(of: stream.entityID) },
+                              contains: { table, stream in table[stream.entityID] != nil }))
     }
 }

@@ -51,6 +51,32 @@ extension EventSourcedRepository {
         try await store.execute { try self.delete(id: id, in: &$0) }
     }
 
+    /// Purges the entity with `id`, in a command of its own. See ``purge(id:metadata:in:)``.
+    /// - Returns: What was done: ``StreamDeletion/written(_:)`` with the tombstone's envelope,
+    ///   ``StreamDeletion/absent`` for an id that never had an event, or
+    ///   ``StreamDeletion/alreadyPurged``.
+    /// - Throws: Storage errors.
+    @discardableResult
+    public func purge(id: Entity.ID, metadata: EventMetadata = .none) async throws -> StreamDeletion {
+        let (decision, envelopes) = try await store.executeCommitting { try self.purgeDecision(id: id, metadata: metadata, in: &$0) }
+        var written = envelopes.makeIterator()
+        return StreamDeletion(decision, written: &written)
+    }
+
+    /// Purges entities atomically (one batch). See ``purge(id:metadata:in:)``.
+    /// - Returns: How many were purged (ids with no stream, or purged already, are skipped).
+    /// - Throws: ``RepositoryError/misuse(_:)`` for an id given twice; storage errors (nothing
+    ///   is purged then).
+    @discardableResult
+    public func purgeAll(ids: [Entity.ID], metadata: EventMetadata = .none) async throws -> Int {
+        guard !ids.isEmpty else { return 0 }
+        return try await store.execute { command in
+            var purged = 0
+            for id in ids where try self.purge(id: id, metadata: metadata, in: &command) { purged += 1 }
+            return purged
+        }
+    }
+
     /// Adds entities atomically.
     /// - Throws: ``RepositoryError/alreadyExists(_:)`` (also for a duplicate within the batch);
     ///   nothing is written then.

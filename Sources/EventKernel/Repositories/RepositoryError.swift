@@ -36,6 +36,9 @@ public enum RepositoryError: Error, Hashable, Sendable, CustomStringConvertible 
     /// schema version the code no longer decodes). The store refuses to open rather than skip
     /// it; nothing on disk is changed.
     case undecodableEvent(UndecodableEvent)
+    /// The stream was purged (a ``Tombstone/purged`` event ends it): nothing can be appended
+    /// to it again, through any repository, the CLI or an import; nothing was written.
+    case streamPurged(StreamID)
     /// The store was closed.
     case closed
 
@@ -51,6 +54,7 @@ public enum RepositoryError: Error, Hashable, Sendable, CustomStringConvertible 
         case .invalidQuery(let why): "invalid query: \(why)"
         case .storage(let failure): "storage failure: \(failure)"
         case .undecodableEvent(let failure): failure.description
+        case .streamPurged(let stream): "\(stream) was purged: nothing can be appended to it again (use another id)"
         case .closed: "the store is closed"
         }
     }
@@ -88,6 +92,10 @@ public struct Misuse: Error, Hashable, Sendable, CustomStringConvertible {
         /// ``EventStore/backup(to:options:)`` of a store whose log is not a local directory (an
         /// in-memory or PostgreSQL log: `eventkernel copy` copies the latter).
         case backupUnsupported
+        /// An event whose type starts with `$` (reserved for the kernel) that is not a valid
+        /// tombstone: an unknown `$` name, a payload, another schema version, or a stream with
+        /// no event before it (``Tombstone/validate(eventType:schemaVersion:payloadCount:stream:versionBefore:)``).
+        case invalidTombstone
     }
 
     /// The rule broken.

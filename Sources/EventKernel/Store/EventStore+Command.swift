@@ -46,15 +46,24 @@ extension EventStore {
         maxAttempts: Int = EventStore.defaultCommandAttempts,
         _ decide: (inout CommandContext) throws -> Output
     ) async throws -> Output {
+        try await executeCommitting(maxAttempts: maxAttempts, decide).output
+    }
+
+    /// ``execute(maxAttempts:_:)``, also returning the committed envelopes (positions and
+    /// versions), for callers that report what was written (`eventkernel delete`, `purge`).
+    package func executeCommitting<Output>(
+        maxAttempts: Int = EventStore.defaultCommandAttempts,
+        _ decide: (inout CommandContext) throws -> Output
+    ) async throws -> (output: Output, envelopes: [EventEnvelope]) {
         var lastConflict: RepositoryError?
         let attempts = Swift.max(1, maxAttempts)
         for attempt in 0..<attempts {
             var context = CommandContext(store: self)
             let output = try decide(&context)
-            guard !context.events.isEmpty else { return output }
+            guard !context.events.isEmpty else { return (output, []) }
             do {
-                try await append(context.events, basis: context.basis, planned: context.plannedVersions)
-                return output
+                let envelopes = try await append(context.events, basis: context.basis, planned: context.plannedVersions)
+                return (output, envelopes)
             } catch let error as RepositoryError {
                 if case .conflict(let stream, _, _) = error {
                     instrumentation?.commandConflicted(

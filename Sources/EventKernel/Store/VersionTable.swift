@@ -16,12 +16,20 @@ import KernelPrimitives
 /// takes a fast path that looks nothing up: its versions were decided from reads that still
 /// hold.
 ///
-/// Memory: one entry per stream without a source, plus one per stream with an append in flight.
+/// It is also the one place that keeps purged streams (``Tombstone/purged``): ``reserve(_:basis:planned:)``
+/// refuses any append to a stream purged or being purged (``RepositoryError/streamPurged(_:)``),
+/// so no repository, import or CLI can revive one, and the set is folded from the log and
+/// snapshotted with the versions (schema 4: older snapshots, which cannot hold it, are ignored).
+///
+/// Memory: one entry per stream without a source, plus one per stream with an append in flight,
+/// plus one per purged stream.
 final class VersionTable: Projection {
     let name = "$entity-versions"
-    /// 3: streams kept by a source are left out and their entity types listed. Version 2 and 1
-    /// snapshots are ignored (the table is rebuilt from the log).
-    let schemaVersion: UInt16 = 3
+    /// 4: the purged section (the purged streams with their `$purged` positions). 3: streams
+    /// kept by a source are left out and their entity types listed. Older snapshots are ignored
+    /// (the table is rebuilt from the log): a version 3 snapshot may come from a build that
+    /// knows no purge and dropped the section, so it cannot say that nothing is purged.
+    let schemaVersion: UInt16 = 4
 
     /// What a lookup found: the version, the source that has it, or nothing yet (the stream's
     /// entity type awaits its source; see ``awaitingEntityTypes``).
@@ -53,6 +61,8 @@ final class VersionTable: Projection {
         /// Its distinct streams, once they are in `reserved`: `nil` for a batch reserved on the
         /// fast path, entered there only when another reservation or a waiter needs it.
         var indexed: [StreamID]?
+        /// The streams the batch purges: in ``State/purging`` until it is released.
+        var purges: [StreamID] = []
     }
 
     private struct State {
@@ -68,6 +78,10 @@ final class VersionTable: Projection {
         var nextPosition: LogPosition = 0
         /// The last entity type classified: a batch or a replay mostly repeats one type.
         var lastType: (name: String, kind: Kind)?
+        /// Purged streams, each with the position of its `$purged` event (the first one).
+        var purged: [StreamID: LogPosition] = [:]
+        /// Streams whose `$purged` event is reserved but not yet committed, with how many.
+        var purging: [StreamID: Int] = [:]
     }
 
     private let state = Locked(State())
@@ -154,19 +168,32 @@ final class VersionTable: Projection {
     /// - Returns: The version each event gets and the reservation to release; `nil` when a
     ///   stream's version is unknown (an awaiting entity type): resolve it and call again.
     /// - Throws: ``RepositoryError/conflict(stream:expected:actual:)`` and reserves nothing.
+    ///   ``RepositoryError/streamPurged(_:)`` for an event of a stream that is purged, being
+    ///   purged by a batch in flight, or purged earlier in this batch; but a conflict for a
+    ///   tombstone (`$deleted`, `$purged`) with an expected version, of a stream purged or
+    ///   being purged by another batch,
+    ///   so that a command which decided before the purge was visible decides again.
     func reserve(_ events: [PendingEvent], basis: UInt64?, planned: [UInt64]?) throws(RepositoryError) -> (versions: [UInt64], reservation: Reservation)? {
         try state.withLock { (state) throws(RepositoryError) -> ([UInt64], Reservation)? in
             // Fast path: nothing committed since the command's first read and nothing in
             // flight, so every version it read still holds and the versions it planned are
             // the ones the checks below would give.
             if let basis, let planned, basis == commits.load(ordering: .relaxed), state.batches.isEmpty {
+                // Purges are checked on this path too: a command's reads say nothing about them
+                // (a repository sees a purged entity as absent, and would add it).
+                let purges = try Self.checkPurges(events, versions: planned, state)
                 let id = state.nextBatch
                 state.nextBatch += 1
-                state.batches[id] = Batch(events: events, versions: planned, indexed: nil)
+                state.batches[id] = Batch(events: events, versions: planned, indexed: nil, purges: purges)
+                for stream in purges { state.purging[stream, default: 0] += 1 }
                 return (planned, Reservation(id: id))
             }
             Self.indexUnindexedBatches(&state)
             guard let versions = try Self.check(events, &state) else { return nil }
+            // After the version checks: a command that decided before a purge committed (or
+            // while it is in flight) conflicts, and decides again on the purged state (where a
+            // second purge finds the stream purged already) instead of failing here.
+            let purges = try Self.checkPurges(events, versions: versions, state)
             var streams: [StreamID] = []
             if events.count == 1 {
                 let stream = events[0].event.stream
@@ -185,10 +212,67 @@ final class VersionTable: Projection {
             }
             let id = state.nextBatch
             state.nextBatch += 1
-            state.batches[id] = Batch(events: events, versions: versions, indexed: streams)
+            state.batches[id] = Batch(events: events, versions: versions, indexed: streams, purges: purges)
+            for stream in purges { state.purging[stream, default: 0] += 1 }
             return (versions, Reservation(id: id))
         }
     }
+
+    /// Refuses a batch with an event of a purged stream (committed, in flight, or purged by an
+    /// earlier event of the batch itself), or with an event of a `$` type that is not a valid
+    /// tombstone (``Tombstone/validate(eventType:schemaVersion:payloadCount:stream:versionBefore:)``).
+    /// - Parameter versions: The version each event gets (a tombstone's must follow an event).
+    /// - Returns: The streams the batch purges.
+    /// - Complexity: O(events), with one hash lookup per event when a stream is purged.
+    private static func checkPurges(_ events: [PendingEvent], versions: [UInt64], _ state: State) throws(RepositoryError) -> [StreamID] {
+        // The common store has no purge at all: one check per event, of its type's first byte.
+        var purges: [StreamID] = []
+        // A set, not the array: a batch purging n streams checks each event against it.
+        var purgedInBatch: Set<StreamID> = []
+        let anyPurged = !state.purged.isEmpty || !state.purging.isEmpty
+        for (index, pending) in events.enumerated() {
+            let stream = pending.event.stream
+            if anyPurged, state.purged[stream] != nil || state.purging[stream] != nil {
+                // A tombstone decided before the purge was visible to its command: a commit
+                // folds the version sources before this table, so a command can read the
+                // version after a `$purged` while ``isPurged(_:)`` is still false. A conflict
+                // makes ``EventStore/execute(maxAttempts:_:)`` wait and decide again, on the
+                // purged state (`.alreadyPurged`), instead of failing a whole batch of purges.
+                // Only a conditional tombstone (what a command appends): an unconditional one
+                // (a raw append, an import) decided nothing, and is refused as before.
+                if let expected = pending.expectedVersion, Self.eventTypeIsReserved(pending.event.eventType) {
+                    throw RepositoryError.conflict(stream: stream, expected: expected, actual: versions[index] - 1)
+                }
+                throw RepositoryError.streamPurged(stream)
+            }
+            if !purges.isEmpty, purgedInBatch.contains(stream) { throw RepositoryError.streamPurged(stream) }
+            let eventType = pending.event.eventType
+            guard Self.eventTypeIsReserved(eventType) else { continue }
+            try Tombstone.validate(eventType: eventType, schemaVersion: pending.event.schemaVersion,
+                                   payloadCount: pending.event.payload.count, stream: stream, versionBefore: versions[index] - 1)
+            if Tombstone(eventType: eventType) == .purged {
+                purges.append(stream)
+                purgedInBatch.insert(stream)
+            }
+        }
+        return purges
+    }
+
+    /// Whether `eventType` is one of the store's own (`$`) types: the first-byte test
+    /// ``checkPurges(_:versions:_:)`` uses.
+    private static func eventTypeIsReserved(_ eventType: String) -> Bool {
+        eventType.utf8.first == UInt8(ascii: "$")
+    }
+
+    /// Whether `stream` is purged: its `$purged` event is committed (a purge in flight, whose
+    /// write could still fail, is not counted here; the append path counts it).
+    func isPurged(_ stream: StreamID) -> Bool {
+        state.withLock { $0.purged[stream] != nil }
+    }
+
+    /// The purged streams, each with the position of its `$purged` event: what compaction
+    /// removes (every event of these streams, the tombstone's position included).
+    var purgedStreams: [StreamID: LogPosition] { state.withLock { $0.purged } }
 
     /// The version of each event of a batch after committed and in-flight versions; `nil` when
     /// one is unknown.
@@ -252,7 +336,13 @@ final class VersionTable: Projection {
     /// Commands waiting on a stream whose last reservation this was are resumed.
     func release(_ reservation: Reservation) {
         let resumed = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            guard let batch = state.batches.removeValue(forKey: reservation.id), let streams = batch.indexed else { return [] }
+            guard let batch = state.batches.removeValue(forKey: reservation.id) else { return [] }
+            // Committed purges are in `purged` already (folded before the release); a failed
+            // one leaves its stream as it was.
+            for stream in batch.purges {
+                if let count = state.purging[stream], count > 1 { state.purging[stream] = count - 1 } else { state.purging[stream] = nil }
+            }
+            guard let streams = batch.indexed else { return [] }
             var resumed: [CheckedContinuation<Void, Never>] = []
             // Every reservation is this batch's (its streams are distinct), once each: clear
             // them all without a lookup per stream.
@@ -300,6 +390,11 @@ final class VersionTable: Projection {
                 if case .sourced = Self.kind(of: envelope.stream.entityType, in: &state) {} else {
                     state.committed[envelope.stream] = envelope.entityVersion
                 }
+                // Every stream's, a sourced type's too: the mark is the store's, not a source's.
+                // The first purge counts (a log written elsewhere could hold a second).
+                if Tombstone(eventType: envelope.eventType) == .purged, state.purged[envelope.stream] == nil {
+                    state.purged[envelope.stream] = envelope.position
+                }
                 state.nextPosition = envelope.position + 1
             }
             // Inside the lock and before the batch's reservation is released (by the caller,
@@ -310,11 +405,15 @@ final class VersionTable: Projection {
 
     /// Layout: the entity types left out (kept by a source, or awaiting one) as a count and
     /// names; then the entity type count and names, the entry count and per entry the type's
-    /// index, the entity id and the version.
+    /// index, the entity id and the version. Then, only when a stream is purged, the purged
+    /// section: its count and per stream the entity type, the entity id and the position of
+    /// its `$purged` event, in (type, id) order. A snapshot without it has no purged stream.
+    /// Older builds (schema 3) neither read nor write the section: their snapshots are
+    /// ignored here (``schemaVersion``), so one written after a purge cannot hide it.
     func snapshotState() throws -> ProjectionSnapshot {
-        let (committed, excluded, next) = state.withLock { state -> (StreamVersionMap, [String], LogPosition) in
+        let (committed, excluded, next, purged) = state.withLock { state -> (StreamVersionMap, [String], LogPosition, [StreamID: LogPosition]) in
             let excluded: [String] = state.sources.keys.map { type in type.value } + state.awaiting.map { type in type.value }
-            return (state.committed, excluded, state.nextPosition)
+            return (state.committed, excluded, state.nextPosition, state.purged)
         }
         var writer = BinaryWriter(capacity: 32 + committed.count * 24)
         writer.writeVarint(UInt64(excluded.count))
@@ -337,6 +436,17 @@ final class VersionTable: Projection {
             writer.writeVarint(UInt64(entry.code))
             writer.writeEntityID(entry.id)
             writer.writeVarint(entry.version)
+        }
+        if !purged.isEmpty {
+            let streams = purged.keys.sorted { a, b in
+                a.entityType != b.entityType ? a.entityType.utf8.lexicographicallyPrecedes(b.entityType.utf8) : EntityID.canonicallyPrecedes(a.entityID, b.entityID)
+            }
+            writer.writeVarint(UInt64(streams.count))
+            for stream in streams {
+                writer.writeString(stream.entityType)
+                writer.writeEntityID(stream.entityID)
+                writer.writeVarint(purged[stream]!)
+            }
         }
         return ProjectionSnapshot(bytes: writer.bytes, nextPosition: next)
     }
@@ -369,6 +479,23 @@ final class VersionTable: Projection {
             let id = try reader.readEntityID()
             committed[StreamID(types[Int(code)], id)] = try reader.readVarint()
         }
+        var purged: [StreamID: LogPosition] = [:]
+        if reader.remaining > 0 {
+            let purgedCount = try reader.readVarint()
+            // An entry takes at least 3 bytes (a type, an id, a position).
+            guard purgedCount > 0, purgedCount <= UInt64(reader.remaining / 3) else {
+                throw BinaryDecodingError(.invalidValue("\(purgedCount) purged streams in \(reader.remaining) bytes"), at: reader.offset)
+            }
+            purged.reserveCapacity(Int(purgedCount))
+            for _ in 0..<purgedCount {
+                let at = reader.offset
+                let stream = StreamID(try reader.readString(), try reader.readEntityID())
+                let position = try reader.readVarint()
+                guard position < snapshot.nextPosition, purged.updateValue(position, forKey: stream) == nil else {
+                    throw BinaryDecodingError(.invalidValue("purged stream \(stream) at \(position) (repeated, or not below the snapshot's position \(snapshot.nextPosition))"), at: at)
+                }
+            }
+        }
         try reader.expectEnd()
         state.withLock { state in
             for type in state.sources.keys { committed.removeEntries(ofEntityType: type.value) }
@@ -376,6 +503,7 @@ final class VersionTable: Projection {
             state.awaiting = excluded.subtracting(state.sources.keys)
             state.nextPosition = snapshot.nextPosition
             state.lastType = nil
+            state.purged = purged
         }
     }
 }

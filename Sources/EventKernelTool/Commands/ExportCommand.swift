@@ -54,7 +54,10 @@ struct ExportCommand: AsyncParsableCommand {
             let codec = ActivityEventCodec()
             try withToolErrorsSync(store: store.url) {
                 try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
-                    guard ActivityEventCodec.isActivityEvent(envelope) else {
+                    // A kernel tombstone, of any type, is written as the kernel's event it is
+                    // (`"event":"$purged"`), never as an activity's `deleted`: import takes it
+                    // back as the same tombstone, so a purge survives the round trip.
+                    guard ActivityEventCodec.isActivityEvent(envelope), Tombstone(eventType: envelope.eventType) == nil else {
                         // Every other entity type's event, decoded without its code (EntityJSON).
                         let (line, payload) = EntityJSON.line(envelope)
                         emit(line)

@@ -71,7 +71,17 @@ struct HistoryCommand: AsyncParsableCommand {
         var listing = EventRows.listing
         // One activity: its id heads the table instead of filling a column.
         if let id = listing.columns.firstIndex(where: { $0.key == "id" }) { listing.columns[id].inTable = false }
-        listing.rows = entries.map { EventRows.row($0.event, position: $0.position, recordedAt: $0.timestamp, version: $0.entityVersion) }
+        let stream = ActivityEventCodec.stream(of: uuid)
+        listing.rows = entries.map { entry in
+            // A kernel tombstone is listed as the kernel's event it is (`$deleted`, `$purged`),
+            // with its export line, never as an activity's `deleted`.
+            guard let tombstone = entry.tombstone else {
+                return EventRows.row(entry.event, position: entry.position, recordedAt: entry.timestamp, version: entry.entityVersion)
+            }
+            return EventRows.row(other: EventEnvelope(
+                position: entry.position, timestamp: entry.timestamp, eventType: tombstone.eventType, schemaVersion: entry.schemaVersion,
+                stream: stream, entityVersion: entry.entityVersion, metadata: entry.metadata, payload: []))
+        }
         let format = output.resolved
         if format == .table { print("History of \(uuid.uuidString)") }
         Output.print(listing, as: format)

@@ -134,7 +134,8 @@ struct ImportCommand: AsyncParsableCommand {
                 try await repository.apply(batch.compactMap(\.item.activity), metadata: marker)
             } else {
                 try await repository.store.append(batch.compactMap(\.item.entity).map {
-                    var pending = PendingEvent($0.event, expectedVersion: $0.version.map { $0 - 1 }, metadata: marker)
+                    let versioned = $0.event.stream.entityType != ActivityEventCodec.entityType
+                    var pending = PendingEvent($0.event, expectedVersion: versioned ? $0.version.map { $0 - 1 } : nil, metadata: marker)
                     pending.timestamp = $0.recordedAt
                     return pending
                 })
@@ -216,6 +217,8 @@ struct ImportCommand: AsyncParsableCommand {
         var streams = EntityVersionValidator(deleted: start.deletedStreams) { [repository] stream in try repository?.store.version(of: stream) ?? 0 }
         var lines = ImportEventLines(input.lines(), importedEarlier: start.importedEarlier)
         var batching = ImportBatching(size: batchSize)
+        /// The streams a `$purged` line of the input purges, with its line.
+        var purgedInInput: [StreamID: Int] = [:]
         // The store's latest recording time: an imported event keeps its line's recordedAt only
         // at or after it, as times must not go back (replay --as-of finds the last position
         // recorded at or before a time).
@@ -227,6 +230,42 @@ struct ImportCommand: AsyncParsableCommand {
             let item: ImportItem
             do { item = try ImportItem(parsing: text, lenient: lenient, storableOnly: true) } catch {
                 throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
+            }
+            // A purged stream takes no event (the store's append path would refuse it midway):
+            // refused here, naming the line, before anything is written.
+            let stream = item.activity.map { ActivityEventCodec.stream(of: $0.activityID) } ?? item.entity!.event.stream
+            if let purgedAt = purgedInInput[stream] {
+                throw ToolError(.badInput, "\(name):\(lineNumber): \(stream) is purged at line \(purgedAt): nothing can follow a $purged event")
+            }
+            if repository?.store.isPurged(stream) == true {
+                throw ToolError(.badInput, "\(name):\(lineNumber): \(stream) is purged in \(directory.path): nothing can be appended to it again")
+            }
+            // The store's one rule for `$` events (a known tombstone, empty payload, schema 1, a
+            // stream with events before it), here with the line named, before anything is written.
+            if let event = item.entity?.event, event.eventType.utf8.first == UInt8(ascii: "$") {
+                let before: UInt64
+                do {
+                    if case .uuid(let id) = stream.entityID, stream.entityType == ActivityEventCodec.entityType {
+                        // Activity lines carry no version: only whether the activity had an event counts.
+                        before = validator.overlay[id] != nil ? 1 : try repository?.store.version(of: stream) ?? 0
+                    } else {
+                        before = try streams.version(of: stream)
+                    }
+                } catch {
+                    let failure = ToolError.from(error, store: directory)
+                    throw ToolError(failure.exit, "\(name):\(lineNumber): reading the version of \(stream) from the store: \(failure.message)")
+                }
+                do {
+                    try Tombstone.validate(eventType: event.eventType, schemaVersion: event.schemaVersion,
+                                           payloadCount: event.payload.count, stream: stream, versionBefore: before)
+                } catch {
+                    guard case .misuse(let misuse) = error else { throw ToolError(.badInput, "\(name):\(lineNumber): \(error)") }
+                    throw ToolError(.badInput, "\(name):\(lineNumber): \(misuse.message)")
+                }
+            }
+            if let event = item.entity?.event, let tombstone = Tombstone(eventType: event.eventType) {
+                if tombstone == .purged { purgedInInput[stream] = lineNumber }
+                if case .uuid(let id) = stream.entityID, stream.entityType == ActivityEventCodec.entityType { validator.end(id) }
             }
             switch item {
             case .entity(let imported):
@@ -411,7 +450,7 @@ enum ImportMarker {
                 types.insert(envelope.stream.entityType)
             }
             if EntityJSON.isRepositoryEvent(envelope) {
-                if envelope.eventType.hasSuffix(".deleted") { deleted.insert(envelope.stream) } else { deleted.remove(envelope.stream) }
+                if EntityJSON.isDeletion(envelope.eventType) { deleted.insert(envelope.stream) } else { deleted.remove(envelope.stream) }
             }
             if let id = envelope.metadata.correlationID, id.hasPrefix(lead), let line = Int(id.dropFirst(lead.count)) {
                 last = max(last, line)
@@ -534,14 +573,27 @@ struct EntityVersionValidator {
             }
     }
 
+    /// The version of `stream` after the lines checked so far (the store's, before any line of it).
+    /// - Throws: What reading the store's version throws.
+    func version(of stream: StreamID) throws -> UInt64 {
+        try overlay[stream]?.version ?? stored(stream)
+    }
+
     /// Checks one line and counts it.
     /// - Parameter line: The line's number, to name it in ``fieldEventsWithoutEntity``.
     /// - Throws: ``ActivityJSON/LineError`` for a line out of order; what reading the store's
     ///   version throws, as it is (a storage failure is not bad input).
     mutating func check(_ imported: EntityJSON.ImportedEvent, line: Int = 0) throws {
         let stream = imported.event.stream
+        let eventType = imported.event.eventType
         guard stream.entityType != ActivityEventCodec.entityType else {
-            throw ActivityJSON.LineError(message: "stream type \"\(stream.entityType)\" is the activities': write an activity event line (see Docs/CLI.md)")
+            // The kernel's tombstones of activities are event lines (export writes them so: an
+            // activity line has no `$purged`). Activity lines carry no version, so an activity
+            // stream's is not tracked here: the tombstone is appended without one.
+            guard Tombstone(eventType: eventType) != nil else {
+                throw ActivityJSON.LineError(message: "stream type \"\(stream.entityType)\" is the activities': write an activity event line (see Docs/CLI.md)")
+            }
+            return
         }
         let current: UInt64
         let exists: Bool?
@@ -552,13 +604,12 @@ struct EntityVersionValidator {
         if let version = imported.version, version != current + 1 {
             throw ActivityJSON.LineError(message: "version \(version) of \(stream) does not follow its version \(current) (in the store\(overlay[stream] == nil ? "" : " and the lines before")): a stream's events are imported in order, from its next version")
         }
-        let eventType = imported.event.eventType
         var after = exists
         if !repositoryTypes.contains(stream.entityType), EntityJSON.showsRepositoryType(eventType, of: stream.entityType, payload: imported.event.payload) {
             repositoryTypes.insert(stream.entityType)
         }
         if EntityJSON.isRepositoryEvent(eventType, of: stream.entityType) {
-            after = !eventType.hasSuffix(".deleted")
+            after = !EntityJSON.isDeletion(eventType)
         } else if exists == false, EntityJSON.fieldEventName(eventType, of: stream.entityType, payload: imported.event.payload) != nil {
             let type = stream.entityType
             let here = FieldEventsWithoutEntity.Line(number: line, stream: stream, eventType: eventType)

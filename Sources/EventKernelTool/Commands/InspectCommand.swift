@@ -1,5 +1,6 @@
 import ArgumentParser
 import EventLog
+import EventKernel
 import Foundation
 #if PostgreSQL
 import PostgresLog
@@ -47,6 +48,26 @@ struct InspectCommand: AsyncParsableCommand {
             }), as: format)
             return
         }
+        // The store's purged streams (`$purged` events): the version table holds them, so the
+        // log is opened read-only under a store with no projection (the table alone, from its
+        // snapshot plus the tail: no activity is decoded). A failure is reported, not hidden.
+        // Only the table and json outputs print the count, so only they open the store (a
+        // read-only open can replay the whole log); jsonl and csv returned above.
+        var purged: Int?
+        var purgedFailure: String?
+        if report.isIntact {
+            do {
+                let events = try EventStore(log: try SegmentedLog.openReadOnly(at: store.url), directory: store.url, projections: [],
+                                            snapshotPolicy: .never, logger: StoreLocation.logger)
+                purged = events.purgedStreamCount
+                try await events.close()
+            } catch {
+                purgedFailure = ToolError.from(error, store: store.url).message
+                Output.error("cannot count the purged streams: \(purgedFailure!)")
+            }
+        } else {
+            purgedFailure = "the log is damaged"
+        }
         if json {
             print(Output.json([
                 "directory": store.url.path,
@@ -66,6 +87,7 @@ struct InspectCommand: AsyncParsableCommand {
                      "position": s.nextPosition.map { $0 as Any } ?? NSNull(), "projection": s.projection ?? NSNull()]
                 },
                 "intact": report.isIntact,
+                "purgedStreams": purged.map { $0 as Any } ?? NSNull(),
             ] as [String: Any]))
             return
         }
@@ -84,6 +106,7 @@ struct InspectCommand: AsyncParsableCommand {
             ("compression ratio", String(format: "%.2f×", ratio)),
             ("recorded", first.map { "\(ISODate.format($0)) … \(ISODate.format(last ?? $0))" } ?? "(empty)"),
             ("integrity", report.isIntact ? "no damage found" : "DAMAGED (run `eventkernel verify`)"),
+            ("purged streams", purged.map { Output.count($0) + ($0 > 0 ? " (their events stay on disk until compaction, which is not built yet)" : "") } ?? "unknown (\(purgedFailure ?? "the store did not open"))"),
         ]))
         print("")
         if snapshots.isEmpty { print("no snapshots") } else {

@@ -114,7 +114,9 @@ struct TailCommand: AsyncParsableCommand {
                 try withToolErrorsSync(store: store.url) {
                     try log.forEachRecord(from: next, through: end - 1) { view in
                         let envelope = try EventEnvelope(view)
-                        if ActivityEventCodec.isActivityEvent(envelope) {
+                        // A kernel tombstone is listed as the kernel's event it is (`$purged`),
+                        // as export writes it, never as an activity's `deleted`.
+                        if ActivityEventCodec.isActivityEvent(envelope), Tombstone(eventType: envelope.eventType) == nil {
                             do {
                                 let event = try codec.decode(envelope)
                                 chunk.rows.append(EventRows.row(event, position: envelope.position, recordedAt: envelope.timestamp, version: envelope.entityVersion, metadata: envelope.metadata))

@@ -46,6 +46,10 @@ struct StoreCheck {
 
     var isIntact: Bool { !problems.contains { $0.severity == "damage" } }
 
+    /// How many events after a `$purged` verify lists (a log an old build kept appending to
+    /// could hold millions); past it, one more problem says that more follow.
+    static let eventsAfterPurgeShown = 100
+
     static func run(_ directory: URL, checkProjection: Bool = true) throws -> StoreCheck {
         let report = try withToolErrorsSync(store: directory) { try SegmentedLog.verify(at: directory, acknowledgedElsewhere: StoreLocation.acknowledgedPositions(directory)) }
         var check = StoreCheck(log: report)
@@ -64,6 +68,17 @@ struct StoreCheck {
                 check.activities = repository.count
                 for issue in repository.projection.integrityIssues {
                     check.problems.append(Problem(severity: "warning", message: "projection: \(issue.message)", file: nil, offset: nil, position: issue.position))
+                }
+                // Nothing may follow a `$purged` event in its stream: the store refuses it, so
+                // one there was written by an older build or around the store.
+                // One more than shown: says whether the list is whole, without a count pass.
+                let afterPurge = try repository.store.eventsAfterPurge(limit: Self.eventsAfterPurgeShown + 1)
+                for event in afterPurge.prefix(Self.eventsAfterPurgeShown) {
+                    let purgedAt = repository.store.purgedStreams[event.stream].map { " at position \($0)" } ?? ""
+                    check.problems.append(Problem(severity: "damage", message: "purge: \(event.eventType) (version \(event.entityVersion)) of \(event.stream) follows its $purged event\(purgedAt): a purged stream takes no event (written by a build before purges, or around the store)", file: nil, offset: nil, position: event.position))
+                }
+                if afterPurge.count > Self.eventsAfterPurgeShown {
+                    check.problems.append(Problem(severity: "damage", message: "purge: the first \(Self.eventsAfterPurgeShown) events that follow their stream's $purged event are shown; more follow", file: nil, offset: nil, position: nil))
                 }
             } catch {
                 check.problems.append(Problem(severity: "damage", message: "the store does not load: \(ToolError.from(error).message)", file: nil, offset: nil, position: nil))

@@ -198,5 +198,12 @@ enum ActivityJSON {
                 overlay[id] = .some(nil)
             }
         }
+
+        /// Records a kernel tombstone of activity `id` (`$deleted`, `$purged`, imported as an
+        /// event line): the activity no longer exists after it, whether or not it did before
+        /// (a purge of a soft-deleted activity).
+        mutating func end(_ id: UUID) {
+            overlay[id] = .some(nil)
+        }
     }
 }

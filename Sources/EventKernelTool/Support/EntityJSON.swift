@@ -89,9 +89,17 @@ enum EntityJSON {
         isRepositoryEvent(envelope.eventType, of: envelope.stream.entityType)
     }
 
-    /// ``isRepositoryEvent(_:)`` for an event type of a stream type.
+    /// ``isRepositoryEvent(_:)`` for an event type of a stream type. The kernel's tombstones
+    /// (`$deleted`, `$purged`) count as a repository's delete: every repository folds them so.
     static func isRepositoryEvent(_ eventType: String, of type: String) -> Bool {
-        ownEventName(eventType, of: type).map { repositoryEventNames.contains($0) } ?? false
+        if Tombstone(eventType: eventType) != nil { return true }
+        return ownEventName(eventType, of: type).map { repositoryEventNames.contains($0) } ?? false
+    }
+
+    /// Whether an event ends its entity: a repository's `TYPE.deleted` (an activity's
+    /// `activity.deleted`) or a kernel tombstone. The one rule for replay, history and import.
+    static func isDeletion(_ eventType: String) -> Bool {
+        eventType.hasSuffix(".deleted") || Tombstone(eventType: eventType) != nil
     }
 
     private static let repositoryEventNames: Set<Substring> = ["added", "updated", "deleted"]
@@ -418,7 +426,7 @@ enum EntityJSON {
     static func requireStorableMetadata(_ metadata: EventMetadata) throws(ActivityJSON.LineError) {
         if metadata.actor == nil, metadata.correlationID == nil || ImportMarker.isMarker(metadata.correlationID!) { return }
         let parts = [metadata.correlationID.map { "correlationID \(ActivityJSON.escape($0))" }, metadata.actor.map { "actor \(ActivityJSON.escape($0))" }]
-        throw .init(message: "the event carries metadata (\(parts.compactMap { $0 }.joined(separator: ", "))), which import cannot store: its resume marker takes every imported event's correlation id, so the metadata would be lost")
+        throw .init(message: "the event carries metadata (\(parts.compactMap { $0 }.joined(separator: ", "))), which import cannot store: its resume marker takes every imported event's correlation id, so the metadata would be lost. A limitation of import today, tombstones included: a $deleted or $purged written with --actor or --correlation-id does not import back (remove its metadata from the line to import it without; Docs/Forgetting.md)")
     }
 
     /// The metadata field of an activity line, read on its own (the activity parser ignores

@@ -72,7 +72,7 @@ enum EntityReplay {
                 if !repositoryType { repositoryType = EntityJSON.showsRepositoryType(envelope.eventType, of: type, payload: envelope.payload) }
                 guard let through, envelope.position <= through else { return true }
                 unfolded[envelope.entityID] = nil
-                if envelope.eventType.hasSuffix(".deleted") {
+                if EntityJSON.isDeletion(envelope.eventType) {
                     entities[envelope.entityID] = nil
                 } else {
                     entities[envelope.entityID] = Entity(envelope: envelope)

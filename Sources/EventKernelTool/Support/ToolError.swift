@@ -76,7 +76,7 @@ struct ToolError: Error, CustomStringConvertible {
             // The tool's own use of the API, not the input: a bug, never "bad input".
             case .misuse: return ToolError(.io, error.description)
             // Every case is spelled out so that a new one needs a decision here.
-            case .notFound, .alreadyExists, .conflict, .validationFailed, .invalidQuery, .limitExceeded:
+            case .notFound, .alreadyExists, .conflict, .validationFailed, .invalidQuery, .limitExceeded, .streamPurged:
                 return ToolError(.badInput, error.description)
             }
         case let error as ActivityQueryError:

@@ -28,6 +28,7 @@ struct APIError: HTTPResponseError {
         case .notFound: self.init(status: .notFound, code: "notFound", message: error.description)
         case .alreadyExists: self.init(status: .conflict, code: "alreadyExists", message: error.description)
         case .conflict: self.init(status: .conflict, code: "conflict", message: error.description)
+        case .streamPurged: self.init(status: .gone, code: "streamPurged", message: error.description)
         case .limitExceeded: self.init(status: .badRequest, code: "limitExceeded", message: error.description)
         case .closed: self.init(status: .serviceUnavailable, code: "closed", message: "the service is shutting down")
         case .storage, .undecodableEvent, .misuse: return nil
