@@ -60,7 +60,7 @@ man: setup
 	$(SWIFTPM) package --traits $(TEST_TRAITS) generate-manual --configuration debug --date 2026-01-01
 	mkdir -p $(MAN_OUT)
 	cp .build/plugins/GenerateManual/outputs/EventKernelTool/eventkernel.1 $(MAN_OUT)/eventkernel.1
-	@for command in demo import export query replay history verify inspect snapshot repair tail streams backup backups restore; do \
+	@for command in demo import export query replay history verify inspect snapshot repair tail streams backup backups restore delete purge; do \
 		grep -q "^\.It Em $$command\$$" $(MAN_OUT)/eventkernel.1 || { echo "man: no $$command in eventkernel.1"; exit 1; }; done
 	@echo "man: $(MAN_OUT)/eventkernel.1"
 
