@@ -115,11 +115,13 @@ import EventKernelTestSupport
         #expect(throws: RepositoryError.self) { try Tombstone.validate(eventType: "$deleted", schemaVersion: 0, payloadCount: 0, stream: s, versionBefore: 1) }
     }
 
-    /// One call purging many ids: each event is checked against the batch's purges in O(1)
-    /// (a set; it was an array, quadratic: 30,000 ids took minutes under the version-table lock, 1-2 s now).
-    @Test(.timeLimit(.minutes(1))) func aPurgeOfManyIDsInOneCall() async throws {
+    /// One call purging many ids: every stream purged, the last refused after. Each event is
+    /// checked against the batch's purges in O(1) (a set; it was an array, quadratic: 30,000 ids
+    /// took minutes under the version-table lock, 1-2 s now). No time limit: a timed unit test
+    /// fails on a loaded machine, not on a slow algorithm (figures come from benchmarks).
+    @Test func aPurgeOfManyIDsInOneCall() async throws {
         let store = try EventStore(log: InMemoryLog())
-        let count = 30_000
+        let count = testScale.pick(10_000, small: 5_000)
         let streams = (0..<count).map { StreamID("Raw", .string("r\($0)")) }
         for start in stride(from: 0, to: count, by: 5_000) {
             try await store.append(streams[start..<start + 5_000].map { PendingEvent(EncodedEvent(eventType: "Raw.happened", schemaVersion: 1, stream: $0, payload: [])) })
@@ -189,11 +191,11 @@ import EventKernelTestSupport
     /// may read the version after the first's `$purged` (the repository folds a commit before
     /// the version table) while the stream is not yet counted purged; its tombstone then
     /// conflicts and it decides again (`.alreadyPurged`). It threw `streamPurged` (within a few
-    /// hundred trials on the old code, hence 2,000: well under a second).
-    @Test(.timeLimit(.minutes(2))) func concurrentPurgesOfOneStreamNeverThrow() async throws {
+    /// hundred trials on the old code, hence 1,000; `EVENTKERNEL_PURGE_RACE_TRIALS` for more).
+    @Test func concurrentPurgesOfOneStreamNeverThrow() async throws {
         let store = try EventStore(log: InMemoryLog())
         let notes = try Self.notes(store)
-        for trial in 0..<2000 {
+        for trial in 0..<environmentInt("EVENTKERNEL_PURGE_RACE_TRIALS", default: testScale.pick(1_000, small: 400)) {
             let id = "race\(trial)", other = "other\(trial)"
             try await notes.add(Note(id: id, text: "t"))
             try await notes.add(Note(id: other, text: "t"))

@@ -150,8 +150,10 @@ struct FaultInjectionTests {
         let dir = TemporaryDirectory("fault")
         let io = FaultInjectingFileIO()
         // An interval far longer than the test: the appends' data is still unsynced when the
-        // fault fires, and a sync due is one the failure left, not the interval's next.
-        var configuration = SegmentedLog.Configuration(segmentSize: 1 << 20, durability: .buffered(syncInterval: .seconds(60)))
+        // fault fires, and a sync due is one the failure left, not the interval's next. An hour,
+        // not a minute: in a full parallel run on 2 busy cores this test once took 343 s, the
+        // interval's sync ran first, and no sync was due where the test needs one.
+        var configuration = SegmentedLog.Configuration(segmentSize: 1 << 20, durability: .buffered(syncInterval: .seconds(3_600)))
         configuration.fileIO = io
         let log = try SegmentedLog.open(at: dir.url, configuration: configuration)
         for i in 0..<3 { _ = try await log.append(entry(i)) }
