@@ -277,7 +277,10 @@ extension IndexedRows {
         // order was three quarters of restoring an index (perf annotate).
         var encoded: [NormalizedKey] = []
         encoded.reserveCapacity(heads.count)
-        for slot in heads.indices { encoded.append(NormalizedKey(key(Int32(slot), number), descending: storage.descending)) }
+        // Read from the column, which keeps most keys encoded already (decoding a key to
+        // encode it again built a String per short-string component).
+        let column = columns[number]
+        for slot in heads.indices { encoded.append(column.normalized(Int32(slot))) }
         var entries = (order ?? heads.indices.map(Int32.init)).map { slot in
             KeyedSlot(key: encoded[Int(slot)], slot: slot, sequence: heads[Int(slot)].sequence)
         }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The start of an index key's order-preserving byte encoding: comparing two keys' bytes
 /// compares the keys, component by component, in each component's direction. The first 32
 /// bytes are kept inline as four big-endian words; ``length`` says whether that is all of it.
@@ -161,5 +163,182 @@ struct NormalizedKey: Sendable {
                 withUnsafeBytes(of: u.uuid) { bytes in for b in bytes { byte(b) } }
             }
         }
+    }
+}
+
+/// The first 24 bytes of an index key's encoding (``NormalizedKey``), for a key whose whole
+/// encoding fits them: what a ``KeyColumn`` keeps per row, and an index entry
+/// (``CompactSlot``), for keys of several components (and one-component keys too long for 9
+/// bytes), where an ``IndexKey`` is 56 bytes and a ``KeyedSlot``'s key 34.
+///
+/// Why 24: Activities' `(type, start)` encodes in 13 bytes for "Tummy time" and 9 for the
+/// start, 22 in all; a UUID in 17. Longer keys (long strings) move a column or an index to
+/// whole keys at the first one.
+struct CompactKey: Sendable, Equatable {
+    var w0: UInt64, w1: UInt64, w2: UInt64
+
+    /// The longest encoding a compact key holds whole.
+    static let bytes = 24
+
+    /// The first 24 bytes of `key`, which must fit them (``NormalizedKey/fitsCompact``).
+    @inline(__always)
+    init(_ key: NormalizedKey) {
+        w0 = key.w0
+        w1 = key.w1
+        w2 = key.w2
+    }
+
+    /// The encoding, its length recorded as ``bytes``: a comparison reads only whether a key is
+    /// exact, and a compact key always is. (``NormalizedKey/encodedLength(components:)`` gives
+    /// its real length where a caller needs that.)
+    @inline(__always)
+    var normalized: NormalizedKey {
+        var key = NormalizedKey()
+        key.w0 = w0
+        key.w1 = w1
+        key.w2 = w2
+        key.length = UInt16(Self.bytes)
+        return key
+    }
+}
+
+extension NormalizedKey {
+    /// Whether a ``CompactKey`` holds this encoding whole.
+    var fitsCompact: Bool { length <= UInt16(CompactKey.bytes) }
+
+    /// Byte `i` (below 32) of the inline words.
+    @inline(__always)
+    func byte(_ i: Int) -> UInt8 {
+        let word = switch i >> 3 { case 0: w0; case 1: w1; case 2: w2; default: w3 }
+        return UInt8(truncatingIfNeeded: word >> UInt64(56 - (i & 7) * 8))
+    }
+
+    /// The inverse of the encoding, for an exact key (its bytes all inline): a decoder of its
+    /// components from their bytes, each in its direction. Each component's encoding is
+    /// prefix-free, so the bytes say where each ends and the length is not needed.
+    struct Decoder {
+        let key: NormalizedKey
+        let descending: [Bool]
+        /// Where the next component starts.
+        private(set) var offset = 0
+        /// The next component's number.
+        private(set) var component = 0
+
+        init(_ key: NormalizedKey, descending: [Bool]) {
+            precondition(key.isExact, "a key longer than 32 bytes is not decoded from its encoding")
+            self.key = key
+            self.descending = descending
+        }
+
+        /// Byte `i`, in the current component's direction.
+        @inline(__always)
+        private func byte(_ i: Int) -> UInt8 {
+            precondition(i < NormalizedKey.inlineBytes, "an encoding reads past its 32 inline bytes")
+            return component < descending.count && descending[component] ? ~key.byte(i) : key.byte(i)
+        }
+
+        /// Bytes `i` to `i + 7`, big-endian, in the current component's direction: from the one
+        /// or two words they straddle (a number's 8 bytes follow its tag, so never aligned).
+        @inline(__always)
+        private func word(_ i: Int) -> UInt64 {
+            precondition(i + 8 <= NormalizedKey.inlineBytes, "an encoding reads past its 32 inline bytes")
+            func at(_ w: Int) -> UInt64 { switch w { case 0: key.w0; case 1: key.w1; case 2: key.w2; default: key.w3 } }
+            let shift = UInt64((i & 7) * 8)
+            let w = i >> 3
+            let bits = shift == 0 ? at(w) : at(w) << shift | at(w + 1) >> (64 - shift)
+            return component < descending.count && descending[component] ? ~bits : bits
+        }
+
+        /// Skips the next component.
+        mutating func skip() {
+            let tag = byte(offset)
+            switch tag {
+            case 0x01: offset += 1
+            case 0x02: offset += 2
+            case 0x03, 0x04, 0x05: offset += 9
+            case 0x06:
+                var i = offset + 1
+                // `00 FF` is a NUL in the string, `00 00` its end.
+                while true {
+                    if byte(i) == 0 {
+                        if byte(i + 1) == 0 { break }
+                        i += 1
+                    }
+                    i += 1
+                }
+                offset = i + 2
+            case 0x07: offset += 17
+            default: preconditionFailure("NormalizedKey: tag \(tag) at byte \(offset) is no component's")
+            }
+            component += 1
+        }
+
+        /// Decodes the next component.
+        mutating func next() -> IndexValue {
+            let tag = byte(offset)
+            let sign: UInt64 = 1 << 63
+            let value: IndexValue
+            switch tag {
+            case 0x01:
+                value = .null
+            case 0x02:
+                value = .bool(byte(offset + 1) != 0)
+            case 0x03:
+                value = .int(Int64(bitPattern: word(offset + 1) ^ sign))
+            case 0x04:
+                value = .uint(word(offset + 1))
+            case 0x05:
+                let b = word(offset + 1)
+                value = .double(Double(bitPattern: b & sign != 0 ? b & ~sign : ~b))
+            case 0x06:
+                var bytes: [UInt8] = []
+                var i = offset + 1
+                while true {
+                    let c = byte(i)
+                    if c == 0 {
+                        if byte(i + 1) == 0 { break }
+                        i += 1
+                    }
+                    bytes.append(c)
+                    i += 1
+                }
+                value = .string(String(decoding: bytes, as: UTF8.self))
+            case 0x07:
+                var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+                withUnsafeMutableBytes(of: &uuid) { out in for j in 0..<16 { out[j] = byte(offset + 1 + j) } }
+                value = .uuid(UUID(uuid: uuid))
+            default:
+                preconditionFailure("NormalizedKey: tag \(tag) at byte \(offset) is no component's")
+            }
+            skip()
+            return value
+        }
+    }
+
+    /// The key of `components` components this exact encoding is of (see ``Decoder``).
+    func decoded(components: Int, descending: [Bool]) -> IndexKey {
+        var decoder = Decoder(self, descending: descending)
+        switch components {
+        case 1: return IndexKey(decoder.next())
+        case 2:
+            let first = decoder.next()
+            return IndexKey(first, decoder.next())
+        default: return IndexKey((0..<components).map { _ in decoder.next() })
+        }
+    }
+
+    /// Component `c` of this exact encoding, the ones before it skipped, not decoded.
+    func component(_ c: Int, descending: [Bool]) -> IndexValue {
+        var decoder = Decoder(self, descending: descending)
+        for _ in 0..<c { decoder.skip() }
+        return decoder.next()
+    }
+
+    /// The real length of this exact encoding of `components` components (its words may have
+    /// come from a ``CompactKey``, which records 24).
+    func encodedLength(components: Int, descending: [Bool]) -> Int {
+        var decoder = Decoder(self, descending: descending)
+        for _ in 0..<components { decoder.skip() }
+        return decoder.offset
     }
 }

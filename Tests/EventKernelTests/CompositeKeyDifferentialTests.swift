@@ -1,0 +1,239 @@
+@_spi(Indexing) @testable import EventKernel
+import EventLog
+import Foundation
+import Testing
+import EventKernelTestSupport
+
+/// Composite index keys kept as their encodings (``KeyColumn``'s compact layout, ``CompactKey``)
+/// decode to the keys they encode, and a repository with composite indexes answers as a
+/// brute-force model through its whole life: compact while every key fits 24 bytes, moved to
+/// whole keys by an update to a long key (the old entry removed by the key the column
+/// decodes), the long keys deleted, then a snapshot and a reopen, whose restore goes back to
+/// compact. Every step compares orders, `IN` merges (which read the later components from the
+/// column), cursors (which record keys read from it) and the table's invariants.
+@Suite struct CompositeKeyDifferentialTests {
+    struct Booking: Identifiable, Codable, Sendable, Equatable {
+        var id: UUID
+        var kind: String
+        var start: Double
+        var rank: Int
+    }
+
+    static let indexes: [EntityIndex<Booking>] = [.on(\.kind, \.start), .on(\.kind, .descending(\.rank))]
+    /// Kinds whose keys fit 24 bytes with a number after them ("Tummy time": 13 + 9 = 22).
+    static let shortKinds = ["", "a", "sleep", "Tummy time", "a\u{0}b", "é", "ab"]
+    /// Kinds whose keys do not (33 bytes and more with a number: past the 32 inline bytes too).
+    static let longKinds = ["a kind past the width", "b kind past the width, longer"]
+    static let starts: [Double] = [-1e9, -2.5, -0.0, 0, 1, 1.5, 86_400, 7e8, .infinity, -.infinity]
+
+    static func open(_ dir: URL) throws -> (EventStore, EventSourcedRepository<Booking>) {
+        let log = try SegmentedLog.open(at: dir, configuration: .init(segmentSize: 64 << 10))
+        let store = try EventStore(log: log, directory: dir, snapshotPolicy: .default)
+        return (store, try EventSourcedRepository<Booking>(store: store, typeName: "Booking", indexes: indexes))
+    }
+
+    // MARK: - Decoding
+
+    /// A random component of every kind the encoding has, strings with NULs and multi-byte
+    /// characters among them.
+    static func value(_ rng: inout SplitMix64) -> IndexValue {
+        switch rng.next() % 8 {
+        case 0: return .null
+        case 1: return .bool(rng.next() % 2 == 0)
+        case 2: return .int(Int64(bitPattern: rng.next()) >> Int64(rng.next() % 64))
+        case 3: return .uint(UInt64(Int64.max) + 1 + rng.next() % 1000)
+        case 4: return .double([-1e300, -3.5, -0.0, 0, 2.25, 1e300, .infinity, -.infinity, Double(Int64(bitPattern: rng.next())) / 7][Int(rng.next() % 9)])
+        case 5, 6:
+            let alphabet: [Character] = ["a", "z", "\u{0}", "é", "\u{FF}", " ", "€"]
+            return .string(String((0..<Int(rng.next() % 12)).map { _ in alphabet[Int(rng.next() % UInt64(alphabet.count))] }))
+        default:
+            var uuid = UUID().uuid
+            withUnsafeMutableBytes(of: &uuid) { bytes in for i in 0..<16 { bytes[i] = UInt8(truncatingIfNeeded: rng.next()) } }
+            return .uuid(UUID(uuid: uuid))
+        }
+    }
+
+    /// Every exact encoding decodes to its components (each kind, each direction), reads any one
+    /// component alone, and re-encodes to the same bytes; a column keeps it in the narrowest
+    /// layout that holds it and reads it back the same.
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func encodingsDecodeToTheirKeys(seed: UInt64) {
+        var rng = SplitMix64(seed: seed)
+        var decodedCount = 0
+        for _ in 0..<3_000 {
+            let count = 1 + Int(rng.next() % 3)
+            let values = (0..<count).map { _ in Self.value(&rng) }
+            let descending = (0..<count).map { _ in rng.next() % 2 == 0 }
+            let key = IndexKey(values)
+            let encoded = NormalizedKey(key, descending: descending)
+            var column = KeyColumn(descending: descending)
+            column.set(0, key, normalized: encoded)
+            let expectedLayout = KeyLayout.narrowest(for: encoded, components: count)
+            #expect(column.layout == expectedLayout, "\(values) in \(descending)")
+            #expect(column.count == 1 && column.holds(0, encoded) != false)
+            let back = column[0]
+            #expect(back.values == values, "\(values) \(descending) read back as \(back.values)")
+            for c in 0..<count { #expect(column.component(0, c) == values[c], "\(values) component \(c)") }
+            let stored = column.normalized(0)
+            #expect(stored.w0 == encoded.w0 && stored.w1 == encoded.w1 && stored.w2 == encoded.w2 && stored.w3 == encoded.w3
+                    && stored.length == encoded.length, "\(values) \(descending): stored encoding")
+            guard encoded.isExact else { continue }
+            decodedCount += 1
+            let decoded = encoded.decoded(components: count, descending: descending)
+            #expect(decoded.values == values, "\(values) \(descending) decoded as \(decoded.values)")
+            let again = NormalizedKey(decoded, descending: descending)
+            #expect(again.w0 == encoded.w0 && again.w1 == encoded.w1 && again.w2 == encoded.w2 && again.w3 == encoded.w3)
+            #expect(encoded.encodedLength(components: count, descending: descending) == Int(encoded.length))
+        }
+        #expect(decodedCount > 1_000, "many random keys are exact")
+    }
+
+    /// A column moves to the narrowest layout that holds a new key, and every row reads back.
+    @Test func aColumnMovesToTheLayoutANewKeyNeeds() {
+        var single = KeyColumn(descending: [true])
+        let keys: [IndexKey] = [IndexKey(.int(3)), IndexKey(.uuid(UUID())), IndexKey(.string("a string past twenty-four bytes"))]
+        let layouts: [KeyLayout] = [.narrow, .compact, .full]
+        for (slot, key) in keys.enumerated() {
+            single.set(Int32(slot), key)
+            #expect(single.layout == layouts[slot])
+            for s in 0...slot { #expect(single[Int32(s)].values == keys[s].values) }
+        }
+        var composite = KeyColumn(descending: [false, true])
+        #expect(composite.layout == .compact)
+        composite.set(0, IndexKey(.string("Tummy time"), .double(-4)))
+        composite.set(1, IndexKey(.string("Tummy time!"), .double(5)))
+        #expect(composite.layout == .compact, "23 bytes fit")
+        composite.set(2, IndexKey(.string("Tummy time!!!"), .double(6)))
+        #expect(composite.layout == .full, "24 + 1 bytes do not")
+        #expect(composite[0].values == [.string("Tummy time"), .double(-4)] && composite[1].values == [.string("Tummy time!"), .double(5)])
+        #expect(composite.holds(0, NormalizedKey(IndexKey(.string("Tummy time"), .double(-4)), descending: [false, true])) == nil)
+        composite.restore([composite[0], composite[1]])
+        #expect(composite.layout == .compact && composite.count == 2 && composite[1].values == [.string("Tummy time!"), .double(5)])
+        #expect(composite.holds(1, NormalizedKey(IndexKey(.string("Tummy time!"), .double(5)), descending: [false, true])) == true)
+        #expect(composite.holds(1, NormalizedKey(IndexKey(.string("Tummy time!"), .double(6)), descending: [false, true])) == false)
+        #expect(composite.holds(1, NormalizedKey(IndexKey(.string("Tummy times!"), .double(5)), descending: [false, true])) == false)
+        #expect(MemoryLayout<CompactKey>.stride == 24)
+    }
+
+    // MARK: - Against the model
+
+    func check(_ repository: EventSourcedRepository<Booking>, _ model: QueryModel<Booking>, compact: Bool, _ step: String,
+               rng: inout SplitMix64) throws {
+        let rows = repository.projection.state.rows
+        for number in rows.columns.indices {
+            #expect(rows.columns[number].layout == (compact ? .compact : .full), "\(step): index \(number)'s column layout")
+        }
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        #expect(rows.keyInvariantViolations() == [], "\(step)")
+        #endif
+        let kind: (Booking) -> IndexValue = { .string($0.kind) }, start: (Booking) -> IndexValue = { .double($0.start) }
+        let rank: (Booking) -> IndexValue = { .int(Int64($0.rank)) }
+        func expectSame(_ c: QueryCase<Booking>, _ what: String) throws {
+            let expected = c.expected(model).map(\.id)
+            #expect(try repository.fetch(c.query).map(\.id) == expected, "\(step): \(what)")
+            // Page by page through cursors (each records a key read back from the column).
+            guard let limit = c.limit, c.offset == 0 else { return }
+            var paged: [UUID] = [], cursor: QueryCursor? = nil, pages = 0
+            let all = QueryCase(query: c.query.limit(nil), filter: c.filter, order: c.order, limit: nil, offset: 0).expected(model).map(\.id)
+            repeat {
+                let page = try repository.fetchPage(c.query.limit(max(1, limit / 3)).after(cursor))
+                paged += page.entities.map(\.id)
+                cursor = page.nextCursor
+                pages += 1
+            } while cursor != nil && pages < 1_000
+            #expect(paged == all, "\(step): \(what), paged")
+        }
+        for descending in [false, true] {
+            try expectSame(QueryCase(query: EntityQuery<Booking>().orderBy(\.kind, ascending: !descending).orderBy(\.start, ascending: !descending),
+                                     filter: { _ in true }, order: [(kind, descending), (start, descending)], limit: nil, offset: 0),
+                           "(kind, start), descending \(descending)")
+            let kinds = [Self.shortKinds[Int(rng.next() % UInt64(Self.shortKinds.count))],
+                         (Self.shortKinds + Self.longKinds)[Int(rng.next() % UInt64(Self.shortKinds.count + Self.longKinds.count))]]
+            let picked = Set(kinds)
+            try expectSame(QueryCase(query: EntityQuery<Booking>().where(\.kind, isIn: kinds).orderBy(\.start, ascending: !descending).limit(7),
+                                     filter: { picked.contains($0.kind) }, order: [(start, descending)], limit: 7, offset: 0),
+                           "kinds \(kinds) by start, descending \(descending)")
+            try expectSame(QueryCase(query: EntityQuery<Booking>().where(\.kind, isIn: kinds).orderBy(\.rank, ascending: descending).limit(5),
+                                     filter: { picked.contains($0.kind) }, order: [(rank, !descending)], limit: 5, offset: 0),
+                           "kinds \(kinds) by rank, descending \(!descending)")
+            let lower = Self.starts[Int(rng.next() % UInt64(Self.starts.count))]
+            try expectSame(QueryCase(query: EntityQuery<Booking>().where(\.kind, equals: kinds[0]).where(\.start, greaterThan: lower, orEqual: true)
+                                        .orderBy(\.start, ascending: !descending).limit(4),
+                                     filter: { $0.kind == kinds[0] && IndexValue.compare(.double($0.start), .double(lower)) >= 0 },
+                                     order: [(start, descending)], limit: 4, offset: 0),
+                           "kind \(kinds[0]) from \(lower), descending \(descending)")
+        }
+    }
+
+    func booking(_ id: UUID, kinds: [String], _ rng: inout SplitMix64) -> Booking {
+        Booking(id: id, kind: kinds[Int(rng.next() % UInt64(kinds.count))], start: Self.starts[Int(rng.next() % UInt64(Self.starts.count))],
+                rank: Int(rng.next() % 7) - 3)
+    }
+
+    @Test(arguments: [7, 8] as [UInt64])
+    func compositeIndexesMoveToWholeKeysAndRestoreCompactAgainstTheModel(seed: UInt64) async throws {
+        let dir = TemporaryDirectory("ek-composite-differential")
+        var rng = SplitMix64(seed: seed)
+        var model = QueryModel<Booking>()
+        func pick<T>(_ values: [T]) -> T { values[Int(rng.next() % UInt64(values.count))] }
+        do {
+            let (store, repository) = try Self.open(dir.url)
+            for round in 0..<4 {
+                let batch = (0..<15).map { _ in booking(UUID(), kinds: Self.shortKinds, &rng) }
+                try await repository.addAll(batch)
+                for item in batch { model.save(item) }
+                for _ in 0..<15 {
+                    let id = pick(model.ids)
+                    guard model.items[id] != nil else { continue }
+                    if rng.next() % 4 == 0 {
+                        #expect(try await repository.delete(id: id))
+                        model.items[id] = nil
+                    } else {
+                        let item = booking(id, kinds: Self.shortKinds, &rng)
+                        try await repository.save(item)
+                        model.save(item)
+                    }
+                }
+                try check(repository, model, compact: true, "seed \(seed), short round \(round)", rng: &rng)
+            }
+            // Long kinds by updates: the first moves both columns to whole keys while removing
+            // the old entries by the keys the compact columns decode.
+            var long: [UUID] = []
+            for (n, id) in model.ids.filter({ model.items[$0] != nil }).prefix(6).enumerated() {
+                let item = booking(id, kinds: [Self.longKinds[n % Self.longKinds.count]], &rng)
+                try await repository.save(item)
+                model.save(item)
+                long.append(id)
+                try check(repository, model, compact: false, "seed \(seed), long update \(n)", rng: &rng)
+            }
+            for id in long.prefix(2) {
+                let item = booking(id, kinds: Self.shortKinds, &rng)
+                try await repository.save(item)
+                model.save(item)
+            }
+            for id in long.dropFirst(2) {
+                #expect(try await repository.delete(id: id))
+                model.items[id] = nil
+            }
+            try check(repository, model, compact: false, "seed \(seed), long ones gone", rng: &rng)
+            try await store.close()   // writes the snapshot
+        }
+        let (store, repository) = try Self.open(dir.url)
+        #expect(repository.projection.eventsApplied == 0, "restored from the snapshot, not replayed")
+        try check(repository, model, compact: true, "seed \(seed), reopened", rng: &rng)
+        for _ in 0..<20 {
+            let id = pick(model.ids)
+            if model.items[id] == nil { continue }
+            if rng.next() % 5 == 0 {
+                #expect(try await repository.delete(id: id))
+                model.items[id] = nil
+            } else {
+                let item = booking(id, kinds: Self.shortKinds, &rng)
+                try await repository.save(item)
+                model.save(item)
+            }
+        }
+        try check(repository, model, compact: true, "seed \(seed), updated after the reopen", rng: &rng)
+        try await store.close()
+    }
+}
