@@ -84,6 +84,14 @@ import EventKernelTestSupport
             let again = NormalizedKey(decoded, descending: descending)
             #expect(again.w0 == encoded.w0 && again.w1 == encoded.w1 && again.w2 == encoded.w2 && again.w3 == encoded.w3)
             #expect(encoded.encodedLength(components: count, descending: descending) == Int(encoded.length))
+            // What an `IN` merge compares: the encoding after the first component is the encoding
+            // of the components after it.
+            if count > 1 {
+                let rest = NormalizedKey(IndexKey(Array(values[1...])), descending: Array(descending[1...]))
+                let dropped = encoded.droppingFirst(encoded.componentEnd(at: 0, descending: descending[0]))
+                #expect(dropped.w0 == rest.w0 && dropped.w1 == rest.w1 && dropped.w2 == rest.w2 && dropped.w3 == rest.w3
+                        && dropped.length == rest.length, "\(values) \(descending): after the first component")
+            }
         }
         #expect(decodedCount > 1_000, "many random keys are exact")
     }

@@ -213,9 +213,119 @@ extension NormalizedKey {
         return UInt8(truncatingIfNeeded: word >> UInt64(56 - (i & 7) * 8))
     }
 
-    /// The inverse of the encoding, for an exact key (its bytes all inline): a decoder of its
-    /// components from their bytes, each in its direction. Each component's encoding is
-    /// prefix-free, so the bytes say where each ends and the length is not needed.
+    /// The encoding without its first `count` bytes (at most ``length``, of an exact key): what
+    /// follows a prefix of components, which orders as those components do.
+    @inline(__always)
+    func droppingFirst(_ count: Int) -> NormalizedKey {
+        precondition(isExact && count >= 0 && count <= Int(length), "NormalizedKey: \(count) bytes dropped of \(length)")
+        // Written out (the words moved by whole words, then by the bytes left): with a nested
+        // function per word it was not inlined, and took a twelfth of a two-types window.
+        let (x0, x1, x2, x3): (UInt64, UInt64, UInt64, UInt64) = switch count >> 3 {
+        case 0: (w0, w1, w2, w3)
+        case 1: (w1, w2, w3, 0)
+        case 2: (w2, w3, 0, 0)
+        case 3: (w3, 0, 0, 0)
+        default: (0, 0, 0, 0)
+        }
+        var out = NormalizedKey()
+        let shift = UInt64((count & 7) << 3)
+        if shift == 0 {
+            out.w0 = x0
+            out.w1 = x1
+            out.w2 = x2
+            out.w3 = x3
+        } else {
+            out.w0 = x0 << shift | x1 >> (64 - shift)
+            out.w1 = x1 << shift | x2 >> (64 - shift)
+            out.w2 = x2 << shift | x3 >> (64 - shift)
+            out.w3 = x3 << shift
+        }
+        out.length = length - UInt16(count)
+        return out
+    }
+
+    /// Bytes `i` to `i + 7` (`i + 8` at most 32), big-endian, inverted when `invert`: from the
+    /// one or two words they straddle (a number's 8 bytes follow its tag, so never aligned).
+    @inline(__always)
+    private func word(_ i: Int, invert: Bool) -> UInt64 {
+        precondition(i >= 0 && i + 8 <= Self.inlineBytes, "an encoding reads past its 32 inline bytes")
+        func at(_ w: Int) -> UInt64 { switch w { case 0: w0; case 1: w1; case 2: w2; default: w3 } }
+        let shift = UInt64((i & 7) * 8)
+        let w = i >> 3
+        let bits = shift == 0 ? at(w) : at(w) << shift | at(w + 1) >> (64 - shift)
+        return invert ? ~bits : bits
+    }
+
+    /// Byte `i` (below 32), inverted when `invert`.
+    @inline(__always)
+    private func byte(_ i: Int, invert: Bool) -> UInt8 {
+        precondition(i >= 0 && i < Self.inlineBytes, "an encoding reads past its 32 inline bytes")
+        return invert ? ~byte(i) : byte(i)
+    }
+
+    /// Where the component whose encoding starts at byte `offset` ends (the next one's start),
+    /// in an exact key (its bytes all inline). Each component's encoding is prefix-free, so its
+    /// bytes say where it ends: the inverse of the encoding needs no lengths.
+    /// - Parameter descending: The component's direction (its bytes are inverted).
+    @inline(__always)
+    func componentEnd(at offset: Int, descending: Bool) -> Int {
+        let tag = byte(offset, invert: descending)
+        switch tag {
+        case 0x01: return offset + 1
+        case 0x02: return offset + 2
+        case 0x03, 0x04, 0x05: return offset + 9
+        case 0x06:
+            var i = offset + 1
+            // `00 FF` is a NUL in the string, `00 00` its end.
+            while true {
+                if byte(i, invert: descending) == 0 {
+                    if byte(i + 1, invert: descending) == 0 { return i + 2 }
+                    i += 1
+                }
+                i += 1
+            }
+        case 0x07: return offset + 17
+        default: preconditionFailure("NormalizedKey: tag \(tag) at byte \(offset) is no component's")
+        }
+    }
+
+    /// The component whose encoding starts at byte `offset` of an exact key, and where it ends.
+    /// - Parameter descending: The component's direction (its bytes are inverted).
+    @inline(__always)
+    func component(at offset: Int, descending: Bool) -> (value: IndexValue, end: Int) {
+        let tag = byte(offset, invert: descending)
+        let sign: UInt64 = 1 << 63
+        switch tag {
+        case 0x01: return (.null, offset + 1)
+        case 0x02: return (.bool(byte(offset + 1, invert: descending) != 0), offset + 2)
+        case 0x03: return (.int(Int64(bitPattern: word(offset + 1, invert: descending) ^ sign)), offset + 9)
+        case 0x04: return (.uint(word(offset + 1, invert: descending)), offset + 9)
+        case 0x05:
+            let b = word(offset + 1, invert: descending)
+            return (.double(Double(bitPattern: b & sign != 0 ? b & ~sign : ~b)), offset + 9)
+        case 0x06:
+            var bytes: [UInt8] = []
+            var i = offset + 1
+            while true {
+                let c = byte(i, invert: descending)
+                if c == 0 {
+                    if byte(i + 1, invert: descending) == 0 { break }
+                    i += 1
+                }
+                bytes.append(c)
+                i += 1
+            }
+            return (.string(String(decoding: bytes, as: UTF8.self)), i + 2)
+        case 0x07:
+            var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+            withUnsafeMutableBytes(of: &uuid) { out in for j in 0..<16 { out[j] = byte(offset + 1 + j, invert: descending) } }
+            return (.uuid(UUID(uuid: uuid)), offset + 17)
+        default:
+            preconditionFailure("NormalizedKey: tag \(tag) at byte \(offset) is no component's")
+        }
+    }
+
+    /// A reader of an exact key's components in order, each in its direction.
     struct Decoder {
         let key: NormalizedKey
         let descending: [Bool]
@@ -230,87 +340,19 @@ extension NormalizedKey {
             self.descending = descending
         }
 
-        /// Byte `i`, in the current component's direction.
-        @inline(__always)
-        private func byte(_ i: Int) -> UInt8 {
-            precondition(i < NormalizedKey.inlineBytes, "an encoding reads past its 32 inline bytes")
-            return component < descending.count && descending[component] ? ~key.byte(i) : key.byte(i)
-        }
-
-        /// Bytes `i` to `i + 7`, big-endian, in the current component's direction: from the one
-        /// or two words they straddle (a number's 8 bytes follow its tag, so never aligned).
-        @inline(__always)
-        private func word(_ i: Int) -> UInt64 {
-            precondition(i + 8 <= NormalizedKey.inlineBytes, "an encoding reads past its 32 inline bytes")
-            func at(_ w: Int) -> UInt64 { switch w { case 0: key.w0; case 1: key.w1; case 2: key.w2; default: key.w3 } }
-            let shift = UInt64((i & 7) * 8)
-            let w = i >> 3
-            let bits = shift == 0 ? at(w) : at(w) << shift | at(w + 1) >> (64 - shift)
-            return component < descending.count && descending[component] ? ~bits : bits
-        }
+        private var invert: Bool { component < descending.count && descending[component] }
 
         /// Skips the next component.
         mutating func skip() {
-            let tag = byte(offset)
-            switch tag {
-            case 0x01: offset += 1
-            case 0x02: offset += 2
-            case 0x03, 0x04, 0x05: offset += 9
-            case 0x06:
-                var i = offset + 1
-                // `00 FF` is a NUL in the string, `00 00` its end.
-                while true {
-                    if byte(i) == 0 {
-                        if byte(i + 1) == 0 { break }
-                        i += 1
-                    }
-                    i += 1
-                }
-                offset = i + 2
-            case 0x07: offset += 17
-            default: preconditionFailure("NormalizedKey: tag \(tag) at byte \(offset) is no component's")
-            }
+            offset = key.componentEnd(at: offset, descending: invert)
             component += 1
         }
 
         /// Decodes the next component.
         mutating func next() -> IndexValue {
-            let tag = byte(offset)
-            let sign: UInt64 = 1 << 63
-            let value: IndexValue
-            switch tag {
-            case 0x01:
-                value = .null
-            case 0x02:
-                value = .bool(byte(offset + 1) != 0)
-            case 0x03:
-                value = .int(Int64(bitPattern: word(offset + 1) ^ sign))
-            case 0x04:
-                value = .uint(word(offset + 1))
-            case 0x05:
-                let b = word(offset + 1)
-                value = .double(Double(bitPattern: b & sign != 0 ? b & ~sign : ~b))
-            case 0x06:
-                var bytes: [UInt8] = []
-                var i = offset + 1
-                while true {
-                    let c = byte(i)
-                    if c == 0 {
-                        if byte(i + 1) == 0 { break }
-                        i += 1
-                    }
-                    bytes.append(c)
-                    i += 1
-                }
-                value = .string(String(decoding: bytes, as: UTF8.self))
-            case 0x07:
-                var uuid: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-                withUnsafeMutableBytes(of: &uuid) { out in for j in 0..<16 { out[j] = byte(offset + 1 + j) } }
-                value = .uuid(UUID(uuid: uuid))
-            default:
-                preconditionFailure("NormalizedKey: tag \(tag) at byte \(offset) is no component's")
-            }
-            skip()
+            let (value, end) = key.component(at: offset, descending: invert)
+            offset = end
+            component += 1
             return value
         }
     }
