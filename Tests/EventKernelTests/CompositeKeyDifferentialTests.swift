@@ -120,7 +120,40 @@ import EventKernelTestSupport
         #expect(composite.holds(1, NormalizedKey(IndexKey(.string("Tummy time!"), .double(5)), descending: [false, true])) == true)
         #expect(composite.holds(1, NormalizedKey(IndexKey(.string("Tummy time!"), .double(6)), descending: [false, true])) == false)
         #expect(composite.holds(1, NormalizedKey(IndexKey(.string("Tummy times!"), .double(5)), descending: [false, true])) == false)
-        #expect(MemoryLayout<CompactKey>.stride == 24)
+        #expect(MemoryLayout<CompactKey>.stride == 24 && MemoryLayout<CompactSlot>.stride == 40)
+    }
+
+    /// An index's entries move to the narrowest layout that holds a new key, keep their order
+    /// through it, and a restore takes the narrowest layout every key fits.
+    @Test func entriesMoveToTheLayoutANewKeyNeeds() {
+        let descending = [false, true]
+        var storage = IndexStorage(descending: descending)
+        var column = KeyColumn(descending: descending)
+        #expect(storage.layout == .compact)
+        let keys: [IndexKey] = [IndexKey(.string("b"), .int(1)), IndexKey(.string("a"), .int(2)), IndexKey(.string("b"), .int(3)),
+                                IndexKey(.string("a kind past the compact width"), .int(0)), IndexKey(.string("a"), .int(2))]
+        for (slot, key) in keys.enumerated() {
+            column.set(Int32(slot), key)
+            storage.insert(key, sequence: UInt64(slot), slot: Int32(slot), keys: IndexStorage.Keys(column: column))
+            #expect(storage.layout == (slot < 3 ? .compact : .full) && column.layout == storage.layout)
+        }
+        func slots() -> [Int32] {
+            var out: [Int32] = []
+            storage.scan(from: storage.startPosition, to: storage.endPosition, reversed: false) { out.append($0.slot); return true }
+            return out
+        }
+        // ("a", 2) twice, ties by sequence in the last component's direction (descending), then
+        // the long "a kind…", then ("b", 3) before ("b", 1).
+        #expect(slots() == [4, 1, 3, 2, 0])
+        storage.remove(keys[3], sequence: 3, keys: IndexStorage.Keys(column: column))
+        #expect(slots() == [4, 1, 2, 0] && storage.layout == .full)
+        var entries: [KeyedSlot] = []
+        storage.scan(from: storage.startPosition, to: storage.endPosition, reversed: false) { entries.append($0); return true }
+        storage.replaceEntries(withSorted: entries)
+        #expect(storage.layout == .compact && slots() == [4, 1, 2, 0])
+        var single = IndexStorage(descending: [false])
+        single.replaceEntries(withSorted: [KeyedSlot(key: NormalizedKey([.uuid(UUID())], descending: [false]), slot: 0, sequence: 0)])
+        #expect(single.layout == .compact, "a UUID fits 24 bytes")
     }
 
     // MARK: - Against the model
@@ -130,6 +163,7 @@ import EventKernelTestSupport
         let rows = repository.projection.state.rows
         for number in rows.columns.indices {
             #expect(rows.columns[number].layout == (compact ? .compact : .full), "\(step): index \(number)'s column layout")
+            #expect(rows.indexes[number].layout == (compact ? .compact : .full), "\(step): index \(number)'s entries' layout")
         }
         #if EVENTKERNEL_INTERNAL_CHECKS
         #expect(rows.keyInvariantViolations() == [], "\(step)")

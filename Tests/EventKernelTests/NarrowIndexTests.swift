@@ -26,7 +26,7 @@ import EventKernelTestSupport
             let slot = Int32(keys.count - 1)
             column.set(slot, keys[Int(slot)], normalized: NormalizedKey(keys[Int(slot)], descending: storage.descending))
             storage.insert(keys[Int(slot)], sequence: UInt64(slot), slot: slot, keys: all)
-            #expect(column.isNarrow == storage.isNarrow, "the column and the entries widen together")
+            #expect(column.layout == storage.layout, "the column and the entries widen together")
         }
 
         /// Removes by the key the column reads back (decoded, when narrow), as the table does.
@@ -220,5 +220,7 @@ import EventKernelTestSupport
         #expect(!storage.isNarrow && storage.count == 2)
         #expect(!IndexStorage(descending: [false, false]).isNarrow)
         #expect(MemoryLayout<NarrowSlot>.stride == 24)
+        storage.replaceEntries(withSorted: [entry(.int(-3), 0), entry(.string("longer than twenty-four bytes"), 1)])
+        #expect(storage.layout == .full && storage.count == 2)
     }
 }

@@ -75,7 +75,7 @@ extension IndexedRows {
                 // length: for an exact key only that it is exact matters to a comparison.
                 let length = encoded.isExact ? 0 : encoded.length, entryLength = entry.key.isExact ? 0 : entry.key.length
                 if heads[Int(entry.slot)].sequence != entry.sequence || length != entryLength
-                    || (storage.isNarrow && !encoded.fitsNarrow)
+                    || KeyLayout.narrowest(for: encoded, components: storage.descending.count) > storage.layout
                     || NormalizedKey.compare(encoded, entry.key, bytes: NormalizedKey.inlineBytes) != 0 {
                     wrong += 1
                 }
