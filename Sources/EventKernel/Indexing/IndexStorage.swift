@@ -79,20 +79,6 @@ struct CompactSlot: Sendable {
     var keyed: KeyedSlot { KeyedSlot(key: key.normalized, slot: slot, sequence: sequence) }
 }
 
-/// What ``IndexStorage``'s search and scan read of an entry in any layout.
-protocol IndexEntry: Sendable {
-    var keyed: KeyedSlot { get }
-    var sequence: UInt64 { get }
-}
-
-extension KeyedSlot: IndexEntry {
-    @inline(__always)
-    var keyed: KeyedSlot { self }
-}
-
-extension NarrowSlot: IndexEntry {}
-extension CompactSlot: IndexEntry {}
-
 /// An entry of the insertion-order index.
 struct SequencedSlot: Sendable {
     var sequence: UInt64
@@ -165,30 +151,28 @@ struct IndexStorage: Sendable {
     /// and a ledger add (three searches per index and transaction) took 15% more CPU.
     @inline(__always)
     func partitionPoint(_ isBefore: (KeyedSlot) -> Bool) -> ChunkedPosition {
-        switch layout {
-        case .narrow: Self.search(narrow, isBefore)
-        case .compact: Self.search(compact, isBefore)
-        case .full: Self.search(wide, isBefore)
-        }
-    }
-
-    @inline(__always)
-    private static func search<Entry: IndexEntry>(_ entries: ChunkedSortedArray<Entry>, _ isBefore: (KeyedSlot) -> Bool) -> ChunkedPosition {
-        let lasts = entries.lastEntries
-        let chunkCount = lasts.count
+        // One loop reading each entry through the layout's switch, as `scan` does (a loop per
+        // layout, through a generic helper, left the closures out of line: see `scan`).
+        let layout = self.layout
+        let narrowLasts = narrow.lastEntries, compactLasts = compact.lastEntries, wideLasts = wide.lastEntries
+        let chunkCount = switch layout { case .narrow: narrowLasts.count; case .compact: compactLasts.count; case .full: wideLasts.count }
         var lo = 0
         var hi = chunkCount
         while lo < hi {
             let mid = (lo &+ hi) >> 1
-            if isBefore(lasts[mid].keyed) { lo = mid &+ 1 } else { hi = mid }
+            let last = switch layout { case .narrow: narrowLasts[mid].keyed; case .compact: compactLasts[mid].keyed; case .full: wideLasts[mid] }
+            if isBefore(last) { lo = mid &+ 1 } else { hi = mid }
         }
         if lo == chunkCount { return ChunkedPosition(chunk: chunkCount, offset: 0) }
-        let chunk = entries.chunks[lo]
+        let narrowChunk = layout == .narrow ? narrow.chunks[lo] : []
+        let compactChunk = layout == .compact ? compact.chunks[lo] : []
+        let wideChunk = layout == .full ? wide.chunks[lo] : []
         var l = 0
-        var h = chunk.count
+        var h = switch layout { case .narrow: narrowChunk.count; case .compact: compactChunk.count; case .full: wideChunk.count }
         while l < h {
             let mid = (l &+ h) >> 1
-            if isBefore(chunk[mid].keyed) { l = mid &+ 1 } else { h = mid }
+            let entry = switch layout { case .narrow: narrowChunk[mid].keyed; case .compact: compactChunk[mid].keyed; case .full: wideChunk[mid] }
+            if isBefore(entry) { l = mid &+ 1 } else { h = mid }
         }
         return ChunkedPosition(chunk: lo, offset: l)
     }
@@ -199,29 +183,28 @@ struct IndexStorage: Sendable {
     /// the array's with a closure wrapping `body` (for narrow entries) left the caller's closure
     /// a call per entry, and `IndexValue.compare` in it out of line, which made an overlap scan
     /// (a thousand entries, a row's end checked for each) take 60% longer (perf). Here `body`
-    /// is called directly, so it inlines with this function into the caller.
+    /// is called directly, so it inlines with this function into the caller: for the narrow
+    /// and compact layouts, in one loop that reads an entry through a two-way choice, as the
+    /// narrow and wide layouts were read before the compact one. Three layouts in that loop
+    /// (or a loop per layout) left this function out of line in the overlap query, which took
+    /// 15% more CPU; whole keys (the rare layout, keys past 24 bytes) are scanned out of line.
     @inline(__always)
     func scan(from lo: ChunkedPosition, to hi: ChunkedPosition, reversed: Bool, _ body: (KeyedSlot) -> Bool) {
         guard lo < hi else { return }
-        switch layout {
-        case .narrow: Self.scanEntries(narrow, from: lo, to: hi, reversed: reversed, body)
-        case .compact: Self.scanEntries(compact, from: lo, to: hi, reversed: reversed, body)
-        case .full: Self.scanEntries(wide, from: lo, to: hi, reversed: reversed, body)
+        if layout == .full {
+            Self.scanWide(wide, from: lo, to: hi, reversed: reversed, body)
+            return
         }
-    }
-
-    @inline(__always)
-    private static func scanEntries<Entry: IndexEntry>(_ entries: ChunkedSortedArray<Entry>, from lo: ChunkedPosition, to hi: ChunkedPosition,
-                                                reversed: Bool, _ body: (KeyedSlot) -> Bool) {
-        let chunks = entries.chunks
-        let chunkCount = chunks.count
+        let narrow = layout == .narrow
+        let narrowChunks = self.narrow.chunks, compactChunks = compact.chunks
+        let chunkCount = narrow ? narrowChunks.count : compactChunks.count
         if !reversed {
             var c = lo.chunk
             while c <= hi.chunk && c < chunkCount {
                 var i = c == lo.chunk ? lo.offset : 0
-                let to = c == hi.chunk ? hi.offset : chunks[c].count
+                let to = c == hi.chunk ? hi.offset : (narrow ? narrowChunks[c].count : compactChunks[c].count)
                 while i < to {
-                    if !body(chunks[c][i].keyed) { return }
+                    if !body(narrow ? narrowChunks[c][i].keyed : compactChunks[c][i].keyed) { return }
                     i += 1
                 }
                 c += 1
@@ -230,14 +213,21 @@ struct IndexStorage: Sendable {
             var c = hi.offset == 0 ? hi.chunk - 1 : hi.chunk
             while c >= lo.chunk {
                 let from = c == lo.chunk ? lo.offset : 0
-                var i = (c == hi.chunk ? hi.offset : chunks[c].count) - 1
+                var i = (c == hi.chunk ? hi.offset : (narrow ? narrowChunks[c].count : compactChunks[c].count)) - 1
                 while i >= from {
-                    if !body(chunks[c][i].keyed) { return }
+                    if !body(narrow ? narrowChunks[c][i].keyed : compactChunks[c][i].keyed) { return }
                     i -= 1
                 }
                 c -= 1
             }
         }
+    }
+
+    /// ``scan(from:to:reversed:_:)`` of whole-key entries, out of line (a call per entry).
+    @inline(never)
+    private static func scanWide(_ entries: ChunkedSortedArray<KeyedSlot>, from lo: ChunkedPosition, to hi: ChunkedPosition,
+                                 reversed: Bool, _ body: (KeyedSlot) -> Bool) {
+        entries.scan(from: lo, to: hi, reversed: reversed, body)
     }
 
     /// The number of entries in `[lo, hi)`.
