@@ -74,7 +74,7 @@ extension IndexedRows {
                 // A narrow entry (or one widened from it) keeps its encoding's words, not its
                 // length: for an exact key only that it is exact matters to a comparison.
                 let length = encoded.isExact ? 0 : encoded.length, entryLength = entry.key.isExact ? 0 : entry.key.length
-                if heads[Int(entry.slot)].sequence != entry.sequence || length != entryLength
+                if heads.sequence(Int(entry.slot)) != entry.sequence || length != entryLength
                     || KeyLayout.narrowest(for: encoded, components: storage.descending.count) > storage.layout
                     || NormalizedKey.compare(encoded, entry.key, bytes: NormalizedKey.inlineBytes) != 0 {
                     wrong += 1

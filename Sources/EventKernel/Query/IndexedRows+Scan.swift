@@ -74,7 +74,7 @@ extension IndexedRows {
                 out.append(entry.slot)
                 return out.count < limit
             }
-            return (out, out.last.map { QueryCursor(key: [], sequence: heads[Int($0)].sequence, plan: tag) })
+            return (out, out.last.map { QueryCursor(key: [], sequence: heads.sequence(Int($0)), plan: tag) })
         }
         if plan.prefixes.count > 1 {
             return mergedOrderedSlots(plan, number: number, filters: filters, offset: offset, limit: limit, cursor: cursor, accept: accept)
@@ -101,7 +101,7 @@ extension IndexedRows {
             out.append(entry.slot)
             return out.count < limit
         }
-        let next = out.last.map { QueryCursor(key: key($0, number).values, sequence: heads[Int($0)].sequence, plan: tag) }
+        let next = out.last.map { QueryCursor(key: key($0, number).values, sequence: heads.sequence(Int($0)), plan: tag) }
         return (out, next)
     }
 
