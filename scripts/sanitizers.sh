@@ -9,12 +9,23 @@
 # meaningfully; the PostgreSQL cases are skipped with a notice. The store's shared-log path
 # still runs here, over a log shared in memory (SharedMemoryLog).
 #
-#   scripts/sanitizers.sh                 both sanitizers, all tests
+# The ThreadSanitizer pass leaves out the CLI's suites (EventKernelToolTests): each of their
+# tests runs `eventkernel` (and helpers) as child processes, built with TSan too, and TSan sees a
+# race only inside one process, where the CLI runs the library's code that the library suites
+# already run under TSan in-process. Those child processes made that pass twice as long as every
+# other suite together (12 minutes for the CLI suites alone on 2 cores, against a
+# 12-18-minute pass), for no race it could see that the others cannot. The AddressSanitizer pass
+# keeps them: a memory error in the CLI's own code is what it finds there (it found one in
+# `StoreDirectory.list`, a read past the end of a `dirent`).
+#
+#   scripts/sanitizers.sh                 both sanitizers, all tests (TSan without the CLI suites)
 #   scripts/sanitizers.sh thread          only TSan
 #   FILTER=EventLogTests scripts/sanitizers.sh address
+#   THREAD_SKIP= scripts/sanitizers.sh thread      TSan over every suite, the CLI's included
 #
-# Environment: FILTER (a `swift test --filter` pattern), EVENTKERNEL_TEST_SCALE (default small),
-# JOBS (build jobs).
+# Environment: FILTER (a `swift test --filter` pattern), THREAD_SKIP (a `swift test --skip`
+# pattern for the TSan pass; default the CLI suites, empty for none), EVENTKERNEL_TEST_SCALE
+# (default small), JOBS (build jobs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,11 +61,13 @@ for sanitizer in "${sanitizers[@]}"; do
   echo "== $sanitizer: building (scratch $scratch)"
   bash scripts/swiftpm.sh build --build-tests "${args[@]}"
   built=$(date +%s)
-  echo "== $sanitizer: testing (EVENTKERNEL_TEST_SCALE=$EVENTKERNEL_TEST_SCALE${FILTER:+, filter $FILTER})"
+  skip=""
+  [[ $sanitizer == thread ]] && skip=${THREAD_SKIP-EventKernelToolTests\.}
+  echo "== $sanitizer: testing (EVENTKERNEL_TEST_SCALE=$EVENTKERNEL_TEST_SCALE${FILTER:+, filter $FILTER}${skip:+, skipping $skip})"
   # The output is kept in a file as well, so that a failure is named again at the very end:
   # CI shows the tail of a run, and the thread run's failures would be above the address run's.
   log="$scratch/test-output.log"
-  if ! bash scripts/swiftpm.sh test --skip-build "${args[@]}" ${FILTER:+--filter "$FILTER"} 2>&1 | tee "$log"; then
+  if ! bash scripts/swiftpm.sh test --skip-build "${args[@]}" ${FILTER:+--filter "$FILTER"} ${skip:+--skip "$skip"} 2>&1 | tee "$log"; then
     status=1
     failed+=("$sanitizer")
   fi

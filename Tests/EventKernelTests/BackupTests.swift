@@ -443,23 +443,33 @@ import Testing
         try Self.expectSameRecords(destination, source, below: 310)
     }
 
+    /// The fixture of the two tests below: a store of 300 events (`scratch`'s "store") backed up
+    /// once (into "backup"), then grown by `growingBy` events, then one bit flipped inside the
+    /// first payload of the active segment, below the size of the backup's copy of it.
+    /// - Returns: The first backup, the source's records once grown, and the active segment as
+    ///   the first backup listed it.
+    private static func backupThenDamageTheActiveSegmentsCopiedPrefix(growingBy added: Int) async throws
+        -> (scratch: TemporaryDirectory, first: BackupReport, written: [(LogPosition, LogTimestamp, [UInt8])], active: BackupManifest.File) {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await makeStore(source, count: 300)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        if added > 0 { try await makeStore(source, count: added, from: 300) }
+        let written = try records(source)
+        let active = try #require(first.manifest.files.filter { $0.name.hasSuffix(".log") }.max { $0.name < $1.name })
+        try #require(active.size > 32 + 64 + 5, "the test needs a batch in the active segment's earlier copy")
+        try flipBit(in: source.appending(path: active.name).path, at: 32 + 64 + 5)
+        return (scratch, first, written, active)
+    }
+
     /// An incremental backup reads only the active segment's tail: the prefix its earlier copy
     /// holds (the same batch headers up to the listed size, each with its payload's CRC32C) is
     /// not read again, as a sealed segment is not. A payload damaged in the source's prefix
     /// since is therefore not met (a whole read stopped the backup on it): the backup keeps
     /// its earlier, checked copy and appends the new batches, and holds the events as written.
     @Test func anIncrementalBackupReadsOnlyTheActiveSegmentsTail() async throws {
-        let scratch = TemporaryDirectory("backup")
+        let (scratch, _, written, active) = try await Self.backupThenDamageTheActiveSegmentsCopiedPrefix(growingBy: 10)
         let source = scratch.file("store"), destination = scratch.file("backup")
-        try await Self.makeStore(source, count: 300)
-        let first = try await EventStore.backup(storeAt: source, to: destination)
-        try await Self.makeStore(source, count: 10, from: 300)
-        let written = try Self.records(source)
-        let active = try #require(first.manifest.files.filter { $0.name.hasSuffix(".log") }.max { $0.name < $1.name })
-        try #require(active.size > 32 + 64 + 5, "the test needs a batch in the active segment's earlier copy")
-        // Inside the first payload of the active segment, below the earlier copy's size.
-        try flipBit(in: source.appending(path: active.name).path, at: 32 + 64 + 5)
-
         let second = try await EventStore.backup(storeAt: source, to: destination)
         #expect(second.incremental)
         #expect(second.copiedFiles == [active.name])
@@ -475,15 +485,8 @@ import Testing
     /// same committed size and batch headers as the earlier copy are the same bytes. A payload
     /// damaged in the source since is not met; the earlier, checked copy stays as it is.
     @Test func anIncrementalBackupWithNothingNewDoesNotReadTheActiveSegment() async throws {
-        let scratch = TemporaryDirectory("backup")
+        let (scratch, first, written, active) = try await Self.backupThenDamageTheActiveSegmentsCopiedPrefix(growingBy: 0)
         let source = scratch.file("store"), destination = scratch.file("backup")
-        try await Self.makeStore(source, count: 300)
-        let first = try await EventStore.backup(storeAt: source, to: destination)
-        let written = try Self.records(source)
-        let active = try #require(first.manifest.files.filter { $0.name.hasSuffix(".log") }.max { $0.name < $1.name })
-        try #require(active.size > 32 + 64 + 5, "the test needs a batch in the active segment")
-        try flipBit(in: source.appending(path: active.name).path, at: 32 + 64 + 5)
-
         let second = try await EventStore.backup(storeAt: source, to: destination)
         #expect(second.incremental)
         #expect(second.copiedFiles.isEmpty)
@@ -627,13 +630,51 @@ import Testing
 
         let records = try Self.records(source)
         let limit = records[321].1
-        let expected = LogPosition(records.lastIndex { $0.1 <= limit }! + 1)
+        // The longest prefix recorded by then (EventStore.lastPosition's rule).
+        let expected = LogPosition(records.firstIndex { $0.1 > limit } ?? records.count)
         let timed = scratch.file("timed")
         let atTime = try await EventStore.restore(from: backup, to: timed, at: .recordedAtOrBefore(limit))
         #expect(atTime.requestedPosition == expected)
-        // Rounded down to the start of the batch of ten holding the last event recorded by then.
+        // Rounded down to the start of the batch of ten holding the prefix's last event.
         #expect(atTime.nextPosition == (expected % 10 == 0 ? expected : expected / 10 * 10))
         try Self.expectSameRecords(timed, source, below: atTime.nextPosition)
+    }
+
+    /// Recording times out of log order (an application's `recordedAt`; concurrent appends take
+    /// their time before group commit orders them): a restore at a time holds what the store knew
+    /// then, the longest prefix recorded by then, never an event recorded later that comes
+    /// before one recorded earlier (the last-event rule took the batch [10, 30, 20] whole at 25).
+    @Test func restoreAtATimeNeverHoldsAnEventRecordedLater() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), backup = scratch.file("backup")
+        let base = Date(timeIntervalSince1970: 1_800_000_000)
+        func at(_ seconds: [Double], from first: Int) -> [PendingEvent] {
+            zip(Self.events(first, seconds.count), seconds).map { event, offset in
+                var event = event
+                event.recordedAt = base + offset
+                return event
+            }
+        }
+        let store = try EventStore.open(at: source, log: Self.configuration, snapshotPolicy: .never)
+        try await store.append(at([0, 1], from: 0))         // positions 0-1
+        try await store.append(at([10, 30, 20], from: 2))   // 2-4, one batch
+        try await store.append(at([40], from: 5))           // 5
+        try await store.append(at([35, 50], from: 6))       // 6-7: 35 comes after 40
+        #expect(try store.lastPosition(recordedAtOrBefore: base + 25) == 2)
+        #expect(try store.lastPosition(recordedAtOrBefore: base + 37) == 4)
+        #expect(try store.lastPosition(recordedAtOrBefore: base + 45) == 6)
+        #expect(try store.lastPosition(recordedAtOrBefore: base - 1) == nil)
+        try await store.close()
+        _ = try await EventStore.backup(storeAt: source, to: backup)
+
+        for (seconds, requested, restored) in [(25.0, 3, 2), (37, 5, 5), (45, 7, 6), (-1, 0, 0)] as [(Double, LogPosition, LogPosition)] {
+            let destination = scratch.file("at-\(seconds)")
+            let result = try await EventStore.restore(from: backup, to: destination, at: .recordedAtOrBefore(try LogTimestamp(base + seconds)))
+            #expect(result == RestoreResult(nextPosition: restored, requestedPosition: requested), "at +\(seconds) s")
+            let held = try Self.records(destination)
+            #expect(held.count == Int(restored))
+            #expect(held.allSatisfy { $0.1 <= (try! LogTimestamp(base + seconds)) }, "at +\(seconds) s: an event recorded later was restored")
+        }
     }
 
     /// The batches of the log at `directory`, as position ranges.

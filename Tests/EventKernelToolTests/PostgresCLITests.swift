@@ -66,6 +66,77 @@ struct PostgresCLITests {
         #expect(intoFull.status == 1 && intoFull.stderr.contains("not empty"), "\(intoFull.stderr)")
     }
 
+    /// Atomic appends of 1 to 5 events (each one batch of the local log): a copy to the server
+    /// with --batch 4 gathers whole appends only (the five-event ones alone), and a restore
+    /// from the server (issue 28 item 4) at its end, at a position inside an append (rounded
+    /// down to its start, said) and at a recording time holds exactly that prefix, verifies
+    /// and exports as the source does.
+    @Test("restore from PostgreSQL at its end, a position and a time; copy never splits an atomic append")
+    func restoreFromPostgres() async throws {
+        let configuration = try PostgresTestDatabase.configuration()
+        defer { Task { await PostgresTestDatabase.drop(configuration) } }
+        let temp = TemporaryDirectory("ekcli-pg-restore")
+        let source = temp.file("source")
+        let base = Date(timeIntervalSince1970: 1_800_000_000)
+        var appends: [Range<LogPosition>] = []
+        do {
+            let store = try EventStore.open(at: source, snapshotPolicy: .never)
+            var next: LogPosition = 0
+            for index in 0..<30 {
+                let size = index % 5 + 1
+                let events = (0..<size).map { offset in
+                    PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1, stream: StreamID("Counted", .string("c\(index)-\(offset)")),
+                                              payload: Array("event \(index).\(offset)".utf8)), recordedAt: base + Double(index))
+                }
+                let written = try await store.append(events)
+                #expect(written.first?.position == next && written.count == size)
+                appends.append(next..<next + LogPosition(size))
+                next += LogPosition(size)
+            }
+            try await store.close()
+        }
+        let postgres = try url(configuration)
+        let copied = try run("copy", "--from", source.path, "--to", postgres, "--batch", "4")
+        #expect(copied.status == 0, "\(copied.stderr)")
+        let log = try await PostgresLog.open(configuration)
+        let chunks = try await log.batches(endingAtOrBefore: .max, atMost: 1)
+        try await log.close()
+        let starts = Set(appends.map(\.lowerBound))
+        #expect(chunks.allSatisfy { starts.contains($0.lowerBound) }, "a copied chunk begins inside an append: \(chunks)")
+        #expect(chunks.allSatisfy { $0.count <= 4 || appends.contains($0) }, "\(chunks)")
+
+        let whole = temp.file("whole")
+        let atEnd = try run("restore", postgres, whole.path, "--json")
+        #expect(atEnd.status == 0, "\(atEnd.stderr)")
+        #expect(try run("verify", whole.path).status == 0)
+        #expect(try run("export", "--dir", whole.path, "--format", "events").stdout == run("export", "--dir", source.path, "--format", "events").stdout)
+
+        // Inside the append of five at index 4 (positions 10..<15).
+        let five = appends[4]
+        #expect(five.count == 5)
+        let inside = temp.file("inside")
+        let rounded = try run("restore", postgres, "--to", inside.path, "--position", "\(five.lowerBound + 2)", "--json")
+        #expect(rounded.status == 0, "\(rounded.stderr)")
+        #expect(rounded.stderr.contains("inside an atomic append that starts at \(five.lowerBound)"), "\(rounded.stderr)")
+        let object = try #require(try jsonObject(rounded.stdout) as? [String: Any])
+        #expect(object["position"] as? Int == Int(five.lowerBound))
+        #expect(object["requestedPosition"] as? Int == Int(five.lowerBound + 2))
+        #expect(try SegmentedLog.openReadOnly(at: inside).bounds.nextPosition == five.lowerBound)
+
+        // At the recording time of index 7: every append up to it, whole.
+        let timed = temp.file("timed")
+        let atTime = try run("restore", postgres, timed.path, "--as-of", "2027-01-15T08:00:07Z", "--json")
+        #expect(atTime.status == 0, "\(atTime.stderr)")
+        #expect(try SegmentedLog.openReadOnly(at: timed).bounds.nextPosition == appends[7].upperBound)
+
+        // Past the end, and into a directory that is not empty: exit 1, nothing written.
+        let past = try run("restore", postgres, temp.file("past").path, "--position", "10000")
+        #expect(past.status == 1 && past.stderr.contains("past the end"), "\(past.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: temp.file("past").path))
+        let full = try run("restore", postgres, whole.path)
+        #expect(full.status == 1 && full.stderr.contains("not empty"), "\(full.stderr)")
+    }
+
     @Test("tail --follow --postgres prints what an instance appends")
     func tailFollowsTheServer() async throws {
         let configuration = try PostgresTestDatabase.configuration()

@@ -25,6 +25,18 @@ struct ChecksumAndCompressionTests {
         }
     }
 
+    @Test("FNV-1a 64 matches the published test vectors and continues across pieces")
+    func fnv1a64() {
+        // From the FNV reference test suite (Fowler, Noll, Vo: fnv_test.c, FNV-1a 64).
+        #expect(FNV1a64.hash([UInt8]()) == 0xcbf2_9ce4_8422_2325)
+        #expect(FNV1a64.hash("a".utf8) == 0xaf63_dc4c_8601_ec8c)
+        #expect(FNV1a64.hash("foobar".utf8) == 0x8594_4171_f739_67e8)
+        var pieces = FNV1a64()
+        pieces.add("foo".utf8)
+        for byte in "bar".utf8 { pieces.add(byte) }
+        #expect(pieces.value == FNV1a64.hash("foobar".utf8))
+    }
+
     @Test("LZ4 round-trips a block, appending after what the buffer held")
     func lz4RoundTrip() throws {
         let original = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 % 251) }

@@ -63,4 +63,36 @@ struct SystemCallTests {
             try SystemCall.run("open") { open("/nonexistent-\(UInt64.random(in: 0...UInt64.max))/x", O_RDONLY) }
         }
     }
+
+    @Test("the file calls: open, write, read at the offset and at an absolute offset, each failure named")
+    func fileCalls() throws {
+        let path = "/tmp/ek-systemcall-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+        defer { unlink(path) }
+        let written = Array("0123456789".utf8)
+        let descriptor = try SystemCall.open(path, flags: O_RDWR | O_CREAT | O_EXCL, mode: 0o600)
+        defer { SystemCall.close(descriptor) }
+        #expect(fcntl(descriptor, F_GETFD) & FD_CLOEXEC != 0, "no child process may inherit it")
+        #expect(try written.withUnsafeBytes { try SystemCall.write(to: descriptor, from: $0) } == 10)
+        var buffer = [UInt8](repeating: 0, count: 4)
+        let atSix = try buffer.withUnsafeMutableBytes { try SystemCall.read(from: descriptor, atAbsoluteOffset: 6, into: $0) }
+        #expect(atSix == 4 && buffer == Array("6789".utf8))
+        // The descriptor's own offset is at the end (pread left it alone): read(2) finds nothing.
+        #expect(try buffer.withUnsafeMutableBytes { try SystemCall.read(from: descriptor, into: $0) } == 0)
+        #expect(lseek(descriptor, 2, SEEK_SET) == 2)
+        #expect(try buffer.withUnsafeMutableBytes { try SystemCall.read(from: descriptor, into: $0) } == 4)
+        #expect(buffer == Array("2345".utf8))
+
+        #expect { try SystemCall.open(path + "-missing", flags: O_RDONLY) } throws: { error in
+            (error as? SystemCallError) == SystemCallError(call: "open", errorNumber: ENOENT)
+        }
+        #expect { try buffer.withUnsafeMutableBytes { try SystemCall.read(from: -1, into: $0) } } throws: { error in
+            (error as? SystemCallError) == SystemCallError(call: "read", errorNumber: EBADF)
+        }
+        #expect { try buffer.withUnsafeMutableBytes { try SystemCall.read(from: -1, atAbsoluteOffset: 0, into: $0) } } throws: { error in
+            (error as? SystemCallError) == SystemCallError(call: "pread", errorNumber: EBADF)
+        }
+        #expect { try written.withUnsafeBytes { try SystemCall.write(to: -1, from: $0) } } throws: { error in
+            (error as? SystemCallError) == SystemCallError(call: "write", errorNumber: EBADF)
+        }
+    }
 }

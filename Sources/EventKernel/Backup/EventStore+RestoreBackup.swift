@@ -13,9 +13,10 @@ public enum RestorePoint: Hashable, Sendable {
     /// The events below this position (the log cut there; snapshots are rebuilt at first open),
     /// or below the start of the batch holding it.
     case position(LogPosition)
-    /// The events up to the last one recorded at or before this time (the rule of
-    /// ``EventStore/lastPosition(recordedAtOrBefore:)-(LogTimestamp)``), or below the start of
-    /// the batch holding that one when the batch goes on past it.
+    /// What the store knew at this time: the log's longest prefix recorded at or before it
+    /// (the rule of ``EventStore/lastPosition(recordedAtOrBefore:)-(LogTimestamp)``: the cut is
+    /// before the first event recorded later, whatever the times after it say), or below the
+    /// start of the batch holding that prefix's end when the batch goes on past it.
     case recordedAtOrBefore(LogTimestamp)
 }
 
@@ -129,9 +130,58 @@ extension EventStore {
         }
     }
 
+    /// Restores the records of `source` (any log: the PostgreSQL one) below `point` into a new
+    /// store directory, in `batches`: ranges of positions from 0, contiguous, none splitting an
+    /// atomic append, each appended as one batch again with its positions and recording times.
+    /// Written into a sibling `<destination>.restoring-XXXX`, synced and renamed into place
+    /// when whole, as a restore from a backup is.
+    /// - Parameters:
+    ///   - source: The log to read.
+    ///   - batches: Ranges no atomic append straddles, from 0, for the records to restore
+    ///     (the caller cut them at or below `requestedPosition`).
+    ///   - requestedPosition: Where the restore point asked to cut, for the result.
+    ///   - destination: A new or empty directory.
+    /// - Returns: The restored store's next position (the last batch's end) and the requested one.
+    /// - Throws: ``RepositoryError/storage(_:)`` wrapping a `LogError`: `invalidArgument` for a
+    ///   destination that is not empty or batches that are not contiguous from 0,
+    ///   `corruption` when the source holds fewer records than a batch says, `io`.
+    package static func restore(records source: any RecordLog, in batches: [Range<LogPosition>], requestedPosition: LogPosition,
+                                to destination: URL) async throws -> RestoreResult {
+        let dest = destination.standardizedFileURL.path
+        let staging = dest + ".restoring-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        do {
+            var next: LogPosition = 0
+            for batch in batches {
+                guard batch.lowerBound == next, !batch.isEmpty else {
+                    throw LogError(.invalidArgument, "the batches to restore must be contiguous from 0: \(batch) follows \(next)", position: batch.lowerBound)
+                }
+                next = batch.upperBound
+            }
+            guard next <= requestedPosition else {
+                throw LogError(.invalidArgument, "the batches to restore end at \(next), past the requested position \(requestedPosition)", position: next)
+            }
+            if FileManager.default.fileExists(atPath: dest) {
+                let entries = (try? FileManager.default.contentsOfDirectory(atPath: dest)) ?? ["?"]
+                guard entries.isEmpty else {
+                    throw LogError(.invalidArgument, "\(dest) is not empty: restore into a new directory", file: dest)
+                }
+            }
+            try StoreDirectory.createDurably(staging, io: PosixFileIO())
+            try await appendBatches(batches, of: source, to: URL(filePath: staging, directoryHint: .isDirectory))
+            try await runOnThreadOfItsOwn(named: "EventKernel restore") {
+                try StoreDirectory.moveDurably(staging, to: dest, io: PosixFileIO())
+            }
+            return RestoreResult(nextPosition: next, requestedPosition: requestedPosition)
+        } catch {
+            try? FileManager.default.removeItem(atPath: staging)
+            if let error = error as? LogError { throw RepositoryError.storage(StorageFailure(error)) }
+            throw error
+        }
+    }
+
     /// Appends `batches` of `source` to a new log in `target`, each as one batch again, with
     /// their positions and recording times.
-    private static func appendBatches(_ batches: [Range<LogPosition>], of source: SegmentedLog, to target: URL) async throws {
+    private static func appendBatches(_ batches: [Range<LogPosition>], of source: any RecordLog, to target: URL) async throws {
         var configuration = SegmentedLog.Configuration()
         // One sync at the close, not one per batch: the directory becomes the store only after
         // that (renamed into place when whole).
@@ -150,7 +200,7 @@ extension EventStore {
                 }
                 let expected = Int(batches[last].upperBound - batches[index].lowerBound)
                 guard records.count == expected else {
-                    throw LogError(.corruption, "the backup holds \(records.count) records at positions \(batches[index].lowerBound)..<\(batches[last].upperBound), its batches say \(expected)",
+                    throw LogError(.corruption, "the source holds \(records.count) records at positions \(batches[index].lowerBound)..<\(batches[last].upperBound), its batches say \(expected)",
                                    position: batches[index].lowerBound)
                 }
                 var offset = 0

@@ -1,6 +1,7 @@
 package import Foundation
 package import EventLog
 package import Logging
+import KernelPrimitives
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -81,9 +82,7 @@ package struct SnapshotDirectory: Sendable {
     private static func suffix(for name: String) -> String {
         let bytes = Array(name.utf8)
         guard bytes.count > longestSpelledName else { return "-" + hex(bytes) + ".snap" }
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
-        return "-" + hex(bytes.prefix(spelledPrefix)) + String(format: "%016llx", hash) + ".snap"
+        return "-" + hex(bytes.prefix(spelledPrefix)) + String(format: "%016llx", FNV1a64.hash(bytes)) + ".snap"
     }
 
     private static func hex(_ bytes: some Sequence<UInt8>) -> String {

@@ -97,8 +97,9 @@ extension EventStore {
         return projection
     }
 
-    /// The state of a projection as of a date: every event up to the last one recorded at or
-    /// before `date`. `nil` when no event is that old.
+    /// The state of a projection as of a date: what the store knew then, every event of the
+    /// log's longest prefix recorded at or before `date` (the rule of
+    /// ``lastPosition(recordedAtOrBefore:)-(Date)``). `nil` when no event is that old.
     /// - Throws: ``RepositoryError/storage(_:)``.
     /// - Complexity: O(n) to find the position, then as ``state(of:throughPosition:)``.
     public func state<P: Projection>(of make: () -> P, asOf date: Date) throws -> P? {
@@ -106,7 +107,8 @@ extension EventStore {
         return try state(of: make, throughPosition: position)
     }
 
-    /// The position of the last event recorded at or before `date`, scanning timestamps.
+    /// The last position of the log's longest prefix recorded at or before `date`: what the
+    /// store knew at that moment (the rule of ``lastPosition(recordedAtOrBefore:)-(LogTimestamp)``).
     /// - Throws: ``RepositoryError/storage(_:)``.
     public func lastPosition(recordedAtOrBefore date: Date) throws -> LogPosition? {
         let limit: LogTimestamp
@@ -114,22 +116,32 @@ extension EventStore {
         return try lastPosition(recordedAtOrBefore: limit)
     }
 
-    /// The position of the last event recorded at or before `limit`, to the nanosecond (a `Date`
-    /// holds only about a tenth of a microsecond today: an event's own stored timestamp, passed
-    /// as a `Date`, can fall just before it), scanning timestamps.
+    /// The last position of the log's longest prefix recorded at or before `limit`, to the
+    /// nanosecond (a `Date` holds only about a tenth of a microsecond today: an event's own
+    /// stored timestamp, passed as a `Date`, can fall just before it); `nil` when the first
+    /// event was recorded after it.
+    ///
+    /// A prefix, not "the last event recorded at or before": recording times are not always in
+    /// log order (concurrent appends take their time before group commit orders them, a clock
+    /// can step back, an application can give `recordedAt`), and the store learns events in log
+    /// order, so an event recorded after `limit` was not known then, nor was anything after it,
+    /// whatever its time says. Cutting after the last event stamped at or before `limit` would
+    /// include such a later event.
     /// - Parameter limit: The latest recording time to include.
     /// - Throws: ``RepositoryError/storage(_:)``.
+    /// - Complexity: O(k) for the k events of the prefix.
     public func lastPosition(recordedAtOrBefore limit: LogTimestamp) throws -> LogPosition? {
         try Self.lastPosition(in: log, recordedAtOrBefore: limit)
     }
 
     /// ``lastPosition(recordedAtOrBefore:)-(LogTimestamp)`` of any log (a restore cuts a
-    /// backup's log by it).
-    static func lastPosition(in log: any RecordLog, recordedAtOrBefore limit: LogTimestamp) throws -> LogPosition? {
+    /// backup's log by it): the one place the rule is written.
+    package static func lastPosition(in log: any RecordLog, recordedAtOrBefore limit: LogTimestamp) throws -> LogPosition? {
         var found: LogPosition?
         try Self.readingRecords {
             try log.forEachRecord(from: 0, through: nil) { view in
-                if view.timestamp <= limit { found = view.position }
+                guard view.timestamp <= limit else { return false }
+                found = view.position
                 return true
             }
         }

@@ -24,7 +24,7 @@ struct CopyCommand: AsyncParsableCommand {
     var source: String
     @Option(name: .customLong("to"), help: ArgumentHelp("An empty store to copy into: a directory, or a postgres:// URL.", valueName: "DESTINATION"))
     var destination: String
-    @Option(help: ArgumentHelp("Records per write (one transaction, or one batch of the local log).", valueName: "N"))
+    @Option(help: ArgumentHelp("Records per write, at most (one transaction, or one batch of the local log), gathering whole atomic appends: an append holding more is written alone.", valueName: "N"))
     var batch: Int = 4_096
 
     func validate() throws {
@@ -42,13 +42,25 @@ struct CopyCommand: AsyncParsableCommand {
 
     func run() async throws {
         let from: any RecordLog
+        // The chunks a copy writes, each one batch (or one transaction) in the destination:
+        // whole atomic appends only, so that the copy never holds half of one where the
+        // source held it whole (a later restore at a point rounds down to those chunks).
+        let chunks: [Range<LogPosition>]
         if Self.isPostgres(source) {
             let configuration = try withToolErrorsSync { try PostgresLog.Configuration(url: source) }
-            do { from = try await PostgresLog.open(configuration, logger: StoreLocation.logger) } catch { throw ToolError.from(error) }
+            let log: PostgresLog
+            do { log = try await PostgresLog.open(configuration, logger: StoreLocation.logger) } catch { throw ToolError.from(error) }
+            from = log
+            do { chunks = try await log.batches(endingAtOrBefore: log.bounds.nextPosition, atMost: batch) } catch {
+                try? await log.close()
+                throw ToolError.from(error)
+            }
         } else {
             let directory = URL(filePath: source, directoryHint: .isDirectory).standardizedFileURL
             try StoreLocation.requireStore(directory)
-            from = try withToolErrorsSync(store: directory) { try SegmentedLog.openReadOnly(at: directory) }
+            let log = try withToolErrorsSync(store: directory) { try SegmentedLog.openReadOnly(at: directory) }
+            from = log
+            chunks = log.batches(endingAtOrBefore: log.bounds.nextPosition, atMost: batch)
         }
         let sink: Sink
         if Self.isPostgres(destination) {
@@ -68,22 +80,20 @@ struct CopyCommand: AsyncParsableCommand {
             }
             sink = .local(try withToolErrorsSync(store: directory) { try SegmentedLog.open(at: directory) })
         }
-        let end = from.bounds.nextPosition
-        var position: LogPosition = 0
-        while position < end {
+        let end = chunks.last?.upperBound ?? 0
+        for range in chunks {
             var chunk: [LogRecord] = []
-            chunk.reserveCapacity(batch)
+            chunk.reserveCapacity(Int(range.count))
             try withToolErrorsSync {
-                try from.forEachRecord(from: position, through: min(end, position + LogPosition(batch)) - 1) { view in
+                try from.forEachRecord(from: range.lowerBound, through: range.upperBound - 1) { view in
                     chunk.append(view.copy())
                     return true
                 }
             }
-            guard let first = chunk.first, first.position == position else {
-                throw ToolError(.damage, "the source ends at position \(position), before its end \(end)")
+            guard chunk.count == range.count, chunk.first?.position == range.lowerBound else {
+                throw ToolError(.damage, "the source holds \(chunk.count) events at positions \(range), where its batches say \(range.count)")
             }
             try await withToolErrors { try await sink.write(chunk) }
-            position += LogPosition(chunk.count)
         }
         try await withToolErrors {
             try await sink.close()

@@ -467,9 +467,28 @@ struct EntityVersionValidator {
     private(set) var repositoryTypes: Set<String> = []
     /// The lines that are an event `TYPE.name` (a field event's form, ``EntityJSON/fieldEventName(_:of:payload:)``)
     /// of a stream whose entity does not exist at that point (its first event, or after a
-    /// delete): a generic repository of the type fails to open on one. Whether the type is a
-    /// repository's is known only after every line (and the store) is read.
-    private(set) var fieldEventsWithoutEntity: [(line: Int, event: EncodedEvent)] = []
+    /// delete), summed up per entity type: a generic repository of the type fails to open on
+    /// one. Whether the type is a repository's is known only after every line (and the store)
+    /// is read, so each type keeps its first such line, its first whose payload is shaped as a
+    /// `Codable` field event's, and how many of those: never the lines themselves (100,000
+    /// streams starting with a field event kept 100,000 payloads through the checking pass).
+    private(set) var fieldEventsWithoutEntity: [String: FieldEventsWithoutEntity] = [:]
+
+    /// One entity type's part of ``fieldEventsWithoutEntity``.
+    struct FieldEventsWithoutEntity {
+        /// A line: its number, its stream and its event type.
+        struct Line {
+            var number: Int
+            var stream: StreamID
+            var eventType: String
+        }
+        /// The first such line of the type.
+        var first: Line
+        /// The first whose payload is shaped as a field event's (`{"value": …}`).
+        var firstFieldShaped: Line?
+        /// How many lines have such a payload.
+        var fieldShapedCount = 0
+    }
 
     /// The streams of the store whose last repository event is a delete.
     private let deleted: Set<StreamID>
@@ -489,34 +508,30 @@ struct EntityVersionValidator {
     /// encoder): those are
     /// ``fieldEventWarnings(storeTypes:)``.
     func fieldEventRefusal(storeTypes: Set<String>) -> (line: Int, error: ActivityJSON.LineError)? {
-        for (line, event) in fieldEventsWithoutEntity {
-            let type = event.stream.entityType
-            guard repositoryTypes.contains(type) || storeTypes.contains(type) else { continue }
-            return (line, ActivityJSON.LineError(message: "\(event.eventType) is a field event (\(type) is a generic repository's type) and sets one property of an existing entity, but \(event.stream) has no entity at that point (the line would be its first event, or follow its delete): the application could not open the store (noEntityForFieldEvent). Import the stream's \(type).added first"))
-        }
-        return nil
+        let first = fieldEventsWithoutEntity
+            .filter { type, _ in repositoryTypes.contains(type) || storeTypes.contains(type) }
+            .map(\.value.first)
+            .min { $0.number < $1.number }
+        guard let first else { return nil }
+        let type = first.stream.entityType
+        return (first.number, ActivityJSON.LineError(message: "\(first.eventType) is a field event (\(type) is a generic repository's type) and sets one property of an existing entity, but \(first.stream) has no entity at that point (the line would be its first event, or follow its delete): the application could not open the store (noEntityForFieldEvent). Import the stream's \(type).added first"))
     }
 
     /// The lines of ``fieldEventsWithoutEntity`` of a type nothing shows is a repository's, whose
     /// payload is shaped as a `Codable` field event's (`{"value": …}`): imported, but said on
     /// stderr, as an application that registers the event could not open the store. One
     /// warning per type, at its first such line, counting the others (one per stream start
-    /// gave 100,000 lines for 100,000 streams).
+    /// gave 100,000 lines for 100,000 streams); in the order of those first lines.
     func fieldEventWarnings(storeTypes: Set<String>) -> [(line: Int, message: String)] {
-        var firsts: [(line: Int, event: EncodedEvent)] = []
-        var counts: [String: Int] = [:]
-        for (line, event) in fieldEventsWithoutEntity {
-            let type = event.stream.entityType
-            guard !repositoryTypes.contains(type), !storeTypes.contains(type), EntityJSON.isFieldEventPayload(event.payload) else { continue }
-            if counts[type] == nil { firsts.append((line, event)) }
-            counts[type, default: 0] += 1
-        }
-        return firsts.map { line, event in
-            let type = event.stream.entityType
-            let others = counts[type, default: 1] - 1
-            let more = others == 0 ? "" : " (and \(others) more line\(others == 1 ? "" : "s") of \(type) like it)"
-            return (line, "\(event.eventType) has a field event's payload ({\"value\": …}) and is the first event of \(event.stream) (or follows its delete)\(more); nothing shows \(type) is a generic repository's type, so it is imported as the application's own event. If it is a FieldEvent, an application registering it could not open the store (noEntityForFieldEvent)")
-        }
+        fieldEventsWithoutEntity
+            .filter { type, _ in !repositoryTypes.contains(type) && !storeTypes.contains(type) }
+            .compactMap { _, lines in lines.firstFieldShaped.map { ($0, lines.fieldShapedCount - 1) } }
+            .sorted { $0.0.number < $1.0.number }
+            .map { first, others in
+                let type = first.stream.entityType
+                let more = others == 0 ? "" : " (and \(others) more line\(others == 1 ? "" : "s") of \(type) like it)"
+                return (first.number, "\(first.eventType) has a field event's payload ({\"value\": …}) and is the first event of \(first.stream) (or follows its delete)\(more); nothing shows \(type) is a generic repository's type, so it is imported as the application's own event. If it is a FieldEvent, an application registering it could not open the store (noEntityForFieldEvent)")
+            }
     }
 
     /// Checks one line and counts it.
@@ -545,7 +560,14 @@ struct EntityVersionValidator {
         if EntityJSON.isRepositoryEvent(eventType, of: stream.entityType) {
             after = !eventType.hasSuffix(".deleted")
         } else if exists == false, EntityJSON.fieldEventName(eventType, of: stream.entityType, payload: imported.event.payload) != nil {
-            fieldEventsWithoutEntity.append((line, imported.event))
+            let type = stream.entityType
+            let here = FieldEventsWithoutEntity.Line(number: line, stream: stream, eventType: eventType)
+            var lines = fieldEventsWithoutEntity[type] ?? FieldEventsWithoutEntity(first: here)
+            if EntityJSON.isFieldEventPayload(imported.event.payload) {
+                if lines.firstFieldShaped == nil { lines.firstFieldShaped = here }
+                lines.fieldShapedCount += 1
+            }
+            fieldEventsWithoutEntity[type] = lines
         }
         overlay[stream] = (current + 1, after)
     }

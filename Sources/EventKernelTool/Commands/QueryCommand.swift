@@ -93,7 +93,7 @@ struct QueryCommand: AsyncParsableCommand {
         let conditions = try self.conditions.map(GenericQuery.Condition.init)
         let events = repository.store
         let bounds = events.log.bounds
-        // Recording time: the log through the last position recorded at or before --as-of.
+        // Recording time: the log's longest prefix recorded at or before --as-of.
         var through: LogPosition? = bounds.nextPosition == 0 ? nil : bounds.nextPosition - 1
         var label = "now"
         var asOfTime: LogTimestamp?

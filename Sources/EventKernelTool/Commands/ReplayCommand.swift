@@ -26,7 +26,7 @@ struct ReplayCommand: AsyncParsableCommand {
 
     @OptionGroup var store: ReadableStoreOptions
     @Option(name: .customLong("as-of"), help: ArgumentHelp(
-        "Recording time: the state after every event recorded at or before DATE (a bare date covers its whole day).", valueName: "DATE"))
+        "Recording time: the state the store knew at DATE, after the log's longest prefix recorded at or before it (a bare date covers its whole day).", valueName: "DATE"))
     var asOf: String?
     @Option(parsing: .unconditional, help: ArgumentHelp("After the event at position N (inclusive; N ≥ 0).", valueName: "N"))
     var position: Int64?

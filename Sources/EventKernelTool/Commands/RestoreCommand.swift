@@ -2,6 +2,9 @@ import ArgumentParser
 import EventKernel
 import EventLog
 import Foundation
+#if PostgreSQL
+import PostgresLog
+#endif
 
 struct RestoreCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -10,7 +13,8 @@ struct RestoreCommand: AsyncParsableCommand {
         discussion: """
             The backup is checked against its manifest first (every file's size and CRC32C). At its end the backup's \
             files are copied, snapshots included; with --position N the store holds the events below N, with \
-            --as-of DATE those up to the last one recorded at or before DATE (the rule of replay --as-of), and its \
+            --as-of DATE the log's longest prefix recorded at or before DATE (what the store knew then: the rule of replay \
+            --as-of, never an event recorded later), and its \
             first open rebuilds the snapshots. A restore holds whole stored batches only (each holds whole atomic appends: execute commands, \
             appendAll calls): a cut that falls inside a batch is rounded down to the batch's start, and says so on stderr \
             (in --json, requestedPosition and roundedDown). The destination must be new or empty (exit 1 otherwise); a directory \
@@ -31,7 +35,7 @@ struct RestoreCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Restore the events below this position.", valueName: "N"))
     var position: UInt64?
     @Option(name: .customLong("as-of"), help: ArgumentHelp(
-        "Restore the events up to the last one recorded at or before this time (ISO 8601; a bare date is its whole day, UTC).", valueName: "DATE"))
+        "Restore what the store knew at this time: the log's longest prefix recorded at or before it (ISO 8601; a bare date is its whole day, UTC).", valueName: "DATE"))
     var asOf: String?
     @Flag(help: "Print the result as one JSON object.")
     var json = false
@@ -57,6 +61,18 @@ struct RestoreCommand: AsyncParsableCommand {
         } else {
             point = .end
         }
+        #if PostgreSQL
+        if backup.hasPrefix("postgres://") || backup.hasPrefix("postgresql://") {
+            let configuration = try withToolErrorsSync { try PostgresLog.Configuration(url: backup) }
+            let result: RestoreResult
+            do { result = try await EventStore.restore(fromPostgres: configuration, to: destination, at: point, logger: StoreLocation.logger) } catch let error as RepositoryError {
+                if let logError = error.logError, logError.code == .invalidArgument { throw ToolError(.badInput, logError.description) }
+                throw ToolError.from(error)
+            }
+            report(result, from: configuration.description, into: destination, atomicUnit: "an atomic append")
+            return
+        }
+        #endif
         let result = try await withToolErrors(store: source) {
             do { return try await EventStore.restore(from: source, to: destination, at: point) } catch let error as RepositoryError {
                 // A directory that is not a complete backup, and a destination in use, are the
@@ -71,19 +87,28 @@ struct RestoreCommand: AsyncParsableCommand {
                 throw error
             }
         }
+        report(result, from: source.path, into: destination, atomicUnit: "a stored batch")
+    }
+
+    /// Prints what was restored, and on stderr what a rounded-down cut left out.
+    /// - Parameter atomicUnit: What a cut never splits, in the source's words, with its article.
+    private func report(_ result: RestoreResult, from source: String, into destination: URL, atomicUnit: String) {
         let end = result.nextPosition
         if result.roundedDown {
             // Said whole: group commit may have merged appends acknowledged one by one into
             // that batch, so events acknowledged before the requested position can be left out.
             let leftOut = result.requestedPosition - end
-            Output.note("position \(result.requestedPosition) is inside a stored batch that starts at \(end): restored up to the batch's start, \(end); the \(leftOut) event(s) at positions \(end)..<\(result.requestedPosition) are left out. A batch is restored whole or not at all, and group commit may have merged several appends, each acknowledged on its own, into it: some of those events may have been acknowledged before the requested point. Restore --position \(end) to cut exactly here")
+            let merged = atomicUnit == "a stored batch"
+                ? ", and group commit may have merged several appends, each acknowledged on its own, into it: some of those events may have been acknowledged before the requested point"
+                : ""
+            Output.note("position \(result.requestedPosition) is inside \(atomicUnit) that starts at \(end): restored up to its start, \(end); the \(leftOut) event(s) at positions \(end)..<\(result.requestedPosition) are left out. It is restored whole or not at all\(merged). Restore --position \(end) to cut exactly here")
         }
         if json {
-            print(Output.json(["backup": source.path, "store": destination.path, "position": end,
+            print(Output.json(["backup": source, "store": destination.path, "position": end,
                                "requestedPosition": result.requestedPosition, "roundedDown": result.roundedDown,
                                "eventsLeftOut": result.requestedPosition - end]))
         } else {
-            Output.note("restored \(Output.count(end)) events from \(source.path) into \(destination.path), positions 0..<\(end)")
+            Output.note("restored \(Output.count(end)) events from \(source) into \(destination.path), positions 0..<\(end)")
         }
     }
 }

@@ -76,8 +76,9 @@ final class ImportInput {
         var source = STDIN_FILENO
         var regular = false
         if !isStandardInput {
-            source = systemOpen(argument, O_RDONLY | O_CLOEXEC)
-            guard source >= 0 else { throw failure(argument, errno) }
+            do throws(SystemCallError) { source = try SystemCall.open(argument, flags: O_RDONLY) } catch {
+                throw failure(argument, error.errorNumber)
+            }
             var status = stat()
             guard fstat(source, &status) == 0 else { let number = errno; close(source); throw failure(argument, number) }
             if (status.st_mode & S_IFMT) == S_IFDIR { close(source); throw failure(argument, EISDIR) }
@@ -102,7 +103,7 @@ final class ImportInput {
                 while true {
                     let count: Int
                     do throws(SystemCallError) {
-                        count = try SystemCall.run("read") { systemRead(source, bytes.baseAddress, bytes.count) }
+                        count = try SystemCall.read(from: source, into: bytes)
                     } catch {
                         throw failure(name, error.errorNumber)
                     }
@@ -229,7 +230,8 @@ final class ImportInput {
             let count: Int
             do {
                 count = try buffer.withUnsafeMutableBytes { bytes throws(SystemCallError) in
-                    try SystemCall.run("pread") { systemPread(descriptor, bytes.baseAddress, wanted, off_t(at)) }
+                    try SystemCall.read(from: descriptor, atAbsoluteOffset: Int64(at),
+                                        into: UnsafeMutableRawBufferPointer(rebasing: bytes[0..<wanted]))
                 }
             } catch let error as SystemCallError {
                 throw failure(input.name, error.errorNumber)
@@ -253,7 +255,7 @@ final class ImportInput {
     struct Scan {
         private(set) var count = 0
         private(set) var crc: UInt32 = 0
-        private(set) var fnv: UInt64 = 0xcbf2_9ce4_8422_2325
+        private(set) var fnv = FNV1a64()
         /// The continuation bytes the UTF-8 sequence begun at `sequenceStart` still needs,
         /// and the range the next one must be in (Unicode's table 3-7 of well-formed UTF-8).
         private var needed = 0
@@ -266,7 +268,7 @@ final class ImportInput {
 
         /// The input's identity: `<length>-<CRC32C, 8 hex digits><FNV-1a 64, 16 hex digits>`.
         var identity: String {
-            "\(count)-\(String(format: "%08x", crc))\(String(format: "%016llx", fnv))"
+            "\(count)-\(String(format: "%08x", crc))\(String(format: "%016llx", fnv.value))"
         }
 
         /// Adds the next bytes of the input.
@@ -277,7 +279,7 @@ final class ImportInput {
             var fnv = self.fnv
             defer { self.fnv = fnv; count += bytes.count }
             for (index, byte) in bytes.enumerated() {
-                fnv = (fnv ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+                fnv.add(byte)
                 if needed > 0 {
                     guard byte >= low, byte <= high else { return (line, sequenceStart - lineStart + 1, sequenceStart) }
                     needed -= 1
@@ -318,7 +320,21 @@ final class ImportInput {
     }
 
     /// An unlinked temporary file in `directory`, open for reading and writing.
+    ///
+    /// On Linux it is made without a name at all (`O_TMPFILE`), so that nothing can leave it
+    /// behind; where the file system or kernel lacks that, and on macOS, it is made with
+    /// `mkstemp` and unlinked at once (a signal between the two would leave an empty file).
     private static func makeSpool(in directory: URL) throws(SystemCallError) -> Int32 {
+        #if os(Linux)
+        do throws(SystemCallError) {
+            // O_TMPFILE is a macro Swift does not import: __O_TMPFILE (the same on every Linux
+            // architecture Swift runs on) with O_DIRECTORY (which differs between them).
+            let temporaryFile: Int32 = 0o20_000_000 | O_DIRECTORY
+            return try SystemCall.open(directory.path, flags: O_RDWR | temporaryFile, mode: 0o600)
+        } catch where [EOPNOTSUPP, EISDIR, EINVAL].contains(error.errorNumber) {
+            // Not supported here: the named file below.
+        }
+        #endif
         var template = Array(directory.appending(path: ".eventkernel-import-XXXXXX").path.utf8CString)
         let descriptor = try template.withUnsafeMutableBufferPointer { path throws(SystemCallError) in
             try SystemCall.run("mkstemp") { mkstemp(path.baseAddress!) }
@@ -333,7 +349,7 @@ final class ImportInput {
     private static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemCallError) {
         var done = 0
         while done < bytes.count {
-            done += try SystemCall.run("write") { systemWrite(descriptor, bytes.baseAddress! + done, bytes.count - done) }
+            done += try SystemCall.write(to: descriptor, from: UnsafeRawBufferPointer(rebasing: bytes[done...]))
         }
     }
 
@@ -346,36 +362,4 @@ final class ImportInput {
         }
         return ToolError(.badInput, "\(name): \(what)")
     }
-}
-
-private func systemOpen(_ path: String, _ flags: Int32) -> Int32 {
-    #if canImport(Glibc)
-    Glibc.open(path, flags)
-    #else
-    Darwin.open(path, flags)
-    #endif
-}
-
-private func systemRead(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
-    #if canImport(Glibc)
-    Glibc.read(descriptor, buffer, count)
-    #else
-    Darwin.read(descriptor, buffer, count)
-    #endif
-}
-
-private func systemPread(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int, _ offset: off_t) -> Int {
-    #if canImport(Glibc)
-    Glibc.pread(descriptor, buffer, count, offset)
-    #else
-    Darwin.pread(descriptor, buffer, count, offset)
-    #endif
-}
-
-private func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer?, _ count: Int) -> Int {
-    #if canImport(Glibc)
-    Glibc.write(descriptor, buffer, count)
-    #else
-    Darwin.write(descriptor, buffer, count)
-    #endif
 }

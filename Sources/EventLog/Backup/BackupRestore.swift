@@ -92,4 +92,19 @@ extension SegmentedLog {
             return ranges
         }
     }
+
+    /// ``batches(endingAtOrBefore:)`` with consecutive batches gathered into ranges of at most
+    /// `maximum` records (a batch holding more stays alone): how a copy writes this log
+    /// elsewhere in chunks that never cut an atomic append.
+    /// - Parameters:
+    ///   - end: The position to stop at; a batch that holds it or runs past it is left out.
+    ///   - maximum: The most records a range gathers from several batches.
+    /// - Returns: Contiguous ranges from the log's first position.
+    public func batches(endingAtOrBefore end: LogPosition, atMost maximum: Int) -> [Range<LogPosition>] {
+        let batches = batches(endingAtOrBefore: end)
+        guard let first = batches.first else { return [] }
+        var gathering = BatchGathering(from: first.lowerBound, atMost: maximum)
+        for batch in batches { gathering.add(endingAt: batch.upperBound) }
+        return gathering.finished()
+    }
 }

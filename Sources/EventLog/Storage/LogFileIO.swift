@@ -121,14 +121,14 @@ final class OpenFile: Sendable {
     /// Opens `path`; `flags` as for `open(2)`.
     static func open(_ path: String, flags: Int32, mode: mode_t = 0o644) throws(LogError) -> OpenFile {
         do throws(SystemCallError) {
-            return OpenFile(descriptor: try SystemCall.run("open") { systemOpen(path, flags | O_CLOEXEC, mode) }, path: path)
+            return OpenFile(descriptor: try SystemCall.open(path, flags: flags, mode: UInt32(mode)), path: path)
         } catch {
             let code: LogError.Code = (error.errorNumber == ENOENT || error.errorNumber == ENOTDIR) ? .notAStore : .io
             throw LogError(code, "cannot open \(path)", file: path, systemErrorNumber: error.errorNumber)
         }
     }
 
-    deinit { _ = systemClose(descriptor) }
+    deinit { SystemCall.close(descriptor) }
 
     /// The file's current size.
     func size() throws(LogError) -> Int64 {
@@ -169,11 +169,3 @@ final class OpenFile: Sendable {
         return bytes
     }
 }
-
-#if canImport(Glibc)
-private func systemOpen(_ path: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t) -> Int32 { Glibc.open(path, flags, mode) }
-private func systemClose(_ fd: Int32) -> Int32 { Glibc.close(fd) }
-#else
-private func systemOpen(_ path: UnsafePointer<CChar>, _ flags: Int32, _ mode: mode_t) -> Int32 { Darwin.open(path, flags, mode) }
-private func systemClose(_ fd: Int32) -> Int32 { Darwin.close(fd) }
-#endif

@@ -77,15 +77,9 @@ struct CrashTests {
         // Closed and awaited before the next trial: a close left to an unstructured task ran only
         // when the trials' loop let go of the cooperative threads, and each trial's descriptors
         // piled up meanwhile (about 700 open in this suite).
-        let count: Int
-        do {
-            count = try checkRecords(of: log, ackedThrough: acked, attemptedAtMost: attempted, tally: &tally, context: context)
-        } catch {
-            try? await log.close()
-            throw error
+        return try await withClosing({ try await log.close() }) {
+            try checkRecords(of: log, ackedThrough: acked, attemptedAtMost: attempted, tally: &tally, context: context)
         }
-        try await log.close()
-        return count
     }
 
     /// The crash rule over an open log: every acknowledged record, in place, none beyond the attempted.
@@ -193,13 +187,9 @@ struct CrashTests {
             let log = try SegmentedLog.open(at: dir.url, configuration: SegmentedLog.Configuration(segmentSize: Self.segmentBytes))
             var found: [LogPosition: String] = [:]
             // Closed and awaited before the next trial (checkStore says why).
-            do {
+            try await withClosing({ try await log.close() }) {
                 try Self.readRecords(of: log, into: &found, context: context)
-            } catch {
-                try? await log.close()
-                throw error
             }
-            try await log.close()
             recovered += found.count
             for (position, payload) in acknowledged where found[position] != payload {
                 lost += 1
