@@ -123,6 +123,74 @@ import EventKernelTestSupport
         #expect(MemoryLayout<CompactKey>.stride == 24 && MemoryLayout<CompactSlot>.stride == 40)
     }
 
+    /// A restore takes the narrowest layout every key fits wherever the first longer key is
+    /// (first, last, or none), and every row reads back.
+    @Test func aRestoreTakesTheLayoutEveryKeyFits() {
+        let short = IndexKey(.string("a"), .double(1)), uuidLed = IndexKey(.uuid(UUID()), .double(2))
+        let long = IndexKey(.string("a kind past the compact width"), .double(3))
+        let cases: [([IndexKey], KeyLayout)] = [([], .compact), ([short, short], .compact), ([long, short], .full), ([short, short, long], .full),
+                                                ([uuidLed, short], .full)]
+        for (keys, layout) in cases {
+            var column = KeyColumn(descending: [false, true])
+            column.set(0, long)
+            column.restore(keys)
+            #expect(column.layout == layout && column.count == keys.count, "\(keys)")
+            for (slot, key) in keys.enumerated() { #expect(column[Int32(slot)].values == key.values, "\(keys) slot \(slot)") }
+        }
+        var single = KeyColumn(descending: [false])
+        single.restore([IndexKey(.int(1)), IndexKey(.string("twenty-one bytes long"))])
+        #expect(single.layout == .compact && single[1].values == [.string("twenty-one bytes long")], "a 21-byte string fits 24 bytes")
+        single.restore([IndexKey(.int(1)), IndexKey(.int(-5))])
+        #expect(single.layout == .narrow && single[1].values == [.int(-5)])
+    }
+
+    struct Note: Identifiable, Codable, Sendable, Equatable {
+        var id: String
+        var kind: String
+        var start: Double
+    }
+
+    /// String-id entities (40-byte heads from the restore's start) with short and long keys
+    /// through a snapshot reopen, then updated and deleted, against the model.
+    @Test func stringIDEntitiesThroughASnapshotReopen() async throws {
+        let dir = TemporaryDirectory("ek-composite-string-ids")
+        func open() throws -> (EventStore, EventSourcedRepository<Note>) {
+            let log = try SegmentedLog.open(at: dir.url, configuration: .init(segmentSize: 64 << 10))
+            let store = try EventStore(log: log, directory: dir.url, snapshotPolicy: .default)
+            return (store, try EventSourcedRepository<Note>(store: store, typeName: "Note", indexes: [.on(\.kind, \.start)]))
+        }
+        var model = QueryModel<Note>()
+        let ordered = QueryCase<Note>(query: EntityQuery<Note>().orderBy(\.kind).orderBy(\.start), filter: { _ in true },
+                                      order: [({ .string($0.kind) }, false), ({ .double($0.start) }, false)], limit: nil, offset: 0)
+        func expectSame(_ repository: EventSourcedRepository<Note>, _ step: String) throws {
+            #expect(try repository.fetch(ordered.query).map(\.id) == ordered.expected(model).map(\.id), "\(step)")
+            for (id, entry) in model.items { #expect(repository.fetch(id: id) == entry.item, "\(step): \(id)") }
+            #expect(repository.projection.state.rows.heads.isWide, "\(step): string ids take 40-byte heads")
+            #if EVENTKERNEL_INTERNAL_CHECKS
+            #expect(repository.projection.state.rows.keyInvariantViolations() == [], "\(step)")
+            #endif
+        }
+        do {
+            let (store, repository) = try open()
+            let notes = (0..<30).map { n in Note(id: "note-\(n)", kind: n % 4 == 0 ? Self.longKinds[0] : Self.shortKinds[n % Self.shortKinds.count],
+                                                 start: Self.starts[n % Self.starts.count]) }
+            try await repository.addAll(notes)
+            for note in notes { model.save(note) }
+            try expectSame(repository, "added")
+            try await store.close()
+        }
+        let (store, repository) = try open()
+        #expect(repository.projection.eventsApplied == 0, "restored from the snapshot, not replayed")
+        try expectSame(repository, "reopened")
+        let updated = Note(id: "note-3", kind: Self.longKinds[1], start: -2.5)
+        try await repository.save(updated)
+        model.save(updated)
+        #expect(try await repository.delete(id: "note-4"))
+        model.items["note-4"] = nil
+        try expectSame(repository, "updated after the reopen")
+        try await store.close()
+    }
+
     /// An index's entries move to the narrowest layout that holds a new key, keep their order
     /// through it, and a restore takes the narrowest layout every key fits.
     @Test func entriesMoveToTheLayoutANewKeyNeeds() {

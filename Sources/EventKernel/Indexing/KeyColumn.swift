@@ -167,24 +167,36 @@ struct KeyColumn: Sendable {
 
     /// Replaces every slot's key with `keys` (a snapshot's, by slot), in the narrowest layout
     /// every key fits.
+    ///
+    /// The layout is chosen by a pass over the keys before anything is reserved: starting
+    /// narrow and widening at the first longer key reserved a column for every key only to free
+    /// it and decode every earlier key (a UUID-led composite index's first key does not fit).
     mutating func restore(_ keys: some Collection<IndexKey>) {
         tags = []
         bits = []
         compact = []
         full = []
-        layout = KeyLayout.narrowest(components: descending.count)
-        switch layout {
+        let components = descending.count
+        var target = KeyLayout.narrowest(components: components)
+        for key in keys where target < .full {
+            target = Swift.max(target, KeyLayout.narrowest(for: NormalizedKey(key, descending: descending), components: components))
+        }
+        layout = target
+        switch target {
         case .narrow:
             tags.reserveCapacity(keys.count)
             bits.reserveCapacity(keys.count)
-        case .compact: compact.reserveCapacity(keys.count)
-        case .full: full.reserveCapacity(keys.count)
-        }
-        for key in keys {
-            let normalized = NormalizedKey(key, descending: descending)
-            let needed = KeyLayout.narrowest(for: normalized, components: descending.count)
-            if needed > layout { relayout(to: needed, reservingCapacity: keys.count) }
-            set(Int32(count), key, normalized: normalized)
+            for key in keys {
+                let (tag, word) = Self.narrowBytes(NormalizedKey(key, descending: descending))
+                tags.append(tag)
+                bits.append(word)
+            }
+        case .compact:
+            compact.reserveCapacity(keys.count)
+            for key in keys { compact.append(CompactKey(NormalizedKey(key, descending: descending))) }
+        case .full:
+            // Whole keys need no encoding: the layout pass stopped at the first that needed them.
+            full = Array(keys)
         }
     }
 

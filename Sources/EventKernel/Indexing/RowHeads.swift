@@ -86,6 +86,14 @@ struct RowHeads: RandomAccessCollection, ExpressibleByArrayLiteral, Sendable {
         if isWide { wide.reserveCapacity(capacity) } else { uuids.reserveCapacity(capacity) }
     }
 
+    /// Reserves room for `capacity` heads in the layout they will need: 40-byte heads from the
+    /// start when `stringIDs` (some head to come has a string id). Reserving UUID heads and
+    /// widening at the first string id allocated the heads twice.
+    mutating func reserveCapacity(_ capacity: Int, stringIDs: Bool) {
+        if stringIDs && !isWide { widen() }
+        reserveCapacity(capacity)
+    }
+
     /// Moves every head to ``RowHead``s: a string id is coming.
     private mutating func widen() {
         var heads: [RowHead] = []
