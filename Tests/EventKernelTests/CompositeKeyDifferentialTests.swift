@@ -20,10 +20,12 @@ import EventKernelTestSupport
     }
 
     static let indexes: [EntityIndex<Booking>] = [.on(\.kind, \.start), .on(\.kind, .descending(\.rank))]
-    /// Kinds whose keys fit 24 bytes with a number after them ("Tummy time": 13 + 9 = 22).
-    static let shortKinds = ["", "a", "sleep", "Tummy time", "a\u{0}b", "é", "ab"]
-    /// Kinds whose keys do not (33 bytes and more with a number: past the 32 inline bytes too).
-    static let longKinds = ["a kind past the width", "b kind past the width, longer"]
+    /// Kinds whose keys fit 28 bytes with a number after them ("Tummy time": 13 + 9 = 22; 14
+    /// and 16 characters: 26 and 28 bytes, as a UUID and a date, in the tail past 24 bytes).
+    static let shortKinds = ["", "a", "sleep", "Tummy time", "a\u{0}b", "é", "ab", "fourteen chars", "sixteen chars..."]
+    /// Kinds whose keys do not: 17 and 20 characters (29 and 32 bytes, still exact in the 32
+    /// inline bytes), and 33 bytes and more (past them).
+    static let longKinds = ["a kind past the width", "b kind past the width, longer", "seventeen chars..", "twenty characters..."]
     static let starts: [Double] = [-1e9, -2.5, -0.0, 0, 1, 1.5, 86_400, 7e8, .infinity, -.infinity]
 
     static func open(_ dir: URL) throws -> (EventStore, EventSourcedRepository<Booking>) {
@@ -111,16 +113,20 @@ import EventKernelTestSupport
         composite.set(0, IndexKey(.string("Tummy time"), .double(-4)))
         composite.set(1, IndexKey(.string("Tummy time!"), .double(5)))
         #expect(composite.layout == .compact, "23 bytes fit")
-        composite.set(2, IndexKey(.string("Tummy time!!!"), .double(6)))
-        #expect(composite.layout == .full, "24 + 1 bytes do not")
+        composite.set(2, IndexKey(.string("Tummy time!!!!!"), .double(6)))
+        #expect(composite.layout == .compact && composite.tails.count == 3, "27 bytes fit, bytes 24 to 27 beside the words")
+        #expect(composite[2].values == [.string("Tummy time!!!!!"), .double(6)] && composite[0].values == [.string("Tummy time"), .double(-4)])
+        composite.set(3, IndexKey(.string("Tummy time!!!!!!!"), .double(6)))
+        #expect(composite.layout == .full, "28 + 1 bytes do not")
         #expect(composite[0].values == [.string("Tummy time"), .double(-4)] && composite[1].values == [.string("Tummy time!"), .double(5)])
         #expect(composite.holds(0, NormalizedKey(IndexKey(.string("Tummy time"), .double(-4)), descending: [false, true])) == nil)
         composite.restore([composite[0], composite[1]])
+        #expect(composite.tails.isEmpty, "no key past 24 bytes, no tails")
         #expect(composite.layout == .compact && composite.count == 2 && composite[1].values == [.string("Tummy time!"), .double(5)])
         #expect(composite.holds(1, NormalizedKey(IndexKey(.string("Tummy time!"), .double(5)), descending: [false, true])) == true)
         #expect(composite.holds(1, NormalizedKey(IndexKey(.string("Tummy time!"), .double(6)), descending: [false, true])) == false)
         #expect(composite.holds(1, NormalizedKey(IndexKey(.string("Tummy times!"), .double(5)), descending: [false, true])) == false)
-        #expect(MemoryLayout<CompactKey>.stride == 24 && MemoryLayout<CompactSlot>.stride == 40)
+        #expect(MemoryLayout<CompactWords>.stride == 24 && MemoryLayout<CompactKey>.size == 28 && MemoryLayout<CompactSlot>.stride == 40)
     }
 
     /// A restore takes the narrowest layout every key fits wherever the first longer key is
@@ -129,7 +135,7 @@ import EventKernelTestSupport
         let short = IndexKey(.string("a"), .double(1)), uuidLed = IndexKey(.uuid(UUID()), .double(2))
         let long = IndexKey(.string("a kind past the compact width"), .double(3))
         let cases: [([IndexKey], KeyLayout)] = [([], .compact), ([short, short], .compact), ([long, short], .full), ([short, short, long], .full),
-                                                ([uuidLed, short], .full)]
+                                                ([uuidLed, short], .compact), ([short, uuidLed, long], .full)]
         for (keys, layout) in cases {
             var column = KeyColumn(descending: [false, true])
             column.set(0, long)

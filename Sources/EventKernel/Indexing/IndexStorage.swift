@@ -54,17 +54,19 @@ extension NormalizedKey {
     var fitsNarrow: Bool { length <= UInt16(Self.narrowBytes) }
 }
 
-/// An entry of a declared index whose keys all encode in at most ``CompactKey/bytes`` (24)
-/// bytes, of any number of components: the encoding's 24 bytes, the sequence and the slot. 40
-/// bytes where a ``KeyedSlot`` is 48.
+/// An entry of a declared index whose keys all encode in at most ``CompactKey/bytes`` (28)
+/// bytes, of any number of components: the encoding's 28 bytes, the slot (in the 4 bytes after
+/// them) and the sequence. 40 bytes where a ``KeyedSlot`` is 48.
 ///
 /// Why: Activities' `(type, start)` index (22 bytes for "Tummy time" and a date) kept 48-byte
 /// entries of which 22 key bytes were used; every insert moved those bytes
-/// (`BenchProbe generic-activities`).
+/// (`BenchProbe generic-activities`). 28 rather than 24 so that UUID-led composite keys (a
+/// ledger's `(accountID, date)`, 26 bytes; a forum's `(forumID, isSticky, lastPostDate)`, 28)
+/// stay compact, and so scanned inline (see ``IndexStorage/scan(from:to:reversed:_:)``).
 struct CompactSlot: Sendable {
     var key: CompactKey
-    var sequence: UInt64
     var slot: Int32
+    var sequence: UInt64
 
     @inline(__always)
     init(_ entry: KeyedSlot) {
@@ -99,12 +101,12 @@ struct SequencedSlot: Sendable {
 /// of one component starts with 24-byte ``NarrowSlot`` entries and keeps them while every key's
 /// encoding fits 9 bytes (numbers, dates, Booleans, `nil`, strings of up to 6 UTF-8 bytes); an
 /// index of several components starts with 40-byte ``CompactSlot``s and keeps them while every
-/// encoding fits 24 bytes; the first key that does not fit moves every entry to the narrowest
+/// encoding fits 28 bytes (UUID-led keys with a date, or a Bool and a date, included); the first key that does not fit moves every entry to the narrowest
 /// layout that holds it too (48-byte ``KeyedSlot``s hold any), until the next
 /// ``replaceEntries(withSorted:)``, which takes the narrowest layout every key then fits.
 /// Callers see every entry as a ``KeyedSlot`` (``partitionPoint(_:)``,
 /// ``scan(from:to:reversed:_:)``), so the comparisons, and so the order, are the same code for
-/// all: a narrow or compact entry is the first 9 or 24 bytes of the same encoding.
+/// all: a narrow or compact entry is the first 9 or 28 bytes of the same encoding.
 struct IndexStorage: Sendable {
     let descending: [Bool]
     /// The entries while the layout is narrow; empty otherwise.
@@ -187,7 +189,7 @@ struct IndexStorage: Sendable {
     /// and compact layouts, in one loop that reads an entry through a two-way choice, as the
     /// narrow and wide layouts were read before the compact one. Three layouts in that loop
     /// (or a loop per layout) left this function out of line in the overlap query, which took
-    /// 15% more CPU; whole keys (the rare layout, keys past 24 bytes) are scanned out of line.
+    /// 15% more CPU; whole keys (keys past 28 bytes: long strings) are scanned out of line.
     @inline(__always)
     func scan(from lo: ChunkedPosition, to hi: ChunkedPosition, reversed: Bool, _ body: (KeyedSlot) -> Bool) {
         guard lo < hi else { return }

@@ -5,8 +5,10 @@
 /// Three layouts (``KeyLayout``), as the index's entries (``IndexStorage``): while every key
 /// stored has one component whose encoding fits 9 bytes (numbers, dates, Booleans, `nil`,
 /// short strings), each row keeps the encoding's 9 bytes (a tag and a word); while every
-/// encoding fits 24 bytes (Activities' `(type, start)`, a UUID), each row keeps those 24 bytes
-/// (``CompactKey``); otherwise each row keeps an ``IndexKey`` (56 bytes). The key is decoded
+/// encoding fits 28 bytes (Activities' `(type, start)`, a UUID, a UUID and a date), each row
+/// keeps its first 24 bytes, and bytes 24 to 27 in a second array once some key is longer
+/// than 24 (``CompactKey``: a 28-byte key in one array would take a 32-byte stride, 8 bytes a
+/// row more for Activities' keys, which fit 24); otherwise each row keeps an ``IndexKey`` (56 bytes). The key is decoded
 /// from its encoding when read. The first key that does not fit moves every row to the
 /// narrowest layout that holds it too, until the next ``restore(_:)`` (which takes the
 /// narrowest layout every key then fits).
@@ -25,8 +27,11 @@ struct KeyColumn: Sendable {
     private(set) var tags: [UInt8] = []
     /// Per slot while narrow: the encoding's next eight bytes, big-endian.
     private(set) var bits: [UInt64] = []
-    /// Per slot while compact: the encoding.
-    private(set) var compact: [CompactKey] = []
+    /// Per slot while compact: the encoding's first 24 bytes.
+    private(set) var compact: [CompactWords] = []
+    /// Per slot while compact, once a key stored since the layout began is longer than 24
+    /// bytes: the encoding's bytes 24 to 27 (``CompactKey/tail``); empty while every key fits 24.
+    private(set) var tails: [UInt32] = []
     /// Per slot while full.
     private(set) var full: [IndexKey] = []
     /// How the rows keep their keys.
@@ -54,7 +59,7 @@ struct KeyColumn: Sendable {
     subscript(slot: Int32) -> IndexKey {
         switch layout {
         case .narrow: IndexKey(Self.decode(tag: tags[Int(slot)], bits: bits[Int(slot)], descending: descending[0]))
-        case .compact: compact[Int(slot)].normalized.decoded(components: descending.count, descending: descending)
+        case .compact: compactKey(slot).normalized.decoded(components: descending.count, descending: descending)
         case .full: full[Int(slot)]
         }
     }
@@ -67,7 +72,7 @@ struct KeyColumn: Sendable {
         case .narrow:
             return Self.decode(tag: tags[Int(slot)], bits: bits[Int(slot)], descending: descending[0])
         case .compact:
-            return compact[Int(slot)].normalized.component(c, descending: descending)
+            return compactKey(slot).normalized.component(c, descending: descending)
         case .full:
             return full.withUnsafeBufferPointer { keys in
                 let key = keys.baseAddress! + Int(slot)
@@ -88,7 +93,7 @@ struct KeyColumn: Sendable {
             key.length = UInt16(key.encodedLength(components: 1, descending: descending))
             return key
         case .compact:
-            var key = compact[Int(slot)].normalized
+            var key = compactKey(slot).normalized
             key.length = UInt16(key.encodedLength(components: descending.count, descending: descending))
             return key
         case .full:
@@ -113,9 +118,35 @@ struct KeyColumn: Sendable {
                 bits[i] = word
             }
         case .compact:
-            if i == compact.count { compact.append(CompactKey(normalized)) } else { compact[i] = CompactKey(normalized) }
+            setCompact(i, CompactKey(normalized))
         case .full:
             if i == full.count { full.append(key) } else { full[i] = key }
+        }
+    }
+
+    /// The compact key of `slot` (the column is compact).
+    @inline(__always)
+    private func compactKey(_ slot: Int32) -> CompactKey {
+        let words = compact[Int(slot)]
+        return CompactKey(w0: words.w0, w1: words.w1, w2: words.w2, tail: tails.isEmpty ? 0 : tails[Int(slot)])
+    }
+
+    /// Stores `key` at `i` (appending when `i` is the count), starting the tails at the first
+    /// key longer than 24 bytes.
+    @inline(__always)
+    private mutating func setCompact(_ i: Int, _ key: CompactKey) {
+        if key.tail != 0 && tails.isEmpty {
+            tails.reserveCapacity(Swift.max(compact.capacity, compact.count + 1))
+            tails.append(contentsOf: repeatElement(0, count: compact.count))
+        }
+        let words = CompactWords(w0: key.w0, w1: key.w1, w2: key.w2)
+        if i == compact.count {
+            compact.append(words)
+            // `tails` may still be empty when this is the first row.
+            if key.tail != 0 || !tails.isEmpty { tails.append(key.tail) }
+        } else {
+            compact[i] = words
+            if !tails.isEmpty { tails[i] = key.tail }
         }
     }
 
@@ -138,7 +169,7 @@ struct KeyColumn: Sendable {
             return tags[Int(slot)] == tag && bits[Int(slot)] == word
         case .compact:
             // A longer encoding is other bytes than any the column holds.
-            return normalized.fitsCompact && compact[Int(slot)] == CompactKey(normalized)
+            return normalized.fitsCompact && compactKey(slot) == CompactKey(normalized)
         case .full:
             return nil
         }
@@ -175,11 +206,15 @@ struct KeyColumn: Sendable {
         tags = []
         bits = []
         compact = []
+        tails = []
         full = []
         let components = descending.count
         var target = KeyLayout.narrowest(components: components)
+        var longest = 0
         for key in keys where target < .full {
-            target = Swift.max(target, KeyLayout.narrowest(for: NormalizedKey(key, descending: descending), components: components))
+            let normalized = NormalizedKey(key, descending: descending)
+            target = Swift.max(target, KeyLayout.narrowest(for: normalized, components: components))
+            longest = Swift.max(longest, Int(normalized.length))
         }
         layout = target
         switch target {
@@ -193,7 +228,8 @@ struct KeyColumn: Sendable {
             }
         case .compact:
             compact.reserveCapacity(keys.count)
-            for key in keys { compact.append(CompactKey(NormalizedKey(key, descending: descending))) }
+            if longest > CompactWords.bytes { tails.reserveCapacity(keys.count) }
+            for key in keys { setCompact(compact.count, CompactKey(NormalizedKey(key, descending: descending))) }
         case .full:
             // Whole keys need no encoding: the layout pass stopped at the first that needed them.
             full = Array(keys)
@@ -209,9 +245,13 @@ struct KeyColumn: Sendable {
         case .narrow:
             preconditionFailure("KeyColumn: narrow is the narrowest layout")
         case .compact:
-            var keys: [CompactKey] = []
+            // From narrow: 9-byte keys, no tails.
+            var keys: [CompactWords] = []
             keys.reserveCapacity(Swift.max(capacity, n))
-            for slot in 0..<n { keys.append(CompactKey(normalized(Int32(slot)))) }
+            for slot in 0..<n {
+                let key = normalized(Int32(slot))
+                keys.append(CompactWords(w0: key.w0, w1: key.w1, w2: key.w2))
+            }
             compact = keys
         case .full:
             var keys: [IndexKey] = []
@@ -219,6 +259,7 @@ struct KeyColumn: Sendable {
             for slot in 0..<n { keys.append(self[Int32(slot)]) }
             full = keys
             compact = []
+            tails = []
         }
         tags = []
         bits = []
@@ -258,12 +299,20 @@ struct KeyColumn: Sendable {
     }
 }
 
+/// The first 24 bytes of a compact key (``CompactKey``), as a ``KeyColumn`` keeps them.
+struct CompactWords: Sendable, Equatable {
+    var w0: UInt64, w1: UInt64, w2: UInt64
+
+    /// The bytes the words hold.
+    static let bytes = 24
+}
+
 /// How a ``KeyColumn`` keeps its rows' keys and an ``IndexStorage`` its entries, narrowest
 /// first: a layout holds every key a narrower one does.
 enum KeyLayout: UInt8, Comparable, Sendable {
     /// One component whose encoding fits 9 bytes: a tag and a word.
     case narrow
-    /// An encoding that fits 24 bytes (``CompactKey``).
+    /// An encoding that fits 28 bytes (``CompactKey``).
     case compact
     /// Any key: whole ``IndexKey``s, ``KeyedSlot``s.
     case full

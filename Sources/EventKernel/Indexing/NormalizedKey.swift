@@ -166,37 +166,53 @@ struct NormalizedKey: Sendable {
     }
 }
 
-/// The first 24 bytes of an index key's encoding (``NormalizedKey``), for a key whose whole
-/// encoding fits them: what a ``KeyColumn`` keeps per row, and an index entry
-/// (``CompactSlot``), for keys of several components (and one-component keys too long for 9
-/// bytes), where an ``IndexKey`` is 56 bytes and a ``KeyedSlot``'s key 34.
+/// The first 28 bytes of an index key's encoding (``NormalizedKey``), for a key whose whole
+/// encoding fits them: what an index entry keeps (``CompactSlot``, three words, a 4-byte tail,
+/// the slot and the sequence in 40 bytes) and a ``KeyColumn`` per row (the words, and the tails
+/// only once some key is longer than 24 bytes), for keys of several components (and
+/// one-component keys too long for 9 bytes), where an ``IndexKey`` is 56 bytes and a
+/// ``KeyedSlot``'s key 34.
 ///
-/// Why 24: Activities' `(type, start)` encodes in 13 bytes for "Tummy time" and 9 for the
-/// start, 22 in all; a UUID in 17. Longer keys (long strings) move a column or an index to
-/// whole keys at the first one.
+/// Why 28: Activities' `(type, start)` encodes in 13 bytes for "Tummy time" and 9 for the
+/// start, 22 in all; a UUID in 17; and UUID-led composite keys, the common layout of the apps'
+/// indexes, in 26 (a ledger's `(accountID, date)`) to 28 (a forum's `(forumID, isSticky,
+/// lastPostDate)`), which the slot's padding holds. Longer keys (long strings) move a column or
+/// an index to whole keys at the first one.
 struct CompactKey: Sendable, Equatable {
     var w0: UInt64, w1: UInt64, w2: UInt64
+    /// Bytes 24 to 27, big-endian.
+    var tail: UInt32
 
     /// The longest encoding a compact key holds whole.
-    static let bytes = 24
+    static let bytes = 28
 
-    /// The first 24 bytes of `key`, which must fit them (``NormalizedKey/fitsCompact``).
+    /// The first 28 bytes of `key`, which must fit them (``NormalizedKey/fitsCompact``).
     @inline(__always)
     init(_ key: NormalizedKey) {
         w0 = key.w0
         w1 = key.w1
         w2 = key.w2
+        tail = UInt32(truncatingIfNeeded: key.w3 >> 32)
+    }
+
+    @inline(__always)
+    init(w0: UInt64, w1: UInt64, w2: UInt64, tail: UInt32) {
+        self.w0 = w0
+        self.w1 = w1
+        self.w2 = w2
+        self.tail = tail
     }
 
     /// The encoding, its length recorded as ``bytes``: a comparison reads only whether a key is
-    /// exact, and a compact key always is. (``NormalizedKey/encodedLength(components:)`` gives
-    /// its real length where a caller needs that.)
+    /// exact, and a compact key always is. (``NormalizedKey/encodedLength(components:descending:)``
+    /// gives its real length where a caller needs that.)
     @inline(__always)
     var normalized: NormalizedKey {
         var key = NormalizedKey()
         key.w0 = w0
         key.w1 = w1
         key.w2 = w2
+        key.w3 = UInt64(tail) << 32
         key.length = UInt16(Self.bytes)
         return key
     }
@@ -377,7 +393,7 @@ extension NormalizedKey {
     }
 
     /// The real length of this exact encoding of `components` components (its words may have
-    /// come from a ``CompactKey``, which records 24).
+    /// come from a ``CompactKey``, which records 28).
     func encodedLength(components: Int, descending: [Bool]) -> Int {
         var decoder = Decoder(self, descending: descending)
         for _ in 0..<components { decoder.skip() }
