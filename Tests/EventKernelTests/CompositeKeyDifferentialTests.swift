@@ -9,8 +9,9 @@ import EventKernelTestSupport
 /// brute-force model through its whole life: compact while every key fits 24 bytes, moved to
 /// whole keys by an update to a long key (the old entry removed by the key the column
 /// decodes), the long keys deleted, then a snapshot and a reopen, whose restore goes back to
-/// compact. Every step compares orders, `IN` merges (which read the later components from the
-/// column), cursors (which record keys read from it) and the table's invariants.
+/// compact. Every step compares orders, `IN` merges (which compare the entries' encodings after
+/// the prefix while every key is exact, and the components read from the column once one is
+/// not), cursors (which record keys read from it) and the table's invariants.
 @Suite struct CompositeKeyDifferentialTests {
     struct Booking: Identifiable, Codable, Sendable, Equatable {
         var id: UUID
@@ -21,12 +22,13 @@ import EventKernelTestSupport
 
     static let indexes: [EntityIndex<Booking>] = [.on(\.kind, \.start), .on(\.kind, .descending(\.rank))]
     /// Kinds whose keys fit 28 bytes with a number after them ("Tummy time": 13 + 9 = 22; 14
-    /// and 16 characters: 26 and 28 bytes, as a UUID and a date, in the tail past 24 bytes).
-    static let shortKinds = ["", "a", "sleep", "Tummy time", "a\u{0}b", "é", "ab", "fourteen chars", "sixteen chars..."]
+    /// and 16 characters: 26 and 28 bytes, as a UUID and a date, in the tail past 24 bytes; 12
+    /// characters: exactly 24).
+    static let shortKinds = ["", "a", "sleep", "Tummy time", "a\u{0}b", "é", "ab", "fourteen chars", "sixteen chars...", "twelve chars"]
     /// Kinds whose keys do not: 17 and 20 characters (29 and 32 bytes, still exact in the 32
     /// inline bytes), and 33 bytes and more (past them).
     static let longKinds = ["a kind past the width", "b kind past the width, longer", "seventeen chars..", "twenty characters..."]
-    static let starts: [Double] = [-1e9, -2.5, -0.0, 0, 1, 1.5, 86_400, 7e8, .infinity, -.infinity]
+    static let starts: [Double] = [-1e9, -2.5, -0.0, 0, 1, 1.5, 86_400, 7e8, .infinity, -.infinity, .nan]
 
     static func open(_ dir: URL) throws -> (EventStore, EventSourcedRepository<Booking>) {
         let log = try SegmentedLog.open(at: dir, configuration: .init(segmentSize: 64 << 10))
@@ -70,7 +72,9 @@ import EventKernelTestSupport
             let encoded = NormalizedKey(key, descending: descending)
             var column = KeyColumn(descending: descending)
             column.set(0, key, normalized: encoded)
-            let expectedLayout = KeyLayout.narrowest(for: encoded, components: count)
+            // From the encoding's length alone (not through `KeyLayout.narrowest(for:)`, which the
+            // column uses): a tag and 8 bytes for one component, 28 bytes, or whole keys.
+            let expectedLayout: KeyLayout = count == 1 && encoded.length <= 9 ? .narrow : (encoded.length <= 28 ? .compact : .full)
             #expect(column.layout == expectedLayout, "\(values) in \(descending)")
             #expect(column.count == 1 && column.holds(0, encoded) != false)
             let back = column[0]
@@ -170,7 +174,11 @@ import EventKernelTestSupport
                                       order: [({ .string($0.kind) }, false), ({ .double($0.start) }, false)], limit: nil, offset: 0)
         func expectSame(_ repository: EventSourcedRepository<Note>, _ step: String) throws {
             #expect(try repository.fetch(ordered.query).map(\.id) == ordered.expected(model).map(\.id), "\(step)")
-            for (id, entry) in model.items { #expect(repository.fetch(id: id) == entry.item, "\(step): \(id)") }
+            for (id, entry) in model.items {
+                let found = repository.fetch(id: id)
+                // By bits: NaN starts are not `==` themselves.
+                #expect(found?.kind == entry.item.kind && found?.start.bitPattern == entry.item.start.bitPattern, "\(step): \(id)")
+            }
             #expect(repository.projection.state.rows.heads.isWide, "\(step): string ids take 40-byte heads")
             #if EVENTKERNEL_INTERNAL_CHECKS
             #expect(repository.projection.state.rows.keyInvariantViolations() == [], "\(step)")
@@ -272,7 +280,9 @@ import EventKernelTestSupport
             try expectSame(QueryCase(query: EntityQuery<Booking>().where(\.kind, isIn: kinds).orderBy(\.rank, ascending: descending).limit(5),
                                      filter: { picked.contains($0.kind) }, order: [(rank, !descending)], limit: 5, offset: 0),
                            "kinds \(kinds) by rank, descending \(!descending)")
-            let lower = Self.starts[Int(rng.next() % UInt64(Self.starts.count))]
+            // Not NaN: a range with a NaN bound is refused (a typed error), not answered.
+            let bounds = Self.starts.filter { !$0.isNaN }
+            let lower = bounds[Int(rng.next() % UInt64(bounds.count))]
             try expectSame(QueryCase(query: EntityQuery<Booking>().where(\.kind, equals: kinds[0]).where(\.start, greaterThan: lower, orEqual: true)
                                         .orderBy(\.start, ascending: !descending).limit(4),
                                      filter: { $0.kind == kinds[0] && IndexValue.compare(.double($0.start), .double(lower)) >= 0 },
@@ -324,32 +334,41 @@ import EventKernelTestSupport
                 rank: Int(rng.next() % 7) - 3)
     }
 
+    /// Picks `picks` ids saved so far and deletes a live one (one in `deleteOneIn`) or updates it
+    /// to a short kind, in the repository and the model alike.
+    func churn(_ repository: EventSourcedRepository<Booking>, _ model: inout QueryModel<Booking>, picks: Int, deleteOneIn: UInt64,
+               _ rng: inout SplitMix64) async throws {
+        for _ in 0..<picks {
+            let id = model.ids[Int(rng.next() % UInt64(model.ids.count))]
+            guard model.items[id] != nil else { continue }
+            if rng.next() % deleteOneIn == 0 {
+                #expect(try await repository.delete(id: id))
+                model.items[id] = nil
+            } else {
+                let item = booking(id, kinds: Self.shortKinds, &rng)
+                try await repository.save(item)
+                model.save(item)
+            }
+        }
+    }
+
     @Test(arguments: [7, 8] as [UInt64])
     func compositeIndexesMoveToWholeKeysAndRestoreCompactAgainstTheModel(seed: UInt64) async throws {
         let dir = TemporaryDirectory("ek-composite-differential")
         var rng = SplitMix64(seed: seed)
         var model = QueryModel<Booking>()
-        func pick<T>(_ values: [T]) -> T { values[Int(rng.next() % UInt64(values.count))] }
         do {
             let (store, repository) = try Self.open(dir.url)
             for round in 0..<4 {
                 let batch = (0..<15).map { _ in booking(UUID(), kinds: Self.shortKinds, &rng) }
                 try await repository.addAll(batch)
                 for item in batch { model.save(item) }
-                for _ in 0..<15 {
-                    let id = pick(model.ids)
-                    guard model.items[id] != nil else { continue }
-                    if rng.next() % 4 == 0 {
-                        #expect(try await repository.delete(id: id))
-                        model.items[id] = nil
-                    } else {
-                        let item = booking(id, kinds: Self.shortKinds, &rng)
-                        try await repository.save(item)
-                        model.save(item)
-                    }
-                }
+                try await churn(repository, &model, picks: 15, deleteOneIn: 4, &rng)
                 try check(repository, model, compact: true, "seed \(seed), short round \(round)", rng: &rng)
             }
+            #if EVENTKERNEL_INTERNAL_CHECKS
+            let switchesBefore = MergeChecks.switchesToComponents.withLock { $0 }
+            #endif
             // Long kinds by updates: the first moves both columns to whole keys while removing
             // the old entries by the keys the compact columns decode.
             var long: [UUID] = []
@@ -370,23 +389,16 @@ import EventKernelTestSupport
                 model.items[id] = nil
             }
             try check(repository, model, compact: false, "seed \(seed), long ones gone", rng: &rng)
+            #if EVENTKERNEL_INTERNAL_CHECKS
+            // Some IN merge over a short and a long kind met the long (inexact) entries after exact ones.
+            #expect(MergeChecks.switchesToComponents.withLock { $0 } > switchesBefore, "an IN merge switched to components mid-merge")
+            #endif
             try await store.close()   // writes the snapshot
         }
         let (store, repository) = try Self.open(dir.url)
         #expect(repository.projection.eventsApplied == 0, "restored from the snapshot, not replayed")
         try check(repository, model, compact: true, "seed \(seed), reopened", rng: &rng)
-        for _ in 0..<20 {
-            let id = pick(model.ids)
-            if model.items[id] == nil { continue }
-            if rng.next() % 5 == 0 {
-                #expect(try await repository.delete(id: id))
-                model.items[id] = nil
-            } else {
-                let item = booking(id, kinds: Self.shortKinds, &rng)
-                try await repository.save(item)
-                model.save(item)
-            }
-        }
+        try await churn(repository, &model, picks: 20, deleteOneIn: 5, &rng)
         try check(repository, model, compact: true, "seed \(seed), updated after the reopen", rng: &rng)
         try await store.close()
     }

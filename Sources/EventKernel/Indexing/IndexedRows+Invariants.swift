@@ -60,6 +60,9 @@ extension IndexedRows {
         for number in columns.indices where columns[number].count != heads.count {
             violations.append("index \(number): \(columns[number].count) keys for \(heads.count) slots")
         }
+        for number in columns.indices {
+            violations += columns[number].invariantViolations().map { "index \(number)'s key column: \($0)" }
+        }
         if ends.count != heads.count * intervals.count {
             violations.append("\(ends.count) interval ends for \(heads.count) slots of \(intervals.count)")
         }

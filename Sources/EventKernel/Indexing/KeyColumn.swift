@@ -236,6 +236,27 @@ struct KeyColumn: Sendable {
         }
     }
 
+    /// What is wrong with the column's storage: another layout's arrays not empty, tails that
+    /// are neither empty nor one per row, a row whose key needs a wider layout than the
+    /// column's. Empty when consistent.
+    ///
+    /// Called by the table's invariant pass (`IndexedRows.keyInvariantViolations()`, builds with
+    /// `EVENTKERNEL_INTERNAL_CHECKS`). - Complexity: O(n).
+    func invariantViolations() -> [String] {
+        var violations: [String] = []
+        if layout != .narrow && (!tags.isEmpty || !bits.isEmpty) { violations.append("\(layout) column with \(tags.count) narrow rows") }
+        if tags.count != bits.count { violations.append("\(tags.count) tags for \(bits.count) words") }
+        if layout != .compact && (!compact.isEmpty || !tails.isEmpty) { violations.append("\(layout) column with \(compact.count) compact rows") }
+        if !tails.isEmpty && tails.count != compact.count { violations.append("\(tails.count) tails for \(compact.count) compact rows") }
+        if layout != .full && !full.isEmpty { violations.append("\(layout) column with \(full.count) whole keys") }
+        var wider = 0
+        for slot in 0..<count where KeyLayout.narrowest(for: NormalizedKey(self[Int32(slot)], descending: descending), components: descending.count) > layout {
+            wider += 1
+        }
+        if wider > 0 { violations.append("\(wider) keys need a wider layout than \(layout)") }
+        return violations
+    }
+
     /// Moves every row to `target`, a wider layout: a key that does not fit the current one is
     /// coming.
     /// - Parameter capacity: The number of keys the new layout is to have room for (at least ``count``).

@@ -222,9 +222,10 @@ extension NormalizedKey {
     /// Whether a ``CompactKey`` holds this encoding whole.
     var fitsCompact: Bool { length <= UInt16(CompactKey.bytes) }
 
-    /// Byte `i` (below 32) of the inline words.
+    /// Byte `i` of the inline words; private: its one caller, `byte(_:invert:)`, checks that `i`
+    /// is below 32 (past that, the shift would read a wrong word's byte silently).
     @inline(__always)
-    func byte(_ i: Int) -> UInt8 {
+    private func byte(_ i: Int) -> UInt8 {
         let word = switch i >> 3 { case 0: w0; case 1: w1; case 2: w2; default: w3 }
         return UInt8(truncatingIfNeeded: word >> UInt64(56 - (i & 7) * 8))
     }

@@ -178,6 +178,9 @@ extension IndexedRows {
                         if bySuffix {
                             bySuffix = false
                             suffixes = []
+                            #if EVENTKERNEL_INTERNAL_CHECKS
+                            MergeChecks.switchesToComponents.withLock { $0 += 1 }
+                            #endif
                             for slot in slots.dropLast() {
                                 precondition(Int(slot) < column.count, "an index entry's slot has its keys")
                                 for c in fixed..<components.count { values.append(column.component(slot, c)) }
@@ -275,3 +278,13 @@ extension IndexedRows {
         }
     }
 }
+
+#if EVENTKERNEL_INTERNAL_CHECKS
+/// What tests read of the `IN` merge's path (builds with `EVENTKERNEL_INTERNAL_CHECKS`).
+enum MergeChecks {
+    /// How many merges moved from comparing encodings to comparing components at an inexact
+    /// entry (a key longer than 32 bytes) after taking exact ones: the path a differential
+    /// test must be seen to run.
+    static let switchesToComponents = Locked(0)
+}
+#endif
