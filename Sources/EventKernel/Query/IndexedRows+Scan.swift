@@ -280,6 +280,8 @@ extension IndexedRows {
 }
 
 #if EVENTKERNEL_INTERNAL_CHECKS
+import KernelPrimitives
+
 /// What tests read of the `IN` merge's path (builds with `EVENTKERNEL_INTERNAL_CHECKS`).
 enum MergeChecks {
     /// How many merges moved from comparing encodings to comparing components at an inexact
