@@ -108,6 +108,36 @@ import Testing
         Self.checkConsistency(table, "seed \(seed) at the end")
     }
 
+    /// Row heads keep UUID ids in 32 bytes and move to whole ``RowHead``s at the first string
+    /// id; every head reads back the same through both layouts, and `holds` tells ids apart
+    /// without building them (a string that spells a UUID is another id).
+    @Test func rowHeadsKeepUUIDsInThirtyTwoBytesUntilAStringID() {
+        var heads = RowHeads()
+        let uuids = (0..<5).map { _ in UUID() }
+        for (n, uuid) in uuids.enumerated() { heads.append(RowHead(id: .uuid(uuid), version: UInt64(n), sequence: UInt64(10 + n))) }
+        heads.setVersion(2, 7)
+        heads[3] = RowHead(id: .uuid(uuids[0]), version: 9, sequence: 13)
+        func check(_ step: String) {
+            for n in 0..<5 {
+                let id: EntityID = .uuid(n == 3 ? uuids[0] : uuids[n])
+                let version: UInt64 = n == 2 ? 7 : n == 3 ? 9 : UInt64(n)
+                #expect(heads[n].id == id && heads[n].version == version && heads[n].sequence == UInt64(10 + n), "\(step): head \(n)")
+                #expect(heads.version(n) == version && heads.sequence(n) == UInt64(10 + n) && heads.holds(n, id), "\(step): head \(n)")
+                #expect(!heads.holds(n, .string(id.description)), "\(step): a string spelling the UUID is another id")
+                #expect(!heads.holds(n, .uuid(UUID())), "\(step)")
+            }
+        }
+        #expect(!heads.isWide && heads.uuids.count == 5 && MemoryLayout<RowHeads.UUIDHead>.stride == 32)
+        check("UUIDs")
+        heads.append(RowHead(id: .string("natural key"), version: 1, sequence: 15))
+        #expect(heads.isWide && heads.count == 6 && heads.uuids.isEmpty)
+        check("widened")
+        #expect(heads[5].id == .string("natural key") && heads.holds(5, .string("natural key")) && heads.sequence(5) == 15)
+        heads.removeLast()
+        #expect(heads.count == 5)
+        check("after removing the string id")
+    }
+
     /// The map alone, against a dictionary: random inserts, repeated inserts and removals of a
     /// few ids at a time (so that the 16-bucket table stays nearly full and its probe runs wrap
     /// around its end, where backward-shift deletion goes wrong first), then through growth.
@@ -118,7 +148,7 @@ import Testing
             n % 3 == 0 ? .string("id-\(n)") : .uuid(UUID(uuid: withUnsafeBytes(of: (rng.next(), rng.next())) { $0.load(as: uuid_t.self) }))
         }
         var map = SlotMap()
-        var heads: [RowHead] = []
+        var heads = RowHeads()
         var model: [EntityID: Int32] = [:]
         var free: [Int32] = []
         for step in 0..<20_000 {
@@ -158,9 +188,9 @@ import Testing
     /// cut off from its home (no backward shift) is reported, and one that cuts off nothing is not.
     @Test func slotMapRemovalCheckSeesABrokenShift() {
         var rng = SplitMix64(seed: 7)
-        let heads: [RowHead] = (0..<12).map { n in
+        let heads: RowHeads = RowHeads((0..<12).map { n in
             RowHead(id: .uuid(UUID(uuid: withUnsafeBytes(of: (rng.next(), rng.next())) { $0.load(as: uuid_t.self) })), version: 1, sequence: UInt64(n))
-        }
+        })
         var map = SlotMap()
         for slot in heads.indices { let added = map.insert(Int32(slot), heads: heads); #expect(added) }
         #expect(map.buckets.count == 16, "12 ids in one 16-bucket table, so probe runs are long")
@@ -204,7 +234,7 @@ import Testing
         #expect(old == [0xDEAD_BEEF])
         let homes = Set(crafted.map { SlotMap.hash($0) >> 21 })  // home buckets in a 2,048-bucket table
         #expect(homes.count > 500, "\(homes.count) home buckets for 1,000 crafted ids")
-        let heads = crafted.enumerated().map { RowHead(id: $1, version: 1, sequence: UInt64($0)) }
+        let heads = RowHeads(crafted.enumerated().map { RowHead(id: $1, version: 1, sequence: UInt64($0)) })
         var map = SlotMap()
         for slot in heads.indices { let added = map.insert(Int32(slot), heads: heads); #expect(added) }
         #expect(heads.indices.allSatisfy { map.find(heads[$0].id, heads: heads) == Int32($0) })
@@ -216,7 +246,7 @@ import Testing
         let composed = EntityID.string("\u{E9}"), decomposed = EntityID.string("e\u{301}")
         let removedFromEmpty = map.remove(composed, heads: [])
         #expect(map.find(composed, heads: []) == nil && removedFromEmpty == nil && map.slots.isEmpty)
-        let heads = [RowHead(id: composed, version: 1, sequence: 0), RowHead(id: decomposed, version: 1, sequence: 1)]
+        let heads: RowHeads = [RowHead(id: composed, version: 1, sequence: 0), RowHead(id: decomposed, version: 1, sequence: 1)]
         let first = map.insert(0, heads: heads), second = map.insert(1, heads: heads), again = map.insert(0, heads: heads)
         #expect(first && second)
         #expect(!again, "an id already present is refused")

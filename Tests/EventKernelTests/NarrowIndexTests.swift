@@ -26,7 +26,7 @@ import EventKernelTestSupport
             let slot = Int32(keys.count - 1)
             column.set(slot, keys[Int(slot)], normalized: NormalizedKey(keys[Int(slot)], descending: storage.descending))
             storage.insert(keys[Int(slot)], sequence: UInt64(slot), slot: slot, keys: all)
-            #expect(column.isNarrow == storage.isNarrow, "the column and the entries widen together")
+            #expect(column.layout == storage.layout, "the column and the entries widen together")
         }
 
         /// Removes by the key the column reads back (decoded, when narrow), as the table does.
@@ -170,32 +170,38 @@ import EventKernelTestSupport
         }
         // A key that does not fit moves the whole column to whole keys, the others read back.
         var column = KeyColumn(descending: [descending])
-        for (slot, value) in [IndexValue.int(-7), .string("ab"), .string("longer than nine bytes")].enumerated() {
+        for (slot, value) in [IndexValue.int(-7), .string("ab"), .string("longer than twenty-four bytes")].enumerated() {
             let key = IndexKey(value)
             column.set(Int32(slot), key, normalized: NormalizedKey(key, descending: [descending]))
         }
         #expect(!column.isNarrow && column.count == 3)
-        #expect(column[0].first == .int(-7) && column[1].first == .string("ab") && column[2].first == .string("longer than nine bytes"))
+        #expect(column[0].first == .int(-7) && column[1].first == .string("ab") && column[2].first == .string("longer than twenty-four bytes"))
         column.restore([IndexKey(.int(1)), IndexKey(.null)])
         #expect(column.isNarrow && column.count == 2 && column[1].first == .null)
         #expect(!KeyColumn(descending: [false, true]).isNarrow)
     }
 
-    /// Restoring a column allocates its whole keys once, at the size needed: a composite column
-    /// (never narrow), and a narrow one that a long key widens midway. Appending would double
-    /// the array, up to twice the 56 bytes a row needs. 1,025 keys: one past a doubling.
-    @Test func restoredColumnsReserveTheirWholeKeysOnce() {
+    /// Restoring a column allocates its keys once, at the size needed: a composite column whose
+    /// keys fit 24 bytes (compact), one that a long key moves to whole keys midway, and a narrow
+    /// one that a long key widens midway. Appending would double the array, up to twice the
+    /// bytes a row needs. 1,025 keys: one past a doubling.
+    @Test func restoredColumnsReserveTheirKeysOnce() {
         let n = 1_025
         var composite = KeyColumn(descending: [false, true])
         composite.restore((0..<n).map { IndexKey([.string("type \($0 % 7)"), .int(Int64($0))]) })
-        #expect(composite.count == n && !composite.isNarrow)
-        #expect(composite.full.capacity < n + n / 8, "capacity \(composite.full.capacity) for \(n) keys")
+        #expect(composite.count == n && composite.layout == .compact)
+        #expect(composite.compact.capacity < n + n / 8, "capacity \(composite.compact.capacity) for \(n) keys")
         #expect(composite.component(Int32(n - 1), 0) == .string("type \((n - 1) % 7)") && composite.component(Int32(n - 1), 1) == .int(Int64(n - 1)))
+        var long = KeyColumn(descending: [false, true])
+        long.restore((0..<n).map { IndexKey([.string($0 == n / 2 ? "a type name past 24 bytes" : "type \($0 % 7)"), .int(Int64($0))]) })
+        #expect(long.count == n && long.layout == .full && long.compact.isEmpty)
+        #expect(long.full.capacity < n + n / 8, "capacity \(long.full.capacity) for \(n) keys")
+        #expect(long[0].values == [.string("type 0"), .int(0)] && long[Int32(n / 2)].values == [.string("a type name past 24 bytes"), .int(Int64(n / 2))])
         var widened = KeyColumn(descending: [false])
-        widened.restore((0..<n).map { IndexKey(.string($0 == n - 1 ? "longer than nine bytes" : "k\($0)")) })
-        #expect(widened.count == n && !widened.isNarrow)
+        widened.restore((0..<n).map { IndexKey(.string($0 == n - 1 ? "longer than twenty-four bytes" : "k\($0)")) })
+        #expect(widened.count == n && widened.layout == .full)
         #expect(widened.full.capacity < n + n / 8, "capacity \(widened.full.capacity) for \(n) keys")
-        #expect(widened[0].first == .string("k0") && widened[Int32(n - 1)].first == .string("longer than nine bytes"))
+        #expect(widened[0].first == .string("k0") && widened[Int32(n - 1)].first == .string("longer than twenty-four bytes"))
     }
 
     /// Restoring (``IndexStorage/replaceEntries(withSorted:)``) picks the representation from
@@ -214,5 +220,7 @@ import EventKernelTestSupport
         #expect(!storage.isNarrow && storage.count == 2)
         #expect(!IndexStorage(descending: [false, false]).isNarrow)
         #expect(MemoryLayout<NarrowSlot>.stride == 24)
+        storage.replaceEntries(withSorted: [entry(.int(-3), 0), entry(.string("longer than twenty-four bytes"), 1)])
+        #expect(storage.layout == .full && storage.count == 2)
     }
 }

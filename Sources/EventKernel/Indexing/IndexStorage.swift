@@ -54,6 +54,33 @@ extension NormalizedKey {
     var fitsNarrow: Bool { length <= UInt16(Self.narrowBytes) }
 }
 
+/// An entry of a declared index whose keys all encode in at most ``CompactKey/bytes`` (28)
+/// bytes, of any number of components: the encoding's 28 bytes, the slot (in the 4 bytes after
+/// them) and the sequence. 40 bytes where a ``KeyedSlot`` is 48.
+///
+/// Why: Activities' `(type, start)` index (22 bytes for "Tummy time" and a date) kept 48-byte
+/// entries of which 22 key bytes were used; every insert moved those bytes
+/// (`BenchProbe generic-activities`). 28 rather than 24 so that UUID-led composite keys (a
+/// ledger's `(accountID, date)`, 26 bytes; a forum's `(forumID, isSticky, lastPostDate)`, 28)
+/// stay compact, and so scanned inline (see ``IndexStorage/scan(from:to:reversed:_:)``).
+struct CompactSlot: Sendable {
+    var key: CompactKey
+    var slot: Int32
+    var sequence: UInt64
+
+    @inline(__always)
+    init(_ entry: KeyedSlot) {
+        key = CompactKey(entry.key)
+        sequence = entry.sequence
+        slot = entry.slot
+    }
+
+    /// The entry as a ``KeyedSlot``: the same encoding, so it compares exactly as the wide entry
+    /// would. Its length is recorded as ``CompactKey/bytes`` (see ``CompactKey/normalized``).
+    @inline(__always)
+    var keyed: KeyedSlot { KeyedSlot(key: key.normalized, slot: slot, sequence: sequence) }
+}
+
 /// An entry of the insertion-order index.
 struct SequencedSlot: Sendable {
     var sequence: UInt64
@@ -70,34 +97,53 @@ struct SequencedSlot: Sendable {
 /// of two encodings do not decide (keys longer than that, tied) compares the components, which
 /// the table keeps by slot and hands in as `keys` (the index's ``KeyColumn``).
 ///
-/// Two representations behind one interface: an index of one component starts with 24-byte
-/// ``NarrowSlot`` entries and keeps them while every key's encoding fits 9 bytes (numbers,
-/// dates, Booleans, `nil`, strings of up to 6 UTF-8 bytes); the first longer key (a longer
-/// string, a UUID) moves every entry to 48-byte ``KeyedSlot``s until the next
-/// ``replaceEntries(withSorted:)``, which goes back to narrow entries when every key then fits.
+/// Three layouts behind one interface (``KeyLayout``, as the table's ``KeyColumn``s): an index
+/// of one component starts with 24-byte ``NarrowSlot`` entries and keeps them while every key's
+/// encoding fits 9 bytes (numbers, dates, Booleans, `nil`, strings of up to 6 UTF-8 bytes); an
+/// index of several components starts with 40-byte ``CompactSlot``s and keeps them while every
+/// encoding fits 28 bytes (UUID-led keys with a date, or a Bool and a date, included); the first key that does not fit moves every entry to the narrowest
+/// layout that holds it too (48-byte ``KeyedSlot``s hold any), until the next
+/// ``replaceEntries(withSorted:)``, which takes the narrowest layout every key then fits.
 /// Callers see every entry as a ``KeyedSlot`` (``partitionPoint(_:)``,
 /// ``scan(from:to:reversed:_:)``), so the comparisons, and so the order, are the same code for
-/// both: a narrow entry is the first 9 bytes of the same encoding.
+/// all: a narrow or compact entry is the first 9 or 28 bytes of the same encoding.
 struct IndexStorage: Sendable {
     let descending: [Bool]
-    /// The entries while ``isNarrow``; empty otherwise.
+    /// The entries while the layout is narrow; empty otherwise.
     private(set) var narrow = ChunkedSortedArray<NarrowSlot>()
-    /// The entries unless ``isNarrow``; empty otherwise.
+    /// The entries while the layout is compact; empty otherwise.
+    private(set) var compact = ChunkedSortedArray<CompactSlot>()
+    /// The entries while the layout is full; empty otherwise.
     private(set) var wide = ChunkedSortedArray<KeyedSlot>()
-    /// Whether the entries are ``narrow`` (every key fits 9 bytes so far).
-    private(set) var isNarrow: Bool
+    /// Which of the arrays holds the entries: the narrowest that every key so far fits.
+    private(set) var layout: KeyLayout
 
     init(descending: [Bool]) {
         self.descending = descending
-        self.isNarrow = descending.count == 1
+        self.layout = KeyLayout.narrowest(components: descending.count)
     }
 
+    /// Whether the entries are ``narrow`` (every key fits 9 bytes so far).
+    var isNarrow: Bool { layout == .narrow }
+
     /// The number of entries.
-    var count: Int { isNarrow ? narrow.count : wide.count }
+    var count: Int {
+        switch layout {
+        case .narrow: narrow.count
+        case .compact: compact.count
+        case .full: wide.count
+        }
+    }
 
     var startPosition: ChunkedPosition { ChunkedPosition(chunk: 0, offset: 0) }
 
-    var endPosition: ChunkedPosition { isNarrow ? narrow.endPosition : wide.endPosition }
+    var endPosition: ChunkedPosition {
+        switch layout {
+        case .narrow: narrow.endPosition
+        case .compact: compact.endPosition
+        case .full: wide.endPosition
+        }
+    }
 
     /// The first position whose entry does not satisfy `isBefore`, which must hold for a
     /// prefix of the entries (see ``ChunkedSortedArray/partitionPoint(_:)``).
@@ -107,22 +153,28 @@ struct IndexStorage: Sendable {
     /// and a ledger add (three searches per index and transaction) took 15% more CPU.
     @inline(__always)
     func partitionPoint(_ isBefore: (KeyedSlot) -> Bool) -> ChunkedPosition {
-        let narrow = isNarrow
-        let narrowLasts = self.narrow.lastEntries, wideLasts = wide.lastEntries
-        let chunkCount = narrow ? narrowLasts.count : wideLasts.count
+        // One loop reading each entry through the layout's switch, as `scan` does (a loop per
+        // layout, through a generic helper, left the closures out of line: see `scan`).
+        let layout = self.layout
+        let narrowLasts = narrow.lastEntries, compactLasts = compact.lastEntries, wideLasts = wide.lastEntries
+        let chunkCount = switch layout { case .narrow: narrowLasts.count; case .compact: compactLasts.count; case .full: wideLasts.count }
         var lo = 0
         var hi = chunkCount
         while lo < hi {
             let mid = (lo &+ hi) >> 1
-            if isBefore(narrow ? narrowLasts[mid].keyed : wideLasts[mid]) { lo = mid &+ 1 } else { hi = mid }
+            let last = switch layout { case .narrow: narrowLasts[mid].keyed; case .compact: compactLasts[mid].keyed; case .full: wideLasts[mid] }
+            if isBefore(last) { lo = mid &+ 1 } else { hi = mid }
         }
         if lo == chunkCount { return ChunkedPosition(chunk: chunkCount, offset: 0) }
-        let narrowChunk = narrow ? self.narrow.chunks[lo] : [], wideChunk = narrow ? [] : wide.chunks[lo]
+        let narrowChunk = layout == .narrow ? narrow.chunks[lo] : []
+        let compactChunk = layout == .compact ? compact.chunks[lo] : []
+        let wideChunk = layout == .full ? wide.chunks[lo] : []
         var l = 0
-        var h = narrow ? narrowChunk.count : wideChunk.count
+        var h = switch layout { case .narrow: narrowChunk.count; case .compact: compactChunk.count; case .full: wideChunk.count }
         while l < h {
             let mid = (l &+ h) >> 1
-            if isBefore(narrow ? narrowChunk[mid].keyed : wideChunk[mid]) { l = mid &+ 1 } else { h = mid }
+            let entry = switch layout { case .narrow: narrowChunk[mid].keyed; case .compact: compactChunk[mid].keyed; case .full: wideChunk[mid] }
+            if isBefore(entry) { l = mid &+ 1 } else { h = mid }
         }
         return ChunkedPosition(chunk: lo, offset: l)
     }
@@ -133,20 +185,28 @@ struct IndexStorage: Sendable {
     /// the array's with a closure wrapping `body` (for narrow entries) left the caller's closure
     /// a call per entry, and `IndexValue.compare` in it out of line, which made an overlap scan
     /// (a thousand entries, a row's end checked for each) take 60% longer (perf). Here `body`
-    /// is called directly, so it inlines with this function into the caller.
+    /// is called directly, so it inlines with this function into the caller: for the narrow
+    /// and compact layouts, in one loop that reads an entry through a two-way choice, as the
+    /// narrow and wide layouts were read before the compact one. Three layouts in that loop
+    /// (or a loop per layout) left this function out of line in the overlap query, which took
+    /// 15% more CPU; whole keys (keys past 28 bytes: long strings) are scanned out of line.
     @inline(__always)
     func scan(from lo: ChunkedPosition, to hi: ChunkedPosition, reversed: Bool, _ body: (KeyedSlot) -> Bool) {
         guard lo < hi else { return }
-        let narrow = isNarrow
-        let narrowChunks = self.narrow.chunks, wideChunks = wide.chunks
-        let chunkCount = narrow ? narrowChunks.count : wideChunks.count
+        if layout == .full {
+            Self.scanWide(wide, from: lo, to: hi, reversed: reversed, body)
+            return
+        }
+        let narrow = layout == .narrow
+        let narrowChunks = self.narrow.chunks, compactChunks = compact.chunks
+        let chunkCount = narrow ? narrowChunks.count : compactChunks.count
         if !reversed {
             var c = lo.chunk
             while c <= hi.chunk && c < chunkCount {
                 var i = c == lo.chunk ? lo.offset : 0
-                let to = c == hi.chunk ? hi.offset : (narrow ? narrowChunks[c].count : wideChunks[c].count)
+                let to = c == hi.chunk ? hi.offset : (narrow ? narrowChunks[c].count : compactChunks[c].count)
                 while i < to {
-                    if !body(narrow ? narrowChunks[c][i].keyed : wideChunks[c][i]) { return }
+                    if !body(narrow ? narrowChunks[c][i].keyed : compactChunks[c][i].keyed) { return }
                     i += 1
                 }
                 c += 1
@@ -155,9 +215,9 @@ struct IndexStorage: Sendable {
             var c = hi.offset == 0 ? hi.chunk - 1 : hi.chunk
             while c >= lo.chunk {
                 let from = c == lo.chunk ? lo.offset : 0
-                var i = (c == hi.chunk ? hi.offset : (narrow ? narrowChunks[c].count : wideChunks[c].count)) - 1
+                var i = (c == hi.chunk ? hi.offset : (narrow ? narrowChunks[c].count : compactChunks[c].count)) - 1
                 while i >= from {
-                    if !body(narrow ? narrowChunks[c][i].keyed : wideChunks[c][i]) { return }
+                    if !body(narrow ? narrowChunks[c][i].keyed : compactChunks[c][i].keyed) { return }
                     i -= 1
                 }
                 c -= 1
@@ -165,33 +225,67 @@ struct IndexStorage: Sendable {
         }
     }
 
+    /// ``scan(from:to:reversed:_:)`` of whole-key entries, out of line (a call per entry).
+    @inline(never)
+    private static func scanWide(_ entries: ChunkedSortedArray<KeyedSlot>, from lo: ChunkedPosition, to hi: ChunkedPosition,
+                                 reversed: Bool, _ body: (KeyedSlot) -> Bool) {
+        entries.scan(from: lo, to: hi, reversed: reversed, body)
+    }
+
     /// The number of entries in `[lo, hi)`.
     func distance(from lo: ChunkedPosition, to hi: ChunkedPosition) -> Int {
-        isNarrow ? narrow.distance(from: lo, to: hi) : wide.distance(from: lo, to: hi)
+        switch layout {
+        case .narrow: narrow.distance(from: lo, to: hi)
+        case .compact: compact.distance(from: lo, to: hi)
+        case .full: wide.distance(from: lo, to: hi)
+        }
     }
 
     /// The position `distance` entries into `[lo, hi)` from its start (from its end, `reversed`).
     func position(_ distance: Int, from lo: ChunkedPosition, to hi: ChunkedPosition, reversed: Bool) -> ChunkedPosition {
-        isNarrow ? narrow.position(distance, from: lo, to: hi, reversed: reversed)
-            : wide.position(distance, from: lo, to: hi, reversed: reversed)
+        switch layout {
+        case .narrow: narrow.position(distance, from: lo, to: hi, reversed: reversed)
+        case .compact: compact.position(distance, from: lo, to: hi, reversed: reversed)
+        case .full: wide.position(distance, from: lo, to: hi, reversed: reversed)
+        }
+    }
+
+    /// The sequence of the entry at a valid, non-end `position`.
+    private func sequence(at position: ChunkedPosition) -> UInt64 {
+        switch layout {
+        case .narrow: narrow[position].sequence
+        case .compact: compact[position].sequence
+        case .full: wide[position].sequence
+        }
     }
 
     /// Removes the entry at a valid, non-end `position` (tests break an index with it).
     mutating func remove(at position: ChunkedPosition) {
-        if isNarrow { narrow.remove(at: position) } else { wide.remove(at: position) }
+        switch layout {
+        case .narrow: narrow.remove(at: position)
+        case .compact: compact.remove(at: position)
+        case .full: wide.remove(at: position)
+        }
     }
 
-    /// Replaces the entries with `sorted`, which are in the index's order: narrow when this
-    /// index has one component and every key fits.
+    /// Replaces the entries with `sorted`, which are in the index's order, in the narrowest
+    /// layout every key fits.
     mutating func replaceEntries(withSorted sorted: [KeyedSlot]) {
         narrow = ChunkedSortedArray()
+        compact = ChunkedSortedArray()
         wide = ChunkedSortedArray()
-        isNarrow = descending.count == 1 && sorted.allSatisfy { $0.key.fitsNarrow }
-        if isNarrow {
+        let components = descending.count
+        layout = sorted.reduce(KeyLayout.narrowest(components: components)) { Swift.max($0, KeyLayout.narrowest(for: $1.key, components: components)) }
+        switch layout {
+        case .narrow:
             var built = ChunkedSortedArray<NarrowSlot>.Builder()
             for entry in sorted { built.append(NarrowSlot(entry)) }
             narrow = built.finish()
-        } else {
+        case .compact:
+            var built = ChunkedSortedArray<CompactSlot>.Builder()
+            for entry in sorted { built.append(CompactSlot(entry)) }
+            compact = built.finish()
+        case .full:
             var built = ChunkedSortedArray<KeyedSlot>.Builder()
             for entry in sorted { built.append(entry) }
             wide = built.finish()
@@ -211,13 +305,24 @@ struct IndexStorage: Sendable {
         return out
     }
 
-    /// Moves every entry to the wide representation: a key that does not fit 9 bytes is coming.
-    private mutating func widen() {
-        var built = ChunkedSortedArray<KeyedSlot>.Builder()
-        narrow.scan(from: narrow.startPosition, to: narrow.endPosition, reversed: false) { built.append($0.keyed); return true }
-        wide = built.finish()
+    /// Moves every entry to `target`, a wider layout: a key that does not fit the current one
+    /// is coming.
+    private mutating func relayout(to target: KeyLayout) {
+        switch target {
+        case .narrow:
+            preconditionFailure("IndexStorage: narrow is the narrowest layout")
+        case .compact:
+            var built = ChunkedSortedArray<CompactSlot>.Builder()
+            scan(from: startPosition, to: endPosition, reversed: false) { built.append(CompactSlot($0)); return true }
+            compact = built.finish()
+        case .full:
+            var built = ChunkedSortedArray<KeyedSlot>.Builder()
+            scan(from: startPosition, to: endPosition, reversed: false) { built.append($0); return true }
+            wide = built.finish()
+            compact = ChunkedSortedArray()
+        }
         narrow = ChunkedSortedArray()
-        isNarrow = false
+        layout = target
     }
 
     /// Where the components of the entries' keys are: what a tie on long keys compares.
@@ -329,10 +434,15 @@ struct IndexStorage: Sendable {
     /// Inserts the entry of `slot`, whose key is `probe`'s (encoded by the caller, which keeps
     /// the encoding too).
     mutating func insert(_ probe: Probe, sequence: UInt64, slot: Int32, keys: Keys) {
-        if isNarrow && !probe.normalized.fitsNarrow { widen() }
+        let needed = KeyLayout.narrowest(for: probe.normalized, components: descending.count)
+        if needed > layout { relayout(to: needed) }
         let p = partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
         let entry = KeyedSlot(key: probe.normalized, slot: slot, sequence: sequence)
-        if isNarrow { narrow.insert(NarrowSlot(entry), at: p) } else { wide.insert(entry, at: p) }
+        switch layout {
+        case .narrow: narrow.insert(NarrowSlot(entry), at: p)
+        case .compact: compact.insert(CompactSlot(entry), at: p)
+        case .full: wide.insert(entry, at: p)
+        }
         #if EVENTKERNEL_INTERNAL_CHECKS
         checkOrder(around: probe, sequence, keys: keys)
         #endif
@@ -342,7 +452,7 @@ struct IndexStorage: Sendable {
     mutating func remove(_ key: IndexKey, sequence: UInt64, keys: Keys) {
         let probe = probe(key)
         let p = partitionPoint { compare($0, probe, sequence, keys: keys) < 0 }
-        guard p < endPosition, (isNarrow ? narrow[p].sequence : wide[p].sequence) == sequence else { return }
+        guard p < endPosition, self.sequence(at: p) == sequence else { return }
         remove(at: p)
         #if EVENTKERNEL_INTERNAL_CHECKS
         checkOrder(around: probe, sequence, keys: keys)
@@ -362,25 +472,33 @@ struct IndexStorage: Sendable {
             if b.sequence == sequence { return compare(a, probe, sequence, keys: keys) < 0 }
             return compare(a, b, keys: keys) < 0
         }
-        if isNarrow {
-            precondition(wide.isEmpty, "a narrow index has no wide entries")
+        switch layout {
+        case .narrow:
+            precondition(compact.isEmpty && wide.isEmpty, "a narrow index has no wider entries")
             narrow.checkOrder(around: p) { less($0.keyed, $1.keyed) }
-        } else {
-            precondition(narrow.isEmpty, "a wide index has no narrow entries")
+        case .compact:
+            precondition(narrow.isEmpty && wide.isEmpty, "a compact index has no other entries")
+            compact.checkOrder(around: p) { less($0.keyed, $1.keyed) }
+        case .full:
+            precondition(narrow.isEmpty && compact.isEmpty, "a wide index has no narrower entries")
             wide.checkOrder(around: p, less)
         }
     }
 
-    /// What is wrong with the entries' layout and order, empty when nothing is (and, narrow,
-    /// that every entry fits; wide, that there is no narrow entry left).
+    /// What is wrong with the entries' layout and order, empty when nothing is (and that the
+    /// other layouts' arrays are empty; that a narrow index has one component).
     func invariantViolations(keys: Keys) -> [String] {
-        if isNarrow {
-            return narrow.invariantViolations { compare($0.keyed, $1.keyed, keys: keys) < 0 }
-                + (wide.isEmpty ? [] : ["\(wide.count) wide entries in a narrow index"])
-                + (descending.count == 1 ? [] : ["a narrow index of \(descending.count) components"])
+        var violations: [String]
+        switch layout {
+        case .narrow: violations = narrow.invariantViolations { compare($0.keyed, $1.keyed, keys: keys) < 0 }
+        case .compact: violations = compact.invariantViolations { compare($0.keyed, $1.keyed, keys: keys) < 0 }
+        case .full: violations = wide.invariantViolations { compare($0, $1, keys: keys) < 0 }
         }
-        return wide.invariantViolations { compare($0, $1, keys: keys) < 0 }
-            + (narrow.isEmpty ? [] : ["\(narrow.count) narrow entries in a wide index"])
+        if layout != .narrow && !narrow.isEmpty { violations.append("\(narrow.count) narrow entries in a \(layout) index") }
+        if layout != .compact && !compact.isEmpty { violations.append("\(compact.count) compact entries in a \(layout) index") }
+        if layout != .full && !wide.isEmpty { violations.append("\(wide.count) wide entries in a \(layout) index") }
+        if layout == .narrow && descending.count != 1 { violations.append("a narrow index of \(descending.count) components") }
+        return violations
     }
     #endif
 }

@@ -5,7 +5,8 @@ public import Foundation
 ///
 /// Values of one property are always the same case (a property has one Swift type), except
 /// ``null`` for `nil`, which sorts first. Numbers order numerically, strings by their UTF-8
-/// bytes (as ``EntityID`` compares), UUIDs by their bytes, dates by time.
+/// bytes (as ``EntityID`` compares), UUIDs by their bytes, dates by time. NaN (every NaN, any
+/// sign or payload) equals NaN and sorts after +infinity, as index keys' encodings order it.
 public enum IndexValue: Hashable, Sendable, Comparable, CustomStringConvertible {
     /// `nil`: sorts before every other value.
     case null
@@ -49,7 +50,8 @@ public enum IndexValue: Hashable, Sendable, Comparable, CustomStringConvertible 
         // Numbers equal across cases hash alike.
         case .int(let i): hasher.combine(Double(i))
         case .uint(let u): hasher.combine(Double(u))
-        case .double(let d): hasher.combine(d)
+        // Every NaN equals every other, so all hash as one.
+        case .double(let d): hasher.combine(d.isNaN ? .nan : d)
         case .string(let s): hasher.combine(s)
         case .uuid(let u): hasher.combine(u)
         }
@@ -59,7 +61,11 @@ public enum IndexValue: Hashable, Sendable, Comparable, CustomStringConvertible 
     @inlinable
     public static func compare(_ lhs: IndexValue, _ rhs: IndexValue) -> Int {
         switch (lhs, rhs) {
-        case (.double(let a), .double(let b)): return a < b ? -1 : (a == b ? 0 : 1)
+        case (.double(let a), .double(let b)):
+            // NaN as the encoding orders it (one NaN, after +infinity): "greater both ways" made
+            // whole keys inconsistently ordered, and a removal by binary search missed its entry.
+            if a.isNaN || b.isNaN { return a.isNaN == b.isNaN ? 0 : (a.isNaN ? 1 : -1) }
+            return a < b ? -1 : (a == b ? 0 : 1)
         case (.int(let a), .int(let b)): return a < b ? -1 : (a == b ? 0 : 1)
         case (.uuid(let a), .uuid(let b)): return compareBytes(a, b)
         case (.string(let a), .string(let b)):
@@ -83,15 +89,15 @@ public enum IndexValue: Hashable, Sendable, Comparable, CustomStringConvertible 
     ///
     /// Compared exactly, not through `Double`: beyond 2^53 converting an integer rounds it, so
     /// `2^53 + 1` and `2^53` would both equal the double `2^53` while differing from each
-    /// other, and a sort or a merge relying on transitivity would misplace them. NaN stays
-    /// "greater both ways", as in the `.double` case.
+    /// other, and a sort or a merge relying on transitivity would misplace them. NaN sorts after
+    /// every integer, as in the `.double` case.
     @usableFromInline
     static func compareNumbers(_ lhs: IndexValue, _ rhs: IndexValue) -> Int {
         switch (lhs, rhs) {
         case (.int(let a), .uint(let b)): return a < 0 || UInt64(a) < b ? -1 : (UInt64(a) == b ? 0 : 1)
         case (.uint, .int): return -compareNumbers(rhs, lhs)
-        case (.int(let a), .double(let d)): return d.isNaN ? 1 : compare(integer: a, d)
-        case (.uint(let a), .double(let d)): return d.isNaN ? 1 : compare(integer: a, d)
+        case (.int(let a), .double(let d)): return d.isNaN ? -1 : compare(integer: a, d)
+        case (.uint(let a), .double(let d)): return d.isNaN ? -1 : compare(integer: a, d)
         case (.double(let d), .int(let a)): return d.isNaN ? 1 : -compare(integer: a, d)
         case (.double(let d), .uint(let a)): return d.isNaN ? 1 : -compare(integer: a, d)
         default:

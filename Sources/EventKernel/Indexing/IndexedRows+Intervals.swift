@@ -114,7 +114,7 @@ extension IndexedRows {
             if let newKeys { ends.set(Int32(base + interval.column), newKeys[width + interval.column]) }
             let end = intervalEnd(slot, interval)
             if case .null = end {
-                intervals[j].open.insert(key(slot, interval.number), sequence: heads[Int(slot)].sequence, slot: slot,
+                intervals[j].open.insert(key(slot, interval.number), sequence: heads.sequence(Int(slot)), slot: slot,
                                          keys: keysOf(index: interval.number))
             } else {
                 intervals[j].buckets[IntervalIndex.bucket(start: intervalStart(slot, interval), end: end)] += 1
@@ -128,7 +128,7 @@ extension IndexedRows {
             let interval = intervals[j]
             let end = intervalEnd(slot, interval)
             if case .null = end {
-                intervals[j].open.remove(key(slot, interval.number), sequence: heads[Int(slot)].sequence,
+                intervals[j].open.remove(key(slot, interval.number), sequence: heads.sequence(Int(slot)),
                                          keys: keysOf(index: interval.number))
             } else {
                 intervals[j].buckets[IntervalIndex.bucket(start: intervalStart(slot, interval), end: end)] -= 1

@@ -60,6 +60,9 @@ extension IndexedRows {
         for number in columns.indices where columns[number].count != heads.count {
             violations.append("index \(number): \(columns[number].count) keys for \(heads.count) slots")
         }
+        for number in columns.indices {
+            violations += columns[number].invariantViolations().map { "index \(number)'s key column: \($0)" }
+        }
         if ends.count != heads.count * intervals.count {
             violations.append("\(ends.count) interval ends for \(heads.count) slots of \(intervals.count)")
         }
@@ -74,8 +77,8 @@ extension IndexedRows {
                 // A narrow entry (or one widened from it) keeps its encoding's words, not its
                 // length: for an exact key only that it is exact matters to a comparison.
                 let length = encoded.isExact ? 0 : encoded.length, entryLength = entry.key.isExact ? 0 : entry.key.length
-                if heads[Int(entry.slot)].sequence != entry.sequence || length != entryLength
-                    || (storage.isNarrow && !encoded.fitsNarrow)
+                if heads.sequence(Int(entry.slot)) != entry.sequence || length != entryLength
+                    || KeyLayout.narrowest(for: encoded, components: storage.descending.count) > storage.layout
                     || NormalizedKey.compare(encoded, entry.key, bytes: NormalizedKey.inlineBytes) != 0 {
                     wrong += 1
                 }

@@ -38,8 +38,8 @@ struct IndexedRows: Sendable {
     var intervals: [IntervalIndex]
     /// The number of declared indexes.
     let width: Int
-    /// By slot; a free slot's head is stale.
-    var heads: [RowHead] = []
+    /// By slot; a free slot's head is stale. 32 bytes a row while every id is a UUID (``RowHeads``).
+    var heads = RowHeads()
     /// Per declared index, each slot's key in it (a free slot's is stale).
     var columns: [KeyColumn]
     /// By slot, each interval index's end (at slot × intervals.count + ``IntervalIndex/column``),
@@ -113,7 +113,7 @@ struct IndexedRows: Sendable {
     /// The committed stream version of `id`: its row's, a deleted entity's last, or 0.
     /// - Complexity: O(1) on average.
     func version(of id: EntityID) -> UInt64 {
-        if let slot = slot(of: id) { return heads[Int(slot)].version }
+        if let slot = slot(of: id) { return heads.version(Int(slot)) }
         return deletedVersions.isEmpty ? 0 : deletedVersions[id] ?? 0
     }
 
@@ -152,7 +152,7 @@ struct IndexedRows: Sendable {
     mutating func upsert(id: EntityID, version: UInt64, keys newKeys: [IndexKey]) -> Int32 {
         let width = self.width
         if let slot = slot(of: id) {
-            let sequence = heads[Int(slot)].sequence
+            let sequence = heads.sequence(Int(slot))
             // Checked once: a repository without an interval index does no more than this.
             let retrack = !intervals.isEmpty && untrackChangedIntervals(slot, newKeys: newKeys)
             for i in 0..<indexes.count {
@@ -170,7 +170,7 @@ struct IndexedRows: Sendable {
                 insert(probe, sequence: sequence, slot: slot, index: i)
             }
             if retrack { trackIntervals(slot, newKeys: newKeys) }
-            heads[Int(slot)].version = version
+            heads.setVersion(Int(slot), version)
             #if EVENTKERNEL_INTERNAL_CHECKS
             checkIntervalCounts()
             #endif
@@ -209,7 +209,7 @@ struct IndexedRows: Sendable {
     mutating func remove(_ id: EntityID, version: UInt64) -> Int32? {
         deletedVersions[id] = version
         guard let slot = slotsByID.remove(id, heads: heads) else { return nil }
-        let sequence = heads[Int(slot)].sequence
+        let sequence = heads.sequence(Int(slot))
         if !intervals.isEmpty { untrackIntervals(slot) }
         for i in indexes.indices { indexes[i].remove(key(slot, i), sequence: sequence, keys: keysOf(index: i)) }
         let p = bySequence.partitionPoint { $0.sequence < sequence }
@@ -277,9 +277,12 @@ extension IndexedRows {
         // order was three quarters of restoring an index (perf annotate).
         var encoded: [NormalizedKey] = []
         encoded.reserveCapacity(heads.count)
-        for slot in heads.indices { encoded.append(NormalizedKey(key(Int32(slot), number), descending: storage.descending)) }
+        // Read from the column, which keeps most keys encoded already (decoding a key to
+        // encode it again built a String per short-string component).
+        let column = columns[number]
+        for slot in heads.indices { encoded.append(column.normalized(Int32(slot))) }
         var entries = (order ?? heads.indices.map(Int32.init)).map { slot in
-            KeyedSlot(key: encoded[Int(slot)], slot: slot, sequence: heads[Int(slot)].sequence)
+            KeyedSlot(key: encoded[Int(slot)], slot: slot, sequence: heads.sequence(Int(slot)))
         }
         if order == nil {
             entries.sort { storage.compare($0, $1, keys: all) < 0 }

@@ -42,7 +42,7 @@ struct SlotMap: Sendable {
     /// The slot of the row with `id`, if any.
     /// - Parameter heads: The rows' heads, by slot (where the ids are).
     /// - Complexity: O(1) on average.
-    func find(_ id: EntityID, heads: [RowHead]) -> Int32? {
+    func find(_ id: EntityID, heads: RowHeads) -> Int32? {
         guard !buckets.isEmpty else { return nil }
         let mask = buckets.count - 1
         let tag = Self.hash(id)
@@ -50,7 +50,7 @@ struct SlotMap: Sendable {
         while true {
             let bucket = buckets[i]
             if bucket == 0 { return nil }
-            if Self.tag(bucket) == tag && heads[Int(Self.slot(bucket))].id == id { return Self.slot(bucket) }
+            if Self.tag(bucket) == tag && heads.holds(Int(Self.slot(bucket)), id) { return Self.slot(bucket) }
             i = (i + 1) & mask
         }
     }
@@ -58,7 +58,7 @@ struct SlotMap: Sendable {
     /// Adds `slot`, whose head (already in `heads`) holds the id.
     /// - Returns: `false`, changing nothing, when the id is already present.
     /// - Complexity: O(1) amortized.
-    mutating func insert(_ slot: Int32, heads: [RowHead]) -> Bool {
+    mutating func insert(_ slot: Int32, heads: RowHeads) -> Bool {
         precondition(slot >= 0 && Int(slot) < heads.count, "SlotMap: slot \(slot) has no row head")
         if (count + 1) * 4 > buckets.count * 3 { rehash(size: Swift.max(16, buckets.count * 2)) }
         let id = heads[Int(slot)].id
@@ -67,7 +67,7 @@ struct SlotMap: Sendable {
         var i = home(tag)
         while buckets[i] != 0 {
             let bucket = buckets[i]
-            if Self.tag(bucket) == tag && heads[Int(Self.slot(bucket))].id == id { return false }
+            if Self.tag(bucket) == tag && heads.holds(Int(Self.slot(bucket)), id) { return false }
             i = (i + 1) & mask
         }
         buckets[i] = UInt64(tag) << 32 | UInt64(UInt32(bitPattern: slot) &+ 1)
@@ -81,7 +81,7 @@ struct SlotMap: Sendable {
     /// Removes `id`.
     /// - Returns: Its slot, if it was present.
     /// - Complexity: O(1) on average.
-    mutating func remove(_ id: EntityID, heads: [RowHead]) -> Int32? {
+    mutating func remove(_ id: EntityID, heads: RowHeads) -> Int32? {
         guard !buckets.isEmpty else { return nil }
         let mask = buckets.count - 1
         let tag = Self.hash(id)
@@ -89,7 +89,7 @@ struct SlotMap: Sendable {
         while true {
             let bucket = buckets[i]
             if bucket == 0 { return nil }
-            if Self.tag(bucket) == tag && heads[Int(Self.slot(bucket))].id == id { break }
+            if Self.tag(bucket) == tag && heads.holds(Int(Self.slot(bucket)), id) { break }
             i = (i + 1) & mask
         }
         let found = Self.slot(buckets[i])
@@ -150,7 +150,7 @@ struct SlotMap: Sendable {
     ///
     /// Only in builds with `EVENTKERNEL_INTERNAL_CHECKS`.
     /// - Complexity: O(n).
-    func invariantViolations(heads: [RowHead]) -> [String] {
+    func invariantViolations(heads: RowHeads) -> [String] {
         var violations: [String] = []
         if !buckets.isEmpty {
             if buckets.count & (buckets.count - 1) != 0 { violations.append("\(buckets.count) buckets, not a power of two") }
@@ -178,7 +178,7 @@ struct SlotMap: Sendable {
 
     /// Empties the bucket of `id` without the backward shift (a broken removal) and returns
     /// what the per-removal check then reports: for the tests of the checks.
-    mutating func removeWithoutShiftForTesting(_ id: EntityID, heads: [RowHead]) -> String? {
+    mutating func removeWithoutShiftForTesting(_ id: EntityID, heads: RowHeads) -> String? {
         guard let slot = find(id, heads: heads), let i = buckets.firstIndex(where: { $0 != 0 && Self.slot($0) == slot }) else { return nil }
         buckets[i] = 0
         count -= 1
@@ -187,12 +187,12 @@ struct SlotMap: Sendable {
 
     /// The check after every mutation: the probe run around bucket `i` is intact (every
     /// member reachable from its home without crossing an empty bucket); O(run length).
-    private func checkProbeRun(around i: Int, heads: [RowHead]) {
+    private func checkProbeRun(around i: Int, heads: RowHeads) {
         if let violation = probeRunViolation(around: i, heads: heads) { preconditionFailure("SlotMap: \(violation)") }
     }
 
     /// What ``checkProbeRun(around:heads:)`` finds wrong, if anything.
-    private func probeRunViolation(around i: Int, heads: [RowHead]) -> String? {
+    private func probeRunViolation(around i: Int, heads: RowHeads) -> String? {
         let mask = buckets.count - 1
         var j = (i &- 1) & mask
         for _ in 0..<buckets.count {

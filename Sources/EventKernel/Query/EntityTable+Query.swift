@@ -176,7 +176,7 @@ extension EntityTable {
         let getters = (query.orderings.terms.isEmpty ? defaultOrder : query.orderings).values
         let orderings = compiled.orderingNumbers.map { getters[$0] }
         var keyed = candidates.map { slot in
-            (key: orderings.map { $0(bySlot[Int(slot)]!) }, sequence: rows.heads[Int(slot)].sequence, slot: slot)
+            (key: orderings.map { $0(bySlot[Int(slot)]!) }, sequence: rows.heads.sequence(Int(slot)), slot: slot)
         }
         let descending = compiled.orderings.map { $0.descending }
         let lastDescending = descending.last ?? false

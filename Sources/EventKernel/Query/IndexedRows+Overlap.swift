@@ -68,7 +68,7 @@ extension IndexedRows {
     ) -> (slots: [Int32], next: QueryCursor?) {
         let interval = intervals[scan.interval], number = interval.number, tag = planTag(plan)
         func cursorAfter(_ slot: Int32?) -> QueryCursor? {
-            slot.map { QueryCursor(key: key($0, number).values, sequence: heads[Int($0)].sequence, plan: tag) }
+            slot.map { QueryCursor(key: key($0, number).values, sequence: heads.sequence(Int($0)), plan: tag) }
         }
         guard plan.prefixes.count > 1 else {
             var skip = offset
@@ -91,7 +91,7 @@ extension IndexedRows {
             var found = 0
             overlapScan(scan, prefix: prefix, reversed: plan.reversed, cursor: resume) { slot in
                 if let accept, !accept(slot) { return true }
-                gathered.append((intervalStart(slot, interval), heads[Int(slot)].sequence, slot))
+                gathered.append((intervalStart(slot, interval), heads.sequence(Int(slot)), slot))
                 found += 1
                 return found < wanted
             }

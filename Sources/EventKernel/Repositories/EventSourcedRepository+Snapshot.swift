@@ -135,7 +135,7 @@ extension EventSourcedRepository {
         DispatchQueue.concurrentPerform(iterations: partCount + 1) { task in
             guard task > 0 else {
                 var rows = emptyRows
-                rows.heads.reserveCapacity(count)
+                rows.heads.reserveCapacity(count, stringIDs: restoredHeads.contains { if case .string = $0.id { true } else { false } })
                 rows.slotsByID.reserveCapacity(count)
                 for head in restoredHeads {
                     guard rows.appendRestored(RowHead(id: head.id, version: head.version, sequence: head.sequence)) else {
