@@ -84,7 +84,9 @@ extension ConsumerReader {
         let last = min(end - 1, next + size - 1)
         // `end` starts a batch of its own (a commit takes whole batches), so a read to it ends on a boundary.
         guard last < end - 1, let start = log.batchStart(containing: last + 1), start > next else { return last }
-        return start - 1
+        // Clamped: a log that broke `batchStart`'s "at most the position" could otherwise make
+        // a read larger than `size`.
+        return min(start - 1, last)
     }
 }
 

@@ -155,6 +155,8 @@ public protocol RecordLog: AnyObject, Sendable {
     /// checks every batch it touches whole, so a piece that ends inside a batch has that batch
     /// decoded again by the next piece.
     ///
+    /// A log that wraps another must forward this (the default answers `nil`): otherwise its
+    /// readers silently lose the one-decode-per-batch reads.
     /// - Parameter position: A position the log holds.
     /// - Returns: The batch's first position (at most `position`), or `nil` when the log does
     ///   not hold `position` or does not read in batches (then any end is as good as another).
