@@ -5,11 +5,16 @@ import Testing
 @testable import EventKernel
 import EventKernelTestSupport
 
-/// An in-memory log that records the range of every read asked of it.
+/// A log (in memory unless given one) that records the range of every read asked of it and
+/// can hold its syncs (a consumer's commit syncs the log first) at a turnstile.
 final class ReadWatchingLog: RecordLog {
-    let base = InMemoryLog()
+    let base: any RecordLog
     /// The (from, through) of each `forEachRecord(from:through:)` call.
     let reads = Mutex<[ClosedRange<UInt64>]>([])
+    /// When set, each `synchronize()` waits there for a turn.
+    let syncs = Mutex<Turnstile?>(nil)
+    init(base: any RecordLog = InMemoryLog()) { self.base = base }
+    func batchStart(containing position: LogPosition) -> LogPosition? { base.batchStart(containing: position) }
     var bounds: LogBounds { base.bounds }
     var access: LogAccess { base.access }
     var fileIO: any LogFileIO { base.fileIO }
@@ -27,8 +32,42 @@ final class ReadWatchingLog: RecordLog {
     func forEachRecord(timestampsIn range: ClosedRange<LogTimestamp>, _ body: (LogRecordView) throws -> Bool) throws {
         try base.forEachRecord(timestampsIn: range, body)
     }
-    func synchronize() async throws { try await base.synchronize() }
+    func synchronize() async throws {
+        if let turnstile = syncs.withLock({ $0 }) { await turnstile.enter() }
+        try await base.synchronize()
+    }
     func close() async throws { try await base.close() }
+}
+
+/// Lets callers of ``enter()`` through one per ``admit()``: a commit held at a known point
+/// without timing.
+final class Turnstile: Sendable {
+    private struct State {
+        var permits = 0
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
+    /// How many callers wait in ``enter()``.
+    var waiters: Int { state.withLock { $0.waiting.count } }
+    /// Returns once a permit is given.
+    func enter() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let admitted = state.withLock { state -> Bool in
+                if state.permits > 0 { state.permits -= 1; return true }
+                state.waiting.append(continuation)
+                return false
+            }
+            if admitted { continuation.resume() }
+        }
+    }
+    /// Lets one caller through (the next to come, if none waits).
+    func admit() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiting.isEmpty { state.permits += 1; return nil }
+            return state.waiting.removeFirst()
+        }
+        next?.resume()
+    }
 }
 
 @Suite("Consumers")
@@ -589,6 +628,127 @@ struct ConsumersTests {
         try await runUntil(consumer, batchSize: 4, seen: seen) { seen.positions.count == 100 }
         #expect(seen.positions == Array(0..<100))
         #expect(log.reads.withLock { $0 } == stride(from: 0, to: 100, by: 16).map { $0...min($0 + 15, 99) })
+        try await store.close()
+    }
+
+    // Reads end where log batches end (a read decodes every log batch it touches whole, so one
+    // ending inside a batch had the next read decode it again: reads of 4,096 over batches of
+    // 1,000 decoded a fifth more than one pass), and hand out exactly the events there are.
+    @Test(arguments: [1, 2, 3, 4, 5, 6] as [UInt64])
+    func readsEndOnLogBatchBoundariesAndHandOutEveryEventOnce(seed: UInt64) async throws {
+        var random = SplitMix64(seed: seed)
+        let directory = TemporaryDirectory("ek-consumer-reads")
+        let log = ReadWatchingLog(base: try SegmentedLog.open(at: directory.url, configuration: SegmentedLog.Configuration(segmentSize: 4096)))
+        let store = try EventStore(log: log, snapshotPolicy: .never)
+        // Log batches of random sizes (one append each: appends one at a time are not merged).
+        var starts: [UInt64] = []
+        var count: UInt64 = 0
+        for _ in 0..<40 {
+            let size = Int(random.next() % 40) + 1
+            starts.append(count)
+            _ = try await store.append((0..<size).map { i in
+                PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1, stream: StreamID("Counted", .string("c\(i % 7)")), payload: [1]))
+            })
+            count += UInt64(size)
+        }
+        // The log's own answer first: every position's batch starts where its append began.
+        for position in 0..<count {
+            let start = starts.last { $0 <= position }
+            #expect(log.batchStart(containing: position) == start, "seed \(seed), position \(position)")
+        }
+        #expect(log.batchStart(containing: count) == nil)
+        let readBatchSize = Int(random.next() % 64) + 1
+        let maxCount = Int(random.next() % UInt64(readBatchSize)) + 1
+        let consumer = try store.consumer(named: "reads", options: ConsumerOptions(readBatchSize: readBatchSize, checkpoint: .handler))
+        log.reads.withLock { $0.removeAll() }
+        var batches = consumer.batches(maxCount: maxCount).makeAsyncIterator()
+        var handed: [UInt64] = []
+        while handed.count < Int(count), let batch = try await batches.next() {
+            #expect(!batch.isEmpty && batch.count <= maxCount, "seed \(seed)")
+            handed += batch.map(\.position)
+        }
+        #expect(handed == Array(0..<count), "seed \(seed), readBatchSize \(readBatchSize), maxCount \(maxCount)")
+        let reads = log.reads.withLock { $0 }
+        #expect(reads.first?.lowerBound == 0 && reads.last?.upperBound == count - 1, "seed \(seed)")
+        for (read, following) in zip(reads, reads.dropFirst()) {
+            #expect(following.lowerBound == read.upperBound + 1, "seed \(seed): reads \(read) then \(following)")
+        }
+        for read in reads {
+            #expect(read.count <= readBatchSize, "seed \(seed): read \(read) of at most \(readBatchSize)")
+            // Ends on a boundary unless one log batch holds both its first position and the one after it.
+            let startOfFirst = starts.last { $0 <= read.lowerBound }!
+            let startOfNext = starts.last { $0 <= read.upperBound + 1 }!
+            #expect(starts.contains(read.upperBound + 1) || read.upperBound == count - 1 || startOfNext == startOfFirst,
+                    "seed \(seed): read \(read) ends inside a log batch it could have stopped before")
+        }
+        try await store.close()
+    }
+
+    // A run commits off the handling path: the next batch is handled while the commit of the
+    // ones before is written, and a commit only ever names positions whose handler call
+    // returned. The commit is held at the log's sync (the first step of a commit) by a
+    // turnstile, not by timing; on the old code the second batch waited for the first commit.
+    @Test func aRunHandlesTheNextBatchWhileACommitIsInFlightAndNeverCommitsAnUnhandledPosition() async throws {
+        let log = ReadWatchingLog()
+        let store = try EventStore(log: log, snapshotPolicy: .never)
+        try await appendCounted(store, 30)
+        let turnstile = Turnstile()
+        log.syncs.withLock { $0 = turnstile }
+        let consumer = try store.consumer(named: "overlap", options: ConsumerOptions(readBatchSize: 10, commitInterval: .zero))
+        // Per handler call: the committed position when it began, and its batch's first position.
+        let calls = Mutex<[(committed: UInt64, first: UInt64)]>([])
+        let seen = Seen()
+        let run = Task {
+            try await consumer.run { batch in
+                calls.withLock { $0.append((consumer.committed, batch[0].position)) }
+                seen.add(batch.map(\.position))
+            }
+        }
+        // The first batch's commit is held; the second batch is handled meanwhile.
+        #expect(try await eventually { seen.positions.count == 20 })
+        #expect(try await eventually { turnstile.waiters == 1 })
+        #expect(consumer.committed == 0)
+        // Released, it commits the first batch only (through 9), then the second's (through
+        // 19) goes in flight while the third is handled.
+        turnstile.admit()
+        #expect(try await eventually { seen.positions.count == 30 })
+        #expect(try await eventually { turnstile.waiters == 1 })
+        #expect(consumer.committed == 10)
+        turnstile.admit()
+        #expect(try await eventually { turnstile.waiters == 1 })
+        #expect(consumer.committed == 20)
+        turnstile.admit()
+        #expect(try await eventually { consumer.committed == 30 })
+        run.cancel()
+        try await run.value
+        #expect(seen.positions == Array(0..<30))
+        for call in calls.withLock({ $0 }) {
+            #expect(call.committed <= call.first, "committed \(call.committed) before the batch from \(call.first) was handled")
+        }
+        try await store.close()
+    }
+
+    // A run that ends (cancelled) while a commit is in flight waits for it, then commits what
+    // it handled since: nothing handled is left uncommitted and nothing unhandled is committed.
+    @Test func aRunEndingWithACommitInFlightWaitsForItAndCommitsWhatItHandled() async throws {
+        let log = ReadWatchingLog()
+        let store = try EventStore(log: log, snapshotPolicy: .never)
+        try await appendCounted(store, 20)
+        let turnstile = Turnstile()
+        log.syncs.withLock { $0 = turnstile }
+        let consumer = try store.consumer(named: "ending", options: ConsumerOptions(readBatchSize: 10, commitInterval: .zero))
+        let seen = Seen()
+        let run = Task { try await consumer.run { batch in seen.add(batch.map(\.position)) } }
+        #expect(try await eventually { seen.positions.count == 20 })
+        #expect(try await eventually { turnstile.waiters == 1 })
+        run.cancel()
+        // Cancelled, the run still waits for the commit in flight.
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(consumer.committed == 0)
+        turnstile.admit()
+        turnstile.admit()
+        try await run.value
+        #expect(consumer.committed == 20)
         try await store.close()
     }
 }

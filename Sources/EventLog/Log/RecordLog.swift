@@ -150,6 +150,19 @@ public protocol RecordLog: AnyObject, Sendable {
         _ body: (LogRecordView) throws -> Bool
     ) throws
 
+    /// The first position of the stored batch that holds `position`, so that a reader taking
+    /// the log a piece at a time can end each piece where a batch ends: a read decompresses and
+    /// checks every batch it touches whole, so a piece that ends inside a batch has that batch
+    /// decoded again by the next piece.
+    ///
+    /// A log that wraps another must forward this (the default answers `nil`): otherwise its
+    /// readers silently lose the one-decode-per-batch reads.
+    /// - Parameter position: A position the log holds.
+    /// - Returns: The batch's first position (at most `position`), or `nil` when the log does
+    ///   not hold `position` or does not read in batches (then any end is as good as another).
+    /// - Complexity: O(log s + log b) for a segmented log (s segments, b batches in one).
+    func batchStart(containing position: LogPosition) -> LogPosition?
+
     /// Calls `body` with each record whose timestamp lies in `range`, in position order,
     /// skipping whole batches whose minimum and maximum timestamps lie outside it.
     ///
@@ -179,6 +192,9 @@ public protocol RecordLog: AnyObject, Sendable {
 extension RecordLog {
     /// Logs that are never cut stay in epoch 0.
     public var historyEpoch: UInt64 { 0 }
+
+    /// Logs that do not decode whole batches per read report none: `nil`.
+    public func batchStart(containing position: LogPosition) -> LogPosition? { nil }
 }
 
 extension RecordLog {

@@ -10,25 +10,34 @@ extension LogCore {
     /// The cursor of the batch holding `position`, or nil when the log does not hold it.
     /// - Complexity: O(log s + log b).
     func cursor(containing position: LogPosition) -> BatchCursor? {
+        state.withLock { state in Self.cursor(containing: position, in: state.segments) }
+    }
+
+    /// The first position of the batch that holds `position`, found under one hold of the lock.
+    func batchStart(containing position: LogPosition) -> LogPosition? {
         state.withLock { state in
-            let segments = state.segments
-            // Last segment whose base is <= position.
-            var lo = 0, hi = segments.count
-            while lo < hi {
-                let mid = (lo + hi) / 2
-                if segments[mid].basePosition <= position { lo = mid + 1 } else { hi = mid }
-            }
-            guard lo > 0 else { return nil }
-            let segment = lo - 1
-            let batches = segments[segment].batches
-            var blo = 0, bhi = batches.count
-            while blo < bhi {
-                let mid = (blo + bhi) / 2
-                if batches[mid].firstPosition <= position { blo = mid + 1 } else { bhi = mid }
-            }
-            guard blo > 0, position < batches[blo - 1].endPosition else { return nil }
-            return BatchCursor(segment: segment, batch: blo - 1)
+            guard let cursor = Self.cursor(containing: position, in: state.segments) else { return nil }
+            return state.segments[cursor.segment].batches[cursor.batch].firstPosition
         }
+    }
+
+    private static func cursor(containing position: LogPosition, in segments: [Segment]) -> BatchCursor? {
+        // Last segment whose base is <= position.
+        var lo = 0, hi = segments.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if segments[mid].basePosition <= position { lo = mid + 1 } else { hi = mid }
+        }
+        guard lo > 0 else { return nil }
+        let segment = lo - 1
+        let batches = segments[segment].batches
+        var blo = 0, bhi = batches.count
+        while blo < bhi {
+            let mid = (blo + bhi) / 2
+            if batches[mid].firstPosition <= position { blo = mid + 1 } else { bhi = mid }
+        }
+        guard blo > 0, position < batches[blo - 1].endPosition else { return nil }
+        return BatchCursor(segment: segment, batch: blo - 1)
     }
 
     /// Up to `limit` batch locations from `cursor` within one segment that pass `include`,
@@ -147,6 +156,12 @@ struct BatchReader {
 }
 
 extension SegmentedLog {
+    /// The first position of the batch that holds `position`; `nil` when the log does not hold it.
+    /// - Complexity: O(log s + log b).
+    public func batchStart(containing position: LogPosition) -> LogPosition? {
+        core.batchStart(containing: position)
+    }
+
     public func forEachRecord(
         from start: LogPosition, through end: LogPosition?, _ body: (LogRecordView) throws -> Bool
     ) throws {
