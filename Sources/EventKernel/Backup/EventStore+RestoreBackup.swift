@@ -66,15 +66,8 @@ extension EventStore {
         let staging: String
         let manifest: BackupManifest
         do {
-            if FileManager.default.fileExists(atPath: dest) {
-                let entries = (try? FileManager.default.contentsOfDirectory(atPath: dest)) ?? ["?"]
-                guard entries.isEmpty else {
-                    throw LogError(.invalidArgument, "\(dest) is not empty: restore into a new directory", file: dest)
-                }
-            }
-            // Everything goes into a sibling first, renamed to `destination` only when whole and
-            // synced: a restore killed midway leaves no directory that opens as a shorter store.
-            staging = dest + ".restoring-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+            try requireEmpty(dest)
+            staging = stagingPath(for: dest)
             manifest = try await runOnThreadOfItsOwn(named: "EventKernel restore") { () throws -> BackupManifest in
                 let manifest = try BackupManifest.check(in: backup)
                 try StoreDirectory.createDurably(staging, io: PosixFileIO())
@@ -148,7 +141,7 @@ extension EventStore {
     package static func restore(records source: any RecordLog, in batches: [Range<LogPosition>], requestedPosition: LogPosition,
                                 to destination: URL) async throws -> RestoreResult {
         let dest = destination.standardizedFileURL.path
-        let staging = dest + ".restoring-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
+        let staging = stagingPath(for: dest)
         do {
             var next: LogPosition = 0
             for batch in batches {
@@ -160,12 +153,7 @@ extension EventStore {
             guard next <= requestedPosition else {
                 throw LogError(.invalidArgument, "the batches to restore end at \(next), past the requested position \(requestedPosition)", position: next)
             }
-            if FileManager.default.fileExists(atPath: dest) {
-                let entries = (try? FileManager.default.contentsOfDirectory(atPath: dest)) ?? ["?"]
-                guard entries.isEmpty else {
-                    throw LogError(.invalidArgument, "\(dest) is not empty: restore into a new directory", file: dest)
-                }
-            }
+            try requireEmpty(dest)
             try StoreDirectory.createDurably(staging, io: PosixFileIO())
             try await appendBatches(batches, of: source, to: URL(filePath: staging, directoryHint: .isDirectory))
             try await runOnThreadOfItsOwn(named: "EventKernel restore") {
@@ -177,6 +165,24 @@ extension EventStore {
             if let error = error as? LogError { throw RepositoryError.storage(StorageFailure(error)) }
             throw error
         }
+    }
+
+    /// Refuses a destination that exists and holds anything: a restore goes into a new or
+    /// empty directory only (both restores' rule).
+    /// - Throws: `LogError/Code/invalidArgument` naming it.
+    private static func requireEmpty(_ dest: String) throws(LogError) {
+        guard FileManager.default.fileExists(atPath: dest) else { return }
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: dest)) ?? ["?"]
+        guard entries.isEmpty else {
+            throw LogError(.invalidArgument, "\(dest) is not empty: restore into a new directory", file: dest)
+        }
+    }
+
+    /// Where a restore into `dest` is written first: a sibling, renamed to `dest` only when
+    /// whole and synced, so that a restore killed midway leaves no directory that opens as a
+    /// shorter store.
+    private static func stagingPath(for dest: String) -> String {
+        dest + ".restoring-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
     }
 
     /// Appends `batches` of `source` to a new log in `target`, each as one batch again, with
