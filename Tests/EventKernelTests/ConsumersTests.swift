@@ -5,14 +5,11 @@ import Testing
 @testable import EventKernel
 import EventKernelTestSupport
 
-/// A log (in memory unless given one) that records the range of every read asked of it and
-/// can hold its syncs (a consumer's commit syncs the log first) at a turnstile.
+/// A log (in memory unless given one) that records the range of every read asked of it.
 final class ReadWatchingLog: RecordLog {
     let base: any RecordLog
     /// The (from, through) of each `forEachRecord(from:through:)` call.
     let reads = Mutex<[ClosedRange<UInt64>]>([])
-    /// When set, each `synchronize()` waits there for a turn.
-    let syncs = Mutex<Turnstile?>(nil)
     init(base: any RecordLog = InMemoryLog()) { self.base = base }
     func batchStart(containing position: LogPosition) -> LogPosition? { base.batchStart(containing: position) }
     var bounds: LogBounds { base.bounds }
@@ -32,42 +29,8 @@ final class ReadWatchingLog: RecordLog {
     func forEachRecord(timestampsIn range: ClosedRange<LogTimestamp>, _ body: (LogRecordView) throws -> Bool) throws {
         try base.forEachRecord(timestampsIn: range, body)
     }
-    func synchronize() async throws {
-        if let turnstile = syncs.withLock({ $0 }) { await turnstile.enter() }
-        try await base.synchronize()
-    }
+    func synchronize() async throws { try await base.synchronize() }
     func close() async throws { try await base.close() }
-}
-
-/// Lets callers of ``enter()`` through one per ``admit()``: a commit held at a known point
-/// without timing.
-final class Turnstile: Sendable {
-    private struct State {
-        var permits = 0
-        var waiting: [CheckedContinuation<Void, Never>] = []
-    }
-    private let state = Mutex(State())
-    /// How many callers wait in ``enter()``.
-    var waiters: Int { state.withLock { $0.waiting.count } }
-    /// Returns once a permit is given.
-    func enter() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let admitted = state.withLock { state -> Bool in
-                if state.permits > 0 { state.permits -= 1; return true }
-                state.waiting.append(continuation)
-                return false
-            }
-            if admitted { continuation.resume() }
-        }
-    }
-    /// Lets one caller through (the next to come, if none waits).
-    func admit() {
-        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if state.waiting.isEmpty { state.permits += 1; return nil }
-            return state.waiting.removeFirst()
-        }
-        next?.resume()
-    }
 }
 
 @Suite("Consumers")
