@@ -77,6 +77,10 @@ done
 for sanitizer in "${failed[@]}"; do
   case $sanitizer in thread) scratch=.build/tsan ;; address) scratch=.build/asan ;; esac
   echo "== $sanitizer: FAILED; its failing tests and sanitizer reports ($scratch/test-output.log has the whole output):"
-  grep -E -A3 '✘|^(WARNING|ERROR): (ThreadSanitizer|AddressSanitizer)|^SUMMARY: |Fatal error|fatalError|Crash' "$scratch/test-output.log" | head -80 || true
+  # Failing tests, then each sanitizer report whole (both stacks and where the memory came
+  # from): CI keeps only the tail of the output, and two frames cannot locate a race.
+  grep -E -A3 '✘|Fatal error|fatalError' "$scratch/test-output.log" | head -40 || true
+  awk '/^(WARNING|ERROR): (ThreadSanitizer|AddressSanitizer)/ { on = 1 } on { print } /^SUMMARY: / { on = 0 }' \
+    "$scratch/test-output.log" | head -160 || true
 done
 exit $status

@@ -198,6 +198,9 @@ struct SlotTable: Sendable {
         buckets = []
         count = 0
         reserveCapacity(n)
+        // `Array(unsafeUninitializedCapacity: 0)` writes the shared empty-array storage (a race
+        // under ThreadSanitizer when two stores open at once), and an empty table needs nothing.
+        guard n > 0 else { return nil }
         var keys = [UInt64](unsafeUninitializedCapacity: n) { buffer, initialized in
             for slot in 0..<n {
                 buffer[slot] = UInt64(Self.hash(rows[slot].id)) << 32 | UInt64(UInt32(slot) + 1)

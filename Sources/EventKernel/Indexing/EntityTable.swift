@@ -65,6 +65,10 @@ public struct EntityTable<Entity: Sendable>: Sendable {
     }
 
     private func entities(at slots: UnsafeBufferPointer<Int32>) -> [Entity] {
+        // The standard library's `Array(unsafeUninitializedCapacity: 0)` writes the count of the
+        // process-wide empty-array storage, which ThreadSanitizer reports as a race when two
+        // threads ask for no rows at once (an empty query result is common).
+        guard !slots.isEmpty else { return [] }
         let stride = MemoryLayout<Entity?>.stride
         // Every cache line of an entity (up to four; the witnesses reach the rest).
         let last = min(stride, 256) &- 1
