@@ -119,4 +119,13 @@ public struct EntityTable<Entity: Sendable>: Sendable {
 
     /// The committed stream version of the entity with `id` (a deleted one's too; 0: none).
     func version(of id: EntityID) -> UInt64 { rows.version(of: id) }
+
+    /// The entity with `id` and its stream's committed version (as ``version(of:)``), from one
+    /// lookup of the id: a command reads both for every entity it changes, and looking the id
+    /// up once for each was two hash-table probes, mostly cache misses, per add (perf: 3.6% of
+    /// a batch append of activities).
+    func entityAndVersion(_ id: EntityID) -> (Entity?, UInt64) {
+        let (slot, version) = rows.lookup(id)
+        return (slot.flatMap { bySlot[Int($0)] }, version)
+    }
 }

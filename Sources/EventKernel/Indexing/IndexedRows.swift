@@ -112,9 +112,15 @@ struct IndexedRows: Sendable {
 
     /// The committed stream version of `id`: its row's, a deleted entity's last, or 0.
     /// - Complexity: O(1) on average.
-    func version(of id: EntityID) -> UInt64 {
-        if let slot = slot(of: id) { return heads.version(Int(slot)) }
-        return deletedVersions.isEmpty ? 0 : deletedVersions[id] ?? 0
+    func version(of id: EntityID) -> UInt64 { lookup(id).version }
+
+    /// The slot of the row of `id` (`nil`: none) and its stream's committed version (as
+    /// ``version(of:)``), from one probe of the id map: a command reads both for every entity
+    /// it changes.
+    /// - Complexity: O(1) on average.
+    func lookup(_ id: EntityID) -> (slot: Int32?, version: UInt64) {
+        if let slot = slot(of: id) { return (slot, heads.version(Int(slot))) }
+        return (nil, deletedVersions.isEmpty ? 0 : deletedVersions[id] ?? 0)
     }
 
     /// The key of the row in `slot` in index `number`.

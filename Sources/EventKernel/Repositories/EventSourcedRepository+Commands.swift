@@ -14,10 +14,12 @@ extension EventSourcedRepository {
     }
 
     /// The entity of `stream` as the command reads it: state and version at once, from the
-    /// projection that keeps both.
+    /// projection that keeps both (the table is this type's version source, so its version is
+    /// the one ``ProjectedState/withLockedState(_:versionOf:)`` would read, found by the same
+    /// lookup of the id as the entity).
     private func current(_ stream: StreamID, in command: inout CommandContext) -> Entity? {
         let key = stream.entityID
-        return command.read(stream, versioned: { projection.withLockedState({ $0[key] }, versionOf: stream) })
+        return command.read(stream, versioned: { projection.withLockedState { $0.entityAndVersion(key) } })
     }
 
     private func checkOnce(_ stream: StreamID, in command: CommandContext) throws {
