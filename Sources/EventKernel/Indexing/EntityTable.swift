@@ -106,9 +106,14 @@ public struct EntityTable<Entity: Sendable>: Sendable {
 
     /// Inserts or replaces the entity with `id`; `keys` are its declared indexes' keys.
     /// - Complexity: O(log n + c) per index, for chunks of c entries (``ChunkedSortedArray/maxChunk``).
-    mutating func upsert(_ entity: Entity, id: EntityID, version: UInt64, keys: [IndexKey]) {
+    mutating func upsert(_ entity: Entity, id: EntityID, version: UInt64, keys: RowKeys) {
         let slot = Int(rows.upsert(id: id, version: version, keys: keys))
         if slot == bySlot.count { bySlot.append(entity) } else { bySlot[slot] = entity }
+    }
+
+    /// ``upsert(_:id:version:keys:)-(_,_,_,RowKeys)`` with the row's keys in an array of their own.
+    mutating func upsert(_ entity: Entity, id: EntityID, version: UInt64, keys: [IndexKey]) {
+        upsert(entity, id: id, version: version, keys: RowKeys(keys))
     }
 
     /// Removes the entity with `id`, if present; `version` is its stream's version after the

@@ -107,7 +107,7 @@ extension IndexedRows {
 
     /// Counts the row in `slot` (its ends stored, or written here from `newKeys`, laid out as
     /// ``upsert(id:version:keys:)`` takes them) in every interval index's open entries or histogram.
-    mutating func trackIntervals(_ slot: Int32, newKeys: [IndexKey]?) {
+    mutating func trackIntervals(_ slot: Int32, newKeys: RowKeys?) {
         let base = Int(slot) * intervals.count
         for j in intervals.indices {
             let interval = intervals[j]
@@ -138,7 +138,7 @@ extension IndexedRows {
 
     /// Untracks the row in `slot` when `newKeys` change an interval index's start or end.
     /// - Returns: Whether it did (the caller then tracks it again once the keys are stored).
-    mutating func untrackChangedIntervals(_ slot: Int32, newKeys: [IndexKey]) -> Bool {
+    mutating func untrackChangedIntervals(_ slot: Int32, newKeys: RowKeys) -> Bool {
         let changed = intervals.contains { interval in
             let old = key(slot, interval.number), new = newKeys[interval.number]
             return !indexes[interval.number].sameKey(old, new)

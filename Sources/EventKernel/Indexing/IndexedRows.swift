@@ -8,6 +8,22 @@ struct IndexedField: Sendable {
     let descending: Bool
 }
 
+/// One row's keys in the layout ``IndexedRows/upsert(id:version:keys:)`` takes (each declared
+/// index's key, then each interval index's end), held in an array of a whole batch's rows: a
+/// batch's keys are computed a property at a time into one array, with no array per row.
+struct RowKeys: Sendable {
+    let all: [IndexKey]
+    /// Where the row's first key is in `all`.
+    let start: Int
+
+    init(_ all: [IndexKey], start: Int = 0) {
+        self.all = all
+        self.start = start
+    }
+
+    subscript(i: Int) -> IndexKey { all[start &+ i] }
+}
+
 /// What the table keeps of each row besides the entity.
 struct RowHead: Sendable {
     var id: EntityID
@@ -155,7 +171,7 @@ struct IndexedRows: Sendable {
     ///   (a key of one component).
     /// - Returns: Its slot: a new one when it equals the previous number of slots.
     /// - Complexity: O(log n + c) per index whose key changed, for chunks of c entries.
-    mutating func upsert(id: EntityID, version: UInt64, keys newKeys: [IndexKey]) -> Int32 {
+    mutating func upsert(id: EntityID, version: UInt64, keys newKeys: RowKeys) -> Int32 {
         let width = self.width
         if let slot = slot(of: id) {
             let sequence = heads.sequence(Int(slot))

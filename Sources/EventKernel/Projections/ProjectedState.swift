@@ -128,7 +128,7 @@ public final class ProjectedState<State: Sendable>: Projection, RebuildableProje
 
     /// A two-step projection that also keeps its entity type's stream versions (the
     /// repositories' projections; see ``StreamVersionSource``).
-    package init<Value: Sendable>(
+    package convenience init<Value: Sendable>(
         name: String, schemaVersion: UInt16, initial: State,
         encode: @escaping @Sendable (State) throws -> [UInt8],
         decode: @escaping @Sendable ([UInt8]) throws -> State,
@@ -136,9 +136,29 @@ public final class ProjectedState<State: Sendable>: Projection, RebuildableProje
         fold: @escaping @Sendable (inout State, EventEnvelope, Value) throws -> Void,
         versioning: Versioning?
     ) {
+        self.init(name: name, schemaVersion: schemaVersion, initial: initial, encode: encode, decode: decode,
+                  prepareAll: { envelopes in envelopes.map { envelope in Result { try prepare(envelope) } } },
+                  fold: fold, versioning: versioning)
+    }
+
+    /// A projection whose `prepareAll` prepares a whole batch of envelopes at once, outside
+    /// every lock: what a projection does per batch (the generic repository computes a
+    /// batch's index keys a property at a time) rather than per event.
+    /// - Parameters:
+    ///   - prepareAll: One result per envelope, in order; an envelope's failure is its fold's
+    ///     (the projection fails at that event, as a throwing `prepare` would make it).
+    package init<Value: Sendable>(
+        name: String, schemaVersion: UInt16, initial: State,
+        encode: @escaping @Sendable (State) throws -> [UInt8],
+        decode: @escaping @Sendable ([UInt8]) throws -> State,
+        prepareAll: @escaping @Sendable ([EventEnvelope]) -> [Result<Value, any Error>],
+        fold: @escaping @Sendable (inout State, EventEnvelope, Value) throws -> Void,
+        versioning: Versioning?
+    ) {
         self.name = name
         let prepareEvents: @Sendable ([EventEnvelope]) -> PreparedEvents = { envelopes in
-            let results = envelopes.map { envelope in Result { try prepare(envelope) } }
+            let results = prepareAll(envelopes)
+            precondition(results.count == envelopes.count, "\(name): prepared \(results.count) results for \(envelopes.count) events")
             return PreparedEvents(first: envelopes.first?.position ?? 0, count: envelopes.count) { state, envelope, index in
                 try fold(&state, envelope, results[index].get())
             }
