@@ -1,10 +1,10 @@
 /// Changes as part of a command (the `in:` forms): what each change checks and the event it
 /// appends, so that several repositories' changes can share one atomic command.
 extension EventSourcedRepository {
-    func event(_ kind: String, _ id: EntityID, _ entity: Entity?) throws -> EncodedEvent {
+    func event(_ kind: OwnEventTypes.Kind, _ id: EntityID, _ entity: Entity?) throws -> EncodedEvent {
         // Read once: a rebuild may switch the schema, and the version must be the encoder's.
         let schema = self.schema
-        return EncodedEvent(eventType: "\(typeName).\(kind)", schemaVersion: schema.version, stream: StreamID(typeName, id),
+        return EncodedEvent(eventType: eventTypes[kind], schemaVersion: schema.version, stream: StreamID(typeName, id),
                      payload: try entity.map(schema.encode) ?? [])
     }
 
@@ -38,7 +38,7 @@ extension EventSourcedRepository {
         guard !command.isAppending(to: stream), current(stream, in: &command) == nil else {
             throw RepositoryError.alreadyExists(stream.entityID)
         }
-        command.append(try event("added", stream.entityID, entity))
+        command.append(try event(.added, stream.entityID, entity))
     }
 
     /// Sets one property of an existing entity by a field event, as part of `command`: the log
@@ -98,9 +98,9 @@ extension EventSourcedRepository {
         try checkOnce(stream, in: command)
         guard current(stream, in: &command) != nil else { throw RepositoryError.notFound(stream.entityID) }
         if let expectedVersion {
-            command.append(try event("updated", stream.entityID, entity), expectedVersion: expectedVersion)
+            command.append(try event(.updated, stream.entityID, entity), expectedVersion: expectedVersion)
         } else {
-            command.append(try event("updated", stream.entityID, entity))
+            command.append(try event(.updated, stream.entityID, entity))
         }
     }
 
@@ -112,7 +112,7 @@ extension EventSourcedRepository {
         let stream = stream(of: entity.id)
         try checkOnce(stream, in: command)
         let exists = current(stream, in: &command) != nil
-        command.append(try event(exists ? "updated" : "added", stream.entityID, entity))
+        command.append(try event(exists ? .updated : .added, stream.entityID, entity))
     }
 
     /// Deletes the entity with `id` as part of `command`: appends the entity type's own
@@ -127,7 +127,7 @@ extension EventSourcedRepository {
         let stream = stream(of: id)
         try checkOnce(stream, in: command)
         guard current(stream, in: &command) != nil else { return false }
-        command.append(try event("deleted", stream.entityID, nil))
+        command.append(try event(.deleted, stream.entityID, nil))
         return true
     }
 
@@ -153,5 +153,30 @@ extension EventSourcedRepository {
     func purgeDecision(id: Entity.ID, metadata: EventMetadata, in command: inout CommandContext) throws -> EventStore.TombstoneDecision {
         try checkUsable()
         return try store.appendTombstone(.purged, to: stream(of: id), metadata: metadata, in: &command)
+    }
+}
+
+/// The event types of a repository's own events (`"<typeName>.added"`, ...), spelled once for
+/// the commands that append them and the projection that folds them: interpolating the name
+/// per event built a String per event (on the heap for a name of more than 15 bytes, as most
+/// are).
+struct OwnEventTypes: Sendable {
+    enum Kind { case added, updated, deleted }
+    let added: String
+    let updated: String
+    let deleted: String
+
+    init(_ typeName: String) {
+        added = typeName + ".added"
+        updated = typeName + ".updated"
+        deleted = typeName + ".deleted"
+    }
+
+    subscript(kind: Kind) -> String {
+        switch kind {
+        case .added: added
+        case .updated: updated
+        case .deleted: deleted
+        }
     }
 }

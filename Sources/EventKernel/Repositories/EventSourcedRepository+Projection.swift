@@ -109,7 +109,8 @@ extension EventSourcedRepository {
     ) -> ProjectedState<State> {
         // Each row's keys in `rowKeys`' layout: one per declared index, then one per interval end.
         let width = indexes.count + indexes.filter { $0.intervalEnd != nil }.count
-        let added = typeName + ".added", updated = typeName + ".updated", deleted = typeName + ".deleted"
+        let own = OwnEventTypes(typeName)
+        let added = own.added, updated = own.updated, deleted = own.deleted
         let fieldEvents = Dictionary(uniqueKeysWithValues: schema.fieldEvents.values.map { (typeName + "." + $0.name, ($0, splices(of: $0, indexes))) })
         return ProjectedState<State>(
             name: "repository:\(typeName)", schemaVersion: snapshotLayoutVersion, initial: State(indexes: indexes),

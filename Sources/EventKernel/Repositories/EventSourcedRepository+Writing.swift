@@ -71,6 +71,7 @@ extension EventSourcedRepository {
     public func purgeAll(ids: [Entity.ID], metadata: EventMetadata = .none) async throws -> Int {
         guard !ids.isEmpty else { return 0 }
         return try await store.execute { command in
+            command.reserveCapacity(ids.count)
             var purged = 0
             for id in ids where try self.purge(id: id, metadata: metadata, in: &command) { purged += 1 }
             return purged
@@ -82,20 +83,30 @@ extension EventSourcedRepository {
     ///   nothing is written then.
     public func addAll(_ entities: [Entity]) async throws {
         guard !entities.isEmpty else { return }
-        try await store.execute { command in for entity in entities { try self.add(entity, in: &command) } }
+        try await store.execute { command in
+            // One table per command, sized once (growing it from empty was a tenth of a batch's decisions).
+            command.reserveCapacity(entities.count)
+            for entity in entities { try self.add(entity, in: &command) }
+        }
     }
 
     /// Replaces entities atomically.
     /// - Throws: ``RepositoryError/notFound(_:)``; nothing is written then.
     public func updateAll(_ entities: [Entity]) async throws {
         guard !entities.isEmpty else { return }
-        try await store.execute { command in for entity in entities { try self.update(entity, in: &command) } }
+        try await store.execute { command in
+            command.reserveCapacity(entities.count)
+            for entity in entities { try self.update(entity, in: &command) }
+        }
     }
 
     /// Inserts or replaces entities atomically.
     public func saveAll(_ entities: [Entity]) async throws {
         guard !entities.isEmpty else { return }
-        try await store.execute { command in for entity in entities { try self.save(entity, in: &command) } }
+        try await store.execute { command in
+            command.reserveCapacity(entities.count)
+            for entity in entities { try self.save(entity, in: &command) }
+        }
     }
 
     /// Deletes entities atomically; unknown ids are skipped.
@@ -104,6 +115,7 @@ extension EventSourcedRepository {
     public func deleteAll(ids: [Entity.ID]) async throws -> Int {
         guard !ids.isEmpty else { return 0 }
         return try await store.execute { command in
+            command.reserveCapacity(ids.count)
             var deleted = 0
             for id in ids where try self.delete(id: id, in: &command) { deleted += 1 }
             return deleted
@@ -123,7 +135,7 @@ extension EventSourcedRepository {
                 // Expect the version of the state the query saw: an entity changed since (which
                 // may no longer match) makes the command conflict and decide again.
                 command.read(StreamID(self.typeName, row.id), stateVersion: row.version)
-                command.append(try self.event("deleted", row.id, nil))
+                command.append(try self.event(.deleted, row.id, nil))
                 deleted += 1
             }
             return deleted
@@ -170,7 +182,7 @@ extension EventSourcedRepository {
                     throw RepositoryError.misuse(Misuse(.idChanged, "a batch update changed the id of \(stream) to \(entity.id.entityID)"))
                 }
                 try self.validate?(entity)
-                command.append(try self.event("updated", row.id, entity))
+                command.append(try self.event(.updated, row.id, entity))
                 updated += 1
             }
             return updated

@@ -39,6 +39,8 @@ where Entity.ID: EntityIDConvertible {
     /// The schema writes encode with, switched by a rebuild right after the table (under the
     /// store's commit lock).
     let currentSchema: Locked<EntitySchema<Entity>>
+    /// The names of the entity type's own events.
+    let eventTypes: OwnEventTypes
     /// The projection folding this type's events (registered with the store).
     public let projection: ProjectedState<State>
     let defaultOrder: EntityQuery<Entity>.Orderings
@@ -72,6 +74,7 @@ where Entity.ID: EntityIDConvertible {
     ) throws {
         self.store = store
         self.typeName = typeName
+        self.eventTypes = OwnEventTypes(typeName)
         self.currentSchema = Locked(schema)
         self.defaultOrder = EntityQuery<Entity>.Orderings(
             terms: defaultOrder.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) }, values: defaultOrder.map(\.value))
