@@ -3,9 +3,9 @@
 extension EventSourcedRepository {
     func event(_ kind: OwnEventTypes.Kind, _ id: EntityID, _ entity: Entity?) throws -> EncodedEvent {
         // Read once: a rebuild may switch the schema, and the version must be the encoder's.
-        let schema = self.schema
-        return EncodedEvent(eventType: eventTypes[kind], schemaVersion: schema.version, stream: StreamID(typeName, id),
-                     payload: try entity.map(schema.encode) ?? [])
+        let box = writingSchema
+        return EncodedEvent(eventType: eventTypes[kind], schemaVersion: box.schema.version, stream: StreamID(typeName, id),
+                     payload: try entity.map { try box.schema.encode($0) } ?? [])
     }
 
     /// Refuses writes once the projection failed: its state is not the log's.

@@ -33,12 +33,22 @@ where Entity.ID: EntityIDConvertible {
     /// The entity type name: the streams' entity type and the event types' prefix.
     public let typeName: String
     /// How entities are encoded and upcast (``rebuild(schema:indexes:progress:)`` may change it).
-    public var schema: EntitySchema<Entity> { currentSchema.withLock { $0 } }
+    public var schema: EntitySchema<Entity> { writingSchema.schema }
     /// The declared indexes, in declaration order: the table's (a rebuild may change them).
     public var indexes: [EntityIndex<Entity>] { projection.withLockedState { $0.declared } }
     /// The schema writes encode with, switched by a rebuild right after the table (under the
     /// store's commit lock).
-    let currentSchema: Locked<EntitySchema<Entity>>
+    let currentSchema: Locked<SchemaBox>
+    /// The schema writes encode with, in a box: what a command reads once per event, for a
+    /// retain of the box where copying the schema out of the lock retained and released each
+    /// of its tables and closures (perf: 3% of a batch append of activities).
+    var writingSchema: SchemaBox { currentSchema.withLock { $0 } }
+
+    /// An ``EntitySchema`` as one reference (see ``writingSchema``).
+    final class SchemaBox: Sendable {
+        let schema: EntitySchema<Entity>
+        init(_ schema: EntitySchema<Entity>) { self.schema = schema }
+    }
     /// The names of the entity type's own events.
     let eventTypes: OwnEventTypes
     /// The projection folding this type's events (registered with the store).
@@ -75,7 +85,7 @@ where Entity.ID: EntityIDConvertible {
         self.store = store
         self.typeName = typeName
         self.eventTypes = OwnEventTypes(typeName)
-        self.currentSchema = Locked(schema)
+        self.currentSchema = Locked(SchemaBox(schema))
         self.defaultOrder = EntityQuery<Entity>.Orderings(
             terms: defaultOrder.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) }, values: defaultOrder.map(\.value))
         self.validate = validate
