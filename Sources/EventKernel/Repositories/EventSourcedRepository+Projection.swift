@@ -154,8 +154,10 @@ extension EventSourcedRepository {
                     })
                 }
                 let keys = rowKeys(of: entities, indexes)
-                for (j, entity) in entities.enumerated() {
-                    results[at[j]] = .success(.entity(entity, keys: RowKeys(keys, start: j * width)))
+                // By index: `enumerated()` over the generic entities asked the runtime for the
+                // iterator's and the pair's metadata per entity (3.7% of a batch append, perf).
+                for j in entities.indices {
+                    results[at[j]] = .success(.entity(entities[j], keys: RowKeys(keys, start: j &* width)))
                 }
                 return results
             },
