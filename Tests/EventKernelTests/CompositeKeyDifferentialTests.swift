@@ -154,6 +154,39 @@ import EventKernelTestSupport
         #expect(single.layout == .narrow && single[1].values == [.int(-5)])
     }
 
+    /// A snapshot's parts restore their key columns each on its own thread, and the join
+    /// (`KeyColumn.joined`) is the column a restore of every key gives: the same layout (the
+    /// widest part's), tails only when some part has them, every row's key. Parts of each
+    /// layout, narrow before compact, compact without tails before one with, whole keys last,
+    /// empty parts between.
+    @Test func joinedPartsAreTheColumnOfEveryKey() {
+        let narrow = [IndexKey(.int(-7)), IndexKey(.string("ab")), IndexKey(.null)]
+        let compact = [IndexKey(.string("twenty-one bytes long")), IndexKey(.uuid(UUID()))]
+        let tailed = [IndexKey(.string("twenty-four bytes long.."))]
+        let whole = [IndexKey(.string("longer than twenty-eight bytes, a whole key"))]
+        let cases: [[[IndexKey]]] = [
+            [], [narrow], [narrow, narrow], [narrow, [], compact], [compact, narrow], [compact, tailed, narrow],
+            [narrow, tailed], [tailed, compact], [narrow, compact, whole], [whole, narrow], [tailed, whole, compact],
+        ]
+        for parts in cases {
+            let every = parts.flatMap { $0 }
+            var restored = KeyColumn(descending: [true])
+            restored.restore(every)
+            let joined = KeyColumn.joined(parts.map { keys in
+                var part = KeyColumn(descending: [true])
+                part.restore(keys)
+                return part
+            }, descending: [true])
+            #expect(joined.layout == restored.layout && joined.count == every.count, "\(parts)")
+            #expect(joined.tails.isEmpty == restored.tails.isEmpty && (joined.tails.isEmpty || joined.tails.count == every.count), "\(parts)")
+            for (slot, key) in every.enumerated() {
+                #expect(joined[Int32(slot)].values == key.values, "\(parts) slot \(slot)")
+                #expect(joined.holds(Int32(slot), NormalizedKey(key, descending: [true])) != false, "\(parts) slot \(slot)")
+            }
+            #expect(joined.invariantViolations().isEmpty, "\(parts)")
+        }
+    }
+
     struct Note: Identifiable, Codable, Sendable, Equatable {
         var id: String
         var kind: String
