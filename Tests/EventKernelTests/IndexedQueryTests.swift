@@ -401,9 +401,9 @@ import EventKernelTestSupport
         func restoredRows() -> IndexedRows {
             var rows = IndexedRows(fields: [[IndexedField(keyPath: \Item.name, descending: false)], [IndexedField(keyPath: \Item.group, descending: true)]])
             var names0: [IndexKey] = [], groups: [IndexKey] = []
+            let repeated = rows.appendRestored(names.indices.map { RowHead(id: .string("\($0)"), version: 1, sequence: UInt64($0 * 2)) })
+            #expect(repeated == nil)
             for (i, name) in names.enumerated() {
-                let appended = rows.appendRestored(RowHead(id: .string("\(i)"), version: 1, sequence: UInt64(i * 2)))
-                #expect(appended)
                 names0.append(IndexKey([.string(name)]))
                 groups.append(IndexKey([.int(Int64(i % 5))]))
             }

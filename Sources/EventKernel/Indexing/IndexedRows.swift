@@ -221,19 +221,20 @@ struct IndexedRows: Sendable {
         return slot
     }
 
-    /// Appends a row restored from a snapshot, in insertion order, to the id map and the
-    /// insertion-order index; its keys and ends are set in bulk (``restoreKeys(parts:)``), and the declared
-    /// indexes are restored separately.
-    /// - Returns: `false` when the id is already present.
-    mutating func appendRestored(_ head: RowHead) -> Bool {
-        let slot = Int32(heads.count)
-        heads.append(head)
-        guard slotsByID.insert(slot, heads: heads) else {
-            heads.removeLast()
-            return false
+    /// Appends the rows restored from a snapshot, in insertion order, to the id map and the
+    /// insertion-order index; their keys and ends are set in bulk (``restoreKeys(parts:)``), and
+    /// the declared indexes are restored separately.
+    /// - Parameter restored: The rows' heads, in insertion order (ascending sequences).
+    /// - Returns: An id that `restored` holds twice (or that the rows held already), the rows then
+    ///   to be discarded; `nil` when every row was appended.
+    mutating func appendRestored(_ restored: [RowHead]) -> EntityID? {
+        let first = heads.count
+        for head in restored { heads.append(head) }
+        if let repeated = slotsByID.insertAll(from: first, heads: heads) { return heads[Int(repeated)].id }
+        for slot in first..<heads.count {
+            bySequence.appendSorted(SequencedSlot(sequence: heads.sequence(slot), slot: Int32(slot)))
         }
-        bySequence.appendSorted(SequencedSlot(sequence: head.sequence, slot: slot))
-        return true
+        return nil
     }
 }
 

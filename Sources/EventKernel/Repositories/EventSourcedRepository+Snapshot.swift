@@ -72,14 +72,14 @@ extension EventSourcedRepository {
         let count = Int(try reader.readVarint())
         guard count <= reader.remaining else { throw BinaryDecodingError(.invalidValue("\(count) entities in \(reader.remaining) bytes"), at: 0) }
         let nextSequence = try reader.readVarint()
-        var heads: [(id: EntityID, version: UInt64, sequence: UInt64)] = []
+        var heads: [RowHead] = []
         heads.reserveCapacity(count)
         var sequence: UInt64 = 0
         for _ in 0..<count {
             let id = try reader.readEntityID()
             let version = try reader.readVarint()
             sequence += try reader.readVarint()
-            heads.append((id, version, sequence))
+            heads.append(RowHead(id: id, version: version, sequence: sequence))
         }
         let deletedCount = Int(try reader.readVarint())
         guard deletedCount <= reader.remaining else { throw BinaryDecodingError(.invalidValue("\(deletedCount) deleted entities in \(reader.remaining) bytes"), at: reader.offset) }
@@ -138,11 +138,9 @@ extension EventSourcedRepository {
                 var rows = emptyRows
                 rows.heads.reserveCapacity(count, stringIDs: restoredHeads.contains { if case .string = $0.id { true } else { false } })
                 rows.slotsByID.reserveCapacity(count)
-                for head in restoredHeads {
-                    guard rows.appendRestored(RowHead(id: head.id, version: head.version, sequence: head.sequence)) else {
-                        restoredRows.withLock { $0 = .failure(BinaryDecodingError(.invalidValue("repeated entity id \(head.id)"), at: 0)) }
-                        return
-                    }
+                if let repeated = rows.appendRestored(restoredHeads) {
+                    restoredRows.withLock { $0 = .failure(BinaryDecodingError(.invalidValue("repeated entity id \(repeated)"), at: 0)) }
+                    return
                 }
                 restoredRows.withLock { $0 = .success(rows) }
                 return
