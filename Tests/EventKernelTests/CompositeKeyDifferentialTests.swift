@@ -154,6 +154,72 @@ import EventKernelTestSupport
         #expect(single.layout == .narrow && single[1].values == [.int(-5)])
     }
 
+    /// A snapshot's parts restore their key columns each on its own thread, and the join
+    /// (`KeyColumn.joined`) is the column a restore of every key gives: the same layout (the
+    /// widest part's), tails only when some part has them, every row's key. Parts of each
+    /// layout, narrow before compact, compact without tails before one with, whole keys last,
+    /// empty parts between.
+    @Test func joinedPartsAreTheColumnOfEveryKey() {
+        let narrow = [IndexKey(.int(-7)), IndexKey(.string("ab")), IndexKey(.null)]
+        let compact = [IndexKey(.string("twenty-one bytes long")), IndexKey(.uuid(UUID()))]
+        let tailed = [IndexKey(.string("twenty-four bytes long.."))]
+        let whole = [IndexKey(.string("longer than twenty-eight bytes, a whole key"))]
+        let cases: [[[IndexKey]]] = [
+            [], [narrow], [narrow, narrow], [narrow, [], compact], [compact, narrow], [compact, tailed, narrow],
+            [narrow, tailed], [tailed, compact], [narrow, compact, whole], [whole, narrow], [tailed, whole, compact],
+        ]
+        for parts in cases {
+            let every = parts.flatMap { $0 }
+            var restored = KeyColumn(descending: [true])
+            restored.restore(every)
+            let joined = KeyColumn.joined(parts.map { keys in
+                var part = KeyColumn(descending: [true])
+                part.restore(keys)
+                return part
+            }, descending: [true])
+            #expect(joined.layout == restored.layout && joined.count == every.count, "\(parts)")
+            #expect(joined.tails.isEmpty == restored.tails.isEmpty && (joined.tails.isEmpty || joined.tails.count == every.count), "\(parts)")
+            for (slot, key) in every.enumerated() {
+                #expect(joined[Int32(slot)].values == key.values, "\(parts) slot \(slot)")
+                #expect(joined.holds(Int32(slot), NormalizedKey(key, descending: [true])) != false, "\(parts) slot \(slot)")
+            }
+            #expect(joined.invariantViolations().isEmpty, "\(parts)")
+        }
+    }
+
+    /// A number written a word at a time lands where byte by byte put it, at every offset in
+    /// the inline bytes and across their end, in both directions: the key's words and length
+    /// against a byte-by-byte reference of the documented encoding.
+    @Test func numbersEncodeAtEveryOffsetAsTheirBytes() {
+        func bytes(_ value: IndexValue) -> [UInt8] {
+            func bigEndian(_ word: UInt64) -> [UInt8] { (0..<8).map { UInt8(truncatingIfNeeded: word >> UInt64(56 - 8 * $0)) } }
+            switch value {
+            case .null: return [0x01]
+            case .bool(let b): return [0x02, b ? 1 : 0]
+            case .string(let s): return [0x06] + Array(s.utf8) + [0, 0]
+            case .int(let i): return [0x03] + bigEndian(UInt64(bitPattern: i) ^ (1 << 63))
+            case .uint(let u): return [0x04] + bigEndian(u)
+            case .double(let d): return [0x05] + bigEndian(d.bitPattern & (1 << 63) != 0 ? ~d.bitPattern : d.bitPattern | (1 << 63))
+            default: preconditionFailure("not in this test")
+            }
+        }
+        // Before the number: nothing, `nil`, a Boolean, both (its word at offsets 1 to 4), or a
+        // string of 0 to 30 bytes (offsets 4 to 34).
+        let leads: [[IndexValue]] = [[], [.null], [.bool(true)], [.null, .bool(false)]] + (0...30).map { [.string(String(repeating: "x", count: $0))] }
+        for (prefix, lead) in leads.enumerated() {
+            for (number, descending) in [(IndexValue.int(-0x0123_4567_89AB_CDEF), false), (.uint(0xFEDC_BA98_7654_3210), true), (.double(-2.5), true), (.double(1e300), false)] {
+                let components: [IndexValue] = lead + [number, .int(7)]
+                let directions = lead.map { _ in false } + [descending, false]
+                var expected: [UInt8] = []
+                for (value, inverted) in zip(components, directions) { expected += bytes(value).map { inverted ? ~$0 : $0 } }
+                let key = NormalizedKey(components, descending: directions)
+                let inline = expected.prefix(32) + Array(repeating: 0, count: max(0, 32 - expected.count))
+                let words = (0..<4).map { w in inline[(w * 8)..<(w * 8 + 8)].reduce(UInt64(0)) { $0 << 8 | UInt64($1) } }
+                #expect([key.w0, key.w1, key.w2, key.w3] == words && Int(key.length) == expected.count, "lead \(prefix), \(number)")
+            }
+        }
+    }
+
     struct Note: Identifiable, Codable, Sendable, Equatable {
         var id: String
         var kind: String

@@ -262,4 +262,54 @@ import Testing
         #expect(!broken.invariantViolations(heads: heads).isEmpty, "the checks see a wrong bucket")
         #endif
     }
+
+    /// A snapshot's rows go into the map in the order of their home buckets
+    /// (`SlotMap.insertAll(from:heads:)`, through `IndexedRows.appendRestored`): every id is
+    /// found at its slot, after slots inserted one by one, removals still shift what follows,
+    /// and an id present twice (within the bulk, or already in the map) is reported by its later
+    /// slot. UUIDs and strings (40-byte heads), enough for the table to grow past a cache.
+    @Test func slotMapBulkInsertFindsEveryIDAndReportsARepeat() {
+        let n = 5_000
+        let ids: [EntityID] = (0..<n).map { $0 % 7 == 0 ? .string("id \($0)") : .uuid(UUID()) }
+        let heads = RowHeads(ids.enumerated().map { RowHead(id: $1, version: 1, sequence: UInt64($0)) })
+        var map = SlotMap()
+        for slot in 0..<100 {
+            let inserted = map.insert(Int32(slot), heads: heads)
+            #expect(inserted)
+        }
+        let bulkRepeat = map.insertAll(from: 100, heads: heads), emptyRepeat = map.insertAll(from: n, heads: heads)
+        #expect(bulkRepeat == nil && emptyRepeat == nil && map.count == n)
+        for (slot, id) in ids.enumerated() { #expect(map.find(id, heads: heads) == Int32(slot)) }
+        #expect(map.find(.uuid(UUID()), heads: heads) == nil)
+        for slot in stride(from: 0, to: n, by: 3) {
+            let removed = map.remove(ids[slot], heads: heads)
+            #expect(removed == Int32(slot))
+        }
+        for (slot, id) in ids.enumerated() { #expect(map.find(id, heads: heads) == (slot % 3 == 0 ? nil : Int32(slot))) }
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        #expect(map.invariantViolations(heads: heads) == [])
+        #endif
+
+        var repeated = ids
+        repeated[4_000] = ids[10]
+        let repeatedHeads = RowHeads(repeated.enumerated().map { RowHead(id: $1, version: 1, sequence: UInt64($0)) })
+        var bulk = SlotMap()
+        let withinBulk = bulk.insertAll(from: 0, heads: repeatedHeads)
+        #expect(withinBulk == 4_000, "a repeat within the bulk")
+        var after = SlotMap()
+        for slot in 0..<20 {
+            let inserted = after.insert(Int32(slot), heads: repeatedHeads)
+            #expect(inserted)
+        }
+        let ofMapped = after.insertAll(from: 20, heads: repeatedHeads)
+        #expect(ofMapped == 4_000, "a repeat of an id in the map")
+
+        var rows = IndexedRows(fields: [])
+        let named = rows.appendRestored(Array(repeatedHeads))
+        #expect(named == ids[10], "the restore names the repeated id")
+        var good = IndexedRows(fields: [])
+        let none = good.appendRestored(Array(heads))
+        #expect(none == nil)
+        #expect(good.count == n && good.bySequence.count == n && good.slot(of: ids[n - 1]) == Int32(n - 1))
+    }
 }

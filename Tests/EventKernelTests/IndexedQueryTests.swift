@@ -400,14 +400,22 @@ import EventKernelTestSupport
         let names = (0..<300).map { i in i % 3 == 0 ? long + String(i % 7) : String(i % 11) }
         func restoredRows() -> IndexedRows {
             var rows = IndexedRows(fields: [[IndexedField(keyPath: \Item.name, descending: false)], [IndexedField(keyPath: \Item.group, descending: true)]])
-            var keys: [IndexKey] = []
+            var names0: [IndexKey] = [], groups: [IndexKey] = []
+            let repeated = rows.appendRestored(names.indices.map { RowHead(id: .string("\($0)"), version: 1, sequence: UInt64($0 * 2)) })
+            #expect(repeated == nil)
             for (i, name) in names.enumerated() {
-                let appended = rows.appendRestored(RowHead(id: .string("\(i)"), version: 1, sequence: UInt64(i * 2)))
-                #expect(appended)
-                keys.append(IndexKey([.string(name)]))
-                keys.append(IndexKey([.int(Int64(i % 5))]))
+                names0.append(IndexKey([.string(name)]))
+                groups.append(IndexKey([.int(Int64(i % 5))]))
             }
-            rows.restoreKeys(keys)
+            // Two parts, as a snapshot's parts restore their keys.
+            var parts: [(columns: [KeyColumn], ends: KeyColumn)] = []
+            for range in [0..<100, 100..<names.count] {
+                var columns = rows.columns.map { KeyColumn(descending: $0.descending) }
+                columns[0].restore(names0[range])
+                columns[1].restore(groups[range])
+                parts.append((columns, KeyColumn(descending: [false])))
+            }
+            rows.restoreKeys(parts: parts)
             // The strings are long, the groups fit nine bytes.
             #expect(!rows.columns[0].isNarrow && rows.columns[1].isNarrow)
             return rows

@@ -243,29 +243,33 @@ struct IndexedRows: Sendable {
         return slot
     }
 
-    /// Appends a row restored from a snapshot, in insertion order, to the id map and the
-    /// insertion-order index; its keys and ends are set in bulk (``restoreKeys(_:)``, ``ends``), and the declared
-    /// indexes are restored separately.
-    /// - Returns: `false` when the id is already present.
-    mutating func appendRestored(_ head: RowHead) -> Bool {
-        let slot = Int32(heads.count)
-        heads.append(head)
-        guard slotsByID.insert(slot, heads: heads) else {
-            heads.removeLast()
-            return false
+    /// Appends the rows restored from a snapshot, in insertion order, to the id map and the
+    /// insertion-order index; their keys and ends are set in bulk (``restoreKeys(parts:)``), and
+    /// the declared indexes are restored separately.
+    /// - Parameter restored: The rows' heads, in insertion order (ascending sequences).
+    /// - Returns: An id that `restored` holds twice (or that the rows held already), the rows then
+    ///   to be discarded; `nil` when every row was appended.
+    mutating func appendRestored(_ restored: [RowHead]) -> EntityID? {
+        let first = heads.count
+        for head in restored { heads.append(head) }
+        if let repeated = slotsByID.insertAll(from: first, heads: heads) { return heads[Int(repeated)].id }
+        for slot in first..<heads.count {
+            bySequence.appendSorted(SequencedSlot(sequence: heads.sequence(slot), slot: Int32(slot)))
         }
-        bySequence.appendSorted(SequencedSlot(sequence: head.sequence, slot: slot))
-        return true
+        return nil
     }
 }
 
 extension IndexedRows {
-    /// Sets every row's keys from a snapshot's: ``width`` per slot (slot × width + index number).
-    mutating func restoreKeys(_ all: [IndexKey]) {
-        let width = self.width
+    /// Sets every row's keys and interval ends from a snapshot's parts, in slot order: per part
+    /// a column per declared index (``columns``' order) and one of its ends (``ends``' layout),
+    /// each restored on the part's thread, so that here the parts' arrays are only joined.
+    /// - Parameter parts: The parts' columns, in slot order.
+    mutating func restoreKeys(parts: [(columns: [KeyColumn], ends: KeyColumn)]) {
         for number in columns.indices {
-            columns[number].restore((0..<all.count / width).lazy.map { all[$0 * width + number] })
+            columns[number] = KeyColumn.joined(parts.map { $0.columns[number] }, descending: columns[number].descending)
         }
+        ends = KeyColumn.joined(parts.map(\.ends), descending: ends.descending)
     }
 
     /// Restores the declared indexes after ``appendRestored(_:)`` of every row: each from

@@ -211,29 +211,82 @@ struct KeyColumn: Sendable {
         let components = descending.count
         var target = KeyLayout.narrowest(components: components)
         var longest = 0
+        // Each key is encoded once and kept for the store below: the layout pass and the store
+        // each encoded every key before.
+        var encoded: [NormalizedKey] = []
+        encoded.reserveCapacity(keys.count)
         for key in keys where target < .full {
             let normalized = NormalizedKey(key, descending: descending)
             target = Swift.max(target, KeyLayout.narrowest(for: normalized, components: components))
             longest = Swift.max(longest, Int(normalized.length))
+            encoded.append(normalized)
         }
         layout = target
         switch target {
         case .narrow:
-            tags.reserveCapacity(keys.count)
-            bits.reserveCapacity(keys.count)
-            for key in keys {
-                let (tag, word) = Self.narrowBytes(NormalizedKey(key, descending: descending))
+            tags.reserveCapacity(encoded.count)
+            bits.reserveCapacity(encoded.count)
+            for normalized in encoded {
+                let (tag, word) = Self.narrowBytes(normalized)
                 tags.append(tag)
                 bits.append(word)
             }
         case .compact:
-            compact.reserveCapacity(keys.count)
-            if longest > CompactWords.bytes { tails.reserveCapacity(keys.count) }
-            for key in keys { setCompact(compact.count, CompactKey(NormalizedKey(key, descending: descending))) }
+            compact.reserveCapacity(encoded.count)
+            if longest > CompactWords.bytes { tails.reserveCapacity(encoded.count) }
+            for normalized in encoded { setCompact(compact.count, CompactKey(normalized)) }
         case .full:
             // Whole keys need no encoding: the layout pass stopped at the first that needed them.
             full = Array(keys)
         }
+    }
+
+    /// The column of `parts` one after the other, in the narrowest layout every part's keys
+    /// fit: a snapshot's parts each restore their keys (``restore(_:)``) on their own thread,
+    /// and joining copies the parts' arrays, encoding no key again (a part narrower than the
+    /// join is widened first, as a column is at its first longer key).
+    /// - Parameters:
+    ///   - parts: Columns of the index whose directions are `descending`, in slot order.
+    ///   - descending: The directions of the index's components.
+    static func joined(_ parts: [KeyColumn], descending: [Bool]) -> KeyColumn {
+        var column = KeyColumn(descending: descending)
+        let target = parts.reduce(column.layout) { Swift.max($0, $1.layout) }
+        let total = parts.reduce(0) { $0 + $1.count }
+        column.layout = target
+        switch target {
+        case .narrow:
+            column.tags.reserveCapacity(total)
+            column.bits.reserveCapacity(total)
+            for part in parts {
+                column.tags.append(contentsOf: part.tags)
+                column.bits.append(contentsOf: part.bits)
+            }
+        case .compact:
+            column.compact.reserveCapacity(total)
+            // Tails for every row once any part has them (a key longer than 24 bytes).
+            let withTails = parts.contains { !$0.tails.isEmpty }
+            if withTails { column.tails.reserveCapacity(total) }
+            for var part in parts {
+                if part.layout == .narrow { part.relayout(to: .compact, reservingCapacity: part.count) }
+                column.compact.append(contentsOf: part.compact)
+                guard withTails else { continue }
+                if part.tails.isEmpty {
+                    column.tails.append(contentsOf: repeatElement(0, count: part.count))
+                } else {
+                    column.tails.append(contentsOf: part.tails)
+                }
+            }
+        case .full:
+            column.full.reserveCapacity(total)
+            for part in parts {
+                if part.layout == .full {
+                    column.full.append(contentsOf: part.full)
+                } else {
+                    for slot in 0..<part.count { column.full.append(part[Int32(slot)]) }
+                }
+            }
+        }
+        return column
     }
 
     /// What is wrong with the column's storage: another layout's arrays not empty, tails that

@@ -124,11 +124,33 @@ struct NormalizedKey: Sendable {
             key.length = UInt16(clamping: count)
         }
 
+        /// Writes `value`'s eight bytes, big-endian: into at most two words at once while they
+        /// fit the inline bytes (byte by byte, numbers and dates were the largest part of
+        /// encoding a snapshot's keys at open: perf, `BenchProbe generic-activities-open`).
         mutating func word(_ value: UInt64) {
-            var shift: UInt64 = 56
-            for _ in 0..<8 {
-                byte(UInt8(truncatingIfNeeded: value >> shift))
-                shift &-= 8
+            guard count + 8 <= NormalizedKey.inlineBytes else {
+                var shift: UInt64 = 56
+                for _ in 0..<8 {
+                    byte(UInt8(truncatingIfNeeded: value >> shift))
+                    shift &-= 8
+                }
+                return
+            }
+            let bits = invert ? ~value : value
+            let offset = UInt64(count % 8) * 8
+            or(count / 8, bits >> offset)
+            if offset != 0 { or(count / 8 + 1, bits << (64 - offset)) }
+            count += 8
+            key.length = UInt16(clamping: count)
+        }
+
+        @inline(__always)
+        private mutating func or(_ word: Int, _ bits: UInt64) {
+            switch word {
+            case 0: key.w0 |= bits
+            case 1: key.w1 |= bits
+            case 2: key.w2 |= bits
+            default: key.w3 |= bits
             }
         }
 

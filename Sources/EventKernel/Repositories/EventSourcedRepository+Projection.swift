@@ -39,28 +39,6 @@ extension EventSourcedRepository {
         return keys
     }
 
-    /// The keys and interval ends of a run of entities (a snapshot part), in the layouts of
-    /// `IndexedRows.keys` and ``IndexedRows/ends``, each property read for the whole run at
-    /// once (see ``IndexComponent``'s readers); a snapshot's parts gather a million entities'
-    /// keys into one array, rather than an array per entity.
-    static func appendKeys(
-        of entities: [Entity], _ indexes: [EntityIndex<Entity>], to keys: inout [IndexKey], ends: inout [IndexValue]
-    ) {
-        let perIndex = indexes.map { $0.keys(of: entities) }
-        let perEnd = indexes.compactMap(\.intervalEnd).map { end in
-            var column: [IndexValue] = []
-            column.reserveCapacity(entities.count)
-            end.values(entities, &column)
-            return column
-        }
-        keys.reserveCapacity(keys.count + entities.count * perIndex.count)
-        ends.reserveCapacity(ends.count + entities.count * perEnd.count)
-        for i in entities.indices {
-            for index in perIndex { keys.append(index[i]) }
-            for end in perEnd { ends.append(end[i]) }
-        }
-    }
-
     /// Where a field event's value goes in a row's keys (``IndexedRows/upsert(id:version:keys:)``'s
     /// layout): every component of a declared index, or interval end, on the event's property.
     struct SplicePlan: Sendable {

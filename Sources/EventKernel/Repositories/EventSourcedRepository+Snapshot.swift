@@ -72,14 +72,14 @@ extension EventSourcedRepository {
         let count = Int(try reader.readVarint())
         guard count <= reader.remaining else { throw BinaryDecodingError(.invalidValue("\(count) entities in \(reader.remaining) bytes"), at: 0) }
         let nextSequence = try reader.readVarint()
-        var heads: [(id: EntityID, version: UInt64, sequence: UInt64)] = []
+        var heads: [RowHead] = []
         heads.reserveCapacity(count)
         var sequence: UInt64 = 0
         for _ in 0..<count {
             let id = try reader.readEntityID()
             let version = try reader.readVarint()
             sequence += try reader.readVarint()
-            heads.append((id, version, sequence))
+            heads.append(RowHead(id: id, version: version, sequence: sequence))
         }
         let deletedCount = Int(try reader.readVarint())
         guard deletedCount <= reader.remaining else { throw BinaryDecodingError(.invalidValue("\(deletedCount) deleted entities in \(reader.remaining) bytes"), at: reader.offset) }
@@ -124,11 +124,12 @@ extension EventSourcedRepository {
             guard start == ids.count else { throw BinaryDecodingError(.invalidValue("snapshot parts hold \(start) of \(count) entities"), at: 0) }
         }
         // Upcast like events: a snapshot of an older schema version is still used. The parts
-        // decode in parallel, each with its entities' index keys (the domain's key paths), and
-        // alongside them one more task fills the id map and the insertion order from the heads,
-        // which need no entity (done after the decode, it was an eighth of an open).
+        // decode in parallel, each with its entities' index keys (the domain's key paths),
+        // encoded into the part's own key columns, and alongside them one more task fills the
+        // id map and the insertion order from the heads, which need no entity (done after the
+        // decode, it was an eighth of an open).
         let parts = partBytes, restoredHeads = heads, restoredPartIDs = partIDs
-        let results = Locked([Result<([Entity], [IndexKey], [IndexValue]), any Error>?](repeating: nil, count: partCount))
+        let results = Locked([Result<([Entity], RestoredKeys), any Error>?](repeating: nil, count: partCount))
         let restoredRows = Locked<Result<IndexedRows, BinaryDecodingError>?>(nil)
         var table = State(indexes: indexes)
         let emptyRows = table.rows
@@ -137,55 +138,88 @@ extension EventSourcedRepository {
                 var rows = emptyRows
                 rows.heads.reserveCapacity(count, stringIDs: restoredHeads.contains { if case .string = $0.id { true } else { false } })
                 rows.slotsByID.reserveCapacity(count)
-                for head in restoredHeads {
-                    guard rows.appendRestored(RowHead(id: head.id, version: head.version, sequence: head.sequence)) else {
-                        restoredRows.withLock { $0 = .failure(BinaryDecodingError(.invalidValue("repeated entity id \(head.id)"), at: 0)) }
-                        return
-                    }
+                if let repeated = rows.appendRestored(restoredHeads) {
+                    restoredRows.withLock { $0 = .failure(BinaryDecodingError(.invalidValue("repeated entity id \(repeated)"), at: 0)) }
+                    return
                 }
                 restoredRows.withLock { $0 = .success(rows) }
                 return
             }
             let result = Result {
                 let entities = try schema.decodeAll(parts[task - 1], schemaVersion: entitySchemaVersion, ids: restoredPartIDs[task - 1])
-                var keys: [IndexKey] = [], ends: [IndexValue] = []
-                Self.appendKeys(of: entities, indexes, to: &keys, ends: &ends)
-                return (entities, keys, ends)
+                return (entities, Self.restoredKeys(of: entities, indexes, rows: emptyRows))
             }
             results.withLock { $0[task - 1] = result }
         }
         let decoded = try results.withLock { $0 }.map { try $0!.get() }
         table.rows = try restoredRows.withLock { $0 }!.get()
-        // The parts' entities and keys are joined on two threads at once (one after the other,
-        // copying a million entities and three million keys was an eighth of an open).
-        let bySlot = Locked<[Entity?]>([]), keys = Locked<([IndexKey], [IndexValue])>(([], []))
+        let decodedCount = decoded.reduce(0) { $0 + $1.0.count }
+        guard decodedCount == count else {
+            throw BinaryDecodingError(.invalidValue("\(count) ids for \(decodedCount) entities"), at: 0)
+        }
+        // The parts' entities and key columns are joined on two threads at once (one after the
+        // other, copying a million entities and three million keys was an eighth of an open).
+        let bySlot = Locked<[Entity?]>([]), joinedKeys = Locked<IndexedRows?>(nil)
+        // Taken out of the table so that the joined rows are its only owner.
+        let rowsWithoutKeys = table.rows
+        table.rows = emptyRows
         DispatchQueue.concurrentPerform(iterations: 2) { task in
             if task == 0 {
-                var joined: [Entity?] = []
-                joined.reserveCapacity(count)
-                for (entities, _, _) in decoded { joined.append(contentsOf: entities.lazy.map { Optional($0) }) }
+                // Each entity copied into place: appending a lazy map to `Optional` asked the
+                // runtime for generic metadata per entity (a third of the join, perf). Not for
+                // no entities: `Array(unsafeUninitializedCapacity: 0)` writes the process-wide
+                // empty-array storage (a race under ThreadSanitizer when two stores open at once).
+                let joined = count == 0 ? [] : [Entity?](unsafeUninitializedCapacity: count) { slots, initialized in
+                    for (entities, _) in decoded {
+                        entities.withUnsafeBufferPointer { part in
+                            guard let source = part.baseAddress else { return }
+                            for i in 0..<part.count { (slots.baseAddress! + initialized + i).initialize(to: source[i]) }
+                            initialized += part.count
+                        }
+                    }
+                }
                 bySlot.withLock { $0 = joined }
             } else {
-                var joined: [IndexKey] = [], ends: [IndexValue] = []
-                joined.reserveCapacity(count * emptyRows.width)
-                ends.reserveCapacity(count * emptyRows.intervals.count)
-                for (_, partKeys, partEnds) in decoded {
-                    joined.append(contentsOf: partKeys)
-                    ends.append(contentsOf: partEnds)
-                }
-                keys.withLock { $0 = (joined, ends) }
+                var rows = rowsWithoutKeys
+                rows.restoreKeys(parts: decoded.map(\.1))
+                joinedKeys.withLock { $0 = rows }
             }
         }
         table.bySlot = bySlot.withLock { $0 }
-        let (restoredKeys, restoredEnds) = keys.withLock { $0 }
-        table.rows.restoreKeys(restoredKeys)
-        table.rows.ends.restore(restoredEnds.lazy.map(IndexKey.init))
-        guard table.bySlot.count == count else {
-            throw BinaryDecodingError(.invalidValue("\(count) ids for \(table.bySlot.count) entities"), at: 0)
-        }
+        table.rows = joinedKeys.withLock { $0 }!
         table.rows.nextSequence = max(nextSequence, (heads.last?.sequence ?? 0) + 1)
         table.rows.deletedVersions = deletedVersions
         try table.rows.restoreIndexes(names: indexes.map(\.name), orders: orders)
         return table
+    }
+
+    /// A snapshot part's keys: a column per declared index, and one of the interval indexes' ends.
+    typealias RestoredKeys = (columns: [KeyColumn], ends: KeyColumn)
+
+    /// The keys and interval ends of a run of entities (a snapshot part), encoded into columns
+    /// of `rows`' directions (``IndexedRows/restoreKeys(parts:)`` joins the parts'), each
+    /// property read for the whole run at once (see ``IndexComponent``'s readers). Encoding on
+    /// the part's thread keeps the work parallel and holds no `IndexKey` per row and index:
+    /// gathering those into one array, then encoding them on one thread, was a third of an open.
+    static func restoredKeys(of entities: [Entity], _ indexes: [EntityIndex<Entity>], rows: IndexedRows) -> RestoredKeys {
+        var columns = rows.columns.map { KeyColumn(descending: $0.descending) }
+        for (number, index) in indexes.enumerated() { columns[number].restore(index.keys(of: entities)) }
+        let perEnd = indexes.compactMap(\.intervalEnd).map { end in
+            var column: [IndexValue] = []
+            column.reserveCapacity(entities.count)
+            end.values(entities, &column)
+            return column
+        }
+        var ends = KeyColumn(descending: rows.ends.descending)
+        if !perEnd.isEmpty {
+            // Row by row, each interval index's end (the layout of ``IndexedRows/ends``).
+            var values: [IndexKey] = []
+            values.reserveCapacity(entities.count * perEnd.count)
+            for i in entities.indices {
+                for end in perEnd { values.append(IndexKey(end[i])) }
+            }
+            ends.restore(values)
+        }
+        return (columns, ends)
     }
 }
