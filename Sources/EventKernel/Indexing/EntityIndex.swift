@@ -209,8 +209,9 @@ public struct EntityIndex<Entity>: Sendable {
         }
     }
 
-    /// The key `entity` has in this index. Keys of one and two components (nearly every
-    /// index) are built without an intermediate array.
+    /// The key `entity` has in this index, read for the entity alone: the tests' oracle for
+    /// ``keys(of:)`` (the kernel reads a run of entities' keys at once). Keys of one and two
+    /// components are built without an intermediate array.
     func key(of entity: Entity) -> IndexKey {
         switch components.count {
         case 1: IndexKey(components[0].value(entity))

@@ -111,7 +111,9 @@ public struct EntityTable<Entity: Sendable>: Sendable {
         if slot == bySlot.count { bySlot.append(entity) } else { bySlot[slot] = entity }
     }
 
-    /// ``upsert(_:id:version:keys:)-(_,_,_,RowKeys)`` with the row's keys in an array of their own.
+    /// ``upsert(_:id:version:keys:)-(_,_,_,RowKeys)`` with the row's keys in an array of their own:
+    /// only the tests call it (a table built row by row, by hand); the repository's fold passes
+    /// each row's place in its batch's keys.
     mutating func upsert(_ entity: Entity, id: EntityID, version: UInt64, keys: [IndexKey]) {
         upsert(entity, id: id, version: version, keys: RowKeys(keys))
     }
@@ -123,10 +125,10 @@ public struct EntityTable<Entity: Sendable>: Sendable {
     }
 
     /// The committed stream version of the entity with `id` (a deleted one's too; 0: none).
-    func version(of id: EntityID) -> UInt64 { rows.version(of: id) }
+    func version(of id: EntityID) -> UInt64 { rows.lookup(id).version }
 
-    /// The entity with `id` and its stream's committed version (as ``version(of:)``), from one
-    /// lookup of the id: a command reads both for every entity it changes, and looking the id
+    /// The entity with `id` and its stream's committed version (as ``version(of:)``, by the same
+    /// ``IndexedRows/lookup(_:)``), from one lookup of the id: a command reads both for every entity it changes, and looking the id
     /// up once for each was two hash-table probes, mostly cache misses, per add (perf: 3.6% of
     /// a batch append of activities).
     func entityAndVersion(_ id: EntityID) -> (Entity?, UInt64) {

@@ -15,13 +15,31 @@ struct RowKeys: Sendable {
     let all: [IndexKey]
     /// Where the row's first key is in `all`.
     let start: Int
+    /// How many keys the row has (the next row's start).
+    let width: Int
 
-    init(_ all: [IndexKey], start: Int = 0) {
+    /// - Parameters:
+    ///   - all: The keys of every row, row after row.
+    ///   - start: Where this row's first key is in `all`.
+    ///   - width: How many keys each row has; `nil`: every key from `start` on (a row of its own).
+    init(_ all: [IndexKey], start: Int = 0, width: Int? = nil) {
         self.all = all
         self.start = start
+        self.width = width ?? all.count - start
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        precondition(start >= 0 && self.width >= 0 && start + self.width <= all.count,
+                     "a row of \(self.width) keys from \(start) in \(all.count) keys")
+        #endif
     }
 
-    subscript(i: Int) -> IndexKey { all[start &+ i] }
+    subscript(i: Int) -> IndexKey {
+        // The keys are checked against the row, not only `all`: a width that does not match the
+        // table's layout would otherwise read the next row's keys as this row's, silently.
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        precondition(i >= 0 && i < width, "key \(i) of a row of \(width) keys")
+        #endif
+        return all[start &+ i]
+    }
 }
 
 /// What the table keeps of each row besides the entity.
@@ -54,6 +72,9 @@ struct IndexedRows: Sendable {
     var intervals: [IntervalIndex]
     /// The number of declared indexes.
     let width: Int
+    /// How many keys a row has in ``upsert(id:version:keys:)``'s layout: each declared index's
+    /// key, then each interval index's end.
+    var rowWidth: Int { width + intervals.count }
     /// By slot; a free slot's head is stale. 32 bytes a row while every id is a UUID (``RowHeads``).
     var heads = RowHeads()
     /// Per declared index, each slot's key in it (a free slot's is stale).
@@ -126,13 +147,10 @@ struct IndexedRows: Sendable {
     /// - Complexity: O(1) on average.
     func slot(of id: EntityID) -> Int32? { slotsByID.find(id, heads: heads) }
 
-    /// The committed stream version of `id`: its row's, a deleted entity's last, or 0.
-    /// - Complexity: O(1) on average.
-    func version(of id: EntityID) -> UInt64 { lookup(id).version }
-
-    /// The slot of the row of `id` (`nil`: none) and its stream's committed version (as
-    /// ``version(of:)``), from one probe of the id map: a command reads both for every entity
-    /// it changes.
+    /// The slot of the row of `id` (`nil`: none) and its stream's committed version (its row's,
+    /// a deleted entity's last, or 0), from one probe of the id map: a command reads both for
+    /// every entity it changes. The one rule for a stream's version: the command's read and the
+    /// store's check (the projection's ``ProjectedState/Versioning``) both go through it.
     /// - Complexity: O(1) on average.
     func lookup(_ id: EntityID) -> (slot: Int32?, version: UInt64) {
         if let slot = slot(of: id) { return (slot, heads.version(Int(slot))) }
@@ -147,6 +165,7 @@ struct IndexedRows: Sendable {
     func keys(of id: EntityID) -> [IndexKey]? {
         guard let slot = slot(of: id) else { return nil }
         var keys = (0..<width).map { key(slot, $0) }
+        keys.reserveCapacity(rowWidth)
         for interval in intervals { keys.append(IndexKey(intervalEnd(slot, interval))) }
         return keys
     }
@@ -173,6 +192,9 @@ struct IndexedRows: Sendable {
     /// - Complexity: O(log n + c) per index whose key changed, for chunks of c entries.
     mutating func upsert(id: EntityID, version: UInt64, keys newKeys: RowKeys) -> Int32 {
         let width = self.width
+        #if EVENTKERNEL_INTERNAL_CHECKS
+        precondition(newKeys.width == rowWidth, "a row of \(newKeys.width) keys for a table of \(rowWidth) a row")
+        #endif
         if let slot = slot(of: id) {
             let sequence = heads.sequence(Int(slot))
             // Checked once: a repository without an interval index does no more than this.

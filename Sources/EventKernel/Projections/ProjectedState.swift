@@ -207,13 +207,6 @@ public final class ProjectedState<State: Sendable>: Projection, RebuildableProje
         return inner.withLock { contains($0.state, stream) }
     }
 
-    /// Runs `body` on the current state under the projection's lock and returns its result
-    /// with `stream`'s committed version, read in the same critical section (one command read;
-    /// see ``CommandContext/read(_:versioned:)``). Never with a user closure.
-    package func withLockedState<R>(_ body: (State) -> R, versionOf stream: StreamID) -> (R, UInt64) {
-        inner.withLock { inner in (body(inner.state), versioning?.version(inner.state, stream) ?? 0) }
-    }
-
     /// The current state (a copy-on-write value).
     public var state: State { inner.withLock { $0.state } }
 
@@ -236,7 +229,12 @@ public final class ProjectedState<State: Sendable>: Projection, RebuildableProje
         apply(envelopes, prepared: nil)
     }
 
-    /// Runs the projection's `prepare` closure on each event (nothing else), outside every lock.
+    /// Prepares a commit's events for a two-step fold, outside every lock: the definition's
+    /// `prepareAll` on the whole batch at once (the per-event `prepare` of the public
+    /// initialiser is wrapped into one), and nothing else.
+    /// - Parameter envelopes: The commit's events, in log order.
+    /// - Returns: Each event's prepared value or error, for ``apply(_:prepared:)``; `nil` for a
+    ///   one-step reducer (which prepares nothing).
     public func prepare(_ envelopes: [EventEnvelope]) -> PreparedEvents? {
         let (prepareEvents, generation) = inner.withLock { ($0.definition.prepareEvents, $0.generation) }
         guard var prepared = prepareEvents?(envelopes) else { return nil }

@@ -14,9 +14,9 @@ extension EventSourcedRepository {
     }
 
     /// The entity of `stream` as the command reads it: state and version at once, from the
-    /// projection that keeps both (the table is this type's version source, so its version is
-    /// the one ``ProjectedState/withLockedState(_:versionOf:)`` would read, found by the same
-    /// lookup of the id as the entity).
+    /// projection that keeps both. The table is this type's version source, and its
+    /// ``ProjectedState/Versioning`` reads the version the store checks by the same
+    /// ``IndexedRows/lookup(_:)``, so the command and the store cannot disagree on it.
     private func current(_ stream: StreamID, in command: inout CommandContext) -> Entity? {
         let key = stream.entityID
         return command.read(stream, versioned: { projection.withLockedState { $0.entityAndVersion(key) } })
@@ -59,9 +59,10 @@ extension EventSourcedRepository {
         in command: inout CommandContext
     ) throws {
         try checkUsable()
-        // Read once: a rebuild may switch the schema, and the version must be the encoder's.
-        let schema = self.schema
-        guard let registered = schema.fieldEvents[event.name], registered.keyPath == event.keyPath as AnyKeyPath else {
+        // Read once, as one reference (see `writingSchema`): a rebuild may switch the schema,
+        // and the version must be the encoder's.
+        let box = writingSchema
+        guard let found = box.fieldEvents[event.name], found.event.keyPath == event.keyPath as AnyKeyPath else {
             throw RepositoryError.misuse(Misuse(.unregisteredFieldEvent,
                 "the field event \"\(event.name)\" (setting \(event.keyPath)) is not registered on the schema of \(typeName)"))
         }
@@ -75,8 +76,8 @@ extension EventSourcedRepository {
         try validate?(entity)
         var payload: [UInt8] = []
         // The registered event's codec: the one its fold decodes with.
-        try registered.encode(value, &payload)
-        let encoded = EncodedEvent(eventType: "\(typeName).\(event.name)", schemaVersion: schema.version, stream: stream, payload: payload)
+        try found.event.encode(value, &payload)
+        let encoded = EncodedEvent(eventType: found.eventType, schemaVersion: box.schema.version, stream: stream, payload: payload)
         if let expectedVersion {
             command.append(encoded, expectedVersion: expectedVersion)
         } else {
@@ -166,11 +167,19 @@ struct OwnEventTypes: Sendable {
     let updated: String
     let deleted: String
 
+    /// The entity type's name, the events' prefix.
+    let typeName: String
+
     init(_ typeName: String) {
+        self.typeName = typeName
         added = typeName + ".added"
         updated = typeName + ".updated"
         deleted = typeName + ".deleted"
     }
+
+    /// The event type of the field event `name`: `"<typeName>.<name>"` (built once per schema by
+    /// its callers, the commands' ``EventSourcedRepository/SchemaBox`` and the projection).
+    func field(_ name: String) -> String { typeName + "." + name }
 
     subscript(kind: Kind) -> String {
         switch kind {

@@ -3,26 +3,28 @@
 /// and the fold that moves it into the
 /// ``EntityTable``, which is also its entity type's stream-version source.
 extension EventSourcedRepository {
-    /// What `prepare` computes for one event outside every lock: the decoded (upcast) entity
-    /// and its index keys, or `nil` for a deletion.
+    /// What `prepareAll` computes for one event of a batch outside every lock: the decoded
+    /// (upcast) entity and its row of the batch's index keys, a field event's write, or `nil`
+    /// (a deletion, a tombstone, or an event of another entity type).
     enum Prepared: Sendable {
-        /// The whole entity (added or updated) and its keys (in an array of the batch's).
+        /// The whole entity (added or updated) and its keys: its row of the array holding every
+        /// added and updated entity's keys of the batch (``BatchKeys``), not an array of its own.
         case entity(Entity, keys: RowKeys)
         /// A field event's write, applied to the entity the table holds when folded.
         case field(FieldWrite<Entity>)
     }
 
-    /// The keys of a run of entities (a batch's added and updated ones), one row after the
-    /// other in the layout ``IndexedRows/upsert(id:version:keys:)`` takes (each declared index's
-    /// key, then each interval index's end), each property read for the whole run at once (see
-    /// ``IndexComponent``'s readers).
+    /// A run of entities' keys by column, each property read for the whole run at once (see
+    /// ``IndexComponent``'s readers): per declared index its keys, per interval index its end's
+    /// values, in declaration order. The one reading of the domain's key paths for a run, for
+    /// the live fold (``rowKeys(of:_:)``) and a snapshot's restore (``restoredKeys(of:_:rows:)``),
+    /// so that the two cannot file an entity under different keys.
     ///
     /// Why a run: this code is not specialised for the domain's entity, and reading one
     /// entity's keys copied each `EntityIndex` and `IndexComponent` (retains and releases of
     /// their closures) and asked the runtime for their metadata, per entity and index: a
     /// tenth of a batch append of activities (perf); a run asks once per index and property.
-    static func rowKeys(of entities: [Entity], _ indexes: [EntityIndex<Entity>]) -> [IndexKey] {
-        guard !entities.isEmpty else { return [] }
+    static func keyColumns(of entities: [Entity], _ indexes: [EntityIndex<Entity>]) -> (perIndex: [[IndexKey]], perEnd: [[IndexValue]]) {
         let perIndex = indexes.map { $0.keys(of: entities) }
         let perEnd = indexes.compactMap(\.intervalEnd).map { end in
             var column: [IndexValue] = []
@@ -30,13 +32,35 @@ extension EventSourcedRepository {
             end.values(entities, &column)
             return column
         }
+        return (perIndex, perEnd)
+    }
+
+    /// A batch's rows of keys, one after the other in one array (no array per row).
+    struct BatchKeys: Sendable {
+        let all: [IndexKey]
+        /// Keys per row: the columns ``keyColumns(of:_:)`` read, so that the rows are cut where
+        /// they were laid out (``IndexedRows/upsert(id:version:keys:)`` checks it against the
+        /// table's ``IndexedRows/rowWidth`` under InternalChecks).
+        let width: Int
+
+        /// The keys of the `j`th entity of the run.
+        func row(_ j: Int) -> RowKeys { RowKeys(all, start: j &* width, width: width) }
+    }
+
+    /// The keys of a run of entities (a batch's added and updated ones), one row after the
+    /// other in the layout ``IndexedRows/upsert(id:version:keys:)`` takes (each declared index's
+    /// key, then each interval index's end), from ``keyColumns(of:_:)``.
+    static func rowKeys(of entities: [Entity], _ indexes: [EntityIndex<Entity>]) -> BatchKeys {
+        let (perIndex, perEnd) = keyColumns(of: entities, indexes)
+        let width = perIndex.count + perEnd.count
+        guard !entities.isEmpty else { return BatchKeys(all: [], width: width) }
         var keys: [IndexKey] = []
-        keys.reserveCapacity(entities.count * (perIndex.count + perEnd.count))
+        keys.reserveCapacity(entities.count * width)
         for i in entities.indices {
             for index in perIndex { keys.append(index[i]) }
             for end in perEnd { keys.append(IndexKey(end[i])) }
         }
-        return keys
+        return BatchKeys(all: keys, width: width)
     }
 
     /// Where a field event's value goes in a row's keys (``IndexedRows/upsert(id:version:keys:)``'s
@@ -85,11 +109,9 @@ extension EventSourcedRepository {
     static func makeProjection(
         typeName: String, schema: EntitySchema<Entity>, indexes: [EntityIndex<Entity>]
     ) -> ProjectedState<State> {
-        // Each row's keys in `rowKeys`' layout: one per declared index, then one per interval end.
-        let width = indexes.count + indexes.filter { $0.intervalEnd != nil }.count
         let own = OwnEventTypes(typeName)
         let added = own.added, updated = own.updated, deleted = own.deleted
-        let fieldEvents = Dictionary(uniqueKeysWithValues: schema.fieldEvents.values.map { (typeName + "." + $0.name, ($0, splices(of: $0, indexes))) })
+        let fieldEvents = Dictionary(uniqueKeysWithValues: schema.fieldEvents.values.map { (own.field($0.name), ($0, splices(of: $0, indexes))) })
         return ProjectedState<State>(
             name: "repository:\(typeName)", schemaVersion: snapshotLayoutVersion, initial: State(indexes: indexes),
             encode: { table in try encodeSnapshot(table, schema: schema, indexes: indexes) },
@@ -135,7 +157,7 @@ extension EventSourcedRepository {
                 // By index: `enumerated()` over the generic entities asked the runtime for the
                 // iterator's and the pair's metadata per entity (3.7% of a batch append, perf).
                 for j in entities.indices {
-                    results[at[j]] = .success(.entity(entities[j], keys: RowKeys(keys, start: j &* width)))
+                    results[at[j]] = .success(.entity(entities[j], keys: keys.row(j)))
                 }
                 return results
             },
@@ -159,8 +181,9 @@ extension EventSourcedRepository {
                 }
             },
             // The table keeps each entity's version (and a deleted one's): the store reads
-            // this type's stream versions from it.
-            versioning: .init(entityType: typeName, version: { table, stream in table.version(of: stream.entityID) },
-                              contains: { table, stream in table[stream.entityID] != nil }))
+            // this type's stream versions from it, by the lookup a command reads the entity
+            // and its version with (`EntityTable.entityAndVersion`), so both apply one rule.
+            versioning: .init(entityType: typeName, version: { table, stream in table.rows.lookup(stream.entityID).version },
+                              contains: { table, stream in table.rows.lookup(stream.entityID).slot != nil }))
     }
 }

@@ -39,7 +39,7 @@ extension EventSourcedRepository {
         }
         let fresh = Self.makeProjection(typeName: typeName, schema: schema, indexes: indexes)
         try await store.rebuild(projection, from: fresh, progress: progress, whileSwitching: {
-            currentSchema.withLock { $0 = SchemaBox(schema) }
+            currentSchema.withLock { $0 = SchemaBox(schema, eventTypes) }
         })
     }
 }

@@ -197,19 +197,14 @@ extension EventSourcedRepository {
     typealias RestoredKeys = (columns: [KeyColumn], ends: KeyColumn)
 
     /// The keys and interval ends of a run of entities (a snapshot part), encoded into columns
-    /// of `rows`' directions (``IndexedRows/restoreKeys(parts:)`` joins the parts'), each
-    /// property read for the whole run at once (see ``IndexComponent``'s readers). Encoding on
+    /// of `rows`' directions (``IndexedRows/restoreKeys(parts:)`` joins the parts'), read by
+    /// ``keyColumns(of:_:)`` as the live fold reads a batch's. Encoding on
     /// the part's thread keeps the work parallel and holds no `IndexKey` per row and index:
     /// gathering those into one array, then encoding them on one thread, was a third of an open.
     static func restoredKeys(of entities: [Entity], _ indexes: [EntityIndex<Entity>], rows: IndexedRows) -> RestoredKeys {
+        let (perIndex, perEnd) = keyColumns(of: entities, indexes)
         var columns = rows.columns.map { KeyColumn(descending: $0.descending) }
-        for (number, index) in indexes.enumerated() { columns[number].restore(index.keys(of: entities)) }
-        let perEnd = indexes.compactMap(\.intervalEnd).map { end in
-            var column: [IndexValue] = []
-            column.reserveCapacity(entities.count)
-            end.values(entities, &column)
-            return column
-        }
+        for number in perIndex.indices { columns[number].restore(perIndex[number]) }
         var ends = KeyColumn(descending: rows.ends.descending)
         if !perEnd.isEmpty {
             // Row by row, each interval index's end (the layout of ``IndexedRows/ends``).

@@ -47,7 +47,13 @@ where Entity.ID: EntityIDConvertible {
     /// An ``EntitySchema`` as one reference (see ``writingSchema``).
     final class SchemaBox: Sendable {
         let schema: EntitySchema<Entity>
-        init(_ schema: EntitySchema<Entity>) { self.schema = schema }
+        /// The schema's field events by name, each with its event type (`"<typeName>.<name>"`),
+        /// spelled once per schema rather than per event appended.
+        let fieldEvents: [String: (event: RegisteredFieldEvent<Entity>, eventType: String)]
+        init(_ schema: EntitySchema<Entity>, _ eventTypes: OwnEventTypes) {
+            self.schema = schema
+            self.fieldEvents = schema.fieldEvents.mapValues { ($0, eventTypes.field($0.name)) }
+        }
     }
     /// The names of the entity type's own events.
     let eventTypes: OwnEventTypes
@@ -85,7 +91,7 @@ where Entity.ID: EntityIDConvertible {
         self.store = store
         self.typeName = typeName
         self.eventTypes = OwnEventTypes(typeName)
-        self.currentSchema = Locked(SchemaBox(schema))
+        self.currentSchema = Locked(SchemaBox(schema, eventTypes))
         self.defaultOrder = EntityQuery<Entity>.Orderings(
             terms: defaultOrder.map { IndexedField(keyPath: $0.keyPath, descending: $0.descending) }, values: defaultOrder.map(\.value))
         self.validate = validate
