@@ -81,9 +81,9 @@ extension EventSourcedRepository {
             let deltaOffset = reader.offset
             let delta = try reader.readVarint()
             // Sequences strictly ascend: two rows of one sequence would make a later delete
-            // remove the other row's insertion-order entry (found by sequence alone), and a
-            // wrong `fetchAll` answers without an error. The last sequence also leaves room
-            // for the next one (`nextSequence` below).
+            // remove the other row's insertion-order entry (found by sequence alone), leaving
+            // `fetchAll` wrong. The last sequence also leaves room for the next one
+            // (`nextSequence` below), and none wraps (a trap, not an error).
             guard number == 0 || delta > 0 else {
                 throw BinaryDecodingError(.invalidValue("sequence delta 0 at entity \(number) of \(count) (sequences must ascend)"), at: deltaOffset)
             }
