@@ -158,32 +158,49 @@ import EventKernelTestSupport
     /// (`KeyColumn.joined`) is the column a restore of every key gives: the same layout (the
     /// widest part's), tails only when some part has them, every row's key. Parts of each
     /// layout, narrow before compact, compact without tails before one with, whole keys last,
-    /// empty parts between.
+    /// empty parts between; of one and two components, in both directions. Every row gives back
+    /// its key's own encoding, whatever the layout.
     @Test func joinedPartsAreTheColumnOfEveryKey() {
-        let narrow = [IndexKey(.int(-7)), IndexKey(.string("ab")), IndexKey(.null)]
-        let compact = [IndexKey(.string("twenty-one bytes long")), IndexKey(.uuid(UUID()))]
-        let tailed = [IndexKey(.string("twenty-four bytes long.."))]
-        let whole = [IndexKey(.string("longer than twenty-eight bytes, a whole key"))]
-        let cases: [[[IndexKey]]] = [
-            [], [narrow], [narrow, narrow], [narrow, [], compact], [compact, narrow], [compact, tailed, narrow],
-            [narrow, tailed], [tailed, compact], [narrow, compact, whole], [whole, narrow], [tailed, whole, compact],
-        ]
-        for parts in cases {
-            let every = parts.flatMap { $0 }
-            var restored = KeyColumn(descending: [true])
-            restored.restore(every)
-            let joined = KeyColumn.joined(parts.map { keys in
-                var part = KeyColumn(descending: [true])
-                part.restore(keys)
-                return part
-            }, descending: [true])
-            #expect(joined.layout == restored.layout && joined.count == every.count, "\(parts)")
-            #expect(joined.tails.isEmpty == restored.tails.isEmpty && (joined.tails.isEmpty || joined.tails.count == every.count), "\(parts)")
-            for (slot, key) in every.enumerated() {
-                #expect(joined[Int32(slot)].values == key.values, "\(parts) slot \(slot)")
-                #expect(joined.holds(Int32(slot), NormalizedKey(key, descending: [true])) != false, "\(parts) slot \(slot)")
+        // Second components widen a key: a two-component column is never narrow, and its long
+        // keys reach the tails and the whole-key layout the same way.
+        for components in [1, 2] {
+            for first in [false, true] {
+                let descending = components == 1 ? [first] : [first, !first]
+                func key(_ value: IndexValue) -> IndexKey { components == 1 ? IndexKey(value) : IndexKey([value, .int(3)]) }
+                let narrow = [key(.int(-7)), key(.string("ab")), key(.null)]
+                let compact = [key(.string("twenty-one bytes long")), key(.uuid(UUID()))]
+                let tailed = [key(.string("twenty-four bytes long.."))]
+                let whole = [key(.string("longer than twenty-eight bytes, a whole key"))]
+                let cases: [[[IndexKey]]] = [
+                    [], [narrow], [narrow, narrow], [narrow, [], compact], [compact, narrow], [compact, tailed, narrow],
+                    [narrow, tailed], [tailed, compact], [narrow, compact, whole], [whole, narrow], [tailed, whole, compact],
+                ]
+                for parts in cases {
+                    let every = parts.flatMap { $0 }
+                    let label = "\(descending) \(parts)"
+                    var restored = KeyColumn(descending: descending)
+                    restored.restore(every)
+                    let joined = KeyColumn.joined(parts.map { keys in
+                        var part = KeyColumn(descending: descending)
+                        part.restore(keys)
+                        return part
+                    }, descending: descending)
+                    #expect(joined.layout == restored.layout && joined.count == every.count, "\(label)")
+                    #expect(joined.tails.isEmpty == restored.tails.isEmpty && (joined.tails.isEmpty || joined.tails.count == every.count), "\(label)")
+                    for (slot, key) in every.enumerated() {
+                        let own = NormalizedKey(key, descending: descending), stored = joined.normalized(Int32(slot))
+                        #expect(joined[Int32(slot)].values == key.values, "\(label) slot \(slot)")
+                        // Every layout gives back the key's own encoding; the encoded ones also
+                        // find it in their bytes (a whole-key column has none to compare).
+                        #expect([stored.w0, stored.w1, stored.w2, stored.w3] == [own.w0, own.w1, own.w2, own.w3] && stored.length == own.length,
+                                "\(label) slot \(slot)")
+                        if joined.layout != .full {
+                            #expect(joined.holds(Int32(slot), own) == true, "\(label) slot \(slot)")
+                        }
+                    }
+                    #expect(joined.invariantViolations().isEmpty, "\(label)")
+                }
             }
-            #expect(joined.invariantViolations().isEmpty, "\(parts)")
         }
     }
 

@@ -265,13 +265,17 @@ struct IndexedRows: Sendable {
         return slot
     }
 
-    /// Appends the rows restored from a snapshot, in insertion order, to the id map and the
-    /// insertion-order index; their keys and ends are set in bulk (``restoreKeys(parts:)``), and
-    /// the declared indexes are restored separately.
-    /// - Parameter restored: The rows' heads, in insertion order (ascending sequences).
-    /// - Returns: An id that `restored` holds twice (or that the rows held already), the rows then
-    ///   to be discarded; `nil` when every row was appended.
+    /// Fills empty rows with the rows restored from a snapshot, in insertion order: the id map
+    /// and the insertion-order index; their keys and ends are set in bulk
+    /// (``restoreKeys(parts:)``), and the declared indexes are restored separately. For a
+    /// restore only: on a repeated id the rows are left half filled, to be discarded, so the
+    /// rows must be empty (a precondition), never a live table's.
+    /// - Parameter restored: The rows' heads, in insertion order (strictly ascending sequences).
+    /// - Returns: An id that `restored` holds twice, the rows then to be discarded; `nil` when
+    ///   every row was appended.
     mutating func appendRestored(_ restored: [RowHead]) -> EntityID? {
+        precondition(heads.count == 0 && freeSlots.isEmpty && slotsByID.count == 0 && bySequence.count == 0,
+                     "IndexedRows.appendRestored: the rows are not empty (a restore fills new rows only)")
         let first = heads.count
         for head in restored { heads.append(head) }
         if let repeated = slotsByID.insertAll(from: first, heads: heads) { return heads[Int(repeated)].id }

@@ -79,25 +79,31 @@ struct SlotMap: Sendable {
     }
 
     /// Adds every slot of `heads` from `start` on (a snapshot's rows, their heads appended in
-    /// order), in the order of their home buckets rather than of their slots.
+    /// order), in the order of their home buckets rather than of their slots. For a restore
+    /// only: on a repeated id it stops with some of the slots added, so a live table's map,
+    /// which could not be discarded, must never be passed (``IndexedRows/appendRestored(_:)``
+    /// requires empty rows).
     ///
     /// Why: inserting slot after slot reads a random bucket per id, a cache miss each in a
     /// table of megabytes (88% of ``insert(_:heads:)``'s time at a snapshot open, perf
     /// annotate); in home order the probes walk the buckets front to back. Linear probing finds
     /// an id wherever in its run it was placed, so the order changes no answer.
     /// - Parameters:
-    ///   - start: The first slot to add; the slots before it are in the map already.
+    ///   - start: The first slot to add; the slots before it, and no others, are in the map
+    ///     already (a precondition).
     ///   - heads: The rows' heads, by slot (where the ids are).
     /// - Returns: A slot whose id is present already (the map then holds some of the slots and
     ///   is to be discarded), or `nil` when every slot was added.
     mutating func insertAll(from start: Int, heads: RowHeads) -> Int32? {
+        precondition(count == start, "SlotMap.insertAll: \(count) ids mapped, not the \(start) slots before the first added")
         guard start < heads.count else { return nil }
         reserveCapacity(count + heads.count - start)
         // Each slot's bucket as it is to be stored, then put in order of the hash's top bits
-        // (the home is the hash's top bits) by one counting pass: at most 2^16 bins, about one
-        // per 2^16 entries being as fine as the order needs to be to walk the buckets front to
-        // back (a comparison sort was half of the inserts' time, perf). The pass is stable, so
-        // of two equal ids the later slot is the one reported.
+        // (the home is the hash's top bits) by one counting pass into about a bin per entry
+        // (the next power of two, at most 2^16 bins): the walk then goes front to back but for
+        // the order within a bin, which is as fine as it needs (a comparison sort was half of
+        // the inserts' time, perf). The pass is stable, so of two equal ids the later slot is
+        // the one reported.
         let n = heads.count - start
         var pending: [UInt64] = []
         pending.reserveCapacity(n)

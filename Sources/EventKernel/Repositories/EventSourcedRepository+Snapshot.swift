@@ -75,10 +75,23 @@ extension EventSourcedRepository {
         var heads: [RowHead] = []
         heads.reserveCapacity(count)
         var sequence: UInt64 = 0
-        for _ in 0..<count {
+        for number in 0..<count {
             let id = try reader.readEntityID()
             let version = try reader.readVarint()
-            sequence += try reader.readVarint()
+            let deltaOffset = reader.offset
+            let delta = try reader.readVarint()
+            // Sequences strictly ascend: two rows of one sequence would make a later delete
+            // remove the other row's insertion-order entry (found by sequence alone), leaving
+            // `fetchAll` wrong. The last sequence also leaves room for the next one
+            // (`nextSequence` below), and none wraps (a trap, not an error).
+            guard number == 0 || delta > 0 else {
+                throw BinaryDecodingError(.invalidValue("sequence delta 0 at entity \(number) of \(count) (sequences must ascend)"), at: deltaOffset)
+            }
+            let (next, overflow) = sequence.addingReportingOverflow(delta)
+            guard !overflow, next < .max else {
+                throw BinaryDecodingError(.invalidValue("sequence delta \(delta) at entity \(number) of \(count) overflows the sequence \(sequence)"), at: deltaOffset)
+            }
+            sequence = next
             heads.append(RowHead(id: id, version: version, sequence: sequence))
         }
         let deletedCount = Int(try reader.readVarint())
@@ -160,7 +173,8 @@ extension EventSourcedRepository {
         // The parts' entities and key columns are joined on two threads at once (one after the
         // other, copying a million entities and three million keys was an eighth of an open).
         let bySlot = Locked<[Entity?]>([]), joinedKeys = Locked<IndexedRows?>(nil)
-        // Taken out of the table so that the joined rows are its only owner.
+        // Out of the table while their keys are joined on the other thread: the table then
+        // holds no second reference to the rows, which a write into them would copy.
         let rowsWithoutKeys = table.rows
         table.rows = emptyRows
         DispatchQueue.concurrentPerform(iterations: 2) { task in
