@@ -547,8 +547,8 @@ def read_store_file(directory):
     version, flags, epoch = struct.unpack_from("<IIQ", data, 8)
     if version != 1:
         raise Damage("%s: unsupported format version %d" % (where, version))
-    if flags != 0:
-        raise Damage("%s: unknown flags %d at byte 12" % (where, flags))
+    if flags & ~1:
+        raise Damage("%s: unknown flags %d at byte 12 (bit 0, sparse batches, is the only one defined)" % (where, flags))
     return epoch
 
 
@@ -565,9 +565,14 @@ def batch_header(data, offset, expected, where):
         return None, "bad batch magic 0x%08x" % magic
     if struct.unpack_from("<I", h, 60)[0] != crc32c(h[0:60]):
         return None, "batch header checksum mismatch"
-    if version != 1 or codec not in (0, 1) or flags != 0:
+    if version != 1 or codec not in (0, 1) or flags not in (0, 1):
         return None, "batch version %d, codec %d, flags %d" % (version, codec, flags)
-    if count < 1 or stored > 1 << 30 or uncompressed > 1 << 30 or (codec == 0 and stored != uncompressed) or tmin > tmax:
+    sparse = flags == 1
+    # A sparse batch (compaction's) covers `span` positions and holds `count` of them.
+    span = struct.unpack_from("<I", h, 48)[0] if sparse else count
+    if (count < 1 and not sparse) or (sparse and (span < 1 or count > span)):
+        return None, "invalid batch header fields (record count %d, position count %d)" % (count, span)
+    if stored > 1 << 30 or uncompressed > 1 << 30 or (codec == 0 and stored != uncompressed) or tmin > tmax:
         return None, "invalid batch header fields"
     if first != expected:
         return None, "batch starts at position %d, expected %d" % (first, expected)
@@ -576,7 +581,7 @@ def batch_header(data, offset, expected, where):
     payload = data[offset + 64:offset + 64 + stored]
     if crc32c(payload) != pcrc:
         return None, "payload checksum mismatch"
-    return (codec, first, count, stored, uncompressed, tmin, payload, tmax), None
+    return (codec, first, count, stored, uncompressed, tmin, payload, tmax, sparse, span), None
 
 
 def valid_header_after(data, offset, expected):
@@ -653,21 +658,28 @@ def records(directory, epoch=None):
                 note("%s: torn tail at byte %d: %d byte(s) after position %d are not a whole batch (%s); "
                      "an unacknowledged write cut short, not part of the history" % (name, offset, len(data) - offset, expected, why))
                 break
-            codec, first, count, stored, uncompressed, tmin, payload, _ = header
+            codec, first, count, stored, uncompressed, tmin, payload, _, sparse, span = header
             where = "%s batch at byte %d" % (name, offset)
             body = lz4_block_decompress(payload, uncompressed, where) if codec == 1 else payload
             r = Reader(body, where + " (uncompressed payload)")
+            position = first
             for i in range(count):
+                if sparse:
+                    gap = r.varint()
+                    if gap >= first + span - position:
+                        r.fail("record %d of the sparse batch lies past its %d positions" % (i, span))
+                    position += gap
                 delta = r.varint()
                 size = r.varint()
                 record = r.raw(size)
                 nanos = (tmin + delta) & 0xFFFFFFFFFFFFFFFF
                 if nanos >= 1 << 63:
                     nanos -= 1 << 64
-                yield first + i, nanos, record
+                yield position, nanos, record
+                position += 1
             r.expect_end("the batch's %d records" % count)
-            batches.append((first, count, 64 + stored, offset, tmin, header[7]))
-            expected = first + count
+            batches.append((first, span, 64 + stored, offset, tmin, header[7]))
+            expected = first + span
             offset += 64 + stored
         if not batches:
             note("%s: empty segment (no batch; base position %d)" % (name, base))

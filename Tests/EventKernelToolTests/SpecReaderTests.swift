@@ -394,6 +394,36 @@ private func streamVersions(_ lines: [NSDictionary]) -> [String: Int] {
         #expect(gap.stderr.contains("\(segments[2]): position gap: the segment starts at \(UInt64(segments[2].prefix(20))!), but the previous one ends at \(UInt64(removed.prefix(20))!)"), "\(gap.stderr)")
     }
 
+    /// Segments rewritten as compaction does (records removed, one replaced, one segment
+    /// emptied whole): the reader follows the sparse batches' positions as export does.
+    @Test func theSpecReaderReadsSparseBatchesAsExportDoes() async throws {
+        let temp = TemporaryDirectory("ek-spec")
+        let store = temp.file("sparse")
+        let events = try EventStore.open(at: store, log: SegmentedLog.Configuration(segmentSize: 4_096), snapshotPolicy: .never)
+        let ticks = try EventSourcedRepository<SpecTick>(store: events, typeName: "Tick")
+        // Batches of five events: a rewrite keeps records of a batch it changes, at gaps.
+        for first in stride(from: 0, to: 600, by: 5) {
+            try await ticks.addAll((first..<(first + 5)).map { SpecTick(id: "tick-\($0)-" + String(repeating: "x", count: $0 % 40), n: $0) })
+        }
+        try await events.close()
+        let before = try await expectReaderMatchesExport(store)
+        let log = try SegmentedLog.open(at: store, configuration: SegmentedLog.Configuration(segmentSize: 4_096))
+        let sealed = log.sealedSegments
+        try #require(sealed.count >= 3)
+        _ = try log.rewriteSealedSegment(startingAt: sealed[0].lowerBound) { _ in .remove }
+        for segment in sealed.dropFirst() {
+            _ = try log.rewriteSealedSegment(startingAt: segment.lowerBound) { $0.position % 4 == 1 ? .remove : .keep }
+        }
+        try await log.close()
+        let after = try await expectReaderMatchesExport(store)
+        let kept = before.filter { line in
+            let position = (line["position"] as? NSNumber)?.uint64Value ?? 0
+            return !sealed[0].contains(position) && !(sealed.dropFirst().contains { $0.contains(position) } && position % 4 == 1)
+        }
+        #expect(after == kept)
+        #expect(after.count < before.count - sealed[0].count)
+    }
+
     @Test func theSpecReaderReportsATornTailAndRefusesDamage() async throws {
         let temp = TemporaryDirectory("ek-spec")
         let store = temp.file("activities")

@@ -49,7 +49,7 @@ struct SegmentTests {
             var bytes: [UInt8] = [], scratch: [UInt8] = []
             let header = try BatchPayload.encodeBatch((first..<(first + count)).map { entry($0, size: size) },
                                                       firstPosition: active.nextPosition, codec: .none, into: &bytes, scratch: &scratch)
-            let location = BatchLocation(firstPosition: active.nextPosition, recordCount: header.recordCount,
+            let location = BatchLocation(firstPosition: active.nextPosition, positionCount: header.positionCount,
                                          batchLength: UInt32(header.batchLength), offset: active.dataEnd,
                                          minTimestamp: header.minTimestamp, maxTimestamp: header.maxTimestamp)
             try active.append(bytes, batches: [location], synchronize: true)

@@ -51,6 +51,17 @@ extension SegmentedLog {
         to destination: URL, options: BackupOptions = BackupOptions(),
         extraFiles: (LogPosition, UInt64) throws -> [BackupExtraFile] = { _, _ in [] }
     ) throws -> BackupReport {
+        // A compaction rewriting a sealed segment would replace its index under the copy:
+        // one at a time, so that each segment is copied with the index of its own version.
+        try core.maintenance.withLock { _ in
+            try backupHoldingMaintenanceLock(to: destination, options: options, extraFiles: extraFiles)
+        }
+    }
+
+    private func backupHoldingMaintenanceLock(
+        to destination: URL, options: BackupOptions,
+        extraFiles: (LogPosition, UInt64) throws -> [BackupExtraFile]
+    ) throws -> BackupReport {
         // The epoch changes only by a cut of the history, which an open log does not make
         // while it serves appends; read first, not under the state lock (one lock at a time).
         let epoch = historyEpoch
@@ -447,7 +458,7 @@ extension SegmentedLog {
                 switch BatchHeader.decode(UnsafeRawBufferPointer(rebasing: raw[start..<(start + BatchHeader.size)])) {
                 case .failure(let why): return why.message
                 case .success(let header):
-                    guard header.firstPosition == batch.firstPosition, header.recordCount == batch.recordCount,
+                    guard header.firstPosition == batch.firstPosition, header.positionCount == batch.positionCount,
                           header.batchLength == Int(batch.batchLength) else {
                         return "the batch header does not match the log's index of it"
                     }

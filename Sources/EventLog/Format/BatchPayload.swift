@@ -28,6 +28,63 @@ enum BatchPayload {
             Varint.encode(UInt64(entry.payload.count), into: &scratch)
             scratch.append(contentsOf: entry.payload)
         }
+        return try seal(scratch, firstPosition: firstPosition, recordCount: UInt32(entries.count), sparsePositionCount: nil,
+                        minTimestamp: minTimestamp, maxTimestamp: maxTimestamp, codec: codec, into: &output)
+    }
+
+    /// A record compaction keeps: where it was, when, and its (maybe replaced) payload.
+    struct PositionedRecord {
+        var position: LogPosition
+        var timestamp: LogTimestamp
+        var payload: [UInt8]
+    }
+
+    /// Builds a sparse batch (Docs/FileFormat.md, "Sparse batches"): `records`, in position
+    /// order, inside `positions`, each framed as `varint(gap)`, `varint(timestamp delta)`,
+    /// `varint(length)`, bytes, where the gap is its distance from the previous record's
+    /// position + 1 (from `positions.lowerBound` for the first).
+    ///
+    /// - Parameters:
+    ///   - emptyTimestamps: The header's timestamps when `records` is empty (a sparse batch
+    ///     that keeps only its position range): those of what it replaces.
+    /// - Returns: The header.
+    static func encodeSparseBatch(
+        _ records: [PositionedRecord], covering positions: Range<LogPosition>, emptyTimestamps: (Int64, Int64),
+        codec: CompressionCodec, into output: inout [UInt8], scratch: inout [UInt8]
+    ) throws(LogError) -> BatchHeader {
+        guard !positions.isEmpty, positions.count <= Int(UInt32.max), records.count <= positions.count else {
+            throw LogError(.invalidArgument, "a sparse batch of \(records.count) records cannot cover positions \(positions)")
+        }
+        var minTimestamp = records.isEmpty ? emptyTimestamps.0 : Int64.max
+        var maxTimestamp = records.isEmpty ? emptyTimestamps.1 : Int64.min
+        for record in records {
+            minTimestamp = min(minTimestamp, record.timestamp.nanosecondsSince1970)
+            maxTimestamp = max(maxTimestamp, record.timestamp.nanosecondsSince1970)
+        }
+        scratch.removeAll(keepingCapacity: true)
+        var next = positions.lowerBound
+        for record in records {
+            guard record.position >= next, record.position < positions.upperBound else {
+                throw LogError(.invalidArgument, "record at position \(record.position) is out of order or outside \(positions)", position: record.position)
+            }
+            Varint.encode(record.position - next, into: &scratch)
+            let delta = UInt64(bitPattern: record.timestamp.nanosecondsSince1970) &- UInt64(bitPattern: minTimestamp)
+            Varint.encode(delta, into: &scratch)
+            Varint.encode(UInt64(record.payload.count), into: &scratch)
+            scratch.append(contentsOf: record.payload)
+            next = record.position + 1
+        }
+        return try seal(scratch, firstPosition: positions.lowerBound, recordCount: UInt32(records.count),
+                        sparsePositionCount: UInt32(positions.count), minTimestamp: minTimestamp, maxTimestamp: maxTimestamp,
+                        codec: codec, into: &output)
+    }
+
+    /// Appends the header and the stored form of the framed records in `scratch` to `output`:
+    /// the one place a batch is compressed and checksummed, dense or sparse.
+    private static func seal(
+        _ scratch: [UInt8], firstPosition: LogPosition, recordCount: UInt32, sparsePositionCount: UInt32?,
+        minTimestamp: Int64, maxTimestamp: Int64, codec: CompressionCodec, into output: inout [UInt8]
+    ) throws(LogError) -> BatchHeader {
         guard scratch.count <= BatchHeader.maxPayloadLength else {
             throw LogError(.tooLarge, "batch payload of \(scratch.count) bytes exceeds the format limit of \(BatchHeader.maxPayloadLength) bytes")
         }
@@ -57,7 +114,7 @@ enum BatchPayload {
             CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[(headerStart + BatchHeader.size)...]))
         }
         let header = BatchHeader(
-            codec: storedCodec, firstPosition: firstPosition, recordCount: UInt32(entries.count),
+            codec: storedCodec, firstPosition: firstPosition, recordCount: recordCount, sparsePositionCount: sparsePositionCount,
             storedLength: UInt32(storedLength), uncompressedLength: UInt32(scratch.count),
             payloadChecksum: payloadChecksum, minTimestamp: minTimestamp, maxTimestamp: maxTimestamp)
         var headerBytes: [UInt8] = []
@@ -99,7 +156,14 @@ enum BatchPayload {
     ) throws -> Bool {
         var cursor = ByteCursor(payload)
         var position = header.firstPosition
+        let covered = header.endPosition
         for index in 0..<Int(header.recordCount) {
+            if header.isSparse {
+                guard let gap = cursor.readVarint(), gap < covered - position else {
+                    throw LogError(.corruption, "record \(index) of \(header.recordCount) in sparse batch is malformed or lies past its \(header.positionCount) positions", position: position)
+                }
+                position += gap
+            }
             guard let delta = cursor.readVarint(), let length = cursor.readVarint(),
                   length <= UInt64(payload.count), let bytes = cursor.readBytes(Int(length)) else {
                 throw LogError(.corruption, "record \(index) of \(header.recordCount) in batch is truncated or malformed", position: position)

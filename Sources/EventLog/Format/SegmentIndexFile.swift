@@ -2,7 +2,8 @@ import KernelPrimitives
 /// Where one batch lives, as recorded in a sealed segment's index and kept in memory for reads.
 struct BatchLocation: Hashable, Sendable {
     var firstPosition: LogPosition
-    var recordCount: UInt32
+    /// The positions the batch covers: its record count, unless it is sparse (compaction's).
+    var positionCount: UInt32
     /// Header plus stored payload.
     var batchLength: UInt32
     /// Byte offset of the batch header in its segment file.
@@ -10,7 +11,7 @@ struct BatchLocation: Hashable, Sendable {
     var minTimestamp: Int64
     var maxTimestamp: Int64
 
-    var endPosition: LogPosition { firstPosition + LogPosition(recordCount) }
+    var endPosition: LogPosition { firstPosition + LogPosition(positionCount) }
     var endOffset: Int64 { offset + Int64(batchLength) }
 }
 
@@ -26,7 +27,7 @@ struct BatchLocation: Hashable, Sendable {
 ///     24    8 next position (one past the segment's last record)
 ///     32    8 data length: the segment file's exact length
 ///     40  40n entries: first position u64, record count u32, batch length u32,
-///                      offset u64, min timestamp i64, max timestamp i64
+///                      offset u64 (position count: the record count, unless sparse), min timestamp i64, max timestamp i64
 ///  40+40n   4 CRC32C of all preceding bytes
 /// ```
 /// A side file rather than a footer: the segment stays a pure sequence of batches, and an index
@@ -52,7 +53,7 @@ struct SegmentIndexFile: Hashable, Sendable {
         bytes.appendLittleEndian(dataLength)
         for batch in batches {
             bytes.appendLittleEndian(batch.firstPosition)
-            bytes.appendLittleEndian(batch.recordCount)
+            bytes.appendLittleEndian(batch.positionCount)
             bytes.appendLittleEndian(batch.batchLength)
             bytes.appendLittleEndian(batch.offset)
             bytes.appendLittleEndian(batch.minTimestamp)
@@ -93,12 +94,12 @@ struct SegmentIndexFile: Hashable, Sendable {
             let o = headerSize + i * entrySize
             let batch = BatchLocation(
                 firstPosition: bytes.loadLittleEndian(at: o, as: UInt64.self),
-                recordCount: bytes.loadLittleEndian(at: o + 8, as: UInt32.self),
+                positionCount: bytes.loadLittleEndian(at: o + 8, as: UInt32.self),
                 batchLength: bytes.loadLittleEndian(at: o + 12, as: UInt32.self),
                 offset: bytes.loadLittleEndian(at: o + 16, as: Int64.self),
                 minTimestamp: bytes.loadLittleEndian(at: o + 24, as: Int64.self),
                 maxTimestamp: bytes.loadLittleEndian(at: o + 32, as: Int64.self))
-            guard batch.firstPosition == expectedPosition, batch.offset == expectedOffset, batch.recordCount > 0,
+            guard batch.firstPosition == expectedPosition, batch.offset == expectedOffset, batch.positionCount > 0,
                   Int(batch.batchLength) >= BatchHeader.size else {
                 return fail("index entry \(i) is not contiguous with the previous one", o)
             }

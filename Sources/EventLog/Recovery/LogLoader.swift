@@ -181,15 +181,19 @@ struct LogLoader {
 
     /// Records that the history was cut (Docs/Durability.md): every cut goes through here.
     static func advanceHistoryEpoch(in directory: String, io: any LogFileIO) throws(LogError) {
-        let next: UInt64
+        var manifest: StoreManifest
         do {
-            next = (try StoreManifest.read(in: directory)?.historyEpoch ?? 0) + 1
+            manifest = try StoreManifest.read(in: directory) ?? StoreManifest(historyEpoch: 0)
+            manifest.historyEpoch += 1
         } catch {
             // The old epoch is unreadable: any value it cannot have been will do (epochs are
-            // only compared for equality). Counts stay small; this is far above any.
-            next = (1 << 62) | UInt64(truncatingIfNeeded: time(nil))
+            // only compared for equality). Counts stay small; this is far above any. The
+            // features cannot be read either: keep every one this build knows set, so that a
+            // store that may hold sparse batches never loses its marker (setting a bit the
+            // files do not use only makes older builds refuse the store).
+            manifest = StoreManifest(historyEpoch: (1 << 62) | UInt64(truncatingIfNeeded: time(nil)), features: .known)
         }
-        try StoreManifest(historyEpoch: next).write(in: directory, io: io)
+        try manifest.write(in: directory, io: io)
     }
 }
 

@@ -67,7 +67,9 @@ struct SegmentScanner {
         if let resume {
             result.batches = resume.batches
             for batch in resume.batches {
-                result.records += UInt64(batch.recordCount)
+                // A checkpoint lists the active segment's batches, never sparse ones (only
+                // compaction writes those, and only into sealed segments): a position is a record.
+                result.records += UInt64(batch.positionCount)
                 result.minTimestamp = min(result.minTimestamp ?? batch.minTimestamp, batch.minTimestamp)
                 result.maxTimestamp = max(result.maxTimestamp ?? batch.maxTimestamp, batch.maxTimestamp)
             }
@@ -106,7 +108,7 @@ struct SegmentScanner {
                         failure = problem
                     } else {
                         result.batches.append(BatchLocation(
-                            firstPosition: header.firstPosition, recordCount: header.recordCount,
+                            firstPosition: header.firstPosition, positionCount: header.positionCount,
                             batchLength: UInt32(header.batchLength), offset: offset,
                             minTimestamp: header.minTimestamp, maxTimestamp: header.maxTimestamp))
                         result.storedPayloadBytes += Int64(header.storedLength)

@@ -76,7 +76,7 @@ extension GroupCommitWriter {
             let offset = active.dataEnd + Int64(output.count)
             output.append(contentsOf: batchBytes)
             pendingBatches.append(BatchLocation(
-                firstPosition: position, recordCount: header.recordCount, batchLength: UInt32(header.batchLength),
+                firstPosition: position, positionCount: header.positionCount, batchLength: UInt32(header.batchLength),
                 offset: offset, minTimestamp: header.minTimestamp, maxTimestamp: header.maxTimestamp))
             for append in group {
                 let range = position..<(position + LogPosition(append.entries.count))
@@ -132,7 +132,7 @@ extension GroupCommitWriter {
         }
         core.appendsAcknowledged.add(acknowledged.count, ordering: .relaxed)
         configuration.instrumentation?.logWroteRound(
-            appends: acknowledged.count, records: published.reduce(0) { $0 + Int($1.recordCount) },
+            appends: acknowledged.count, records: published.reduce(0) { $0 + Int($1.positionCount) },
             bytes: output.count, sync: syncDuration)
         for (completion, range) in acknowledged { completion(.success(range)) }
         return true

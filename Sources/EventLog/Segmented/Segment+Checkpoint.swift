@@ -64,7 +64,7 @@ extension Segment {
         let header = try file.read(fromAbsoluteOffset: last.offset, count: BatchHeader.size)
         guard header.count == BatchHeader.size,
               case .success(let decoded) = header.withUnsafeBytes({ BatchHeader.decode($0) }),
-              decoded.firstPosition == last.firstPosition, decoded.recordCount == last.recordCount,
+              decoded.firstPosition == last.firstPosition, decoded.positionCount == last.positionCount,
               decoded.batchLength == Int(last.batchLength) else {
             throw LogError(.corruption,
                 "the batch at this offset does not match the one the checkpoint (\(checkpointPath)) lists (positions \(last.firstPosition)..<\(last.endPosition)): an acknowledged batch is damaged",

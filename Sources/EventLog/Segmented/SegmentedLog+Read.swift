@@ -1,9 +1,15 @@
 import KernelPrimitives
-/// Where a read walk stands: a segment and a batch within it. Stable while the log is open,
-/// because segments and batches are only ever appended.
+/// Where a read walk stands: a segment, a batch within it, and the first position the walk has
+/// not passed yet. The segment index is stable while the log is open (segments are only ever appended, and
+/// compaction replaces a segment in place); the batch index is stable until compaction rewrites
+/// the segment, which is why the cursor keeps the position too: ``LogCore/locations(from:limit:segmentFilter:include:)``
+/// finds its batch again by position when the segment's batches changed under it.
 struct BatchCursor {
     var segment: Int
     var batch: Int
+    /// Where the walk resumes: the first position of the batch at `batch` unless compaction
+    /// rewrote the segment.
+    var position: LogPosition
 }
 
 extension LogCore {
@@ -37,34 +43,60 @@ extension LogCore {
             if batches[mid].firstPosition <= position { blo = mid + 1 } else { bhi = mid }
         }
         guard blo > 0, position < batches[blo - 1].endPosition else { return nil }
-        return BatchCursor(segment: segment, batch: blo - 1)
+        return BatchCursor(segment: segment, batch: blo - 1, position: batches[blo - 1].firstPosition)
+    }
+
+    /// The index of the batch of `batches` (contiguous by position) that holds `position`: 0
+    /// when `position` is before the first, the count when it is at or past the last's end.
+    private static func batchIndex(containing position: LogPosition, in batches: [BatchLocation]) -> Int {
+        var lo = 0, hi = batches.count
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if batches[mid].firstPosition <= position { lo = mid + 1 } else { hi = mid }
+        }
+        guard lo > 0 else { return 0 }
+        return position < batches[lo - 1].endPosition ? lo - 1 : lo
     }
 
     /// Up to `limit` batch locations from `cursor` within one segment that pass `include`,
-    /// with the segment's file, and the cursor after them; nil at the end of the log.
+    /// with the segment's file and the position the walk resumes at (records of the first
+    /// batch before it were handed out already), and the cursor after them; nil at the end
+    /// of the log.
     ///
     /// Copies a bounded slice under the lock so that the disk reads happen outside it and an
     /// appending writer is never made to copy a large array.
     func locations(
         from cursor: inout BatchCursor, limit: Int, segmentFilter: (Segment) -> Bool = { _ in true },
         include: (BatchLocation) -> Bool = { _ in true }
-    ) -> (OpenFile, [BatchLocation])? {
+    ) -> (file: OpenFile, batches: [BatchLocation], resumeAt: LogPosition)? {
         state.withLock { state in
             while cursor.segment < state.segments.count {
                 let segment = state.segments[cursor.segment]
-                if cursor.batch >= segment.batches.count || !segmentFilter(segment) {
+                let batches = segment.batches
+                let inPlace = cursor.batch < batches.count
+                    ? batches[cursor.batch].firstPosition == cursor.position
+                    : (batches.last?.endPosition ?? segment.basePosition) == cursor.position
+                if !inPlace {
+                    // Compaction rewrote the segment since the last call: the same positions in
+                    // other batches. Resume at the batch holding the cursor's position.
+                    cursor.batch = Self.batchIndex(containing: cursor.position, in: batches)
+                }
+                if cursor.batch >= batches.count || !segmentFilter(segment) {
                     if !segment.sealed && cursor.segment == state.segments.count - 1 { return nil }
                     cursor.segment += 1
                     cursor.batch = 0
+                    cursor.position = segment.nextPosition
                     continue
                 }
+                let resumeAt = cursor.position
                 var found: [BatchLocation] = []
-                while cursor.batch < segment.batches.count && found.count < limit {
-                    let batch = segment.batches[cursor.batch]
+                while cursor.batch < batches.count && found.count < limit {
+                    let batch = batches[cursor.batch]
                     if include(batch) { found.append(batch) }
                     cursor.batch += 1
+                    cursor.position = batch.endPosition
                 }
-                if !found.isEmpty { return (segment.file, found) }
+                if !found.isEmpty { return (segment.file, found, resumeAt) }
             }
             return nil
         }
@@ -117,7 +149,9 @@ struct BatchReader {
         return true
     }
 
-    private static func visitBatch(
+    /// Checks one batch read whole (`bytes`) against its location, then visits its records in
+    /// [start, end]: the checks every read of a batch makes.
+    static func visitBatch(
         _ bytes: UnsafeRawBufferPointer, location: BatchLocation, file: OpenFile, scratch: inout [UInt8],
         from start: LogPosition, through end: LogPosition, filter: ((LogRecordView) -> Bool)?,
         _ body: (LogRecordView) throws -> Bool
@@ -130,9 +164,9 @@ struct BatchReader {
         case .success(let decoded): header = decoded
         case .failure(let why): throw damage(why.message)
         }
-        guard header.firstPosition == location.firstPosition, header.recordCount == location.recordCount,
+        guard header.firstPosition == location.firstPosition, header.positionCount == location.positionCount,
               header.batchLength == Int(location.batchLength) else {
-            throw damage("batch header (position \(header.firstPosition), \(header.recordCount) records) does not match the segment index")
+            throw damage("batch header (position \(header.firstPosition), \(header.positionCount) positions) does not match the segment index")
         }
         let payload = UnsafeRawBufferPointer(rebasing: bytes[BatchHeader.size...])
         let crc = CRC32C.checksum(payload)
@@ -171,8 +205,8 @@ extension SegmentedLog {
         let last = Swift.min(end ?? .max, bounds.nextPosition - 1)
         guard first <= last, var cursor = core.cursor(containing: first) else { return }
         var reader = BatchReader()
-        while let (file, batches) = core.locations(from: &cursor, limit: 1024, include: { $0.firstPosition <= last }) {
-            guard try reader.visit(batches, in: file, from: first, through: last, body) else { return }
+        while let (file, batches, resumeAt) = core.locations(from: &cursor, limit: 1024, include: { $0.firstPosition <= last }) {
+            guard try reader.visit(batches, in: file, from: Swift.max(first, resumeAt), through: last, body) else { return }
             if batches[batches.count - 1].endPosition > last { return }
         }
     }
@@ -184,9 +218,9 @@ extension SegmentedLog {
         let hi = range.upperBound.nanosecondsSince1970
         let last = bounds.nextPosition
         guard last > 0 else { return }
-        var cursor = BatchCursor(segment: 0, batch: 0)
+        var cursor = BatchCursor(segment: 0, batch: 0, position: 0)
         var reader = BatchReader()
-        while let (file, batches) = core.locations(
+        while let (file, batches, resumeAt) = core.locations(
             from: &cursor, limit: 1024,
             segmentFilter: { segment in
                 guard let min = segment.minTimestamp, let max = segment.maxTimestamp else { return false }
@@ -194,7 +228,7 @@ extension SegmentedLog {
             },
             include: { $0.minTimestamp <= hi && $0.maxTimestamp >= lo && $0.firstPosition < last }
         ) {
-            let keepGoing = try reader.visit(batches, in: file, from: 0, through: last - 1,
+            let keepGoing = try reader.visit(batches, in: file, from: resumeAt, through: last - 1,
                                              filter: { range.contains($0.timestamp) }, body)
             guard keepGoing else { return }
         }

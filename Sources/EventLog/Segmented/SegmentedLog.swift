@@ -291,6 +291,9 @@ final class LogCore: Sendable {
     let directory: String
     let configuration: SegmentedLog.Configuration
     let state: Locked<LogState>
+    /// Held by whatever must see a sealed segment and its index as one version: a rewrite
+    /// (compaction) and a backup. Never taken under ``state``.
+    let maintenance = Locked<Void>(())
     let appendsAcknowledged = Atomic<Int>(0)
     let batchesWritten = Atomic<Int>(0)
     let dataSyncs = Atomic<Int>(0)

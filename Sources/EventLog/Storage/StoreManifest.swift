@@ -11,7 +11,7 @@ import KernelPrimitives
 /// offset size field
 ///      0    8 magic "EKSTORE1"
 ///      8    4 format version (1)
-///     12    4 flags (0)
+///     12    4 flags: features a reader must know (bit 0: sparse batches, written by compaction)
 ///     16    8 history epoch
 ///     24    4 CRC32C of bytes 0..<24
 /// ```
@@ -24,19 +24,38 @@ import KernelPrimitives
 /// a `repair`. Derived state recorded against the log (EventKernel's snapshots) records the
 /// epoch it was built in: a snapshot that no longer matches the log was invalidated by a cut
 /// when its epoch is older, and is evidence of damage when it is not (Docs/Durability.md).
+///
+/// The flags are the store-format marker: a feature that older builds cannot read sets its bit
+/// before its first byte is written, and a build refuses a store with a bit it does not know
+/// (``LogError/Code/unsupportedVersion``), rather than misreading it.
 struct StoreManifest: Hashable, Sendable {
     static let fileName = "eventkernel.store"
     static let magic: [UInt8] = Array("EKSTORE1".utf8)
     static let formatVersion: UInt32 = 1
     static let size = 28
 
+    /// Features of the store's files that a reader must know.
+    struct Features: OptionSet, Hashable, Sendable {
+        let rawValue: UInt32
+        /// Segments may hold sparse batches (compaction removed records: Docs/FileFormat.md).
+        static let sparseBatches = Features(rawValue: 1 << 0)
+        /// Every feature this build reads.
+        static let known: Features = [.sparseBatches]
+    }
+
     var historyEpoch: UInt64
+    var features: Features = []
+
+    init(historyEpoch: UInt64, features: Features = []) {
+        self.historyEpoch = historyEpoch
+        self.features = features
+    }
 
     func encoded() -> [UInt8] {
         var bytes = Self.magic
         bytes.reserveCapacity(Self.size)
         bytes.appendLittleEndian(Self.formatVersion)
-        bytes.appendLittleEndian(UInt32(0))
+        bytes.appendLittleEndian(features.rawValue)
         bytes.appendLittleEndian(historyEpoch)
         bytes.appendLittleEndian(bytes.withUnsafeBytes { CRC32C.checksum($0) })
         return bytes
@@ -57,10 +76,13 @@ struct StoreManifest: Hashable, Sendable {
             guard version == formatVersion else {
                 return .failure(LogError(.unsupportedVersion, "store format version \(version) is not supported by this build", offset: 8))
             }
-            guard raw.loadLittleEndian(at: 12, as: UInt32.self) == 0 else {
-                return .failure(LogError(.corruption, "unknown store flags", offset: 12))
+            let features = Features(rawValue: raw.loadLittleEndian(at: 12, as: UInt32.self))
+            guard Features.known.isSuperset(of: features) else {
+                return .failure(LogError(.unsupportedVersion,
+                    "the store uses features this build cannot read (store flags 0x\(String(features.subtracting(.known).rawValue, radix: 16))): open it with a newer build",
+                    offset: 12))
             }
-            return .success(StoreManifest(historyEpoch: raw.loadLittleEndian(at: 16, as: UInt64.self)))
+            return .success(StoreManifest(historyEpoch: raw.loadLittleEndian(at: 16, as: UInt64.self), features: features))
         }
     }
 
