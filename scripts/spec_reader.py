@@ -27,7 +27,7 @@ where; the events before it, or the other snapshots, were printed); 2 for bad us
 Limits, by design: a payload is shown decoded only when the encoder would write the same bytes
 for it, as export requires; this reader checks that by the canonical forms (shortest varints,
 each key name defined once, decimals as parts when their significand fits 64 bits) rather than
-by re-encoding. It decodes only the snapshot layouts a store restores ($entity-versions 4,
+by re-encoding. It decodes only the snapshot layouts a store restores ($entity-versions 5,
 activities 2, repository 5); older ones are reported and exit 3. JSON is parsed by Python's
 json module, which takes a key given twice where Swift's parser may not.
 """
@@ -951,6 +951,13 @@ def anchor_records(directory):
     return {position: (nanos, crc32c(payload)) for position, nanos, payload in records(directory)}
 
 
+def anchor_before(anchors, position):
+    """The anchor of the last record below `position`: the one at position - 1 unless
+    compaction removed it (a gap), then the last one before it."""
+    below = [p for p in anchors if p < position]
+    return anchors[max(below)] if below else None
+
+
 def entity_versions(body, where):
     r = Reader(body, where)
     excluded = [r.string() for _ in range(r.varint())]
@@ -963,18 +970,16 @@ def entity_versions(body, where):
             r.fail("entity type %d of %d" % (code, len(types)), at)
         kind, ident = r.entity_id()
         entries.append(Obj([("type", types[code]), ("id", ident), ("idType", kind), ("version", r.varint())]))
-    # The purged section: present only when a stream is purged (a count of at least 1).
+    # The purged section (a count, possibly 0), then the forgotten section: the SHA-256
+    # digests of the purged streams compaction removed.
     purged = []
-    if r.remaining():
-        count = r.varint()
-        if count == 0:
-            r.fail("an empty purged section (it is left out when no stream is purged)")
-        for _ in range(count):
-            type_name = r.string()
-            kind, ident = r.entity_id()
-            purged.append(Obj([("type", type_name), ("id", ident), ("idType", kind), ("position", r.varint())]))
+    for _ in range(r.varint()):
+        type_name = r.string()
+        kind, ident = r.entity_id()
+        purged.append(Obj([("type", type_name), ("id", ident), ("idType", kind), ("position", r.varint())]))
+    forgotten = [r.raw(32).hex() for _ in range(r.varint())]
     r.expect_end("the entries")
-    return [("leftOut", excluded), ("streams", entries), ("purged", purged)]
+    return [("leftOut", excluded), ("streams", entries), ("purged", purged), ("forgotten", forgotten)]
 
 
 def repository(body, where, type_name):
@@ -1117,12 +1122,12 @@ def snapshot_lines(directory):
             projection, schema, body, head, (version, next_position, anchor_ts, anchor_crc) = \
                 snapshot_file(os.path.join(folder, name), name)
             if version == 2 and next_position:
-                # The anchor is the record at next position - 1: its timestamp and payload CRC32C.
+                # The anchor is the last record below next position: its timestamp and payload CRC32C.
                 anchors = anchor_records(directory) if anchors is None else anchors
-                found = anchors.get(next_position - 1)
+                found = anchor_before(anchors, next_position)
                 head.append(("anchorMatchesLog", found == (anchor_ts, anchor_crc)))
             where = "snapshots/%s body" % name
-            if projection == "$entity-versions" and schema == 4:
+            if projection == "$entity-versions" and schema == 5:
                 state = entity_versions(body, where)
             elif projection == "activities" and schema == 2:
                 state = activities(body, where)
@@ -1177,7 +1182,7 @@ def consumer_lines(directory):
             if anchor:
                 anchors = anchor_records(directory) if anchors is None else anchors
                 pairs += [("anchor", Obj([("recordedAt", format_timestamp(anchor[0])), ("payloadCRC32C", anchor[1])])),
-                          ("anchorMatchesLog", anchors.get(committed - 1) == anchor)]
+                          ("anchorMatchesLog", anchor_before(anchors, committed) == anchor)]
             yield write_json(Obj(pairs))
         elif name.endswith(".parked"):
             r = consumer_record(path, b"EKPK", 1)

@@ -29,7 +29,7 @@ struct EventKernelCommand: AsyncParsableCommand {
         var all: [any ParsableCommand.Type] = [
             DemoCommand.self, ImportCommand.self, ExportCommand.self, QueryCommand.self, ReplayCommand.self,
             HistoryCommand.self, StreamsCommand.self, VerifyCommand.self, InspectCommand.self, SnapshotCommand.self, RepairCommand.self,
-            TailCommand.self, DeleteCommand.self, PurgeCommand.self, ConsumersCommand.self, BackupCommand.self, BackupsCommand.self, RestoreCommand.self,
+            TailCommand.self, DeleteCommand.self, PurgeCommand.self, CompactCommand.self, ConsumersCommand.self, BackupCommand.self, BackupsCommand.self, RestoreCommand.self,
         ]
         #if PostgreSQL
         all.append(CopyCommand.self)

@@ -76,6 +76,43 @@ struct ActivityStreamDeletionTests {
         try await repository.close()
     }
 
+    @Test("compaction removes purged activities' bytes; queries, reopen and a full replay answer as before")
+    func compactionForgetsPurgedActivities() async throws {
+        let directory = TemporaryDirectory("activities-compaction")
+        var configuration = EventStore.Configuration()
+        configuration.log = SegmentedLog.Configuration(segmentSize: 8_192, compression: .none)
+        var repository = try EventSourcedActivityRepository.open(at: directory.url, configuration: configuration)
+        let activities = (0..<200).map { model(Double($0), $0 % 2 == 0 ? .sleep : .tummyTime) }
+        for activity in activities { try await repository.add(activity) }
+        let purged = activities.enumerated().filter { $0.offset % 3 == 0 }.map(\.element)
+        for activity in purged { _ = try await repository.purge(id: activity.id) }
+        for i in 200..<320 { try await repository.add(model(Double(i))) }
+        let window = ActivityQuery(afterDate: Date(timeIntervalSince1970: 3_600 * 20), beforeDate: Date(timeIntervalSince1970: 3_600 * 90), types: [.sleep])
+        let before = try repository.activities(matching: ActivityQuery()).map(\.id)
+        let windowBefore = try repository.activities(matching: window).map(\.id)
+        let report = try await repository.store.compact()
+        #expect(report.streamsForgotten == purged.count && report.receiptsWritten == purged.count)
+        #expect(try repository.activities(matching: ActivityQuery()).map(\.id) == before)
+        #expect(try repository.activities(matching: window).map(\.id) == windowBefore)
+        for activity in purged.prefix(3) { try await Self.expectRefused(repository, activity) }
+        try await repository.close()
+        // No file of the store (a snapshot's body decompressed) holds a purged activity's id (its
+        // 16 bytes) any more; a live one's is there, so the search can see one.
+        func bytes(_ id: UUID) -> [UInt8] { withUnsafeBytes(of: id.uuid) { Array($0) } }
+        for activity in purged { #expect(try files(in: directory.url, holding: bytes(activity.id)).isEmpty, "\(activity.id)") }
+        let holding = try files(in: directory.url, holding: bytes(activities[1].id))
+        #expect(holding.contains { $0.hasSuffix(".log") } && holding.contains { $0.hasSuffix(".snap") }, "\(holding)")
+        for fromSnapshot in [true, false] {
+            if !fromSnapshot { try FileManager.default.removeItem(at: directory.url.appending(path: "snapshots")) }
+            repository = try EventSourcedActivityRepository.open(at: directory.url, configuration: configuration)
+            #expect(try repository.activities(matching: ActivityQuery()).map(\.id) == before, "from a snapshot: \(fromSnapshot)")
+            #expect(try repository.activities(matching: window).map(\.id) == windowBefore)
+            #expect(repository.store.purgedStreamCount == purged.count)
+            for activity in purged.suffix(3) { try await Self.expectRefused(repository, activity) }
+            try await repository.close()
+        }
+    }
+
     @Test("both orderings of an add and a purge of a deleted id, forced")
     func addThenPurgeAndPurgeThenAdd() async throws {
         let repository = try await RepositoryFixture(.inMemory).repository

@@ -12,6 +12,7 @@ final class ReadWatchingLog: RecordLog {
     let reads = Mutex<[ClosedRange<UInt64>]>([])
     init(base: any RecordLog = InMemoryLog()) { self.base = base }
     func batchStart(containing position: LogPosition) -> LogPosition? { base.batchStart(containing: position) }
+    func isCompacted(at position: LogPosition) throws -> Bool { try base.isCompacted(at: position) }
     var bounds: LogBounds { base.bounds }
     var access: LogAccess { base.access }
     var fileIO: any LogFileIO { base.fileIO }

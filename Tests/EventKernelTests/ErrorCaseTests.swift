@@ -43,7 +43,7 @@ import EventKernelTestSupport
         func keeper(_ name: String) -> ProjectedState<Int> {
             ProjectedState(name: name, schemaVersion: 1, initial: 0, encode: { _ in [] }, decode: { _ in 0 },
                            prepare: { _ in 1 }, fold: { count, _, one in count += one },
-                           versioning: .init(entityType: "Note", version: { _, _ in 0 }))
+                           versioning: .init(entityType: "Note", version: { _, _ in 0 }, forget: { _, _ in }))
         }
         let store = try EventStore(log: InMemoryLog(), projections: [keeper("a")])
         let error = #expect(throws: RepositoryError.self) { try store.register(keeper("b")) }

@@ -277,7 +277,7 @@ func counted(_ id: String) -> StreamID { StreamID("Counted", .string(id)) }
         try await store.close()
         let file = try #require(SnapshotDirectory(storeDirectory: dir).newestValid(projectionName: "counter", schemaVersion: 1))
         #expect(file.nextPosition == 1)
-        #expect(SnapshotDirectory(storeDirectory: dir).newestValid(projectionName: "$entity-versions", schemaVersion: 4) != nil)
+        #expect(SnapshotDirectory(storeDirectory: dir).newestValid(projectionName: "$entity-versions", schemaVersion: 5) != nil)
     }
 
     @Test func timeTravelUsesSnapshotsCorrectly() async throws {

@@ -36,7 +36,7 @@ import EventKernelTestSupport
         let files = snapshots.files(for: "$entity-versions")
         let url = try #require(files.last)
         let current = try SnapshotFile(decoding: Array(try Data(contentsOf: url)))
-        #expect(current.schemaVersion == 4)
+        #expect(current.schemaVersion == 5)
         // The layout before the purged section, for a store whose only type ("Note") is kept by
         // its repository: 1 type left out, "Note", no own type, no entry.
         let prefix: [UInt8] = [1, 4] + Array("Note".utf8) + [0, 0]

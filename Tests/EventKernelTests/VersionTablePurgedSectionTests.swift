@@ -18,12 +18,16 @@ import EventLog
         return table
     }
 
-    /// The bytes before the section (the same versions, nothing purged) and one section entry.
+    /// The bytes before the sections (the same versions, nothing purged), one purged-section
+    /// entry, and the forgotten section of a table with nothing forgotten (its count, 0).
     private static func parts() throws -> (prefix: [UInt8], entry: [UInt8]) {
         let plain = try table("Raw.happened").snapshotState().bytes
         let purged = try table("$purged").snapshotState().bytes
-        #expect(Array(purged.prefix(plain.count)) == plain && purged[plain.count] == 1)
-        return (plain, Array(purged[(plain.count + 1)...]))
+        // Schema 5: the purged section's count and the forgotten section's, both 0.
+        #expect(Array(plain.suffix(2)) == [0, 0])
+        let prefix = Array(plain.dropLast(2))
+        #expect(Array(purged.prefix(prefix.count)) == prefix && purged[prefix.count] == 1 && purged.last == 0)
+        return (prefix, Array(purged[(prefix.count + 1)..<(purged.count - 1)]))
     }
 
     @Test func aSnapshotWithThePurgedSectionRoundTrips() throws {
@@ -34,21 +38,58 @@ import EventLog
         #expect(restored.isPurged(Self.stream))
     }
 
-    @Test func aSectionWithNoStreamIsRefused() throws {
-        let (prefix, _) = try Self.parts()
-        #expect(throws: BinaryDecodingError.self) { try VersionTable().restore(from: ProjectionSnapshot(bytes: prefix + [0], nextPosition: 2)) }
+    @Test func aSnapshotWithoutItsForgottenSectionIsRefused() throws {
+        let (prefix, entry) = try Self.parts()
+        #expect(throws: BinaryDecodingError.self) { try VersionTable().restore(from: ProjectionSnapshot(bytes: prefix + [1] + entry, nextPosition: 2)) }
+        #expect(throws: BinaryDecodingError.self) { try VersionTable().restore(from: ProjectionSnapshot(bytes: prefix, nextPosition: 2)) }
+        #expect(throws: Never.self) { try VersionTable().restore(from: ProjectionSnapshot(bytes: prefix + [0, 0], nextPosition: 2)) }
     }
 
     @Test func aPositionAtOrPastTheSnapshotsIsRefused() throws {
         let (prefix, entry) = try Self.parts()
         // The entry's position is 1: a snapshot that covers positions below 1 cannot hold it.
-        #expect(throws: BinaryDecodingError.self) { try VersionTable().restore(from: ProjectionSnapshot(bytes: prefix + [1] + entry, nextPosition: 1)) }
-        #expect(throws: Never.self) { try VersionTable().restore(from: ProjectionSnapshot(bytes: prefix + [1] + entry, nextPosition: 2)) }
+        #expect(throws: BinaryDecodingError.self) { try VersionTable().restore(from: ProjectionSnapshot(bytes: prefix + [1] + entry + [0], nextPosition: 1)) }
+        #expect(throws: Never.self) { try VersionTable().restore(from: ProjectionSnapshot(bytes: prefix + [1] + entry + [0], nextPosition: 2)) }
     }
 
     @Test func aStreamListedTwiceIsRefused() throws {
         let (prefix, entry) = try Self.parts()
-        #expect(throws: BinaryDecodingError.self) { try VersionTable().restore(from: ProjectionSnapshot(bytes: prefix + [2] + entry + entry, nextPosition: 2)) }
+        #expect(throws: BinaryDecodingError.self) { try VersionTable().restore(from: ProjectionSnapshot(bytes: prefix + [2] + entry + entry + [0], nextPosition: 2)) }
+    }
+
+    /// Forgetting a purged stream keeps its digest only: the snapshot holds no byte of its id,
+    /// round-trips, and refuses a digest listed twice or more digests than its bytes hold.
+    @Test func theForgottenSectionHoldsDigestsOnlyAndRoundTrips() throws {
+        let table = Self.table("$purged")
+        table.forget([Self.stream])
+        #expect(table.purgedStreams.isEmpty && table.forgottenCount == 1)
+        #expect(table.isPurged(Self.stream))
+        let snapshot = try table.snapshotState()
+        let digest = ForgottenStream(Self.stream).digest
+        #expect(Array(snapshot.bytes.suffix(34)) == [0, 1] + digest, "no purged stream, one digest")
+        let restored = VersionTable()
+        try restored.restore(from: snapshot)
+        #expect(restored.isPurged(Self.stream) && restored.forgottenCount == 1 && restored.purgedStreams.isEmpty)
+        #expect(!restored.isPurged(StreamID("Raw", .string("other"))))
+        let body = Array(snapshot.bytes.dropLast(33))
+        #expect(throws: BinaryDecodingError.self) { try VersionTable().restore(from: ProjectionSnapshot(bytes: body + [2] + digest + digest, nextPosition: 2)) }
+        #expect(throws: BinaryDecodingError.self) { try VersionTable().restore(from: ProjectionSnapshot(bytes: body + [2] + digest, nextPosition: 2)) }
+        // The digest refuses every write, as the purged mark did.
+        func event(_ type: String) -> PendingEvent {
+            PendingEvent(EncodedEvent(eventType: type, schemaVersion: 1, stream: Self.stream, payload: []))
+        }
+        #expect(throws: RepositoryError.streamPurged(Self.stream)) { _ = try restored.reserve([event("Raw.happened")], basis: nil, planned: nil) }
+        #expect(throws: RepositoryError.streamPurged(Self.stream)) {
+            _ = try restored.reserve([event("Raw.happened")], basis: restored.commitBasis, planned: [1])
+        }
+        // A receipt folded from the log says the same.
+        let replayed = VersionTable()
+        replayed.apply([EventEnvelope(position: 1, recordedAt: Date(), eventType: ForgottenStream.eventType, schemaVersion: 1,
+                                      stream: ForgottenStream(Self.stream).receiptStream, entityVersion: 1,
+                                      payload: ForgottenStream.receiptPayload(entityType: "Raw"))])
+        #expect(replayed.isPurged(Self.stream) && replayed.forgottenCount == 1)
+        #expect(Array(try replayed.snapshotState().bytes.suffix(34)) == [0, 1] + digest)
+        #expect(try replayed.snapshotState().bytes.count == 3 + 34, "a receipt's stream keeps no version entry")
     }
 
     /// A tombstone a command decided on a version that already counts another batch's

@@ -25,6 +25,33 @@ struct ChecksumAndCompressionTests {
         }
     }
 
+    @Test("SHA-256 matches FIPS 180-4 and Python's hashlib at every padding boundary")
+    func sha256() {
+        func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+        // FIPS 180-4 examples (one block, two blocks).
+        #expect(hex(SHA256.digest(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(hex(SHA256.digest(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)))
+                == "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        // `hashlib.sha256(bytes((i*7+3)&0xff for i in range(n))).hexdigest()`: lengths on each
+        // side of the padding's edges (55/56 bytes: the length still fits the block or not).
+        let expected: [Int: String] = [
+            0: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            1: "084fed08b978af4d7d196a7446a86b58009e636b611db16211b65a9aadff29c5",
+            55: "e7313d333c272e639f790978283f9eb392e843d0f29b7016828bb1daa4aac70b",
+            56: "4324d65f3c103567f5589c710bc08f8523f929a9272e3af36fc968e52abc6c27",
+            63: "81c80242132f230c3bd41b3e63bbcff16107339549214a99614ff26664625055",
+            64: "39e3d7b6b5d075d37d053ad89b24b41bef4f3c29760c84447cab3f3be1882241",
+            65: "aacca6ff74fdbb296d165a45cecfa04e5127bc008770fbbdd48006f2d2fae95e",
+            119: "9ce7368e4daf32341631b492e80359dc9f594b48453cd0dd5bf0b19279cc177e",
+            120: "7836b787757e95e58b3ca5aec90b1b004e8deba1e50e9675af9cabf1a13a04b5",
+            1000: "1e9bc38cbf860b9ec31918b065f9b52476c549a782e0e7990bed8ce3868d2371",
+        ]
+        for (length, digest) in expected {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 * 7 + 3) }
+            #expect(hex(SHA256.digest(bytes)) == digest, "\(length) bytes")
+        }
+    }
+
     @Test("FNV-1a 64 matches the published test vectors and continues across pieces")
     func fnv1a64() {
         // From the FNV reference test suite (Fowler, Noll, Vo: fnv_test.c, FNV-1a 64).

@@ -260,6 +260,11 @@ public struct ActivityIndex: Sendable {
         prefetchSink.store(slotsByID.prefetch(id), ordering: .relaxed)
     }
 
+    /// Drops the deleted version of `id` (a purged activity compaction removes: never added again).
+    package mutating func forgetDeletedVersion(of id: UUID) {
+        if !deletedVersions.isEmpty { deletedVersions[id] = nil }
+    }
+
     /// The committed stream version of the activity `id` (a deleted one's too); 0: none.
     /// - Complexity: O(1) on average.
     @inlinable

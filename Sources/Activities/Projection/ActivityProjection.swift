@@ -83,6 +83,12 @@ public final class ActivityProjection: Projection, RebuildableProjection, Stream
         return state.withReadLock { $0.index[id: id] != nil }
     }
 
+    package func forgetVersions(of streams: [StreamID]) {
+        state.withWriteLock { state in
+            for stream in streams { if case .uuid(let id) = stream.entityID { state.index.forgetDeletedVersion(of: id) } }
+        }
+    }
+
     /// The activity with `id` and its stream's committed version, read at once (a command's
     /// read: see ``EventSourcedActivityRepository``).
     package func activityAndVersion(id: UUID) -> (ActivityModel?, UInt64) {

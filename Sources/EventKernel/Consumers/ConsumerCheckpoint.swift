@@ -52,17 +52,12 @@ public struct ConsumerCheckpoint: Hashable, Sendable {
         return checkpoint
     }
 
-    /// The anchor of the event at `position - 1`, or `nil` when there is none to read.
+    /// The anchor of the last event before `position` (the event at `position - 1` unless
+    /// compaction removed it), or `nil` when there is none to read: the snapshots' rule
+    /// (`EventStore.anchor(in:coveringUpTo:)`).
     private static func anchor(before position: LogPosition, in log: any RecordLog) throws -> SnapshotAnchor? {
         guard position > 0, position - 1 >= log.bounds.firstPosition else { return nil }
-        var found: SnapshotAnchor?
-        try EventStore.readingRecords {
-            try log.forEachRecord(from: position - 1, through: position - 1) { record in
-                if record.position == position - 1 { found = SnapshotAnchor(record) }
-                return false
-            }
-        }
-        return found
+        return try EventStore.anchor(in: log, coveringUpTo: position)
     }
 
     /// Why this checkpoint cannot be used with `log` as it is now, or `nil` when it can: the
@@ -72,7 +67,8 @@ public struct ConsumerCheckpoint: Hashable, Sendable {
     /// It is past the log's end; or the event it was committed after is gone or another one
     /// (its anchor does not match), which means the log was cut, or lost unsynced events, since.
     /// A checkpoint without an anchor (at the log's start, or after an event compaction
-    /// released) is checked by its history epoch alone.
+    /// released) is checked by its history epoch alone, and one whose event compaction
+    /// removed or replaced since is bound still (compaction does not cut history).
     /// - Parameters:
     ///   - log: The log.
     ///   - end: The log's next position (the store's, as far as it has folded).
@@ -89,6 +85,9 @@ public struct ConsumerCheckpoint: Hashable, Sendable {
         guard committed - 1 >= log.bounds.firstPosition else { return nil }
         let found = try Self.anchor(before: committed, in: log)
         if found == anchor { return nil }
+        // Compaction removed or replaced the event it was committed after: positions do not
+        // move, so the consumer resumes where it was.
+        if try EventStore.readingRecords({ try log.isCompacted(at: committed - 1) }) { return nil }
         let what = found == nil ? "the log holds no event at position \(committed - 1)" : "the log holds another event at position \(committed - 1) than the one it was committed after"
         let history = historyEpoch == epoch ? "in the same history epoch (\(epoch)): acknowledged events were lost or changed" : "the log was cut since (history epoch \(historyEpoch), now \(epoch))"
         return .checkpointOffHistory(consumer: name, committed: committed, reason: "\(what); \(history)")

@@ -57,6 +57,9 @@ public enum Tombstone: String, Hashable, Sendable, CaseIterable {
         func refuse(_ problem: String) -> RepositoryError {
             .misuse(Misuse(.invalidTombstone, "the \(eventType) event of \(stream) \(problem)"))
         }
+        if eventType == ForgottenStream.eventType {
+            throw refuse("is a compaction receipt (ForgottenStream): only compaction writes one, in place of a `$purged` event")
+        }
         guard Tombstone(rawValue: eventType) != nil else {
             throw refuse("is no tombstone (\(Tombstone.allCases.map(\.rawValue).joined(separator: ", "))): event types starting with $ are the kernel's")
         }

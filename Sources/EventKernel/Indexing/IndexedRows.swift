@@ -90,6 +90,12 @@ struct IndexedRows: Sendable {
     /// its streams' versions (``StreamVersionSource``), and a deleted entity added again
     /// continues its stream. (Entries of entities added again may linger; a row always wins.)
     var deletedVersions: [EntityID: UInt64] = [:]
+
+    /// Drops the deleted versions of `ids` (purged entities compaction removes: never added again).
+    mutating func forgetDeletedVersions(of ids: [EntityID]) {
+        guard !deletedVersions.isEmpty else { return }
+        for id in ids { deletedVersions[id] = nil }
+    }
     var bySequence = ChunkedSortedArray<SequencedSlot>()
     var indexes: [IndexStorage]
     var nextSequence: UInt64 = 0

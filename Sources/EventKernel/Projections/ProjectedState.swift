@@ -53,14 +53,19 @@ public final class ProjectedState<State: Sendable>: Projection, RebuildableProje
         package var version: @Sendable (State, StreamID) -> UInt64
         /// Whether the entity of a stream of that type exists in a state; `nil`: not known.
         package var contains: (@Sendable (State, StreamID) -> Bool)?
+        /// Drops what a state keeps of purged streams compaction removes
+        /// (``StreamVersionSource/forgetVersions(of:)``).
+        package var forget: @Sendable (inout State, [StreamID]) -> Void
 
         package init(
             entityType: String, version: @escaping @Sendable (State, StreamID) -> UInt64,
-            contains: (@Sendable (State, StreamID) -> Bool)? = nil
+            contains: (@Sendable (State, StreamID) -> Bool)? = nil,
+            forget: @escaping @Sendable (inout State, [StreamID]) -> Void
         ) {
             self.entityType = entityType
             self.version = version
             self.contains = contains
+            self.forget = forget
         }
     }
 
@@ -205,6 +210,11 @@ public final class ProjectedState<State: Sendable>: Projection, RebuildableProje
     package func containsEntity(of stream: StreamID) -> Bool? {
         guard let contains = versioning?.contains else { return nil }
         return inner.withLock { contains($0.state, stream) }
+    }
+
+    package func forgetVersions(of streams: [StreamID]) {
+        guard let versioning else { return }
+        inner.withLock { versioning.forget(&$0.state, streams) }
     }
 
     /// The current state (a copy-on-write value).

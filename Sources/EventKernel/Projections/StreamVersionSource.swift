@@ -32,6 +32,12 @@ package protocol StreamVersionSource: Projection {
     /// projection cannot tell. The store's ``EventStore/delete(stream:metadata:)`` asks it, so
     /// that deleting an entity that is already deleted writes nothing.
     func containsEntity(of stream: StreamID) -> Bool?
+
+    /// Drops the versions kept for `streams`, purged streams whose events compaction removes:
+    /// a deleted entity's version is kept so that adding it again continues its stream, but a
+    /// purged stream is never continued, and its id must leave the store's snapshots. The store
+    /// refuses the streams by digest from then on (``ForgottenStream``).
+    func forgetVersions(of streams: [StreamID])
 }
 
 extension StreamVersionSource {

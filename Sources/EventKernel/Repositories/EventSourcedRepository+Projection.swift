@@ -184,6 +184,7 @@ extension EventSourcedRepository {
             // this type's stream versions from it, by the lookup a command reads the entity
             // and its version with (`EntityTable.entityAndVersion`), so both apply one rule.
             versioning: .init(entityType: typeName, version: { table, stream in table.rows.lookup(stream.entityID).version },
-                              contains: { table, stream in table.rows.lookup(stream.entityID).slot != nil }))
+                              contains: { table, stream in table.rows.lookup(stream.entityID).slot != nil },
+                              forget: { table, streams in table.rows.forgetDeletedVersions(of: streams.map(\.entityID)) }))
     }
 }

@@ -96,6 +96,11 @@ public struct Misuse: Error, Hashable, Sendable, CustomStringConvertible {
         /// tombstone: an unknown `$` name, a payload, another schema version, or a stream with
         /// no event before it (``Tombstone/validate(eventType:schemaVersion:payloadCount:stream:versionBefore:)``).
         case invalidTombstone
+        /// ``EventStore/compact()`` of a store whose log is not a local directory this store
+        /// writes (an in-memory, PostgreSQL or read-only log).
+        case compactionUnsupported
+        /// ``EventStore/compact()`` while another compaction of the store is under way.
+        case compactionRunning
     }
 
     /// The rule broken.

@@ -102,8 +102,10 @@ package struct SnapshotDirectory: Sendable {
 
     /// Writes a snapshot atomically: temporary file, fsync, rename, directory fsync. Then
     /// deletes all but the newest `keep` snapshots of that projection.
+    /// - Returns: The file's name in the directory.
     /// - Throws: ``RepositoryError/storage(_:)`` when a file operation fails.
-    package func write(_ snapshot: SnapshotFile, keep: Int) throws {
+    @discardableResult
+    package func write(_ snapshot: SnapshotFile, keep: Int) throws -> String {
         let bytes = try snapshot.encoded()
         do { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) } catch {
             throw RepositoryError.storage(StorageFailure("cannot create the snapshot directory \(url.path)", cause: error))
@@ -119,6 +121,7 @@ package struct SnapshotDirectory: Sendable {
         }
         let all = files(for: snapshot.projectionName)
         for old in all.dropLast(max(1, keep)) { try? FileManager.default.removeItem(at: old) }
+        return name
     }
 
     /// What the snapshots here say the log acknowledged, for
@@ -137,6 +140,22 @@ package struct SnapshotDirectory: Sendable {
                   let epoch = header.historyEpoch, header.nextPosition > 0 else { return nil }
             return AcknowledgedPosition(nextPosition: header.nextPosition, historyEpoch: epoch, file: file.path)
         }
+    }
+
+    /// Removes every snapshot file, of any projection, but those named in `kept`, and the
+    /// temporary files a killed writer left: what compaction does once fresh snapshots are
+    /// written, since any other (an older one, one of a projection not registered now) may name
+    /// what it removed. Only the store's writer may call this.
+    /// - Returns: The number of snapshot files removed.
+    @discardableResult
+    package func removeFiles(except kept: Set<String>) -> Int {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
+        var removed = 0
+        for name in names where name.hasSuffix(".snap") && !name.hasPrefix(".") && !kept.contains(name) {
+            if unlink(url.appendingPathComponent(name).path) == 0 { removed += 1 }
+        }
+        removeStaleTemporaryFiles()
+        return removed
     }
 
     /// Deletes the temporary files (`.<name>.<uuid>.tmp`) that a writer killed in the middle of

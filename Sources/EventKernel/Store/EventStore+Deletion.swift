@@ -73,8 +73,8 @@ extension EventStore {
     /// Purges streams, atomically (one batch): each entity leaves every projection, and the
     /// stream is marked for good: no later append to it is accepted
     /// (``RepositoryError/streamPurged(_:)``), across close, reopen and replays from the start,
-    /// and the next compaction removes its events (compaction is not built yet: until then they
-    /// stay on disk; Docs/Forgetting.md).
+    /// and ``compact()`` removes its events once its `$purged` event is in a sealed segment
+    /// (until then they stay on disk; Docs/Forgetting.md).
     /// - Parameters:
     ///   - streams: The streams; each appears once.
     ///   - metadata: Recorded with every tombstone (who purged, and why).
@@ -93,14 +93,15 @@ extension EventStore {
         try await purge(streams: [stream], metadata: metadata)[0]
     }
 
-    /// Whether `stream` is purged: its `$purged` event is committed. A purge still being
-    /// written is not counted (its write could fail); appends to such a stream are refused all
-    /// the same, by the append path, until it settles.
-    /// - Complexity: O(1) on average.
+    /// Whether `stream` is purged: its `$purged` event is committed (or compaction removed the
+    /// stream, which the store knows by its digest). A purge still being written is not counted
+    /// (its write could fail); appends to such a stream are refused all the same, by the append
+    /// path, until it settles.
+    /// - Complexity: O(1) on average (and a SHA-256 of the stream once any was compacted).
     public func isPurged(_ stream: StreamID) -> Bool { versions.isPurged(stream) }
 
-    /// How many streams are purged.
-    public var purgedStreamCount: Int { versions.purgedStreams.count }
+    /// How many streams are purged, those compaction removed included.
+    public var purgedStreamCount: Int { versions.purgedStreams.count + versions.forgottenCount }
 
     /// The purged streams, each with the position of its `$purged` event: what compaction
     /// removes (every event of each, up to and including that position's, and nothing

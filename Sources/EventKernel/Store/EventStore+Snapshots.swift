@@ -53,6 +53,11 @@ extension EventStore {
         }
         let found = position <= next ? try Self.anchor(in: log, coveringUpTo: position) : nil
         if found == anchor { return .matches }
+        if position <= next, try Self.readingRecords({ try log.isCompacted(at: position - 1) }) {
+            // Compaction removed or replaced the event it was anchored to: no damage, and the
+            // state it holds may name what compaction removed (a purged stream's version).
+            return .stale("compaction rewrote the events up to position \(position) since it was written")
+        }
         let what = found == nil ? "the log ends before position \(next)" : "the log holds a different event at position \(position - 1)"
         guard epoch == historyEpoch else {
             return .stale("it covers positions up to \(position) of an earlier history (epoch \(epoch); the log was cut since and is now in epoch \(historyEpoch)), but \(what)")
@@ -88,19 +93,29 @@ extension EventStore {
         try Self.anchor(in: log, coveringUpTo: nextPosition)
     }
 
-    /// The anchor of the record at `nextPosition - 1` of `log` (a backup judges snapshots
-    /// against a log no store is open on).
+    /// The anchor of the last record below `nextPosition` of `log` (a backup judges snapshots
+    /// against a log no store is open on): the record at `nextPosition - 1`, unless compaction
+    /// removed it, and then the last one it kept before.
     /// - Throws: ``RepositoryError/storage(_:)`` when it cannot be read.
     static func anchor(in log: any RecordLog, coveringUpTo nextPosition: LogPosition) throws -> SnapshotAnchor? {
         guard nextPosition > 0 else { return nil }
-        var found: SnapshotAnchor?
-        try Self.readingRecords {
-            try log.forEachRecord(from: nextPosition - 1, through: nextPosition - 1) { record in
-                found = SnapshotAnchor(record)
-                return false
+        var last = nextPosition - 1
+        while true {
+            var found: SnapshotAnchor?
+            // The batch holding `last` is decoded whole either way: visit it up to `last`.
+            let start = log.batchStart(containing: last) ?? last
+            try Self.readingRecords {
+                try log.forEachRecord(from: start, through: last) { record in
+                    found = SnapshotAnchor(record)
+                    return true
+                }
             }
+            if let found { return found }
+            // Nothing there: the log ends before it, or compaction left a gap (go on before it).
+            let compacted = try Self.readingRecords { try log.isCompacted(at: last) }
+            guard compacted, start > 0 else { return nil }
+            last = start - 1
         }
-        return found
     }
 
     /// Writes a snapshot of every projection and of the stream-version table now.
@@ -117,7 +132,9 @@ extension EventStore {
 
     /// ``writeSnapshots()`` of `only` these projections (a rebuilt one), or of every projection
     /// and the version table (`nil`).
-    func writeSnapshots(of only: [any Projection]?) async throws {
+    /// - Returns: The names of the files written.
+    @discardableResult
+    func writeSnapshots(of only: [any Projection]?) async throws -> [String] {
         guard log.access.isWritable else {
             throw RepositoryError.storage(StorageFailure(LogError(.readOnly,
                 "the store's log is read-only: the snapshots beside it are its writer's, not written by a reader")))
@@ -150,6 +167,7 @@ extension EventStore {
         let epoch = log.historyEpoch
         // Projections usually stand at the same position: read each anchor record once.
         var anchors: [LogPosition: SnapshotAnchor?] = [:]
+        var written: [String] = []
         for (projection, schemaVersion, state, encoding) in captured {
             let started = ContinuousClock.now
             let anchor: SnapshotAnchor?
@@ -157,12 +175,13 @@ extension EventStore {
                 anchor = try self.anchor(coveringUpTo: state.nextPosition)
                 anchors[state.nextPosition] = .some(anchor)
             }
-            try snapshots.write(
+            written.append(try snapshots.write(
                 SnapshotFile(projectionName: projection.name, schemaVersion: schemaVersion,
                              nextPosition: state.nextPosition, historyEpoch: epoch, anchor: anchor, body: state.bytes),
-                keep: snapshotPolicy.keep)
+                keep: snapshotPolicy.keep))
             instrumentation?.snapshotWritten(projection: projection.name, bytes: state.bytes.count,
                                              duration: encoding + (ContinuousClock.now - started))
         }
+        return written
     }
 }

@@ -62,6 +62,8 @@ public final class EventStore: Sendable {
 
     let admission = Locked(Admission())
     let commit = Locked(CommitState())
+    /// Whether a compaction is under way (one at a time: ``compact()``).
+    let compaction = Locked(false)
     /// Serializes the scans that read awaiting entity types' versions from the log.
     let resolution = Locked(())
 

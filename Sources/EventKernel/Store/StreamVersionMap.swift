@@ -122,6 +122,32 @@ struct StreamVersionMap: Sendable {
         _invariantCheck(after: nil)
     }
 
+    /// Removes the entries of `streams` (compaction forgot them: ``VersionTable/forget(_:)``).
+    /// - Complexity: O(n) for n entries: the UUID table is rebuilt once when any is there.
+    mutating func removeEntries(_ streams: Set<StreamID>) {
+        guard !streams.isEmpty else { return }
+        var uuids: Set<[UInt64]> = []
+        for stream in streams {
+            switch stream.entityID {
+            case .string: strings[stream] = nil
+            case .uuid(let uuid):
+                guard let code = code(of: stream.entityType) else { continue }
+                let (high, low) = Self.words(uuid)
+                uuids.insert([high, low, code])
+            }
+        }
+        guard !uuids.isEmpty else { return }
+        let old = slots
+        slots = []
+        uuidCount = 0
+        reserveCapacity(old.count { $0.tagged != 0 })
+        for slot in old where slot.tagged != 0 && !uuids.contains([slot.high, slot.low, slot.tagged >> 48]) {
+            _ = insert(slot.high, slot.low, slot.tagged)
+            uuidCount += 1
+        }
+        _invariantCheck(after: nil)
+    }
+
     /// Calls `body` with every entry as (entity type code, id, version): UUID streams in slot
     /// order, then string streams. Codes index ``typeNames``.
     func forEach(_ body: (Int, EntityID, UInt64) throws -> Void) rethrows {

@@ -20,16 +20,21 @@ import KernelPrimitives
 /// refuses any append to a stream purged or being purged (``RepositoryError/streamPurged(_:)``),
 /// so no repository, import or CLI can revive one, and the set is folded from the log and
 /// snapshotted with the versions (schema 4: older snapshots, which cannot hold it, are ignored).
+/// Once compaction has removed a purged stream, the table keeps only its digest
+/// (``ForgottenStream``): folded from the receipt compaction leaves in the log, snapshotted in
+/// place of the id (schema 5), and checked by the same append path.
 ///
 /// Memory: one entry per stream without a source, plus one per stream with an append in flight,
-/// plus one per purged stream.
+/// plus one per purged or forgotten stream.
 final class VersionTable: Projection {
     let name = "$entity-versions"
-    /// 4: the purged section (the purged streams with their `$purged` positions). 3: streams
-    /// kept by a source are left out and their entity types listed. Older snapshots are ignored
-    /// (the table is rebuilt from the log): a version 3 snapshot may come from a build that
-    /// knows no purge and dropped the section, so it cannot say that nothing is purged.
-    let schemaVersion: UInt16 = 4
+    /// 5: the forgotten section (the digests of purged streams compaction removed). 4: the
+    /// purged section (the purged streams with their `$purged` positions). 3: streams kept by a
+    /// source are left out and their entity types listed. Older snapshots are ignored (the
+    /// table is rebuilt from the log): a version 3 snapshot may come from a build that knows no
+    /// purge and dropped the section, so it cannot say that nothing is purged; a version 4 one
+    /// cannot say that nothing is forgotten.
+    let schemaVersion: UInt16 = 5
 
     /// What a lookup found: the version, the source that has it, or nothing yet (the stream's
     /// entity type awaits its source; see ``awaitingEntityTypes``).
@@ -82,6 +87,8 @@ final class VersionTable: Projection {
         var purged: [StreamID: LogPosition] = [:]
         /// Streams whose `$purged` event is reserved but not yet committed, with how many.
         var purging: [StreamID: Int] = [:]
+        /// Purged streams compaction removed, by digest: their ids are known no more.
+        var forgotten: Set<ForgottenStream> = []
     }
 
     private let state = Locked(State())
@@ -229,10 +236,20 @@ final class VersionTable: Projection {
         var purges: [StreamID] = []
         // A set, not the array: a batch purging n streams checks each event against it.
         var purgedInBatch: Set<StreamID> = []
-        let anyPurged = !state.purged.isEmpty || !state.purging.isEmpty
+        let anyPurged = !state.purged.isEmpty || !state.purging.isEmpty || !state.forgotten.isEmpty
+        // A digest per event only once compaction forgot a stream, and one per run of events
+        // of the same stream (a batch mostly repeats one).
+        var lastDigested: (stream: StreamID, forgotten: Bool)?
+        func isForgotten(_ stream: StreamID) -> Bool {
+            guard !state.forgotten.isEmpty else { return false }
+            if let last = lastDigested, last.stream == stream { return last.forgotten }
+            let forgotten = state.forgotten.contains(ForgottenStream(stream))
+            lastDigested = (stream, forgotten)
+            return forgotten
+        }
         for (index, pending) in events.enumerated() {
             let stream = pending.event.stream
-            if anyPurged, state.purged[stream] != nil || state.purging[stream] != nil {
+            if anyPurged, state.purged[stream] != nil || state.purging[stream] != nil || isForgotten(stream) {
                 // A tombstone decided before the purge was visible to its command: a commit
                 // folds the version sources before this table, so a command can read the
                 // version after a `$purged` while ``isPurged(_:)`` is still false. A conflict
@@ -266,13 +283,36 @@ final class VersionTable: Projection {
 
     /// Whether `stream` is purged: its `$purged` event is committed (a purge in flight, whose
     /// write could still fail, is not counted here; the append path counts it).
+    /// A stream compaction removed counts, by its digest.
     func isPurged(_ stream: StreamID) -> Bool {
-        state.withLock { $0.purged[stream] != nil }
+        if state.withLock({ $0.purged[stream] != nil }) { return true }
+        guard state.withLock({ !$0.forgotten.isEmpty }) else { return false }
+        let digest = ForgottenStream(stream)
+        return state.withLock { $0.forgotten.contains(digest) }
     }
 
     /// The purged streams, each with the position of its `$purged` event: what compaction
-    /// removes (every event of these streams, the tombstone's position included).
+    /// removes (every event of these streams, the tombstone's position included). Streams
+    /// compaction removed are not here (``forgottenCount``).
     var purgedStreams: [StreamID: LogPosition] { state.withLock { $0.purged } }
+
+    /// How many purged streams compaction removed (known by digest only).
+    var forgottenCount: Int { state.withLock { $0.forgotten.count } }
+
+    /// Keeps only the digest of each of `streams` (purged, their events being removed by
+    /// compaction): the digests join the forgotten set before the ids leave the purged set and
+    /// the version map, under one hold of the lock, so the append path refuses them throughout.
+    /// - Complexity: O(n) for the version map's n entries (rebuilt once), plus a digest per stream.
+    func forget(_ streams: [StreamID]) {
+        guard !streams.isEmpty else { return }
+        let digests = streams.map(ForgottenStream.init)
+        let ids = Set(streams)
+        state.withLock { state in
+            state.forgotten.formUnion(digests)
+            for stream in streams { state.purged[stream] = nil }
+            state.committed.removeEntries(ids)
+        }
+    }
 
     /// The version of each event of a batch after committed and in-flight versions; `nil` when
     /// one is unknown.
@@ -387,6 +427,12 @@ final class VersionTable: Projection {
     func apply(_ envelopes: [EventEnvelope]) {
         state.withLock { state in
             for envelope in envelopes where envelope.position >= state.nextPosition {
+                if envelope.stream.entityType == ForgottenStream.streamType, let receipt = ForgottenStream(receipt: envelope) {
+                    // A receipt's stream never gets another event: its digest is what counts.
+                    state.forgotten.insert(receipt)
+                    state.nextPosition = envelope.position + 1
+                    continue
+                }
                 if case .sourced = Self.kind(of: envelope.stream.entityType, in: &state) {} else {
                     state.committed[envelope.stream] = envelope.entityVersion
                 }
@@ -405,15 +451,15 @@ final class VersionTable: Projection {
 
     /// Layout: the entity types left out (kept by a source, or awaiting one) as a count and
     /// names; then the entity type count and names, the entry count and per entry the type's
-    /// index, the entity id and the version. Then, only when a stream is purged, the purged
-    /// section: its count and per stream the entity type, the entity id and the position of
-    /// its `$purged` event, in (type, id) order. A snapshot without it has no purged stream.
-    /// Older builds (schema 3) neither read nor write the section: their snapshots are
-    /// ignored here (``schemaVersion``), so one written after a purge cannot hide it.
+    /// index, the entity id and the version. Then the purged section: its count and per stream
+    /// the entity type, the entity id and the position of its `$purged` event, in (type, id)
+    /// order. Then the forgotten section: its count and the 32-byte digests, in byte order.
+    /// Older builds neither read nor write the sections: their snapshots are ignored here
+    /// (``schemaVersion``), so one written after a purge or a compaction cannot hide it.
     func snapshotState() throws -> ProjectionSnapshot {
-        let (committed, excluded, next, purged) = state.withLock { state -> (StreamVersionMap, [String], LogPosition, [StreamID: LogPosition]) in
+        let (committed, excluded, next, purged, forgotten) = state.withLock { state in
             let excluded: [String] = state.sources.keys.map { type in type.value } + state.awaiting.map { type in type.value }
-            return (state.committed, excluded, state.nextPosition, state.purged)
+            return (state.committed, excluded, state.nextPosition, state.purged, state.forgotten)
         }
         var writer = BinaryWriter(capacity: 32 + committed.count * 24)
         writer.writeVarint(UInt64(excluded.count))
@@ -437,17 +483,17 @@ final class VersionTable: Projection {
             writer.writeEntityID(entry.id)
             writer.writeVarint(entry.version)
         }
-        if !purged.isEmpty {
-            let streams = purged.keys.sorted { a, b in
-                a.entityType != b.entityType ? a.entityType.utf8.lexicographicallyPrecedes(b.entityType.utf8) : EntityID.canonicallyPrecedes(a.entityID, b.entityID)
-            }
-            writer.writeVarint(UInt64(streams.count))
-            for stream in streams {
-                writer.writeString(stream.entityType)
-                writer.writeEntityID(stream.entityID)
-                writer.writeVarint(purged[stream]!)
-            }
+        let streams = purged.keys.sorted { a, b in
+            a.entityType != b.entityType ? a.entityType.utf8.lexicographicallyPrecedes(b.entityType.utf8) : EntityID.canonicallyPrecedes(a.entityID, b.entityID)
         }
+        writer.writeVarint(UInt64(streams.count))
+        for stream in streams {
+            writer.writeString(stream.entityType)
+            writer.writeEntityID(stream.entityID)
+            writer.writeVarint(purged[stream]!)
+        }
+        writer.writeVarint(UInt64(forgotten.count))
+        for digest in forgotten.map(\.digest).sorted(by: { $0.lexicographicallyPrecedes($1) }) { writer.writeRaw(digest) }
         return ProjectionSnapshot(bytes: writer.bytes, nextPosition: next)
     }
 
@@ -480,20 +526,31 @@ final class VersionTable: Projection {
             committed[StreamID(types[Int(code)], id)] = try reader.readVarint()
         }
         var purged: [StreamID: LogPosition] = [:]
-        if reader.remaining > 0 {
-            let purgedCount = try reader.readVarint()
-            // An entry takes at least 3 bytes (a type, an id, a position).
-            guard purgedCount > 0, purgedCount <= UInt64(reader.remaining / 3) else {
-                throw BinaryDecodingError(.invalidValue("\(purgedCount) purged streams in \(reader.remaining) bytes"), at: reader.offset)
+        let purgedCount = try reader.readVarint()
+        // An entry takes at least 3 bytes (a type, an id, a position).
+        guard purgedCount <= UInt64(reader.remaining / 3) else {
+            throw BinaryDecodingError(.invalidValue("\(purgedCount) purged streams in \(reader.remaining) bytes"), at: reader.offset)
+        }
+        purged.reserveCapacity(Int(purgedCount))
+        for _ in 0..<purgedCount {
+            let at = reader.offset
+            let stream = StreamID(try reader.readString(), try reader.readEntityID())
+            let position = try reader.readVarint()
+            guard position < snapshot.nextPosition, purged.updateValue(position, forKey: stream) == nil else {
+                throw BinaryDecodingError(.invalidValue("purged stream \(stream) at \(position) (repeated, or not below the snapshot's position \(snapshot.nextPosition))"), at: at)
             }
-            purged.reserveCapacity(Int(purgedCount))
-            for _ in 0..<purgedCount {
-                let at = reader.offset
-                let stream = StreamID(try reader.readString(), try reader.readEntityID())
-                let position = try reader.readVarint()
-                guard position < snapshot.nextPosition, purged.updateValue(position, forKey: stream) == nil else {
-                    throw BinaryDecodingError(.invalidValue("purged stream \(stream) at \(position) (repeated, or not below the snapshot's position \(snapshot.nextPosition))"), at: at)
-                }
+        }
+        let forgottenOffset = reader.offset
+        let forgottenCount = try reader.readVarint()
+        guard forgottenCount <= UInt64(reader.remaining / 32) else {
+            throw BinaryDecodingError(.invalidValue("\(forgottenCount) forgotten streams in \(reader.remaining) bytes"), at: forgottenOffset)
+        }
+        var forgotten: Set<ForgottenStream> = []
+        forgotten.reserveCapacity(Int(forgottenCount))
+        for _ in 0..<forgottenCount {
+            let at = reader.offset
+            guard let digest = ForgottenStream(digest: try reader.readRaw(count: 32)), forgotten.insert(digest).inserted else {
+                throw BinaryDecodingError(.invalidValue("a forgotten stream's digest is repeated"), at: at)
             }
         }
         try reader.expectEnd()
@@ -504,6 +561,7 @@ final class VersionTable: Projection {
             state.nextPosition = snapshot.nextPosition
             state.lastType = nil
             state.purged = purged
+            state.forgotten = forgotten
         }
     }
 }

@@ -90,6 +90,9 @@ struct CopyCommand: AsyncParsableCommand {
                     return true
                 }
             }
+            if chunk.count < range.count, let gap = try withToolErrorsSync({ try EventStore.firstCompactedPosition(in: from, range) }) {
+                throw ToolError(.badInput, "\(Self.name(source)) was compacted (position \(gap) lies in a batch compaction rewrote): copy cannot recreate its gaps yet (Docs/Forgetting.md); nothing past position \(range.lowerBound) was copied")
+            }
             guard chunk.count == range.count, chunk.first?.position == range.lowerBound else {
                 throw ToolError(.damage, "the source holds \(chunk.count) events at positions \(range), where its batches say \(range.count)")
             }

@@ -24,12 +24,12 @@ struct DeleteCommand: AsyncParsableCommand {
 struct PurgeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "purge",
-        abstract: "Purge activities, or entities of any type (--type): a $purged event each; the id can never be used again, and compaction will remove its history (needs --yes).",
+        abstract: "Purge activities, or entities of any type (--type): a $purged event each; the id can never be used again, and `eventkernel compact` removes its history (needs --yes).",
         usage: "eventkernel purge [STORE] [ID ...] --yes [--dir D] [--ids FILE] [--type TYPE] [--id-type uuid|string] [--actor A] [--correlation-id C] [--json]",
         discussion: StreamDeletionArguments.discussion(command: "purge", tombstone: .purged))
 
     @OptionGroup var arguments: StreamDeletionArguments
-    @Flag(help: "Confirm the purge: the next compaction removes the purged streams' history for good (compaction is not built yet; until then it stays on disk).")
+    @Flag(help: "Confirm the purge: the next compaction (`eventkernel compact`) removes the purged streams' history for good; until then it stays on disk.")
     var yes = false
 
     func validate() throws {
@@ -69,7 +69,7 @@ struct StreamDeletionArguments: ParsableArguments {
     static func discussion(command: String, tombstone: Tombstone) -> String {
         let what = tombstone == .deleted
             ? "The entity leaves queries at once; its events stay, and adding the id again continues its stream. An id with no live entity is reported unknown."
-            : "The entity leaves queries at once and its stream is marked for good: adding the id again fails, after a restart and a full replay too; the next compaction removes its events (compaction is not built yet: until then they stay on disk). A soft-deleted id is purged all the same; an id with no event is reported unknown; one purged already, as such."
+            : "The entity leaves queries at once and its stream is marked for good: adding the id again fails, after a restart and a full replay too; the next compaction removes its events (`eventkernel compact`, once the purge's segment is sealed: until then they stay on disk). A soft-deleted id is purged all the same; an id with no event is reported unknown; one purged already, as such."
         let yes = tombstone == .purged ? " --yes" : ""
         return """
             \(what)

@@ -54,12 +54,14 @@ struct InspectCommand: AsyncParsableCommand {
         // Only the table and json outputs print the count, so only they open the store (a
         // read-only open can replay the whole log); jsonl and csv returned above.
         var purged: Int?
+        var compaction: (ready: Int, waiting: Int, forgotten: Int)?
         var purgedFailure: String?
         if report.isIntact {
             do {
                 let events = try EventStore(log: try SegmentedLog.openReadOnly(at: store.url), directory: store.url, projections: [],
                                             snapshotPolicy: .never, logger: StoreLocation.logger)
                 purged = events.purgedStreamCount
+                compaction = events.compactionCandidates
                 try await events.close()
             } catch {
                 purgedFailure = ToolError.from(error, store: store.url).message
@@ -88,6 +90,7 @@ struct InspectCommand: AsyncParsableCommand {
                 },
                 "intact": report.isIntact,
                 "purgedStreams": purged.map { $0 as Any } ?? NSNull(),
+                "compaction": compaction.map { ["forgotten": $0.forgotten, "ready": $0.ready, "waiting": $0.waiting] as Any } ?? NSNull(),
             ] as [String: Any]))
             return
         }
@@ -106,7 +109,10 @@ struct InspectCommand: AsyncParsableCommand {
             ("compression ratio", String(format: "%.2f×", ratio)),
             ("recorded", first.map { "\(ISODate.format($0)) … \(ISODate.format(last ?? $0))" } ?? "(empty)"),
             ("integrity", report.isIntact ? "no damage found" : "DAMAGED (run `eventkernel verify`)"),
-            ("purged streams", purged.map { Output.count($0) + ($0 > 0 ? " (their events stay on disk until compaction, which is not built yet)" : "") } ?? "unknown (\(purgedFailure ?? "the store did not open"))"),
+            ("purged streams", purged.map { count in
+                guard count > 0, let compaction else { return Output.count(count) }
+                return Output.count(count) + " (\(Output.count(compaction.forgotten)) compacted; `eventkernel compact` forgets \(Output.count(compaction.ready)) now, \(Output.count(compaction.waiting)) wait for their segment to seal)"
+            } ?? "unknown (\(purgedFailure ?? "the store did not open"))"),
         ]))
         print("")
         if snapshots.isEmpty { print("no snapshots") } else {

@@ -350,7 +350,12 @@ extension SegmentedLog {
                     }
                 }
             }
-            if !holds { return "the store no longer holds its last batch (\(mark)): it describes another history" }
+            // Compaction rewrites a sealed segment's batches (offsets and headers change) without
+            // cutting the history: a mark in a batch it rewrote is gone, and the backup is still
+            // a prefix of this history (its copies of rewritten segments are replaced below).
+            if !holds, try !Self.isCompacted(manifest.nextPosition, in: segments) {
+                return "the store no longer holds its last batch (\(mark)): it describes another history"
+            }
         }
         if manifest.historyEpoch != epoch {
             // A cut since (a torn tail after a writer's crash, a repair) removed only bytes past
@@ -378,6 +383,17 @@ extension SegmentedLog {
             }
         }
         return nil
+    }
+
+    /// Whether compaction rewrote the batch holding the position before `next` (a sparse batch).
+    private static func isCompacted(_ next: LogPosition, in segments: [BackupSegment]) throws(LogError) -> Bool {
+        guard next > 0, let segment = segments.last(where: { $0.base < next }), next <= segment.nextPosition,
+              let batch = segment.batches.last(where: { $0.firstPosition < next }) else { return false }
+        let header = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
+        guard header.count == BatchHeader.size, case .success(let decoded) = header.withUnsafeBytes({ BatchHeader.decode($0) }) else {
+            return false
+        }
+        return decoded.isSparse
     }
 
     /// Names a backup directory holds: the store's files and the backup's own.

@@ -163,6 +163,17 @@ public protocol RecordLog: AnyObject, Sendable {
     /// - Complexity: O(log s + log b) for a segmented log (s segments, b batches in one).
     func batchStart(containing position: LogPosition) -> LogPosition?
 
+    /// Whether compaction rewrote the stored batch that covers `position` (a sparse batch:
+    /// Docs/FileFormat.md): a record there may have been removed or replaced since it was
+    /// appended, which is no damage. Derived state anchored to such a record (a snapshot) is
+    /// then outdated, not contradicted.
+    ///
+    /// A log that wraps another must forward this (the default answers `false`).
+    /// - Parameter position: A position the log covers.
+    /// - Returns: `false` when no batch covers `position` or the log is never compacted.
+    /// - Throws: ``LogError`` when the batch's header cannot be read.
+    func isCompacted(at position: LogPosition) throws -> Bool
+
     /// Calls `body` with each record whose timestamp lies in `range`, in position order,
     /// skipping whole batches whose minimum and maximum timestamps lie outside it.
     ///
@@ -195,6 +206,9 @@ extension RecordLog {
 
     /// Logs that do not decode whole batches per read report none: `nil`.
     public func batchStart(containing position: LogPosition) -> LogPosition? { nil }
+
+    /// Logs that are never compacted: `false`.
+    public func isCompacted(at position: LogPosition) throws -> Bool { false }
 }
 
 extension RecordLog {

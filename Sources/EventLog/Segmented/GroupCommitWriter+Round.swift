@@ -22,6 +22,10 @@ extension GroupCommitWriter {
                 appends.removeAll()
                 completion(finish())
                 return true
+            case .seal(let completion):
+                commit(appends)
+                appends.removeAll()
+                completion(sealIfNotEmpty())
             }
         }
         commit(appends)
@@ -141,6 +145,20 @@ extension GroupCommitWriter {
     private func failRemaining(_ appends: ArraySlice<(entries: [LogEntry], bytes: Int, completion: AppendCompletion)>) {
         let error = poisonedError(poisoned ?? LogError(.io, "write failed"))
         for append in appends { append.completion(.failure(error)) }
+    }
+
+    /// Seals the active segment unless it holds no batch (a compaction asked: what it holds
+    /// becomes rewritable). A failure poisons the log, as a failed roll does.
+    private func sealIfNotEmpty() -> Result<Void, LogError> {
+        if let poisoned { return .failure(poisonedError(poisoned)) }
+        guard !publishedBatches().isEmpty else { return .success(()) }
+        do {
+            try roll()
+            return .success(())
+        } catch {
+            poison(error)
+            return .failure(error)
+        }
     }
 
     /// Seals the active segment and starts the next one.

@@ -37,6 +37,8 @@ final class GroupCommitWriter: @unchecked Sendable {
         case append([LogEntry], Int, AppendCompletion)
         case sync(Completion)
         case close(Completion)
+        /// Seal the active segment (after the appends queued before) unless it holds nothing.
+        case seal(Completion)
     }
 
     // Guarded by `condition`.
@@ -104,6 +106,7 @@ final class GroupCommitWriter: @unchecked Sendable {
             case .append(_, _, let completion): completion(.failure(closed))
             case .sync(let completion): completion(.failure(closed))
             case .close(let completion): completion(.success(()))  // closing twice is fine
+            case .seal(let completion): completion(.failure(closed))
             }
             return
         }

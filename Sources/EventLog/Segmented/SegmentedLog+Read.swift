@@ -27,7 +27,7 @@ extension LogCore {
         }
     }
 
-    private static func cursor(containing position: LogPosition, in segments: [Segment]) -> BatchCursor? {
+    static func cursor(containing position: LogPosition, in segments: [Segment]) -> BatchCursor? {
         // Last segment whose base is <= position.
         var lo = 0, hi = segments.count
         while lo < hi {
@@ -194,6 +194,22 @@ extension SegmentedLog {
     /// - Complexity: O(log s + log b).
     public func batchStart(containing position: LogPosition) -> LogPosition? {
         core.batchStart(containing: position)
+    }
+
+    public func isCompacted(at position: LogPosition) throws -> Bool {
+        let found = core.state.withLock { state -> (OpenFile, BatchLocation)? in
+            guard let cursor = LogCore.cursor(containing: position, in: state.segments) else { return nil }
+            let segment = state.segments[cursor.segment]
+            return (segment.file, segment.batches[cursor.batch])
+        }
+        guard let (file, batch) = found else { return false }
+        let bytes = try file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
+        guard bytes.count == BatchHeader.size, case .success(let header) = bytes.withUnsafeBytes({ BatchHeader.decode($0) }),
+              header.firstPosition == batch.firstPosition else {
+            throw LogError(.corruption, "the batch header at this offset does not decode as the index lists it",
+                           file: file.path, offset: batch.offset, position: batch.firstPosition)
+        }
+        return header.isSparse
     }
 
     public func forEachRecord(

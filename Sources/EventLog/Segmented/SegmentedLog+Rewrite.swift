@@ -86,6 +86,20 @@ extension SegmentedLog {
         return try core.maintenance.withLock { _ in try rewrite(base: base, decide) }
     }
 
+    /// Seals the active segment now (after the appends acknowledged before the call) and
+    /// starts a new one, unless it holds nothing: what it holds can then be rewritten. Appends
+    /// go on meanwhile.
+    /// - Throws: ``LogError``: ``LogError/Code/readOnly`` on a read-only log, ``LogError/Code/closed``,
+    ///   or the failed write or sync (which poisons the log, as any failed write does).
+    package func sealActiveSegment() async throws {
+        guard let writer else {
+            throw LogError(.readOnly, "the log was opened read-only: it cannot seal its segment", file: core.directory)
+        }
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            writer.submit(.seal({ continuation.resume(with: $0.mapError { $0 as any Error }) }))
+        }
+    }
+
     /// Kept records are gathered into sparse batches of about this many payload bytes.
     package static let rewriteBatchBytes = 1 << 20
 

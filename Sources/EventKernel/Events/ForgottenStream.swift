@@ -1,0 +1,103 @@
+import Foundation
+import KernelPrimitives
+
+/// A purged stream that compaction has removed: what the store keeps of it is a digest of its
+/// identity, never its entity id, so that no byte of the id remains while the id stays refused
+/// for good (``RepositoryError/streamPurged(_:)``).
+///
+/// Compaction replaces the stream's `$purged` event with a *receipt*: an event of type
+/// `$forgotten` at the same position and recording time, with the purge's metadata (who purged,
+/// and why), on the stream `$forgotten/<digest in hex>`, whose payload names the entity type as
+/// JSON (`{"entityType":"Note"}`). Every other event of the stream is removed. The log thus
+/// still says that a stream of that type was purged, when and by whom, and no longer which one
+/// (Docs/Forgetting.md; the bytes are in Docs/FileFormat.md, "Compaction receipts").
+///
+/// The digest is SHA-256 over `"EKSTREAM"`, the entity type's UTF-8 length as a varint, the
+/// entity type, then the id as the envelope writes it: a UUID's 16 bytes and the byte 0, or a
+/// string's UTF-8 bytes and the byte 1. A guessed id can be checked against it (the store must
+/// recognise the id to refuse it), so a receipt hides which id was purged from a reader who
+/// does not already suspect it: it is not encryption, which is what erasure is for.
+public struct ForgottenStream: Hashable, Sendable, CustomStringConvertible {
+    /// The event type of a receipt.
+    public static let eventType = "$forgotten"
+    /// The entity type of every receipt's stream.
+    public static let streamType = "$forgotten"
+    /// The schema version receipts are written with.
+    public static let schemaVersion: UInt16 = 1
+
+    /// The SHA-256 digest of the forgotten stream's identity: 32 bytes.
+    public let digest: [UInt8]
+
+    /// The digest of `stream`.
+    /// - Complexity: O(n) in the type's and the id's lengths.
+    public init(_ stream: StreamID) {
+        var bytes = Array("EKSTREAM".utf8)
+        let type = Array(stream.entityType.utf8)
+        Varint.encode(UInt64(type.count), into: &bytes)
+        bytes += type
+        switch stream.entityID {
+        case .uuid(let uuid):
+            withUnsafeBytes(of: uuid.uuid) { bytes += $0 }
+            bytes.append(0)
+        case .string(let string):
+            bytes += Array(string.utf8)
+            bytes.append(1)
+        }
+        digest = SHA256.digest(bytes)
+    }
+
+    /// A digest read back (a snapshot, a receipt's stream id); `nil` unless it is 32 bytes.
+    package init?(digest: [UInt8]) {
+        guard digest.count == 32 else { return nil }
+        self.digest = digest
+    }
+
+    /// The digest in lowercase hex (64 digits).
+    public var description: String { digest.map { String(format: "%02x", $0) }.joined() }
+
+    /// The stream the receipt is written to: `$forgotten/<hex digest>`.
+    public var receiptStream: StreamID { StreamID(Self.streamType, .string(description)) }
+
+    /// The forgotten stream a receipt names: `nil` unless `envelope` is a well-formed receipt
+    /// (its type, its stream and a 64-digit lowercase hex id).
+    public init?(receipt envelope: EventEnvelope) {
+        guard envelope.eventType == Self.eventType, envelope.stream.entityType == Self.streamType,
+              case .string(let hex) = envelope.entityID, let digest = Self.bytes(ofHex: hex) else { return nil }
+        self.digest = digest
+    }
+
+    /// The receipt replacing `purge` (the stream's `$purged` event): its record payload.
+    /// - Parameter purge: The decoded `$purged` event.
+    package static func receiptRecord(replacing purge: EventEnvelope) -> [UInt8] {
+        let forgotten = ForgottenStream(purge.stream)
+        return EventEnvelope.encodeRecordPayload(
+            eventType: eventType, schemaVersion: schemaVersion, stream: forgotten.receiptStream, entityVersion: 1,
+            metadata: purge.metadata, payload: receiptPayload(entityType: purge.stream.entityType))
+    }
+
+    /// A receipt's payload: `{"entityType":"<type>"}`, the type JSON-escaped.
+    package static func receiptPayload(entityType: String) -> [UInt8] {
+        let object = ["entityType": entityType]
+        // A [String: String] always serializes.
+        return Array((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data())
+    }
+
+    private static func bytes(ofHex hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count == 64 else { return nil }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32)
+        func value(_ digit: UInt8) -> UInt8? {
+            switch digit {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+            default: nil
+            }
+        }
+        for i in stride(from: 0, to: 64, by: 2) {
+            guard let high = value(digits[i]), let low = value(digits[i + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        return bytes
+    }
+}

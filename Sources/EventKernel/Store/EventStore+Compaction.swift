@@ -1,0 +1,173 @@
+import EventLog
+import KernelPrimitives
+import Foundation
+
+/// What one ``EventStore/compact()`` did.
+public struct CompactionReport: Hashable, Sendable, Codable {
+    /// Purged streams whose events this compaction removed: from now on the store knows each
+    /// by its digest only (``ForgottenStream``).
+    public var streamsForgotten: Int
+    /// Purged streams whose `$purged` event is still in the active segment: removed by a
+    /// compaction after that segment is sealed.
+    public var streamsPending: Int
+    /// Events removed (every event of the forgotten streams but their `$purged` ones).
+    public var eventsRemoved: Int
+    /// `$purged` events replaced by a receipt (one per forgotten stream whose purge was in the
+    /// segments read).
+    public var receiptsWritten: Int
+    /// Sealed segments read, and rewritten (a segment holding none of the streams stays as it is).
+    public var segmentsRead: Int
+    public var segmentsRewritten: Int
+    /// The bytes of the segments read, before and after.
+    public var bytesBefore: Int64
+    public var bytesAfter: Int64
+    /// Snapshot files removed: every one older than the snapshots written after the rewrite
+    /// (they may hold what compaction removed).
+    public var snapshotsRemoved: Int
+}
+
+extension EventStore {
+    /// Removes from the log every event of the purged streams (Docs/Forgetting.md), online:
+    /// appends, reads, queries and subscriptions go on meanwhile.
+    ///
+    /// Each purged stream is *forgotten*: its events are removed, its `$purged` event is
+    /// replaced by a receipt at the same position (``ForgottenStream``: the entity type, when,
+    /// and who purged, not the id), and the store keeps refusing the id by its digest, across
+    /// reopens and replays from the start. Only sealed segments are rewritten: when a purge lies
+    /// in the active segment, that segment is sealed first (a new one takes the appends), so a
+    /// compaction forgets every purge committed before it; one committed meanwhile waits for the
+    /// next (``CompactionReport/streamsPending``).
+    /// Positions do not move: the log keeps gaps where events were removed.
+    ///
+    /// The steps, each safe to interrupt: the ids are replaced by digests in memory (the append
+    /// path refuses them throughout); each sealed segment holding an event of those streams is
+    /// rewritten and atomically replaces the old one (`SegmentedLog`'s rewrite; a crash leaves
+    /// the old segment or the new one); then fresh snapshots are written and every older
+    /// snapshot file is removed, since an older one may still name a purged id. A crash before
+    /// the end leaves some segments rewritten and some not, and a store that still refuses every
+    /// purged id; the next compaction finishes the work.
+    ///
+    /// - Returns: What was removed, and the bytes before and after.
+    /// - Throws: ``RepositoryError/misuse(_:)``: ``Misuse/Code/compactionUnsupported`` for a log
+    ///   that is not a local directory this store writes, ``Misuse/Code/compactionRunning``
+    ///   while another compaction runs; ``RepositoryError/storage(_:)`` for a segment that
+    ///   cannot be read or rewritten (with its file, offset and position: that segment is left
+    ///   as it was) or a snapshot that cannot be written.
+    /// - Complexity: Reads every sealed segment once and writes those it changes.
+    public func compact() async throws -> CompactionReport {
+        guard let segmented = log as? SegmentedLog, log.access == .exclusive else {
+            throw RepositoryError.misuse(Misuse(.compactionUnsupported,
+                "compaction rewrites the segments of a local log its writer holds; this store's log is \(log.access == .readOnly ? "read-only" : "not a local directory")"))
+        }
+        guard compaction.withLock({ running in running ? false : { running = true; return true }() }) else {
+            throw RepositoryError.misuse(Misuse(.compactionRunning, "a compaction of this store is under way"))
+        }
+        defer { compaction.withLock { $0 = false } }
+        // No periodic snapshot meanwhile: one that captured the state before the ids were
+        // forgotten and wrote its file after the old ones were removed would keep them.
+        while !commit.withLock({ state in state.snapshotInFlight ? false : { state.snapshotInFlight = true; return true }() }) {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        defer { commit.withLock { $0.snapshotInFlight = false } }
+
+        var sealed = segmented.sealedSegments
+        if versions.purgedStreams.values.contains(where: { $0 >= (sealed.last?.upperBound ?? 0) }) {
+            // A purge in the active segment: seal it, so that this compaction forgets every
+            // purge committed before it.
+            do { try await segmented.sealActiveSegment() } catch let error as LogError { throw RepositoryError.storage(StorageFailure(error)) }
+            sealed = segmented.sealedSegments
+        }
+        let rewritable = sealed
+        let horizon = rewritable.last?.upperBound ?? 0
+        let purged = versions.purgedStreams
+        let forgetting = purged.filter { $0.value < horizon }
+        var report = CompactionReport(streamsForgotten: forgetting.count, streamsPending: purged.count - forgetting.count,
+                                      eventsRemoved: 0, receiptsWritten: 0, segmentsRead: 0, segmentsRewritten: 0,
+                                      bytesBefore: 0, bytesAfter: 0, snapshotsRemoved: 0)
+        if !forgetting.isEmpty {
+            forget(Array(forgetting.keys))
+            // Blocking file I/O for as long as the rewrite takes: off the cooperative threads.
+            let rewrites = try await runOnThreadOfItsOwn(named: "EventKernel compaction") {
+                try Self.rewrite(rewritable, of: segmented, removing: forgetting)
+            }
+            for rewrite in rewrites {
+                report.segmentsRead += 1
+                report.bytesBefore += rewrite.bytesBefore
+                report.bytesAfter += rewrite.bytesAfter
+                report.eventsRemoved += rewrite.recordsRemoved
+                report.receiptsWritten += rewrite.recordsReplaced
+                if rewrite.rewritten { report.segmentsRewritten += 1 }
+            }
+        }
+        if !forgetting.isEmpty || versions.forgottenCount > 0 {
+            report.snapshotsRemoved = try await replaceSnapshotsAfterCompaction(storeDirectory: segmented.directory)
+        }
+        logger.notice("compaction", metadata: [
+            "forgotten": "\(report.streamsForgotten)", "pending": "\(report.streamsPending)", "removed": "\(report.eventsRemoved)",
+            "segmentsRewritten": "\(report.segmentsRewritten)", "bytesBefore": "\(report.bytesBefore)", "bytesAfter": "\(report.bytesAfter)",
+        ])
+        return report
+    }
+
+    /// What a compaction would do now, without doing it: purged streams it would forget (their
+    /// `$purged` event is in a sealed segment), purged streams that wait for their segment to
+    /// seal, and streams compaction forgot already. `nil` for a log that is not a local
+    /// directory (it cannot be compacted).
+    package var compactionCandidates: (ready: Int, waiting: Int, forgotten: Int)? {
+        guard let segmented = log as? SegmentedLog else { return nil }
+        let horizon = segmented.sealedSegments.last?.upperBound ?? 0
+        let purged = versions.purgedStreams
+        let ready = purged.values.count { $0 < horizon }
+        return (ready, purged.count - ready, versions.forgottenCount)
+    }
+
+    /// Replaces the ids of `streams` by their digests: in the version table (which refuses
+    /// them from then on) first, then in the repositories' projections that keep their
+    /// versions (a deleted entity's version is kept; a purged one's must go).
+    private func forget(_ streams: [StreamID]) {
+        versions.forget(streams)
+        let sources = commit.withLock { $0.projections }.compactMap { $0 as? any StreamVersionSource }
+        for source in sources {
+            guard let type = source.versionedEntityType else { continue }
+            let own = streams.filter { $0.entityType == type }
+            if !own.isEmpty { source.forgetVersions(of: own) }
+        }
+    }
+
+    /// Rewrites every sealed segment in `sealed` without the events of `streams`, each
+    /// stream's `$purged` event (at the position given) replaced by its receipt.
+    /// - Throws: ``RepositoryError/storage(_:)`` for a record that is not an event, or a
+    ///   segment that cannot be read or written: that segment is left as it was.
+    private static func rewrite(
+        _ sealed: [Range<LogPosition>], of log: SegmentedLog, removing streams: [StreamID: LogPosition]
+    ) throws -> [SegmentRewrite] {
+        // No event of the streams lies past the last purge: the segments after it are not read.
+        let last = streams.values.max() ?? 0
+        var strings = StringInterner()
+        var rewrites: [SegmentRewrite] = []
+        for segment in sealed where segment.lowerBound <= last {
+            let rewrite = try readingRecords {
+                try log.rewriteSealedSegment(startingAt: segment.lowerBound) { record in
+                    let envelope = try EventEnvelope(recordPayload: Array(record.payload), position: record.position,
+                                                     timestamp: record.timestamp, strings: &strings)
+                    guard let purge = streams[envelope.stream] else { return .keep }
+                    return purge == record.position ? .replace(ForgottenStream.receiptRecord(replacing: envelope)) : .remove
+                }
+            }
+            rewrites.append(rewrite)
+        }
+        return rewrites
+    }
+
+    /// Writes fresh snapshots (when the store keeps them) and removes every other snapshot
+    /// file: an older one, or one of a projection not registered here (a repository this
+    /// process does not open), may hold a forgotten stream's id (a version, an entity before its
+    /// purge). Such a projection replays the log at its next open.
+    /// - Returns: How many files were removed.
+    private func replaceSnapshotsAfterCompaction(storeDirectory: URL) async throws -> Int {
+        let written = snapshots != nil ? try await writeSnapshots(of: nil) : []
+        // Also when the store was opened without snapshots: files another open wrote are there.
+        return (snapshots ?? SnapshotDirectory(storeDirectory: storeDirectory, logger: logger, fileIO: log.fileIO))
+            .removeFiles(except: Set(written))
+    }
+}
