@@ -545,10 +545,13 @@ def read_store_file(directory):
     if struct.unpack_from("<I", data, 24)[0] != crc32c(data[0:24]):
         raise Damage("%s: checksum mismatch at byte 24" % where)
     version, flags, epoch = struct.unpack_from("<IIQ", data, 8)
-    if version != 1:
+    if version not in (1, 2):
         raise Damage("%s: unsupported format version %d" % (where, version))
+    if (version == 2) != (flags != 0):
+        raise Damage("%s: format version %d with flags %d (version 2 exactly when a flag is set)" % (where, version, flags))
     if flags & ~1:
-        raise Damage("%s: unknown flags %d at byte 12 (bit 0, sparse batches, is the only one defined)" % (where, flags))
+        raise Damage("%s: unknown flags %d at byte 12 (bit 0, sparse batches, is the only one defined): "
+                     "a newer format than this reader" % (where, flags))
     return epoch
 
 

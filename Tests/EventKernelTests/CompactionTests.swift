@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import EventLog
 @testable import EventKernel
@@ -299,6 +300,78 @@ import EventKernelTestSupport
         await #expect { try await EventStore.restore(from: backup.url, to: cut.url, at: .position(200)) } throws: {
             guard let error = ($0 as? RepositoryError)?.logError else { return false }
             return error.code == .invalidArgument && error.message.contains("compacted")
+        }
+    }
+
+    struct Job: Identifiable, Codable, Sendable, Equatable {
+        var id: String
+        var owner: String
+    }
+
+    static let reassigned = FieldEvent<Job, String>("reassigned", sets: \.owner)
+
+    /// Fails every write to a segment rewrite's temporary file once `rewrites` of them were
+    /// written (a disk that fills up midway through a compaction).
+    final class FailingRewrites: LogFileIO, Sendable {
+        private let seen = Mutex<Set<String>>([])
+        private let rewrites: Int
+        init(after rewrites: Int) { self.rewrites = rewrites }
+        func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, descriptor: Int32, path: String) throws(LogError) -> Int {
+            if path.hasSuffix(".log.tmp") {
+                let count = seen.withLock { $0.insert(path); return $0.count }
+                if count > rewrites { throw LogError(.io, "injected: no space left", file: path, offset: offset, systemErrorNumber: ENOSPC) }
+            }
+            return try PosixFileIO().write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
+        }
+        func synchronizeData(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronizeData(descriptor: descriptor, path: path) }
+        func synchronize(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronize(descriptor: descriptor, path: path) }
+        func preallocate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().preallocate(descriptor: descriptor, path: path, length: length) }
+        func truncate(descriptor: Int32, path: String, length: Int64) throws(LogError) { try PosixFileIO().truncate(descriptor: descriptor, path: path, length: length) }
+    }
+
+    /// A compaction that fails after some of its rewrites leaves a log that every replay folds
+    /// to the same present (a purged job's field events, which need the job, never outlive its
+    /// add), no snapshot that could still match it, the ids purged; the next one finishes.
+    @Test func aCompactionThatFailsMidwayLeavesALogEveryReplayFolds() async throws {
+        for failAfter in [0, 1, 2, 3] {
+            let dir = TemporaryDirectory("compaction-midway")
+            var configuration = Self.logConfiguration
+            configuration.fileIO = FailingRewrites(after: failAfter)
+            var store = try EventStore.open(at: dir.url, log: configuration, snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: true))
+            func jobs(_ store: EventStore) throws -> EventSourcedRepository<Job> {
+                try EventSourcedRepository<Job>(store: store, typeName: "Job", schema: EntitySchema<Job>().recording(Self.reassigned))
+            }
+            var repository = try jobs(store)
+            for i in 0..<120 { try await repository.add(Job(id: "j\(i)", owner: String(repeating: "o", count: 40))) }
+            try await store.writeSnapshots()
+            // Field events in later segments than the adds, for the jobs to be purged and others.
+            for i in stride(from: 0, to: 120, by: 3) { try await repository.apply(Self.reassigned, "owner-\(i)-" + String(repeating: "r", count: 30), to: "j\(i)") }
+            let purged = stride(from: 0, to: 120, by: 2).map { "j\($0)" }
+            for id in purged { _ = try await repository.purge(id: id) }
+            for i in 120..<200 { try await repository.add(Job(id: "j\(i)", owner: String(repeating: "p", count: 40))) }
+            let live = repository.fetchAll().sorted { $0.id < $1.id }
+            await #expect(throws: RepositoryError.self, "after \(failAfter) rewrites") { _ = try await store.compact() }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir.file("snapshots").path).filter { $0.hasSuffix(".snap") }.isEmpty,
+                    "no snapshot from before the rewrites is left")
+            #expect(repository.fetchAll().sorted { $0.id < $1.id } == live)
+            #expect(store.compactionCandidates?.forgotten == 0, "a failed compaction forgets nothing")
+            try? await store.close()
+
+            // The log as the failure left it: a full replay folds it (no snapshot is left).
+            try? FileManager.default.removeItem(at: dir.file("snapshots"))
+            store = try EventStore.open(at: dir.url, log: Self.logConfiguration, snapshotPolicy: .never)
+            repository = try jobs(store)
+            #expect(repository.fetchAll().sorted { $0.id < $1.id } == live, "after \(failAfter) rewrites")
+            for id in purged.prefix(3) { #expect(store.isPurged(StreamID("Job", .string(id)))) }
+            let report = try await store.compact()
+            #expect(report.streamsForgotten == purged.count)
+            #expect(repository.fetchAll().sorted { $0.id < $1.id } == live)
+            try await store.close()
+            store = try EventStore.open(at: dir.url, log: Self.logConfiguration, snapshotPolicy: .never)
+            repository = try jobs(store)
+            #expect(repository.fetchAll().sorted { $0.id < $1.id } == live)
+            #expect(store.purgedStreamCount == purged.count)
+            try await store.close()
         }
     }
 

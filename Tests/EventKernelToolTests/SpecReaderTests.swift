@@ -394,7 +394,7 @@ private func streamVersions(_ lines: [NSDictionary]) -> [String: Int] {
         #expect(gap.stderr.contains("\(segments[2]): position gap: the segment starts at \(UInt64(segments[2].prefix(20))!), but the previous one ends at \(UInt64(removed.prefix(20))!)"), "\(gap.stderr)")
     }
 
-    /// Segments rewritten as compaction does (records removed, one replaced, one segment
+    /// Segments rewritten as compaction does (records removed from batches of five, one segment
     /// emptied whole): the reader follows the sparse batches' positions as export does.
     @Test func theSpecReaderReadsSparseBatchesAsExportDoes() async throws {
         let temp = TemporaryDirectory("ek-spec")

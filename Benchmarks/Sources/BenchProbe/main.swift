@@ -21,6 +21,9 @@
 //                                        1,000,000): full backup vs cp -r, writer p99 beside it, incremental
 //   BenchProbe backup-full <store> [repeats]   full backups of a store into fresh directories (for perf)
 //   BenchProbe backup-into <store> <backup> [repeats]   backups into one directory: incremental ones after the first
+//   BenchProbe compaction [count]         issue 27's compaction bars on a store of count activities (default
+//                                        1,000,000) with every other one purged: bytes after, throughput vs cp -r,
+//                                        a synced writer's p99 beside it
 import Activities
 import BenchFixtures
 import EventKernel
@@ -236,6 +239,9 @@ func run() async throws {
         try await BackupProbe.repeatFull(URL(filePath: arguments[2]), repeats: arguments.count > 3 ? Int(arguments[3]) ?? 10 : 10)
     case "backup-into":
         try await BackupProbe.repeatInto(URL(filePath: arguments[2]), URL(filePath: arguments[3]), repeats: arguments.count > 4 ? Int(arguments[4]) ?? 10 : 10)
+    case "compaction":
+        let count = arguments.dropFirst(2).lazy.compactMap { Int($0) }.first ?? 1_000_000
+        try await CompactionProbe.run(count: count)
     case "generic-activities-open":
         try await GenericActivitiesProbe.open(URL(filePath: arguments[2]), generic: arguments.count > 3 && arguments[3] == "generic")
     default:

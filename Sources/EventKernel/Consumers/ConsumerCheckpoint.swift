@@ -86,8 +86,9 @@ public struct ConsumerCheckpoint: Hashable, Sendable {
         let found = try Self.anchor(before: committed, in: log)
         if found == anchor { return nil }
         // Compaction removed or replaced the event it was committed after: positions do not
-        // move, so the consumer resumes where it was.
-        if try EventStore.readingRecords({ try log.isCompacted(at: committed - 1) }) { return nil }
+        // move, so the consumer resumes where it was (in the same history only: a cut since
+        // may have put other events at those positions before they were compacted).
+        if historyEpoch == epoch, try EventStore.readingRecords({ try log.isCompacted(at: committed - 1) }) { return nil }
         let what = found == nil ? "the log holds no event at position \(committed - 1)" : "the log holds another event at position \(committed - 1) than the one it was committed after"
         let history = historyEpoch == epoch ? "in the same history epoch (\(epoch)): acknowledged events were lost or changed" : "the log was cut since (history epoch \(historyEpoch), now \(epoch))"
         return .checkpointOffHistory(consumer: name, committed: committed, reason: "\(what); \(history)")

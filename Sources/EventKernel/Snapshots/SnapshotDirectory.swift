@@ -142,19 +142,29 @@ package struct SnapshotDirectory: Sendable {
         }
     }
 
-    /// Removes every snapshot file, of any projection, but those named in `kept`, and the
-    /// temporary files a killed writer left: what compaction does once fresh snapshots are
-    /// written, since any other (an older one, one of a projection not registered now) may name
-    /// what it removed. Only the store's writer may call this.
+    /// Removes every snapshot file, of any projection, but those named in `kept`, durably (the
+    /// directory is synced after): what compaction does before it rewrites the log and once
+    /// fresh snapshots are written, since any other (an older one, one of a projection not
+    /// registered now) may name what it removes. Only the store's writer may call this, with
+    /// snapshot writes held (`EventStore.holdingSnapshotWrites`).
     /// - Returns: The number of snapshot files removed.
+    /// - Throws: ``RepositoryError/storage(_:)`` naming a file that cannot be removed, or the
+    ///   directory when its sync fails.
     @discardableResult
-    package func removeFiles(except kept: Set<String>) -> Int {
+    package func removeFiles(except kept: Set<String>) throws -> Int {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
         var removed = 0
         for name in names where name.hasSuffix(".snap") && !name.hasPrefix(".") && !kept.contains(name) {
-            if unlink(url.appendingPathComponent(name).path) == 0 { removed += 1 }
+            let path = url.appendingPathComponent(name).path
+            guard unlink(path) == 0 || errno == ENOENT else {
+                throw RepositoryError.storage(StorageFailure(LogError(.io, "cannot remove the snapshot file", file: path, systemErrorNumber: errno)))
+            }
+            removed += 1
         }
-        removeStaleTemporaryFiles()
+        guard removed > 0 else { return 0 }
+        do { try StoreDirectory.synchronize(url.path, io: fileIO) } catch {
+            throw RepositoryError.storage(StorageFailure(error))
+        }
         return removed
     }
 

@@ -9,6 +9,9 @@ extension EventStore {
             return admission.closed
         }
         guard !wasClosed else { return }
+        // A compaction renames files in the store's directory until it ends: the lock the log
+        // releases at close must not be taken by another writer before then.
+        while compaction.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(5)) }
         stopFollowingSharedLog()
         var syncFailure: (any Error)?
         do { try await log.synchronize() } catch { syncFailure = error }

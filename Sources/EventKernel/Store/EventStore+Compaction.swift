@@ -63,12 +63,8 @@ extension EventStore {
             throw RepositoryError.misuse(Misuse(.compactionRunning, "a compaction of this store is under way"))
         }
         defer { compaction.withLock { $0 = false } }
-        // No periodic snapshot meanwhile: one that captured the state before the ids were
-        // forgotten and wrote its file after the old ones were removed would keep them.
-        while !commit.withLock({ state in state.snapshotInFlight ? false : { state.snapshotInFlight = true; return true }() }) {
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        defer { commit.withLock { $0.snapshotInFlight = false } }
+        // `close()` waits for a compaction that began first; one that began after is refused.
+        guard !admission.withLock({ $0.closed }) else { throw RepositoryError.closed }
 
         var sealed = segmented.sealedSegments
         if versions.purgedStreams.values.contains(where: { $0 >= (sealed.last?.upperBound ?? 0) }) {
@@ -84,23 +80,38 @@ extension EventStore {
         var report = CompactionReport(streamsForgotten: forgetting.count, streamsPending: purged.count - forgetting.count,
                                       eventsRemoved: 0, receiptsWritten: 0, segmentsRead: 0, segmentsRewritten: 0,
                                       bytesBefore: 0, bytesAfter: 0, snapshotsRemoved: 0)
-        if !forgetting.isEmpty {
-            forget(Array(forgetting.keys))
+        guard !forgetting.isEmpty else { return report }
+        let snapshotFolder = snapshots ?? SnapshotDirectory(storeDirectory: segmented.directory, logger: logger, fileIO: log.fileIO)
+        // No snapshot is written while the log is rewritten, and none written before stays: a
+        // snapshot from before the purges, whose anchor no rewrite touches, would otherwise still
+        // match the log after a crash midway and bring a purged entity back; and any may hold a
+        // purged id. Without snapshots, a crash midway costs a replay, never a wrong answer.
+        try await holdingSnapshotWrites {
+            report.snapshotsRemoved = try snapshotFolder.removeFiles(except: [])
             // Blocking file I/O for as long as the rewrite takes: off the cooperative threads.
             let rewrites = try await runOnThreadOfItsOwn(named: "EventKernel compaction") {
                 try Self.rewrite(rewritable, of: segmented, removing: forgetting)
             }
+            // A segment may be rewritten by both passes: its bytes before the first, after the last.
+            var bytes: [LogPosition: (before: Int64, after: Int64)] = [:]
+            var rewritten: Set<LogPosition> = []
             for rewrite in rewrites {
-                report.segmentsRead += 1
-                report.bytesBefore += rewrite.bytesBefore
-                report.bytesAfter += rewrite.bytesAfter
+                bytes[rewrite.basePosition] = (bytes[rewrite.basePosition]?.before ?? rewrite.bytesBefore, rewrite.bytesAfter)
                 report.eventsRemoved += rewrite.recordsRemoved
                 report.receiptsWritten += rewrite.recordsReplaced
-                if rewrite.rewritten { report.segmentsRewritten += 1 }
+                if rewrite.rewritten { rewritten.insert(rewrite.basePosition) }
             }
-        }
-        if !forgetting.isEmpty || versions.forgottenCount > 0 {
-            report.snapshotsRemoved = try await replaceSnapshotsAfterCompaction(storeDirectory: segmented.directory)
+            report.segmentsRead = bytes.count
+            report.segmentsRewritten = rewritten.count
+            report.bytesBefore = bytes.values.reduce(0) { $0 + $1.before }
+            report.bytesAfter = bytes.values.reduce(0) { $0 + $1.after }
+            // Only now, every rewrite done: a compaction that failed midway leaves the ids
+            // purged, and the next one forgets them (their `$purged` events are still there).
+            forget(Array(forgetting.keys))
+            if snapshots != nil {
+                let written = try await writeSnapshotsHeld(of: nil)
+                report.snapshotsRemoved += try snapshotFolder.removeFiles(except: Set(written))
+            }
         }
         logger.notice("compaction", metadata: [
             "forgotten": "\(report.streamsForgotten)", "pending": "\(report.streamsPending)", "removed": "\(report.eventsRemoved)",
@@ -109,9 +120,9 @@ extension EventStore {
         return report
     }
 
-    /// What a compaction would do now, without doing it: purged streams it would forget (their
-    /// `$purged` event is in a sealed segment), purged streams that wait for their segment to
-    /// seal, and streams compaction forgot already. `nil` for a log that is not a local
+    /// What a compaction would find now, without doing it: purged streams whose `$purged` event
+    /// is in a sealed segment, those in the active segment (which a compaction seals first, so
+    /// it forgets both), and streams compaction forgot already. `nil` for a log that is not a local
     /// directory (it cannot be compacted).
     package var compactionCandidates: (ready: Int, waiting: Int, forgotten: Int)? {
         guard let segmented = log as? SegmentedLog else { return nil }
@@ -134,40 +145,48 @@ extension EventStore {
         }
     }
 
-    /// Rewrites every sealed segment in `sealed` without the events of `streams`, each
-    /// stream's `$purged` event (at the position given) replaced by its receipt.
+    /// Rewrites the sealed segments in `sealed` without the events of `streams`, in two
+    /// passes that leave, at every instant, a log any replay folds to the same present:
+    ///
+    /// 1. from the last segment back to the first, every event of the streams but their
+    ///    `$purged` event is removed: what remains of a stream is always a prefix of its events
+    ///    and its `$purged` event (never an update without the add before it, which no
+    ///    projection could fold), and the tombstone still ends it;
+    /// 2. each `$purged` event is replaced by its receipt (the stream has no other event left).
+    ///
+    /// - Returns: Each rewrite, both passes' (a segment may be rewritten twice).
     /// - Throws: ``RepositoryError/storage(_:)`` for a record that is not an event, or a
-    ///   segment that cannot be read or written: that segment is left as it was.
+    ///   segment that cannot be read or written: that segment is left as it was, and those
+    ///   before it in the pass are not touched.
     private static func rewrite(
         _ sealed: [Range<LogPosition>], of log: SegmentedLog, removing streams: [StreamID: LogPosition]
     ) throws -> [SegmentRewrite] {
         // No event of the streams lies past the last purge: the segments after it are not read.
         let last = streams.values.max() ?? 0
+        let purges = Set(streams.values)
         var strings = StringInterner()
         var rewrites: [SegmentRewrite] = []
-        for segment in sealed where segment.lowerBound <= last {
-            let rewrite = try readingRecords {
+        for segment in sealed.reversed() where segment.lowerBound <= last {
+            rewrites.append(try readingRecords {
                 try log.rewriteSealedSegment(startingAt: segment.lowerBound) { record in
+                    if purges.contains(record.position) { return .keep }
                     let envelope = try EventEnvelope(recordPayload: Array(record.payload), position: record.position,
                                                      timestamp: record.timestamp, strings: &strings)
-                    guard let purge = streams[envelope.stream] else { return .keep }
-                    return purge == record.position ? .replace(ForgottenStream.receiptRecord(replacing: envelope)) : .remove
+                    return streams[envelope.stream] == nil ? .keep : .remove
                 }
-            }
-            rewrites.append(rewrite)
+            })
+        }
+        for segment in sealed where purges.contains(where: { segment.contains($0) }) {
+            rewrites.append(try readingRecords {
+                try log.rewriteSealedSegment(startingAt: segment.lowerBound) { record in
+                    guard purges.contains(record.position) else { return .keep }
+                    let envelope = try EventEnvelope(recordPayload: Array(record.payload), position: record.position,
+                                                     timestamp: record.timestamp, strings: &strings)
+                    guard streams[envelope.stream] == record.position else { return .keep }
+                    return .replace(ForgottenStream.receiptRecord(replacing: envelope))
+                }
+            })
         }
         return rewrites
-    }
-
-    /// Writes fresh snapshots (when the store keeps them) and removes every other snapshot
-    /// file: an older one, or one of a projection not registered here (a repository this
-    /// process does not open), may hold a forgotten stream's id (a version, an entity before its
-    /// purge). Such a projection replays the log at its next open.
-    /// - Returns: How many files were removed.
-    private func replaceSnapshotsAfterCompaction(storeDirectory: URL) async throws -> Int {
-        let written = snapshots != nil ? try await writeSnapshots(of: nil) : []
-        // Also when the store was opened without snapshots: files another open wrote are there.
-        return (snapshots ?? SnapshotDirectory(storeDirectory: storeDirectory, logger: logger, fileIO: log.fileIO))
-            .removeFiles(except: Set(written))
     }
 }

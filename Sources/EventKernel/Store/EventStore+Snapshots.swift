@@ -131,10 +131,28 @@ extension EventStore {
     }
 
     /// ``writeSnapshots()`` of `only` these projections (a rebuilt one), or of every projection
-    /// and the version table (`nil`).
+    /// and the version table (`nil`): every snapshot write of the store comes here, and waits
+    /// while a compaction runs (``holdingSnapshotWrites(_:)``).
     /// - Returns: The names of the files written.
     @discardableResult
     func writeSnapshots(of only: [any Projection]?) async throws -> [String] {
+        try await holdingSnapshotWrites { try await self.writeSnapshotsHeld(of: only) }
+    }
+
+    /// Runs `body` while no other snapshot write runs: a compaction holds this for its whole
+    /// run, so that no snapshot captures a state that names what it removes, or one that would
+    /// still match the log after a crash midway (the other writers wait their turn).
+    func holdingSnapshotWrites<T>(_ body: () async throws -> T) async throws -> T {
+        while !snapshotWrites.withLock({ held in held ? false : { held = true; return true }() }) {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        defer { snapshotWrites.withLock { $0 = false } }
+        return try await body()
+    }
+
+    /// ``writeSnapshots(of:)`` by a caller holding ``holdingSnapshotWrites(_:)``.
+    @discardableResult
+    func writeSnapshotsHeld(of only: [any Projection]?) async throws -> [String] {
         guard log.access.isWritable else {
             throw RepositoryError.storage(StorageFailure(LogError(.readOnly,
                 "the store's log is read-only: the snapshots beside it are its writer's, not written by a reader")))

@@ -64,6 +64,8 @@ public final class EventStore: Sendable {
     let commit = Locked(CommitState())
     /// Whether a compaction is under way (one at a time: ``compact()``).
     let compaction = Locked(false)
+    /// Whether a snapshot write (or a compaction) is under way: ``holdingSnapshotWrites(_:)``.
+    let snapshotWrites = Locked(false)
     /// Serializes the scans that read awaiting entity types' versions from the log.
     let resolution = Locked(())
 

@@ -14,7 +14,8 @@ struct CompactCommand: AsyncParsableCommand {
             whom, not the id), and the id stays refused, by its SHA-256 digest, across reopens and full replays. \
             Positions do not move: the log keeps gaps. Each rewritten segment replaces the old one atomically; a \
             crash leaves one or the other. Snapshots older than the compaction are replaced (they may name a \
-            purged id). Purges still in the active segment wait for a compaction after it is sealed. \
+            purged id). When a purge lies in the active segment, that segment is sealed first, so every purge \
+            committed before the compaction is forgotten. \
             `eventkernel inspect` shows how many purged streams a compaction would forget now. Docs/Forgetting.md \
             says what is gone and what the audit trail keeps.
 
@@ -66,7 +67,7 @@ struct CompactCommand: AsyncParsableCommand {
             ["segments rewritten", "\(Output.count(report.segmentsRewritten)) of \(Output.count(report.segmentsRead)) read"],
             ["segment bytes", "\(Output.bytes(report.bytesBefore)) -> \(Output.bytes(report.bytesAfter)), \(Output.bytes(saved)) freed\(share)"],
             ["older snapshot files removed", Output.count(report.snapshotsRemoved)],
-            ["purges waiting for their segment to seal", Output.count(report.streamsPending)],
+            ["purges committed meanwhile (the next compaction's)", Output.count(report.streamsPending)],
         ]))
     }
 }

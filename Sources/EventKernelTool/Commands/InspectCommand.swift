@@ -111,7 +111,7 @@ struct InspectCommand: AsyncParsableCommand {
             ("integrity", report.isIntact ? "no damage found" : "DAMAGED (run `eventkernel verify`)"),
             ("purged streams", purged.map { count in
                 guard count > 0, let compaction else { return Output.count(count) }
-                return Output.count(count) + " (\(Output.count(compaction.forgotten)) compacted; `eventkernel compact` forgets \(Output.count(compaction.ready)) now, \(Output.count(compaction.waiting)) wait for their segment to seal)"
+                return Output.count(count) + " (\(Output.count(compaction.forgotten)) compacted; `eventkernel compact` forgets \(Output.count(compaction.ready + compaction.waiting)))"
             } ?? "unknown (\(purgedFailure ?? "the store did not open"))"),
         ]))
         print("")

@@ -24,10 +24,11 @@ struct BatchLocation: Hashable, Sendable {
 ///      8    4 format version (1)
 ///     12    4 batch count n
 ///     16    8 base position
-///     24    8 next position (one past the segment's last record)
+///     24    8 next position (one past the last position the segment covers)
 ///     32    8 data length: the segment file's exact length
-///     40  40n entries: first position u64, record count u32, batch length u32,
-///                      offset u64 (position count: the record count, unless sparse), min timestamp i64, max timestamp i64
+///     40  40n entries: first position u64, position count u32 (the record count, unless the
+///                      batch is sparse), batch length u32, offset u64, min timestamp i64,
+///                      max timestamp i64
 ///  40+40n   4 CRC32C of all preceding bytes
 /// ```
 /// A side file rather than a footer: the segment stays a pure sequence of batches, and an index

@@ -67,8 +67,9 @@ struct SegmentScanner {
         if let resume {
             result.batches = resume.batches
             for batch in resume.batches {
-                // A checkpoint lists the active segment's batches, never sparse ones (only
-                // compaction writes those, and only into sealed segments): a position is a record.
+                // A checkpoint lists an active segment's batches, which only appends write:
+                // never sparse ones (a rewrite touches sealed segments only, and sealing a
+                // segment starts the next one): a position is a record.
                 result.records += UInt64(batch.positionCount)
                 result.minTimestamp = min(result.minTimestamp ?? batch.minTimestamp, batch.minTimestamp)
                 result.maxTimestamp = max(result.maxTimestamp ?? batch.maxTimestamp, batch.maxTimestamp)

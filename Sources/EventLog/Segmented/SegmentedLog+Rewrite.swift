@@ -246,9 +246,12 @@ private struct SegmentOutput {
     mutating func addSparse(_ records: [BatchPayload.PositionedRecord], covering positions: Range<LogPosition>,
                             timestamps: (Int64, Int64)) throws(LogError) {
         precondition(positions.lowerBound == next, "batches are rewritten in position order")
-        if pendingBytes >= SegmentedLog.rewriteBatchBytes { try flush() }
+        // Each record's framing is at most three varints; a batch's limit is the format's.
+        var incoming = 0
+        for record in records { incoming += record.payload.count + 30 }
+        if pendingBytes > 0 && pendingBytes + incoming > SegmentedLog.rewriteBatchBytes { try flush() }
         pending.append(contentsOf: records)
-        for record in records { pendingBytes += record.payload.count + 8 }
+        pendingBytes += incoming
         pendingTimestamps = pendingTimestamps.map { (min($0.0, timestamps.0), max($0.1, timestamps.1)) } ?? timestamps
         next = positions.upperBound
     }

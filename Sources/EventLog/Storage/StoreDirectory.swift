@@ -110,7 +110,7 @@ package enum StoreDirectory {
     }
 
     /// Makes the directory's entries (creations, renames, removals) durable.
-    static func synchronize(_ path: String, io: any LogFileIO) throws(LogError) {
+    package static func synchronize(_ path: String, io: any LogFileIO) throws(LogError) {
         let dir = try OpenFile.open(path, flags: O_RDONLY)
         try io.synchronize(descriptor: dir.descriptor, path: path)
     }

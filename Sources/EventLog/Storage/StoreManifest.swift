@@ -10,7 +10,7 @@ import KernelPrimitives
 /// ```
 /// offset size field
 ///      0    8 magic "EKSTORE1"
-///      8    4 format version (1)
+///      8    4 format version (1; 2 when a flag is set)
 ///     12    4 flags: features a reader must know (bit 0: sparse batches, written by compaction)
 ///     16    8 history epoch
 ///     24    4 CRC32C of bytes 0..<24
@@ -27,11 +27,15 @@ import KernelPrimitives
 ///
 /// The flags are the store-format marker: a feature that older builds cannot read sets its bit
 /// before its first byte is written, and a build refuses a store with a bit it does not know
-/// (``LogError/Code/unsupportedVersion``), rather than misreading it.
+/// (``LogError/Code/unsupportedVersion``), rather than misreading it. A file with a flag set is
+/// format version 2, so that builds from before the flags (which accept version 1 only) refuse
+/// it by its version too.
 struct StoreManifest: Hashable, Sendable {
     static let fileName = "eventkernel.store"
     static let magic: [UInt8] = Array("EKSTORE1".utf8)
     static let formatVersion: UInt32 = 1
+    /// The version of a store file with a feature flag set.
+    static let featuresFormatVersion: UInt32 = 2
     static let size = 28
 
     /// Features of the store's files that a reader must know.
@@ -54,7 +58,7 @@ struct StoreManifest: Hashable, Sendable {
     func encoded() -> [UInt8] {
         var bytes = Self.magic
         bytes.reserveCapacity(Self.size)
-        bytes.appendLittleEndian(Self.formatVersion)
+        bytes.appendLittleEndian(features.isEmpty ? Self.formatVersion : Self.featuresFormatVersion)
         bytes.appendLittleEndian(features.rawValue)
         bytes.appendLittleEndian(historyEpoch)
         bytes.appendLittleEndian(bytes.withUnsafeBytes { CRC32C.checksum($0) })
@@ -73,10 +77,13 @@ struct StoreManifest: Hashable, Sendable {
                 return .failure(LogError(.corruption, "store file checksum mismatch", offset: 24))
             }
             let version = raw.loadLittleEndian(at: 8, as: UInt32.self)
-            guard version == formatVersion else {
+            guard version == formatVersion || version == featuresFormatVersion else {
                 return .failure(LogError(.unsupportedVersion, "store format version \(version) is not supported by this build", offset: 8))
             }
             let features = Features(rawValue: raw.loadLittleEndian(at: 12, as: UInt32.self))
+            guard (version == featuresFormatVersion) == !features.isEmpty else {
+                return .failure(LogError(.corruption, "store format version \(version) with flags 0x\(String(features.rawValue, radix: 16)) (version 2 exactly when a flag is set)", offset: 8))
+            }
             guard Features.known.isSuperset(of: features) else {
                 return .failure(LogError(.unsupportedVersion,
                     "the store uses features this build cannot read (store flags 0x\(String(features.subtracting(.known).rawValue, radix: 16))): open it with a newer build",

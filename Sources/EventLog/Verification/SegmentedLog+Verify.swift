@@ -43,7 +43,9 @@ extension SegmentedLog {
                     "the store has no \(StoreManifest.fileName) file (written before store files existed; the next writer open adds it)",
                     file: path + "/" + StoreManifest.fileName)))
             }
-        } catch let error where error.code == .notAStore {
+        } catch let error where error.code == .notAStore || error.code == .unsupportedVersion {
+            // A store file of a newer format is no damage: this build cannot judge the store
+            // (and `repair` must not rewrite what it cannot read).
             throw error
         } catch {
             report.problems.append(.init(severity: .damage, error: error))
