@@ -356,6 +356,36 @@ func finishing<T: Sendable>(within seconds: Int, _ body: @escaping @Sendable () 
         try await writer.close()
     }
 
+    /// The earlier backup's last batch is a dense batch after the purge, in the segment the
+    /// compaction rewrites: copied as it was, at another offset. The backup still goes on.
+    @Test func aBackupWhoseLastBatchMovedInACompactionGoesOnIncrementally() async throws {
+        let dir = TemporaryDirectory("compaction-backup-moved")
+        let backup = TemporaryDirectory("compaction-backup-moved-copy")
+        let store = try Self.open(dir.url)
+        let notes = try Self.notes(store)
+        let secret = Self.secretID(2)
+        for i in 0..<10 { try await notes.add(Note(id: i == 5 ? secret : "n\(i)", text: String(repeating: "m", count: 40), rank: i % 3)) }
+        _ = try await notes.purge(id: secret)
+        try await notes.add(Note(id: "after", text: "added after the purge", rank: 1))
+        let first = try await store.backup(to: backup.url)
+        let mark = try #require(first.manifest.lastBatch)
+        #expect(mark.hasPrefix(Segment.Name.segment(0) + "@"), "the last batch is in the segment that holds the purged stream")
+        for i in 10..<150 { try await notes.add(Note(id: "n\(i)", text: String(repeating: "m", count: 40), rank: i % 3)) }
+        let report = try await store.compact()
+        #expect(report.streamsForgotten == 1 && report.segmentsRewritten > 0)
+        let second = try await store.backup(to: backup.url)
+        #expect(second.incremental)
+        #expect(try files(in: backup.url, holding: secret.utf8).isEmpty)
+        let live = notes.fetchAll().sorted { $0.id < $1.id }
+        try await store.close()
+        let restored = TemporaryDirectory("compaction-backup-moved-restored")
+        try FileManager.default.removeItem(at: restored.url)
+        _ = try await EventStore.restore(from: backup.url, to: restored.url)
+        let reopened = try Self.open(restored.url, snapshots: .never)
+        #expect(try Self.notes(reopened).fetchAll().sorted { $0.id < $1.id } == live)
+        try await reopened.close()
+    }
+
     @Test func compactionIsRefusedWhereItCannotRun() async throws {
         let memory = try EventStore.inMemory()
         await #expect { try await memory.compact() } throws: {

@@ -349,6 +349,18 @@ extension SegmentedLog {
                         break search
                     }
                 }
+                // Not at its offset: a compaction of this segment copies the batches it does
+                // not change verbatim, header and all, but packed at new offsets. The header
+                // (its positions, lengths and payload CRC32C) is the batch, wherever it lies:
+                // a batch of the segment whose header gives the mark (spelt at the mark's own
+                // offset: only the CRC can differ) is the same batch.
+                for batch in segment.batches where batch.offset != offset {
+                    let header = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
+                    if header.count == BatchHeader.size, Self.mark(segment: segment.base, offset: offset, header: header) == mark {
+                        holds = true
+                        break search
+                    }
+                }
             }
             // Compaction rewrites a sealed segment's batches (offsets and headers change) without
             // cutting the history: a mark in a batch it rewrote is gone, and the backup is still
