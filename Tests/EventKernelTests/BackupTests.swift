@@ -781,6 +781,30 @@ import Testing
         }
     }
 
+    /// The caller's `extraFiles` runs under no lock of the log: a backup started from it (of
+    /// the same log, elsewhere) completes instead of deadlocking on the lock that keeps
+    /// rewrites away from the segments being copied.
+    @Test func extraFilesRunUnderNoLockOfTheLog() async throws {
+        let scratch = TemporaryDirectory("backup-extra")
+        let source = scratch.file("store")
+        try await Self.makeStore(source, count: 300)
+        let log = try SegmentedLog.open(at: source, configuration: Self.configuration)
+        #expect(!log.sealedSegments.isEmpty, "sealed segments: the part a rewrite could replace")
+        let outer = scratch.file("outer"), inner = scratch.file("inner")
+        let innerReport = Mutex<BackupReport?>(nil)
+        let report = try await finishing(within: 20) {
+            try log.backup(to: outer) { position, epoch in
+                innerReport.withLock { $0 = try? log.backup(to: inner) }
+                return [BackupExtraFile(name: "snapshots/at-\(position)-\(epoch)", bytes: [1, 2, 3])]
+            }
+        }
+        let outerReport = try #require(report, "the backup with a nested one completed")
+        #expect(outerReport.manifest.files.contains { $0.name.hasPrefix("snapshots/at-") })
+        #expect(innerReport.withLock { $0 }?.manifest.nextPosition == outerReport.manifest.nextPosition)
+        #expect(try SegmentedLog.verify(at: outer).isIntact && SegmentedLog.verify(at: inner).isIntact)
+        try await log.close()
+    }
+
     @Test func anInMemoryStoreCannotBeBackedUp() async throws {
         let store = try EventStore.inMemory()
         await #expect(throws: RepositoryError.misuse(Misuse(.backupUnsupported, ""))) {

@@ -5,6 +5,20 @@ import Testing
 @testable import EventKernel
 import EventKernelTestSupport
 
+/// Runs `body` on a thread of its own and waits at most `seconds` for it: `nil` when it has not
+/// returned by then, so that a call that loops or deadlocks fails its test instead of hanging
+/// the run (the thread is then left behind).
+func finishing<T: Sendable>(within seconds: Int, _ body: @escaping @Sendable () throws -> T) async throws -> T? {
+    let outcome = Mutex<Result<T, any Error>?>(nil)
+    Thread { let result = Result { try body() }; outcome.withLock { $0 = result } }.start()
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while ContinuousClock.now < deadline {
+        if let result = outcome.withLock({ $0 }) { return try result.get() }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    return nil
+}
+
 /// Compaction of purged streams (issue 27, item 3): every event of a purged stream leaves the
 /// store's files, its id stays refused (by digest) across reopens and replays from the start,
 /// and every answer about the live entities is what it was.
@@ -373,6 +387,75 @@ import EventKernelTestSupport
             #expect(store.purgedStreamCount == purged.count)
             try await store.close()
         }
+    }
+
+    /// A store following a writer's log catches up across a compaction: the positions of the
+    /// purged stream's events are gaps now, the first one right where the follower stands.
+    @Test func aFollowerCatchesUpAcrossTheGapsACompactionLeaves() async throws {
+        let dir = TemporaryDirectory("compaction-follower")
+        let writer = try EventStore.open(at: dir.url, log: SegmentedLog.Configuration(segmentSize: 4096, compression: .none),
+                                         snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: false))
+        let notes = try Self.notes(writer)
+        try await Self.add(notes, 0..<10)
+        let follower = try EventStore(log: try SegmentedLog.openReadOnly(at: dir.url), snapshotPolicy: .never)
+        let followed = try Self.notes(follower)
+        #expect(followed.fetchAll().count == 10)
+        let standing = follower.nextPosition
+        // The purged stream's first event is at the follower's position: after compaction the
+        // follower's next read starts inside a gap.
+        let secret = Self.secretID(0)
+        try await notes.add(Note(id: secret, text: "secret", rank: 1))
+        try await notes.update(Note(id: secret, text: "secret again", rank: 2))
+        try await Self.add(notes, 10..<80)
+        _ = try await notes.purge(id: secret)
+        let report = try await writer.compact()
+        #expect(report.streamsForgotten == 1 && report.segmentsRewritten > 0)
+        try await Self.add(notes, 80..<90)
+        #expect(try writer.log.read(from: standing, limit: 1).first.map { $0.position > standing } == true, "a gap where the follower stands")
+
+        let folded = try await finishing(within: 20) { try follower.refresh() }
+        #expect(folded != nil, "the follower's catch-up ends")
+        #expect(follower.nextPosition == writer.nextPosition)
+        #expect(followed.fetchAll().sorted { $0.id < $1.id } == notes.fetchAll().sorted { $0.id < $1.id })
+        #expect(followed.fetchAll().count == 90)
+        #expect(followed.version(of: "n85") == notes.version(of: "n85"))
+        #expect(follower.isPurged(StreamID("Note", .string(secret))))
+        // A read whose last position is a gap covers its range: no false report of damage.
+        let gap = try #require((standing..<writer.nextPosition).first { p in try writer.log.read(from: p, limit: 1).first?.position != p })
+        let records = try follower.readAppendedElsewhere(from: gap, before: gap + 1)
+        #expect(records.envelopes.isEmpty && records.end == gap + 1)
+        try await follower.close()
+        try await writer.close()
+    }
+
+    /// The earlier backup's last batch is a dense batch after the purge, in the segment the
+    /// compaction rewrites: copied as it was, at another offset. The backup still goes on.
+    @Test func aBackupWhoseLastBatchMovedInACompactionGoesOnIncrementally() async throws {
+        let dir = TemporaryDirectory("compaction-backup-moved")
+        let backup = TemporaryDirectory("compaction-backup-moved-copy")
+        let store = try Self.open(dir.url)
+        let notes = try Self.notes(store)
+        let secret = Self.secretID(2)
+        for i in 0..<10 { try await notes.add(Note(id: i == 5 ? secret : "n\(i)", text: String(repeating: "m", count: 40), rank: i % 3)) }
+        _ = try await notes.purge(id: secret)
+        try await notes.add(Note(id: "after", text: "added after the purge", rank: 1))
+        let first = try await store.backup(to: backup.url)
+        let mark = try #require(first.manifest.lastBatch)
+        #expect(mark.hasPrefix(Segment.Name.segment(0) + "@"), "the last batch is in the segment that holds the purged stream")
+        for i in 10..<150 { try await notes.add(Note(id: "n\(i)", text: String(repeating: "m", count: 40), rank: i % 3)) }
+        let report = try await store.compact()
+        #expect(report.streamsForgotten == 1 && report.segmentsRewritten > 0)
+        let second = try await store.backup(to: backup.url)
+        #expect(second.incremental)
+        #expect(try files(in: backup.url, holding: secret.utf8).isEmpty)
+        let live = notes.fetchAll().sorted { $0.id < $1.id }
+        try await store.close()
+        let restored = TemporaryDirectory("compaction-backup-moved-restored")
+        try FileManager.default.removeItem(at: restored.url)
+        _ = try await EventStore.restore(from: backup.url, to: restored.url)
+        let reopened = try Self.open(restored.url, snapshots: .never)
+        #expect(try Self.notes(reopened).fetchAll().sorted { $0.id < $1.id } == live)
+        try await reopened.close()
     }
 
     @Test func compactionIsRefusedWhereItCannotRun() async throws {

@@ -365,6 +365,28 @@ struct SegmentRewriteTests {
         }
     }
 
+    @Test func aReadOnlyLogRefreshedAfterARewriteReadsTheNewSegment() async throws {
+        let dir = TemporaryDirectory("rewrite-follow")
+        let log = try await Self.filledLog(dir)
+        let before = try allRecords(log)
+        let reader = try SegmentedLog.openReadOnly(at: dir.url)
+        #expect(try allRecords(reader) == before)
+        let sealed = log.sealedSegments
+        _ = try log.rewriteSealedSegment(startingAt: sealed[1].lowerBound, Self.thinning)
+        let expected = Self.applying(Self.thinning, to: before, in: [sealed[1]])
+        #expect(try allRecords(log) == expected)
+        let untouched = reader.core.state.withLock { $0.segments[0].file }
+        // The reader still holds the old file's descriptor: a refresh must notice the name
+        // now names another file and load it, not keep the old batches.
+        try reader.refresh()
+        #expect(reader.core.state.withLock { $0.segments[0].file } === untouched, "a segment not rewritten is reused, not opened again")
+        #expect(try allRecords(reader) == expected)
+        let gap = sealed[1].lowerBound + 3 - sealed[1].lowerBound % 3
+        #expect(try reader.read(from: gap, limit: 1).first?.position == gap + 1, "a removed record is a gap now")
+        // Segments that were not rewritten stay readable through the refresh.
+        #expect(try reader.read(from: sealed[0].lowerBound, limit: 1).first == before.first)
+    }
+
     @Test func aHistoryCutKeepsTheSparseBatchMarker() async throws {
         let dir = TemporaryDirectory("rewrite-epoch")
         let log = try await Self.filledLog(dir)

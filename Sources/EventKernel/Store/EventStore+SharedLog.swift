@@ -16,6 +16,10 @@ extension EventStore {
         var envelopes: [EventEnvelope] = []
         var projections: [any Projection] = []
         var prepared: [PreparedFold] = []
+        /// The first position read. The envelopes may begin later: a compacted log has gaps
+        /// (Docs/FileFormat.md, "Sparse batches"), so the range read, not the first record,
+        /// says which positions these cover.
+        var start: LogPosition = 0
         /// One past the last position read: what the store covers once they are folded.
         var end: LogPosition = 0
     }
@@ -79,14 +83,24 @@ extension EventStore {
     /// The records `[start, end)`, read and prepared by the projections registered now.
     /// - Throws: ``RepositoryError/storage(_:)``.
     func readAppendedElsewhere(from start: LogPosition, before end: LogPosition) throws -> RecordsFromElsewhere {
-        var records = RecordsFromElsewhere(end: start)
+        var records = RecordsFromElsewhere(start: start, end: start)
         guard start < end else { return records }
         records.envelopes.reserveCapacity(Int(end - start))
         try forEachEnvelope(from: start, through: end - 1) { envelope in
             records.envelopes.append(envelope)
             return true
         }
-        guard let last = records.envelopes.last?.position, last + 1 == end else {
+        // The log must cover every position up to `end`: a record at `end - 1`, or a gap
+        // there that compaction left (a sparse batch covers it; a log that ends before `end`
+        // has no batch there at all). The last record read says nothing about that once the
+        // log has gaps.
+        let coversEnd: Bool
+        if records.envelopes.last?.position == end - 1 {
+            coversEnd = true
+        } else {
+            coversEnd = try Self.readingRecords { try log.isCompacted(at: end - 1) }
+        }
+        guard coversEnd else {
             throw RepositoryError.storage(StorageFailure(LogError(.corruption,
                 "the log ends at position \(records.envelopes.last.map { $0.position + 1 } ?? start) but acknowledged records up to \(end)", position: end - 1)))
         }
@@ -114,15 +128,20 @@ extension EventStore {
     /// commit lock held): what is still new of them, as a commit is folded.
     /// - Returns: How many events were new.
     func fold(_ records: RecordsFromElsewhere, into state: inout CommitState) -> Int {
-        guard records.end > state.nextPosition, let first = records.envelopes.first,
-              first.position <= state.nextPosition else { return 0 }
+        // Only a read that covers the store's position (neither stale nor ahead of it) is
+        // folded. Whether it does is a matter of the positions read, not of the first record:
+        // with gaps, that record may lie anywhere in the range, or there may be none.
+        guard records.start <= state.nextPosition, records.end > state.nextPosition else { return 0 }
         for (index, projection) in state.projections.enumerated() {
             // Projections skip what they folded already; one registered since gets nil.
             records.prepared.fold(records.envelopes, into: projection, at: index)
         }
         // After the projections, as for a commit: a version read before state is never newer.
         versions.apply(records.envelopes)
-        let fresh = records.envelopes[Int(state.nextPosition - first.position)...]
+        // Positions are not indices once the log has gaps: what is new starts at the first
+        // envelope at or after the store's position.
+        let nextPosition = state.nextPosition
+        let fresh = records.envelopes[(records.envelopes.firstIndex { $0.position >= nextPosition } ?? records.envelopes.endIndex)...]
         for subscriber in state.subscribers.values {
             for envelope in fresh { subscriber.yield(envelope) }
         }

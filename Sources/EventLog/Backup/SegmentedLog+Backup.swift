@@ -51,17 +51,6 @@ extension SegmentedLog {
         to destination: URL, options: BackupOptions = BackupOptions(),
         extraFiles: (LogPosition, UInt64) throws -> [BackupExtraFile] = { _, _ in [] }
     ) throws -> BackupReport {
-        // A compaction rewriting a sealed segment would replace its index under the copy:
-        // one at a time, so that each segment is copied with the index of its own version.
-        try core.maintenance.withLock { _ in
-            try backupHoldingMaintenanceLock(to: destination, options: options, extraFiles: extraFiles)
-        }
-    }
-
-    private func backupHoldingMaintenanceLock(
-        to destination: URL, options: BackupOptions,
-        extraFiles: (LogPosition, UInt64) throws -> [BackupExtraFile]
-    ) throws -> BackupReport {
         // The epoch changes only by a cut of the history, which an open log does not make
         // while it serves appends; read first, not under the state lock (one lock at a time).
         let epoch = historyEpoch
@@ -108,49 +97,67 @@ extension SegmentedLog {
                                                            historyEpoch: epoch, nextPosition: position, lastBatch: nil,
                                                            createdAt: "", files: []),
                                   incremental: previous != nil)
-            for segment in segments {
-                let name = Segment.Name.segment(segment.base)
-                if let old = known[name], old.size == segment.dataEnd, let headers = old.headers,
-                   try Self.headersChecksum(segment) == headers, writer.holds(name, size: old.size) {
-                    // A segment the earlier backup holds: the same size and the same batch headers
-                    // (each with its payload's CRC32C), so the same bytes, not read again. Sealed
-                    // or active alike: a log never rewrites its committed bytes in place, it
-                    // only appends past them.
-                    report.unchangedFiles.append(name)
-                    files.append(old)
-                } else if let old = known[name], let headers = old.headers, old.size < segment.dataEnd, writer.canGrow(name, from: old),
-                          let tail = try Self.checkedTail(of: segment, after: old.size, headers: headers) {
-                    // The earlier copy is this segment's prefix (the same batch headers up to its
-                    // listed size, each with its payload's CRC32C: the rule that keeps a sealed
-                    // segment unread), so only the tail is read, checked and appended: an
-                    // incremental backup costs what the log grew by, not the active segment's size.
-                    var entry = try writer.append(name, tail: tail.bytes, to: old, report: &report)
-                    entry.headers = tail.headers
-                    files.append(entry)
-                } else {
-                    let bytes = try Self.checkedSegmentBytes(segment)
-                    // The file's CRC32C cannot tell segments apart whose batch headers differ (a
-                    // CRC over a block followed by its own CRC is a constant): the earlier copy is
-                    // kept, or grown, only when the batch headers it covers are these too.
-                    var sameHeaders = true
-                    if let old = known[name], let oldHeaders = old.headers {
-                        sameHeaders = Self.headersChecksum(bytes, segment, upTo: old.size) == oldHeaders
-                    }
-                    var entry = try writer.put(name, bytes: bytes, linkFrom: segment.sealed ? segment.file : nil,
-                                               trustingEarlierCopy: sameHeaders, report: &report)
-                    entry.headers = Self.headersChecksum(bytes, segment)
-                    files.append(entry)
-                }
-                if segment.sealed {
-                    let indexPath = core.directory + "/" + Segment.Name.index(segment.base)
-                    if let (index, indexFile) = try Self.checkedIndexBytes(at: indexPath, segment: segment) {
-                        files.append(try writer.put(Segment.Name.index(segment.base), bytes: index, linkFrom: indexFile, report: &report))
+            // A compaction rewriting a sealed segment replaces its file and then its index: a
+            // segment read from one version and its index copied from the other would disagree
+            // (and the index would be dropped as invalid). So the segments and their indexes are
+            // copied under the maintenance lock rewrites take, one at a time, from the segments
+            // as they are now (a rewrite since the plan changed their files and batches, never
+            // their positions, so the plan's position still holds). Only this part: the caller's
+            // `extraFiles` and the destination lock's `onLockWait` run under no lock (a closure
+            // that takes a lock, or starts another backup, must not deadlock), and nothing
+            // else the backup reads is replaced by a rewrite.
+            try core.maintenance.withLock { _ in
+                let current = core.state.withLock { state in
+                    segments.map { planned in
+                        guard planned.sealed, let now = state.segments.first(where: { $0.basePosition == planned.base && $0.sealed }) else { return planned }
+                        return BackupSegment(base: now.basePosition, file: now.file, sealed: true, batches: now.batches,
+                                             dataEnd: now.dataEnd, nextPosition: now.nextPosition)
                     }
                 }
-            }
-            if let last = segments.last(where: { !$0.batches.isEmpty }), let batch = last.batches.last {
-                let header = try last.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
-                report.manifest.lastBatch = Self.mark(segment: last.base, offset: batch.offset, header: header)
+                for segment in current {
+                    let name = Segment.Name.segment(segment.base)
+                    if let old = known[name], old.size == segment.dataEnd, let headers = old.headers,
+                       try Self.headersChecksum(segment) == headers, writer.holds(name, size: old.size) {
+                        // A segment the earlier backup holds: the same size and the same batch headers
+                        // (each with its payload's CRC32C), so the same bytes, not read again. Sealed
+                        // or active alike: a log never rewrites its committed bytes in place, it
+                        // only appends past them.
+                        report.unchangedFiles.append(name)
+                        files.append(old)
+                    } else if let old = known[name], let headers = old.headers, old.size < segment.dataEnd, writer.canGrow(name, from: old),
+                              let tail = try Self.checkedTail(of: segment, after: old.size, headers: headers) {
+                        // The earlier copy is this segment's prefix (the same batch headers up to its
+                        // listed size, each with its payload's CRC32C: the rule that keeps a sealed
+                        // segment unread), so only the tail is read, checked and appended: an
+                        // incremental backup costs what the log grew by, not the active segment's size.
+                        var entry = try writer.append(name, tail: tail.bytes, to: old, report: &report)
+                        entry.headers = tail.headers
+                        files.append(entry)
+                    } else {
+                        let bytes = try Self.checkedSegmentBytes(segment)
+                        // The file's CRC32C cannot tell segments apart whose batch headers differ (a
+                        // CRC over a block followed by its own CRC is a constant): the earlier copy is
+                        // kept, or grown, only when the batch headers it covers are these too.
+                        var sameHeaders = true
+                        if let old = known[name], let oldHeaders = old.headers {
+                            sameHeaders = Self.headersChecksum(bytes, segment, upTo: old.size) == oldHeaders
+                        }
+                        var entry = try writer.put(name, bytes: bytes, linkFrom: segment.sealed ? segment.file : nil,
+                                                   trustingEarlierCopy: sameHeaders, report: &report)
+                        entry.headers = Self.headersChecksum(bytes, segment)
+                        files.append(entry)
+                    }
+                    if segment.sealed {
+                        let indexPath = core.directory + "/" + Segment.Name.index(segment.base)
+                        if let (index, indexFile) = try Self.checkedIndexBytes(at: indexPath, segment: segment) {
+                            files.append(try writer.put(Segment.Name.index(segment.base), bytes: index, linkFrom: indexFile, report: &report))
+                        }
+                    }
+                }
+                if let last = current.last(where: { !$0.batches.isEmpty }), let batch = last.batches.last {
+                    let header = try last.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
+                    report.manifest.lastBatch = Self.mark(segment: last.base, offset: batch.offset, header: header)
+                }
             }
             let storePath = core.directory + "/" + StoreManifest.fileName
             if StoreDirectory.exists(storePath) {
@@ -345,6 +352,18 @@ extension SegmentedLog {
                 for batch in segment.batches where batch.offset == offset {
                     let header = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
                     if Self.mark(segment: segment.base, offset: batch.offset, header: header) == mark {
+                        holds = true
+                        break search
+                    }
+                }
+                // Not at its offset: a compaction of this segment copies the batches it does
+                // not change verbatim, header and all, but packed at new offsets. The header
+                // (its positions, lengths and payload CRC32C) is the batch, wherever it lies:
+                // a batch of the segment whose header gives the mark (spelt at the mark's own
+                // offset: only the CRC can differ) is the same batch.
+                for batch in segment.batches where batch.offset != offset {
+                    let header = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
+                    if header.count == BatchHeader.size, Self.mark(segment: segment.base, offset: offset, header: header) == mark {
                         holds = true
                         break search
                     }

@@ -40,7 +40,11 @@ struct LogLoader {
                     "segments are not contiguous: the previous segment ends before position \(expected) but the next file starts at \(base) (a segment file is missing or extra)",
                     file: segmentPath, offset: 0, position: expected)
             }
-            if let reused = known.first(where: { $0.basePosition == base && $0.sealed }) {
+            // A sealed segment already loaded is reused only while its file is still the one
+            // at this name, whole: a compaction renames a rewritten segment over it, and a
+            // read-only log holding the old descriptor would read the old batches forever.
+            if let reused = known.first(where: { $0.basePosition == base && $0.sealed }),
+               try reused.file.isStill(at: segmentPath, size: reused.dataEnd) {
                 segments.append(reused)
                 expected = reused.nextPosition
                 lastIsSealed = true

@@ -141,6 +141,24 @@ final class OpenFile: Sendable {
         return Int64(st.st_size)
     }
 
+    /// Whether `path` names this very file now (same device and inode) and the file is
+    /// `size` bytes long: false when the name was renamed over (a rewritten segment), removed,
+    /// or the file changed length. A refresh reuses what it knows of a sealed segment only
+    /// then: a descriptor on a file that was replaced keeps reading the old one forever.
+    func isStill(at path: String, size: Int64) throws(LogError) -> Bool {
+        var held = stat()
+        do throws(SystemCallError) {
+            try SystemCall.run("fstat") { fstat(descriptor, &held) }
+        } catch {
+            throw .system(error, file: self.path)
+        }
+        var named = stat()
+        // A name that cannot be looked up now is not this file: the caller loads afresh and
+        // reports what that finds.
+        guard stat(path, &named) == 0 else { return false }
+        return named.st_dev == held.st_dev && named.st_ino == held.st_ino && Int64(held.st_size) == size
+    }
+
     /// Reads exactly `buffer.count` bytes at `offset`, or fewer only at end of file.
     /// - Returns: The number of bytes read.
     func read(fromAbsoluteOffset offset: Int64, into buffer: UnsafeMutableRawBufferPointer) throws(LogError) -> Int {
