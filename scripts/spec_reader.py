@@ -980,7 +980,7 @@ def entity_versions(body, where):
         type_name = r.string()
         kind, ident = r.entity_id()
         purged.append(Obj([("type", type_name), ("id", ident), ("idType", kind), ("position", r.varint())]))
-    forgotten = [r.raw(32).hex() for _ in range(r.varint())]
+    forgotten = [r.raw(16).hex() for _ in range(r.varint())]
     r.expect_end("the entries")
     return [("leftOut", excluded), ("streams", entries), ("purged", purged), ("forgotten", forgotten)]
 

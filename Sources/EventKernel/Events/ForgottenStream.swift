@@ -12,9 +12,11 @@ import KernelPrimitives
 /// still says that a stream of that type was purged, when and by whom, and no longer which one
 /// (Docs/Forgetting.md; the bytes are in Docs/FileFormat.md, "Compaction receipts").
 ///
-/// The digest is SHA-256 over `"EKSTREAM"`, the entity type's UTF-8 length as a varint, the
-/// entity type, then the id as the envelope writes it: a UUID's 16 bytes and the byte 0, or a
-/// string's UTF-8 bytes and the byte 1. A guessed id can be checked against it (the store must
+/// The digest is the first 16 bytes of SHA-256 over `"EKSTREAM"`, the entity type's UTF-8
+/// length as a varint, the entity type, then the id as the envelope writes it: a UUID's 16 bytes
+/// and the byte 0, or a string's UTF-8 bytes and the byte 1. Sixteen bytes, not 32: a receipt's
+/// digest is its one part that does not compress, and it is written once per purged stream
+/// (128 bits leave no chance of two streams colliding). A guessed id can be checked against it (the store must
 /// recognise the id to refuse it), so a receipt hides which id was purged from a reader who
 /// does not already suspect it: it is not encryption, which is what erasure is for.
 public struct ForgottenStream: Hashable, Sendable, CustomStringConvertible {
@@ -25,8 +27,11 @@ public struct ForgottenStream: Hashable, Sendable, CustomStringConvertible {
     /// The schema version receipts are written with.
     public static let schemaVersion: UInt16 = 1
 
-    /// The SHA-256 digest of the forgotten stream's identity: 32 bytes.
+    /// The digest of the forgotten stream's identity: ``digestLength`` bytes.
     public let digest: [UInt8]
+
+    /// The bytes of a digest: SHA-256's first 16.
+    public static let digestLength = 16
 
     /// The digest of `stream`.
     /// - Complexity: O(n) in the type's and the id's lengths.
@@ -43,23 +48,31 @@ public struct ForgottenStream: Hashable, Sendable, CustomStringConvertible {
             bytes += Array(string.utf8)
             bytes.append(1)
         }
-        digest = SHA256.digest(bytes)
+        digest = Array(SHA256.digest(bytes).prefix(Self.digestLength))
     }
 
-    /// A digest read back (a snapshot, a receipt's stream id); `nil` unless it is 32 bytes.
+    /// A digest read back (a snapshot, a receipt's stream id); `nil` unless it is
+    /// ``digestLength`` bytes.
     package init?(digest: [UInt8]) {
-        guard digest.count == 32 else { return nil }
+        guard digest.count == Self.digestLength else { return nil }
         self.digest = digest
     }
 
-    /// The digest in lowercase hex (64 digits).
-    public var description: String { digest.map { String(format: "%02x", $0) }.joined() }
+    /// The digest in lowercase hex (32 digits).
+    public var description: String {
+        // Not `String(format:)` per byte: a compaction spells one per purged stream.
+        let digits = Array("0123456789abcdef".utf8)
+        var text: [UInt8] = []
+        text.reserveCapacity(digest.count * 2)
+        for byte in digest { text.append(digits[Int(byte >> 4)]); text.append(digits[Int(byte & 15)]) }
+        return String(decoding: text, as: UTF8.self)
+    }
 
     /// The stream the receipt is written to: `$forgotten/<hex digest>`.
     public var receiptStream: StreamID { StreamID(Self.streamType, .string(description)) }
 
     /// The forgotten stream a receipt names: `nil` unless `envelope` is a well-formed receipt
-    /// (its type, its stream and a 64-digit lowercase hex id).
+    /// (its type, its stream and a 32-digit lowercase hex id).
     public init?(receipt envelope: EventEnvelope) {
         guard envelope.eventType == Self.eventType, envelope.stream.entityType == Self.streamType,
               case .string(let hex) = envelope.entityID, let digest = Self.bytes(ofHex: hex) else { return nil }
@@ -68,14 +81,19 @@ public struct ForgottenStream: Hashable, Sendable, CustomStringConvertible {
 
     /// The receipt replacing `purge` (the stream's `$purged` event): its record payload.
     /// - Parameter purge: The decoded `$purged` event.
-    package static func receiptRecord(replacing purge: EventEnvelope) -> [UInt8] {
+    ///   - payloads: Each entity type's receipt payload, filled as they are met.
+    package static func receiptRecord(replacing purge: EventEnvelope, payloads: inout [String: [UInt8]]) -> [UInt8] {
         let forgotten = ForgottenStream(purge.stream)
+        let type = purge.stream.entityType
+        let payload = payloads[type] ?? receiptPayload(entityType: type)
+        payloads[type] = payload
         return EventEnvelope.encodeRecordPayload(
             eventType: eventType, schemaVersion: schemaVersion, stream: forgotten.receiptStream, entityVersion: 1,
-            metadata: purge.metadata, payload: receiptPayload(entityType: purge.stream.entityType))
+            metadata: purge.metadata, payload: payload)
     }
 
-    /// A receipt's payload: `{"entityType":"<type>"}`, the type JSON-escaped.
+    /// A receipt's payload: `{"entityType":"<type>"}`, the type JSON-escaped. (A compaction
+    /// asks once per entity type: ``receiptRecord(replacing:payloads:)``.)
     package static func receiptPayload(entityType: String) -> [UInt8] {
         let object = ["entityType": entityType]
         // A [String: String] always serializes.
@@ -84,9 +102,9 @@ public struct ForgottenStream: Hashable, Sendable, CustomStringConvertible {
 
     private static func bytes(ofHex hex: String) -> [UInt8]? {
         let digits = Array(hex.utf8)
-        guard digits.count == 64 else { return nil }
+        guard digits.count == 2 * digestLength else { return nil }
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(32)
+        bytes.reserveCapacity(digestLength)
         func value(_ digit: UInt8) -> UInt8? {
             switch digit {
             case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
@@ -94,7 +112,7 @@ public struct ForgottenStream: Hashable, Sendable, CustomStringConvertible {
             default: nil
             }
         }
-        for i in stride(from: 0, to: 64, by: 2) {
+        for i in stride(from: 0, to: digits.count, by: 2) {
             guard let high = value(digits[i]), let low = value(digits[i + 1]) else { return nil }
             bytes.append(high << 4 | low)
         }

@@ -165,6 +165,7 @@ extension EventStore {
         let last = streams.values.max() ?? 0
         let purges = Set(streams.values)
         var strings = StringInterner()
+        var payloads: [String: [UInt8]] = [:]
         var rewrites: [SegmentRewrite] = []
         for segment in sealed.reversed() where segment.lowerBound <= last {
             rewrites.append(try readingRecords {
@@ -183,7 +184,7 @@ extension EventStore {
                     let envelope = try EventEnvelope(recordPayload: Array(record.payload), position: record.position,
                                                      timestamp: record.timestamp, strings: &strings)
                     guard streams[envelope.stream] == record.position else { return .keep }
-                    return .replace(ForgottenStream.receiptRecord(replacing: envelope))
+                    return .replace(ForgottenStream.receiptRecord(replacing: envelope, payloads: &payloads))
                 }
             })
         }

@@ -453,7 +453,7 @@ final class VersionTable: Projection {
     /// names; then the entity type count and names, the entry count and per entry the type's
     /// index, the entity id and the version. Then the purged section: its count and per stream
     /// the entity type, the entity id and the position of its `$purged` event, in (type, id)
-    /// order. Then the forgotten section: its count and the 32-byte digests, in byte order.
+    /// order. Then the forgotten section: its count and the 16-byte digests, in byte order.
     /// Older builds neither read nor write the sections: their snapshots are ignored here
     /// (``schemaVersion``), so one written after a purge or a compaction cannot hide it.
     func snapshotState() throws -> ProjectionSnapshot {
@@ -542,14 +542,14 @@ final class VersionTable: Projection {
         }
         let forgottenOffset = reader.offset
         let forgottenCount = try reader.readVarint()
-        guard forgottenCount <= UInt64(reader.remaining / 32) else {
+        guard forgottenCount <= UInt64(reader.remaining / ForgottenStream.digestLength) else {
             throw BinaryDecodingError(.invalidValue("\(forgottenCount) forgotten streams in \(reader.remaining) bytes"), at: forgottenOffset)
         }
         var forgotten: Set<ForgottenStream> = []
         forgotten.reserveCapacity(Int(forgottenCount))
         for _ in 0..<forgottenCount {
             let at = reader.offset
-            guard let digest = ForgottenStream(digest: try reader.readRaw(count: 32)), forgotten.insert(digest).inserted else {
+            guard let digest = ForgottenStream(digest: try reader.readRaw(count: ForgottenStream.digestLength)), forgotten.insert(digest).inserted else {
                 throw BinaryDecodingError(.invalidValue("a forgotten stream's digest is repeated"), at: at)
             }
         }

@@ -11,7 +11,7 @@ struct CompactCommand: AsyncParsableCommand {
         discussion: """
             Every purged stream whose $purged event lies in a sealed segment is forgotten: its events are removed, \
             its $purged event is replaced by a $forgotten receipt at the same position (the entity type, when and by \
-            whom, not the id), and the id stays refused, by its SHA-256 digest, across reopens and full replays. \
+            whom, not the id), and the id stays refused, by its digest (SHA-256's first 16 bytes), across reopens and full replays. \
             Positions do not move: the log keeps gaps. Each rewritten segment replaces the old one atomically; a \
             crash leaves one or the other. Snapshots older than the compaction are replaced (they may name a \
             purged id). When a purge lies in the active segment, that segment is sealed first, so every purge \
