@@ -792,7 +792,7 @@ import Testing
         #expect(!log.sealedSegments.isEmpty, "sealed segments: the part a rewrite could replace")
         let outer = scratch.file("outer"), inner = scratch.file("inner")
         let innerReport = Mutex<BackupReport?>(nil)
-        let report = try await finishing(within: 20) {
+        let report = try await finishing(within: 120) {
             try log.backup(to: outer) { position, epoch in
                 innerReport.withLock { $0 = try? log.backup(to: inner) }
                 return [BackupExtraFile(name: "snapshots/at-\(position)-\(epoch)", bytes: [1, 2, 3])]

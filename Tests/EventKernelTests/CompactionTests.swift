@@ -413,7 +413,7 @@ func finishing<T: Sendable>(within seconds: Int, _ body: @escaping @Sendable () 
         try await Self.add(notes, 80..<90)
         #expect(try writer.log.read(from: standing, limit: 1).first.map { $0.position > standing } == true, "a gap where the follower stands")
 
-        let folded = try await finishing(within: 20) { try follower.refresh() }
+        let folded = try await finishing(within: 120) { try follower.refresh() }
         #expect(folded != nil, "the follower's catch-up ends")
         #expect(follower.nextPosition == writer.nextPosition)
         #expect(followed.fetchAll().sorted { $0.id < $1.id } == notes.fetchAll().sorted { $0.id < $1.id })
