@@ -356,9 +356,7 @@ import Testing
         try await Self.makeStore(source, count: 300)
         let gate = GateFileIO()
         let first = Task { try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: gate)) }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !gate.entered && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(gate.entered, "the first backup never wrote")
+        #expect(try await eventually { gate.entered }, "the first backup never wrote")
         do {
             _ = try await EventStore.backup(storeAt: source, to: destination)
             Issue.record("a second backup into a directory being written succeeded")
@@ -815,7 +813,7 @@ import Testing
     }
 }
 
-/// The real system calls; its first write waits (up to 10 s) until `progress` has grown by 20.
+/// The real system calls; its first write waits (180,000 checks a millisecond apart at most) until `progress` has grown by 20.
 final class WaitingFileIO: LogFileIO, Sendable {
     private let progress: @Sendable () -> Int
     private let state = Mutex<(waited: Bool, done: Bool)>((false, false))
@@ -826,8 +824,10 @@ final class WaitingFileIO: LogFileIO, Sendable {
         if !state.withLock({ $0.done }) {
             state.withLock { $0.done = true }
             let start = progress()
-            let deadline = ContinuousClock.now + .seconds(10)
-            while progress() < start + 20 && ContinuousClock.now < deadline { usleep(1_000) }
+            // Counted checks, not wall time (as `eventually`): a sanitizer run can starve the
+            // writer's task for tens of seconds without anything being blocked.
+            var checks = 0
+            while progress() < start + 20 && checks < 180_000 { usleep(1_000); checks += 1 }
             state.withLock { $0.waited = progress() >= start + 20 }
         }
         return try PosixFileIO().write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
@@ -864,8 +864,10 @@ final class GateFileIO: LogFileIO, Sendable {
 
     func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, descriptor: Int32, path: String) throws(LogError) -> Int {
         state.withLock { $0.entered = true }
-        let deadline = ContinuousClock.now + .seconds(20)
-        while !state.withLock({ $0.released }) && ContinuousClock.now < deadline { usleep(1_000) }
+        // Counted checks (at least 180 s), released by the test; the bound only keeps a failed
+        // test from hanging the run.
+        var checks = 0
+        while !state.withLock({ $0.released }) && checks < 180_000 { usleep(1_000); checks += 1 }
         return try PosixFileIO().write(bytes, toAbsoluteOffset: offset, descriptor: descriptor, path: path)
     }
     func synchronizeData(descriptor: Int32, path: String) throws(LogError) { try PosixFileIO().synchronizeData(descriptor: descriptor, path: path) }

@@ -218,8 +218,9 @@ struct Counter: Identifiable, Codable, Sendable, Equatable { var id: UUID; var v
                 let other = Task(executorPreference: DedicatedThreadExecutor.shared) {
                     try await counters.update(Counter(id: id, value: 50, writer: 1))
                 }
-                let deadline = Date().addingTimeInterval(10)
-                while counters.version(of: id) < 2, Date() < deadline { Thread.sleep(forTimeInterval: 0.001) }
+                // Counted checks, not wall time: a sanitizer run can starve the other task.
+                var checks = 0
+                while counters.version(of: id) < 2, checks < 180_000 { Thread.sleep(forTimeInterval: 0.001); checks += 1 }
                 _ = other
             }
             try counters.update(Counter(id: id, value: current.value + 1, writer: 2), in: &command)

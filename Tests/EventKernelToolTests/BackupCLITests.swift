@@ -391,7 +391,7 @@ struct BackupKillTests {
             kill(writer.processIdentifier, SIGKILL)
             writer.waitUntilExit()
         }
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline, ((try? FileManager.default.contentsOfDirectory(atPath: store.path)) ?? []).filter({ $0.hasSuffix(".log") }).isEmpty {
             usleep(50_000)
         }

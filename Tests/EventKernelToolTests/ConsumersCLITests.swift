@@ -74,7 +74,7 @@ struct ConsumersCLITests {
         let follower = try makeProcess(["tail", store, "--consumer", "feed", "--follow", "--json"], stdout: out, stderr: err)
         follower.environment?["EVENTKERNEL_TEST_TAIL_PAUSE_BEFORE_COMMIT"] = "30"
         try follower.run()
-        let deadline = Date().addingTimeInterval(20)
+        let deadline = Date().addingTimeInterval(120)
         while Date() < deadline, ((try? String(contentsOf: out, encoding: .utf8)) ?? "").split(separator: "\n").count < 2 { usleep(10_000) }
         kill(follower.processIdentifier, SIGKILL)
         follower.waitUntilExit()
@@ -101,7 +101,7 @@ struct ConsumersCLITests {
         tail.environment?["EVENTKERNEL_TEST_TAIL_PAUSE_BEFORE_COMMIT"] = "30"
         try tail.run()
         let lines = { ((try? String(contentsOf: out, encoding: .utf8)) ?? "").split(separator: "\n").count }
-        let deadline = Date().addingTimeInterval(20)
+        let deadline = Date().addingTimeInterval(120)
         while Date() < deadline, lines() < 1000 { usleep(10_000) }
         usleep(300_000)
         kill(tail.processIdentifier, SIGKILL)

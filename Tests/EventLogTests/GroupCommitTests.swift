@@ -22,8 +22,7 @@ struct GroupCommitTests {
 
         /// Waits (polling; completions run on the log's threads) until `n` completions ran.
         func wait(for n: Int) async throws {
-            let deadline = ContinuousClock.now.advanced(by: .seconds(20))
-            while count < n && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+            _ = try await eventually(every: .milliseconds(1)) { count >= n }
             #expect(count == n, "\(count) of \(n) completions ran")
         }
     }
