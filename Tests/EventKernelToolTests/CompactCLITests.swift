@@ -86,13 +86,6 @@ struct CompactKillTests {
         return configuration
     }()
 
-    /// Runs `body` on a thread of its own (process waits, file scans), not a cooperative one.
-    static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
-        }
-    }
-
     /// Opens the store with the notes' repository: its live notes, and whether each purged id
     /// is refused.
     private static func check(_ store: URL, live: [Note], purged: [String], round: Int) async throws {
@@ -137,7 +130,7 @@ struct CompactKillTests {
         let probe = temp.file("probe")
         // Processes are waited for, and files scanned, on a thread of their own: a test that
         // holds a cooperative thread that long starves every other test's tasks (2 cores).
-        let (whole, duration) = try await Self.offPool { () throws -> (RunResult, Duration) in
+        let (whole, duration) = try await onOwnThread { () throws -> (RunResult, Duration) in
             try FileManager.default.copyItem(at: template, to: probe)
             let started = ContinuousClock.now
             let whole = try run(["compact", probe.path, "--yes"])
@@ -145,15 +138,18 @@ struct CompactKillTests {
         }
         #expect(whole.status == 0, "\(whole.stderr)")
         let purgedIDs = purged
-        #expect(try await Self.offPool { try purgedIDs.prefix(20).allSatisfy { try files(in: probe, holding: $0.utf8).isEmpty } })
+        #expect(try await onOwnThread { try purgedIDs.prefix(20).allSatisfy { try files(in: probe, holding: $0.utf8).isEmpty } })
 
         var random = SplitMix64(seed: 27)
         var killedMidway = 0
-        // At least eight rounds, and on until three kills have landed midway (at most thirty).
-        for round in 0..<30 where round < 8 || killedMidway < 3 {
+        // At least eight rounds, and on until three kills have landed midway (at most thirty);
+        // under sanitizers (each round two compactions, a verify and a reopen, 5-20x slower)
+        // three rounds, and on until one kill landed midway (at most twelve).
+        let (minimumRounds, kills, maximumRounds) = testScale.pick((8, 3, 30), small: (3, 1, 12))
+        for round in 0..<maximumRounds where round < minimumRounds || killedMidway < kills {
             let store = temp.file("store\(round)")
             let delay = Double(random.next() % 1_000) / 1_000 * (duration / .milliseconds(1))
-            let (killed, verify) = try await Self.offPool { () throws -> (Bool, RunResult) in
+            let (killed, verify) = try await onOwnThread { () throws -> (Bool, RunResult) in
                 try FileManager.default.copyItem(at: template, to: store)
                 let process = try makeProcess(["compact", store.path, "--yes"], stdout: temp.file("out\(round)"), stderr: temp.file("err\(round)"))
                 try process.run()
@@ -165,10 +161,10 @@ struct CompactKillTests {
             if killed { killedMidway += 1 }
             #expect(verify.status == 0, "round \(round): \(verify.stdout)\(verify.stderr)")
             try await Self.check(store, live: live, purged: purged, round: round)
-            let again = try await Self.offPool { try run(["compact", store.path, "--yes"]) }
+            let again = try await onOwnThread { try run(["compact", store.path, "--yes"]) }
             #expect(again.status == 0, "round \(round): \(again.stderr)")
             try await Self.check(store, live: live, purged: purged, round: round)
-            let left = try await Self.offPool { try purgedIDs.filter { try !files(in: store, holding: $0.utf8).isEmpty } }
+            let left = try await onOwnThread { try purgedIDs.filter { try !files(in: store, holding: $0.utf8).isEmpty } }
             #expect(left.isEmpty, "round \(round): \(left.count) purged ids left in the store")
             try FileManager.default.removeItem(at: store)
         }

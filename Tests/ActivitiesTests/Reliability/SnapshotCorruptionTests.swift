@@ -21,7 +21,7 @@ import EventKernelTestSupport
 /// cases; `EVENTKERNEL_SNAPSHOT_STRIDE=1` sweeps every byte.
 @Suite("Reliability: snapshot corruption sweep", .serialized)
 struct SnapshotCorruptionTests {
-    static let caseBudget = environmentInt("EVENTKERNEL_SNAPSHOT_CASES", default: testScale.pick(5000, small: 400))
+    static let caseBudget = environmentInt("EVENTKERNEL_SNAPSHOT_CASES", default: testScale.pick(2500, small: 400))
     static let headerBytes = 72
 
     struct Reference {

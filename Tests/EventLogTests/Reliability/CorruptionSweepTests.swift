@@ -91,7 +91,7 @@ struct CorruptionSweepTests {
             }
             structural[SegmentName.segment(segment.basePosition)] = set
         }
-        let stride = environmentInt("EVENTKERNEL_CORRUPTION_STRIDE", default: testScale.pick(4, small: 8))
+        let stride = environmentInt("EVENTKERNEL_CORRUPTION_STRIDE", default: testScale.pick(8, small: 16))
 
         let work = root.appending(path: "case", directoryHint: .isDirectory)
         var tally = Tally()
