@@ -39,12 +39,8 @@ public func runAndKillOffThePool(
     _ executable: URL, arguments: [String], scratch: URL, plan: KillPlan,
     signal: Int32 = SIGKILL, gracePeriod: Duration = .seconds(60)
 ) async throws -> KilledProcess {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread {
-            continuation.resume(with: Result {
-                try runAndKill(executable, arguments: arguments, scratch: scratch, plan: plan, signal: signal, gracePeriod: gracePeriod)
-            })
-        }
+    try await onOwnThread {
+        try runAndKill(executable, arguments: arguments, scratch: scratch, plan: plan, signal: signal, gracePeriod: gracePeriod)
     }
 }
 

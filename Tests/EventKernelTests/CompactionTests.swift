@@ -5,23 +5,6 @@ import Testing
 @testable import EventKernel
 import EventKernelTestSupport
 
-/// Runs `body` on a thread of its own and waits at most `seconds` for it: `nil` when it has not
-/// returned by then, so that a call that loops or deadlocks fails its test instead of hanging
-/// the run (the thread is then left behind).
-func finishing<T: Sendable>(within seconds: Int, _ body: @escaping @Sendable () throws -> T) async throws -> T? {
-    let outcome = Mutex<Result<T, any Error>?>(nil)
-    Thread { let result = Result { try body() }; outcome.withLock { $0 = result } }.start()
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while ContinuousClock.now < deadline {
-        if let result = outcome.withLock({ $0 }) { return try result.get() }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-    // Once more after the deadline: a busy machine may resume this task only after it, when
-    // the call has long returned (a sanitizer run starved the pool for more than 20 s).
-    if let result = outcome.withLock({ $0 }) { return try result.get() }
-    return nil
-}
-
 /// Compaction of purged streams (issue 27, item 3): every event of a purged stream leaves the
 /// store's files, its id stays refused (by digest) across reopens and replays from the start,
 /// and every answer about the live entities is what it was.

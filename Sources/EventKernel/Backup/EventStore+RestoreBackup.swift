@@ -185,20 +185,6 @@ extension EventStore {
         dest + ".restoring-" + String(UInt64.random(in: 0...UInt64.max), radix: 36)
     }
 
-    /// The first position of `range` that lies in a batch compaction rewrote, if any.
-    package static func firstCompactedPosition(in source: any RecordLog, _ range: Range<LogPosition>) throws -> LogPosition? {
-        var position = range.lowerBound
-        while position < range.upperBound {
-            if try source.isCompacted(at: position) { return position }
-            guard let start = source.batchStart(containing: position) else { return nil }
-            // The next batch: the first position past this one's, found from its start.
-            var next = position + 1
-            while next < range.upperBound, source.batchStart(containing: next) == start { next += 1 }
-            position = next
-        }
-        return nil
-    }
-
     /// Appends `batches` of `source` to a new log in `target`, each as one batch again, with
     /// their positions and recording times.
     private static func appendBatches(_ batches: [Range<LogPosition>], of source: any RecordLog, to target: URL) async throws {
@@ -221,7 +207,7 @@ extension EventStore {
                 let expected = Int(batches[last].upperBound - batches[index].lowerBound)
                 // Compaction leaves gaps that an append cannot recreate (positions are assigned
                 // gap-free): say so, rather than call the source damaged.
-                if records.count < expected, let gap = try Self.firstCompactedPosition(in: source, batches[index].lowerBound..<batches[last].upperBound) {
+                if records.count < expected, let gap = try source.firstCompactedPosition(in: batches[index].lowerBound..<batches[last].upperBound) {
                     throw LogError(.invalidArgument,
                         "the source was compacted (position \(gap) lies in a batch compaction rewrote): its gaps cannot be appended again yet; restore a compacted backup whole, without a point",
                         position: gap)

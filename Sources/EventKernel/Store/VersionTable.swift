@@ -96,6 +96,11 @@ final class VersionTable: Projection {
     /// before their reservations are released: a command whose first read saw the same count
     /// read versions that still hold when nothing is in flight.
     private let commits = Atomic<UInt64>(0)
+    /// Set once the table holds a forgotten stream's digest: appends then compute their
+    /// streams' digests (SHA-256) before taking the lock. A hint only: ``checkPurges`` computes
+    /// under the lock any digest it needs and was not given, so a stream forgotten between the
+    /// peek and the lock is refused all the same.
+    private let holdsForgotten = Atomic<Bool>(false)
 
     var nextPosition: LogPosition { state.withLock { $0.nextPosition } }
 
@@ -181,14 +186,15 @@ final class VersionTable: Projection {
     ///   being purged by another batch,
     ///   so that a command which decided before the purge was visible decides again.
     func reserve(_ events: [PendingEvent], basis: UInt64?, planned: [UInt64]?) throws(RepositoryError) -> (versions: [UInt64], reservation: Reservation)? {
-        try state.withLock { (state) throws(RepositoryError) -> ([UInt64], Reservation)? in
+        let digests = holdsForgotten.load(ordering: .relaxed) ? Self.digests(of: events) : nil
+        return try state.withLock { (state) throws(RepositoryError) -> ([UInt64], Reservation)? in
             // Fast path: nothing committed since the command's first read and nothing in
             // flight, so every version it read still holds and the versions it planned are
             // the ones the checks below would give.
             if let basis, let planned, basis == commits.load(ordering: .relaxed), state.batches.isEmpty {
                 // Purges are checked on this path too: a command's reads say nothing about them
                 // (a repository sees a purged entity as absent, and would add it).
-                let purges = try Self.checkPurges(events, versions: planned, state)
+                let purges = try Self.checkPurges(events, versions: planned, digests: digests, state)
                 let id = state.nextBatch
                 state.nextBatch += 1
                 state.batches[id] = Batch(events: events, versions: planned, indexed: nil, purges: purges)
@@ -200,7 +206,7 @@ final class VersionTable: Projection {
             // After the version checks: a command that decided before a purge committed (or
             // while it is in flight) conflicts, and decides again on the purged state (where a
             // second purge finds the stream purged already) instead of failing here.
-            let purges = try Self.checkPurges(events, versions: versions, state)
+            let purges = try Self.checkPurges(events, versions: versions, digests: digests, state)
             var streams: [StreamID] = []
             if events.count == 1 {
                 let stream = events[0].event.stream
@@ -228,20 +234,24 @@ final class VersionTable: Projection {
     /// Refuses a batch with an event of a purged stream (committed, in flight, or purged by an
     /// earlier event of the batch itself), or with an event of a `$` type that is not a valid
     /// tombstone (``Tombstone/validate(eventType:schemaVersion:payloadCount:stream:versionBefore:)``).
-    /// - Parameter versions: The version each event gets (a tombstone's must follow an event).
+    /// - Parameters:
+    ///   - versions: The version each event gets (a tombstone's must follow an event).
+    ///   - digests: Each event's stream's digest, computed before the lock (``digests(of:)``),
+    ///     or `nil`: then computed here, when the table holds a forgotten stream.
     /// - Returns: The streams the batch purges.
     /// - Complexity: O(events), with one hash lookup per event when a stream is purged.
-    private static func checkPurges(_ events: [PendingEvent], versions: [UInt64], _ state: State) throws(RepositoryError) -> [StreamID] {
+    private static func checkPurges(_ events: [PendingEvent], versions: [UInt64], digests: [ForgottenStream]?, _ state: State) throws(RepositoryError) -> [StreamID] {
         // The common store has no purge at all: one check per event, of its type's first byte.
         var purges: [StreamID] = []
         // A set, not the array: a batch purging n streams checks each event against it.
         var purgedInBatch: Set<StreamID> = []
         let anyPurged = !state.purged.isEmpty || !state.purging.isEmpty || !state.forgotten.isEmpty
-        // A digest per event only once compaction forgot a stream, and one per run of events
-        // of the same stream (a batch mostly repeats one).
+        // A digest per event only once compaction forgot a stream (given, unless that happened
+        // after the caller's peek), and one per run of events of the same stream.
         var lastDigested: (stream: StreamID, forgotten: Bool)?
-        func isForgotten(_ stream: StreamID) -> Bool {
+        func isForgotten(_ index: Int, _ stream: StreamID) -> Bool {
             guard !state.forgotten.isEmpty else { return false }
+            if let digests { return state.forgotten.contains(digests[index]) }
             if let last = lastDigested, last.stream == stream { return last.forgotten }
             let forgotten = state.forgotten.contains(ForgottenStream(stream))
             lastDigested = (stream, forgotten)
@@ -249,7 +259,7 @@ final class VersionTable: Projection {
         }
         for (index, pending) in events.enumerated() {
             let stream = pending.event.stream
-            if anyPurged, state.purged[stream] != nil || state.purging[stream] != nil || isForgotten(stream) {
+            if anyPurged, state.purged[stream] != nil || state.purging[stream] != nil || isForgotten(index, stream) {
                 // A tombstone decided before the purge was visible to its command: a commit
                 // folds the version sources before this table, so a command can read the
                 // version after a `$purged` while ``isPurged(_:)`` is still false. A conflict
@@ -275,8 +285,24 @@ final class VersionTable: Projection {
         return purges
     }
 
+    /// Each event's stream's digest, one SHA-256 per run of events of the same stream: what
+    /// ``checkPurges(_:versions:digests:_:)`` looks up, computed before the lock.
+    /// - Complexity: O(events), one digest per run.
+    private static func digests(of events: [PendingEvent]) -> [ForgottenStream] {
+        var digests: [ForgottenStream] = []
+        digests.reserveCapacity(events.count)
+        for (index, pending) in events.enumerated() {
+            if index > 0, events[index - 1].event.stream == pending.event.stream {
+                digests.append(digests[index - 1])
+            } else {
+                digests.append(ForgottenStream(pending.event.stream))
+            }
+        }
+        return digests
+    }
+
     /// Whether `eventType` is one of the store's own (`$`) types: the first-byte test
-    /// ``checkPurges(_:versions:_:)`` uses.
+    /// ``checkPurges(_:versions:digests:_:)`` uses.
     private static func eventTypeIsReserved(_ eventType: String) -> Bool {
         eventType.utf8.first == UInt8(ascii: "$")
     }
@@ -309,6 +335,7 @@ final class VersionTable: Projection {
         let ids = Set(streams)
         state.withLock { state in
             state.forgotten.formUnion(digests)
+            holdsForgotten.store(true, ordering: .relaxed)
             for stream in streams { state.purged[stream] = nil }
             state.committed.removeEntries(ids)
         }
@@ -430,6 +457,7 @@ final class VersionTable: Projection {
                 if envelope.stream.entityType == ForgottenStream.streamType, let receipt = ForgottenStream(receipt: envelope) {
                     // A receipt's stream never gets another event: its digest is what counts.
                     state.forgotten.insert(receipt)
+                    holdsForgotten.store(true, ordering: .relaxed)
                     state.nextPosition = envelope.position + 1
                     continue
                 }
@@ -562,6 +590,7 @@ final class VersionTable: Projection {
             state.lastType = nil
             state.purged = purged
             state.forgotten = forgotten
+            holdsForgotten.store(!forgotten.isEmpty, ordering: .relaxed)
         }
     }
 }

@@ -90,7 +90,7 @@ struct CopyCommand: AsyncParsableCommand {
                     return true
                 }
             }
-            if chunk.count < range.count, let gap = try withToolErrorsSync({ try EventStore.firstCompactedPosition(in: from, range) }) {
+            if chunk.count < range.count, let gap = try withToolErrorsSync({ try from.firstCompactedPosition(in: range) }) {
                 throw ToolError(.badInput, "\(Self.name(source)) was compacted (position \(gap) lies in a batch compaction rewrote): copy cannot recreate its gaps yet (Docs/Forgetting.md); nothing past position \(range.lowerBound) was copied")
             }
             guard chunk.count == range.count, chunk.first?.position == range.lowerBound else {

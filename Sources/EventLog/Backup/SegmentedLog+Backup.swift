@@ -408,11 +408,7 @@ extension SegmentedLog {
     private static func isCompacted(_ next: LogPosition, in segments: [BackupSegment]) throws(LogError) -> Bool {
         guard next > 0, let segment = segments.last(where: { $0.base < next }), next <= segment.nextPosition,
               let batch = segment.batches.last(where: { $0.firstPosition < next }) else { return false }
-        let header = try segment.file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
-        guard header.count == BatchHeader.size, case .success(let decoded) = header.withUnsafeBytes({ BatchHeader.decode($0) }) else {
-            return false
-        }
-        return decoded.isSparse
+        return try batch.isSparse(in: segment.file)
     }
 
     /// Names a backup directory holds: the store's files and the backup's own.

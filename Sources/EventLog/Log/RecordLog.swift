@@ -163,16 +163,19 @@ public protocol RecordLog: AnyObject, Sendable {
     /// - Complexity: O(log s + log b) for a segmented log (s segments, b batches in one).
     func batchStart(containing position: LogPosition) -> LogPosition?
 
-    /// Whether compaction rewrote the stored batch that covers `position` (a sparse batch:
-    /// Docs/FileFormat.md): a record there may have been removed or replaced since it was
+    /// The first position of `range` that lies in a stored batch compaction rewrote (a sparse
+    /// batch: Docs/FileFormat.md): a record there may have been removed or replaced since it was
     /// appended, which is no damage. Derived state anchored to such a record (a snapshot) is
-    /// then outdated, not contradicted.
+    /// then outdated, not contradicted; a copy that finds fewer records than positions there
+    /// knows why.
     ///
-    /// A log that wraps another must forward this (the default answers `false`).
-    /// - Parameter position: A position the log covers.
-    /// - Returns: `false` when no batch covers `position` or the log is never compacted.
-    /// - Throws: ``LogError`` when the batch's header cannot be read.
-    func isCompacted(at position: LogPosition) throws -> Bool
+    /// A log that wraps another must forward this (the default answers `nil`).
+    /// - Parameter range: Positions the log covers.
+    /// - Returns: `nil` when no batch in `range` is sparse or the log is never compacted.
+    /// - Throws: ``LogError`` when a batch's header cannot be read.
+    /// - Complexity: O(log s + log b) to find the first batch, then one header read per batch
+    ///   in `range`, for a segmented log.
+    func firstCompactedPosition(in range: Range<LogPosition>) throws -> LogPosition?
 
     /// Calls `body` with each record whose timestamp lies in `range`, in position order,
     /// skipping whole batches whose minimum and maximum timestamps lie outside it.
@@ -207,8 +210,15 @@ extension RecordLog {
     /// Logs that do not decode whole batches per read report none: `nil`.
     public func batchStart(containing position: LogPosition) -> LogPosition? { nil }
 
-    /// Logs that are never compacted: `false`.
-    public func isCompacted(at position: LogPosition) throws -> Bool { false }
+    /// Logs that are never compacted: `nil`.
+    public func firstCompactedPosition(in range: Range<LogPosition>) throws -> LogPosition? { nil }
+
+    /// Whether compaction rewrote the stored batch that covers `position`: see
+    /// ``firstCompactedPosition(in:)``.
+    /// - Throws: ``LogError`` when the batch's header cannot be read.
+    public func isCompacted(at position: LogPosition) throws -> Bool {
+        try firstCompactedPosition(in: position..<position + 1) != nil
+    }
 }
 
 extension RecordLog {

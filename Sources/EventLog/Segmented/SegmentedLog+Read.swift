@@ -196,20 +196,30 @@ extension SegmentedLog {
         core.batchStart(containing: position)
     }
 
-    public func isCompacted(at position: LogPosition) throws -> Bool {
-        let found = core.state.withLock { state -> (OpenFile, BatchLocation)? in
-            guard let cursor = LogCore.cursor(containing: position, in: state.segments) else { return nil }
-            let segment = state.segments[cursor.segment]
-            return (segment.file, segment.batches[cursor.batch])
+    public func firstCompactedPosition(in range: Range<LogPosition>) throws -> LogPosition? {
+        guard !range.isEmpty else { return nil }
+        // The locations are taken under the lock, the headers read outside it (a rewrite that
+        // replaces a file meanwhile leaves the old one readable through its descriptor).
+        let found = core.state.withLock { state -> [(OpenFile, BatchLocation)] in
+            guard var cursor = LogCore.cursor(containing: range.lowerBound, in: state.segments) else { return [] }
+            var found: [(OpenFile, BatchLocation)] = []
+            while cursor.segment < state.segments.count {
+                let segment = state.segments[cursor.segment]
+                while cursor.batch < segment.batches.count {
+                    let batch = segment.batches[cursor.batch]
+                    guard batch.firstPosition < range.upperBound else { return found }
+                    found.append((segment.file, batch))
+                    cursor.batch += 1
+                }
+                cursor.segment += 1
+                cursor.batch = 0
+            }
+            return found
         }
-        guard let (file, batch) = found else { return false }
-        let bytes = try file.read(fromAbsoluteOffset: batch.offset, count: BatchHeader.size)
-        guard bytes.count == BatchHeader.size, case .success(let header) = bytes.withUnsafeBytes({ BatchHeader.decode($0) }),
-              header.firstPosition == batch.firstPosition else {
-            throw LogError(.corruption, "the batch header at this offset does not decode as the index lists it",
-                           file: file.path, offset: batch.offset, position: batch.firstPosition)
+        for (file, batch) in found where try batch.isSparse(in: file) {
+            return Swift.max(batch.firstPosition, range.lowerBound)
         }
-        return header.isSparse
+        return nil
     }
 
     public func forEachRecord(

@@ -39,7 +39,7 @@ struct ConsumerKillBarTests {
         // milliseconds, and on Swift's cooperative threads a busy test run (the whole suite in
         // parallel on 2 cores) starved those polls for seconds, so the children finished before
         // the kills were due and the bar was not exercised.
-        let rounds = try await offThePool { () -> Result<KillRounds, KillRoundFailure> in
+        let rounds = try await onOwnThread { () -> Result<KillRounds, KillRoundFailure> in
             do {
                 return .success(try Self.killRounds(store: store, file: file, helper: helper, scratch: temp.url, total: total))
             } catch let failure as KillRoundFailure {
@@ -54,7 +54,7 @@ struct ConsumerKillBarTests {
         for violation in rounds.violations { Issue.record(Comment(rawValue: violation)) }
         // Both run to the end: the writer appends the rest, the consumer handles and commits it.
         for child in [running.writer, running.consumer].compactMap({ $0 }) {
-            let status = await offThePool { child.waitForExit(timeout: .seconds(max(120, total / 1_000))) }
+            let status = try await onOwnThread { child.waitForExit(timeout: .seconds(max(120, total / 1_000))) }
             try #require(status == 0 && child.lines.last?.hasPrefix("done") == true,
                          "a child did not finish (status \(status.map(String.init) ?? "killed at the timeout")): \(child.lines.suffix(3)) \(child.errorOutput.suffix(500))")
         }
@@ -222,13 +222,6 @@ struct HandledLedger {
             seen[position] = true
         }
         while firstUnhandled < total && seen[firstUnhandled] { firstUnhandled += 1 }
-    }
-}
-
-/// Runs `body` (which blocks) on a thread of its own, not on one of Swift's cooperative threads.
-private func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(returning: body()) }
     }
 }
 
