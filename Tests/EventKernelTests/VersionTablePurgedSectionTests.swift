@@ -61,7 +61,7 @@ import EventLog
     /// round-trips, and refuses a digest listed twice or more digests than its bytes hold.
     @Test func theForgottenSectionHoldsDigestsOnlyAndRoundTrips() throws {
         let table = Self.table("$purged")
-        table.forget([Self.stream])
+        table.forget([Self.stream: ForgottenStream(Self.stream)])
         #expect(table.purgedStreams.isEmpty && table.forgottenCount == 1)
         #expect(table.isPurged(Self.stream))
         let snapshot = try table.snapshotState()

@@ -91,7 +91,49 @@ extension EventEnvelope {
     package init(
         recordPayload bytes: consuming [UInt8], position: LogPosition, timestamp: LogTimestamp, strings: inout StringInterner
     ) throws(BinaryDecodingError) {
-        var reader = BinaryReader(copy bytes)
+        let header = try Self.readHeader(bytes, strings: &strings)
+        let entityID: EntityID, trailerLength: Int
+        if let leadingID = header.leadingID { (entityID, trailerLength) = (leadingID, 0) } else { (entityID, trailerLength) = try Self.trailingEntityID(bytes, after: header.length) }
+        // The payload is what lies between: moved to the front of the record's own buffer, not
+        // copied into a new one (one allocation per record instead of two).
+        var payload = consume bytes
+        payload.removeLast(trailerLength)
+        payload.removeSubrange(0..<header.length)
+        self.init(
+            position: position, timestamp: timestamp, eventType: header.eventType,
+            schemaVersion: header.schemaVersion, stream: StreamID(header.entityType, entityID), entityVersion: header.entityVersion,
+            metadata: EventMetadata(correlationID: header.correlationID, actor: header.actor),
+            payload: payload)
+    }
+
+    /// The stream of the event in a record payload, without decoding the rest: what a pass that
+    /// only sorts records by stream (compaction) reads. The same checks as the full decode
+    /// (``init(recordPayload:position:timestamp:strings:)``), so a record one refuses the other does.
+    /// - Throws: ``BinaryDecodingError`` with the byte offset of the damage.
+    package static func stream(inRecordPayload bytes: [UInt8], strings: inout StringInterner) throws(BinaryDecodingError) -> StreamID {
+        let header = try readHeader(bytes, strings: &strings)
+        if let leadingID = header.leadingID { return StreamID(header.entityType, leadingID) }
+        return StreamID(header.entityType, try trailingEntityID(bytes, after: header.length).0)
+    }
+
+    /// A record's fields before its payload (formats 1 to 3).
+    private struct RecordHeader {
+        var eventType: String
+        var schemaVersion: UInt16
+        /// Formats 1 and 2 write the id here; format 3 at the end.
+        var leadingID: EntityID?
+        var entityVersion: UInt64
+        var entityType: String
+        var correlationID: String?
+        var actor: String?
+        /// Where the payload starts.
+        var length: Int
+    }
+
+    /// Reads the fields before the payload: the one reader of them.
+    /// - Throws: ``BinaryDecodingError`` with the byte offset of the damage.
+    private static func readHeader(_ bytes: [UInt8], strings: inout StringInterner) throws(BinaryDecodingError) -> RecordHeader {
+        var reader = BinaryReader(bytes)
         let version = try reader.readUInt8()
         guard (1...Self.recordFormatVersion).contains(version) else {
             throw BinaryDecodingError(.invalidValue("unknown envelope format version \(version)"), at: 0)
@@ -110,20 +152,8 @@ extension EventEnvelope {
             : StreamID.legacyEntityType(ofEventType: eventType, interning: &strings)
         let correlationID = flags & Flag.correlationID != 0 ? try reader.readString(interning: &strings) : nil
         let actor = flags & Flag.actor != 0 ? try reader.readString(interning: &strings) : nil
-        let headerLength = reader.offset
-        reader = BinaryReader([])
-        let entityID: EntityID, trailerLength: Int
-        if let leadingID { (entityID, trailerLength) = (leadingID, 0) } else { (entityID, trailerLength) = try Self.trailingEntityID(bytes, after: headerLength) }
-        // The payload is what lies between: moved to the front of the record's own buffer, not
-        // copied into a new one (one allocation per record instead of two).
-        var payload = consume bytes
-        payload.removeLast(trailerLength)
-        payload.removeSubrange(0..<headerLength)
-        self.init(
-            position: position, timestamp: timestamp, eventType: eventType,
-            schemaVersion: schemaVersion, stream: StreamID(entityType, entityID), entityVersion: entityVersion,
-            metadata: EventMetadata(correlationID: correlationID, actor: actor),
-            payload: payload)
+        return RecordHeader(eventType: eventType, schemaVersion: schemaVersion, leadingID: leadingID, entityVersion: entityVersion,
+                            entityType: entityType, correlationID: correlationID, actor: actor, length: reader.offset)
     }
 
     /// Reads a format 3 record's trailing entity id, which must leave `headerLength` bytes

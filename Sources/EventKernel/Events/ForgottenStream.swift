@@ -27,8 +27,18 @@ public struct ForgottenStream: Hashable, Sendable, CustomStringConvertible {
     /// The schema version receipts are written with.
     public static let schemaVersion: UInt16 = 1
 
+    /// The digest's bytes 0..<8 and 8..<16, each read big-endian: held inline, not as an array,
+    /// so that a set of forgotten streams (one per purged stream, for the store's life) costs
+    /// 16 bytes and no allocation an entry, and hashes two words. Ordered as the bytes are.
+    private let high: UInt64, low: UInt64
+
     /// The digest of the forgotten stream's identity: ``digestLength`` bytes.
-    public let digest: [UInt8]
+    public var digest: [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(Self.digestLength)
+        for word in [high, low] { for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: word >> UInt64(shift))) } }
+        return bytes
+    }
 
     /// The bytes of a digest: SHA-256's first 16.
     public static let digestLength = 16
@@ -48,14 +58,25 @@ public struct ForgottenStream: Hashable, Sendable, CustomStringConvertible {
             bytes += Array(string.utf8)
             bytes.append(1)
         }
-        digest = Array(SHA256.digest(bytes).prefix(Self.digestLength))
+        (high, low) = Self.words(SHA256.digest(bytes))
     }
 
     /// A digest read back (a snapshot, a receipt's stream id); `nil` unless it is
     /// ``digestLength`` bytes.
     package init?(digest: [UInt8]) {
         guard digest.count == Self.digestLength else { return nil }
-        self.digest = digest
+        (high, low) = Self.words(digest)
+    }
+
+    /// Whether this digest sorts before `other`'s, byte by byte (what a snapshot writes them in).
+    package func precedes(_ other: ForgottenStream) -> Bool { (high, low) < (other.high, other.low) }
+
+    /// The first 16 bytes of `bytes` as two big-endian words.
+    private static func words(_ bytes: [UInt8]) -> (UInt64, UInt64) {
+        var high: UInt64 = 0, low: UInt64 = 0
+        for i in 0..<8 { high = high << 8 | UInt64(bytes[i]) }
+        for i in 8..<16 { low = low << 8 | UInt64(bytes[i]) }
+        return (high, low)
     }
 
     /// The digest in lowercase hex (32 digits).
@@ -64,7 +85,7 @@ public struct ForgottenStream: Hashable, Sendable, CustomStringConvertible {
         let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         text.reserveCapacity(digest.count * 2)
-        for byte in digest { text.append(digits[Int(byte >> 4)]); text.append(digits[Int(byte & 15)]) }
+        for word in [high, low] { for shift in stride(from: 60, through: 0, by: -4) { text.append(digits[Int(word >> UInt64(shift) & 15)]) } }
         return String(decoding: text, as: UTF8.self)
     }
 
@@ -76,19 +97,20 @@ public struct ForgottenStream: Hashable, Sendable, CustomStringConvertible {
     public init?(receipt envelope: EventEnvelope) {
         guard envelope.eventType == Self.eventType, envelope.stream.entityType == Self.streamType,
               case .string(let hex) = envelope.entityID, let digest = Self.bytes(ofHex: hex) else { return nil }
-        self.digest = digest
+        (high, low) = Self.words(digest)
     }
 
-    /// The receipt replacing `purge` (the stream's `$purged` event): its record payload.
-    /// - Parameter purge: The decoded `$purged` event.
+    /// The receipt replacing `purge` (the stream's `$purged` event, whose digest this is): its
+    /// record payload.
+    /// - Parameters:
+    ///   - purge: The decoded `$purged` event.
     ///   - payloads: Each entity type's receipt payload, filled as they are met.
-    package static func receiptRecord(replacing purge: EventEnvelope, payloads: inout [String: [UInt8]]) -> [UInt8] {
-        let forgotten = ForgottenStream(purge.stream)
+    package func receiptRecord(replacing purge: EventEnvelope, payloads: inout [String: [UInt8]]) -> [UInt8] {
         let type = purge.stream.entityType
-        let payload = payloads[type] ?? receiptPayload(entityType: type)
+        let payload = payloads[type] ?? Self.receiptPayload(entityType: type)
         payloads[type] = payload
         return EventEnvelope.encodeRecordPayload(
-            eventType: eventType, schemaVersion: schemaVersion, stream: forgotten.receiptStream, entityVersion: 1,
+            eventType: Self.eventType, schemaVersion: Self.schemaVersion, stream: receiptStream, entityVersion: 1,
             metadata: purge.metadata, payload: payload)
     }
 

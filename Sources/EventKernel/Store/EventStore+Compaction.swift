@@ -89,8 +89,10 @@ extension EventStore {
         try await holdingSnapshotWrites {
             report.snapshotsRemoved = try snapshotFolder.removeFiles(except: [])
             // Blocking file I/O for as long as the rewrite takes: off the cooperative threads.
-            let rewrites = try await runOnThreadOfItsOwn(named: "EventKernel compaction") {
-                try Self.rewrite(rewritable, of: segmented, removing: forgetting)
+            let (rewrites, digests) = try await runOnThreadOfItsOwn(named: "EventKernel compaction") {
+                // Each stream's digest once (SHA-256): for its receipt and for the version table.
+                let digests = Dictionary(uniqueKeysWithValues: forgetting.keys.map { ($0, ForgottenStream($0)) })
+                return (try Self.rewrite(rewritable, of: segmented, removing: forgetting, digests: digests), digests)
             }
             // A segment may be rewritten by both passes: its bytes before the first, after the last.
             var bytes: [LogPosition: (before: Int64, after: Int64)] = [:]
@@ -107,7 +109,7 @@ extension EventStore {
             report.bytesAfter = bytes.values.reduce(0) { $0 + $1.after }
             // Only now, every rewrite done: a compaction that failed midway leaves the ids
             // purged, and the next one forgets them (their `$purged` events are still there).
-            forget(Array(forgetting.keys))
+            forget(digests)
             if snapshots != nil {
                 let written = try await writeSnapshotsHeld(of: nil)
                 report.snapshotsRemoved += try snapshotFolder.removeFiles(except: Set(written))
@@ -135,8 +137,9 @@ extension EventStore {
     /// Replaces the ids of `streams` by their digests: in the version table (which refuses
     /// them from then on) first, then in the repositories' projections that keep their
     /// versions (a deleted entity's version is kept; a purged one's must go).
-    private func forget(_ streams: [StreamID]) {
-        versions.forget(streams)
+    private func forget(_ digests: [StreamID: ForgottenStream]) {
+        versions.forget(digests)
+        let streams = Array(digests.keys)
         let sources = commit.withLock { $0.projections }.compactMap { $0 as? any StreamVersionSource }
         for source in sources {
             guard let type = source.versionedEntityType else { continue }
@@ -154,12 +157,14 @@ extension EventStore {
     ///    projection could fold), and the tombstone still ends it;
     /// 2. each `$purged` event is replaced by its receipt (the stream has no other event left).
     ///
+    /// - Parameter digests: Each stream's digest, for its receipt.
     /// - Returns: Each rewrite, both passes' (a segment may be rewritten twice).
     /// - Throws: ``RepositoryError/storage(_:)`` for a record that is not an event, or a
     ///   segment that cannot be read or written: that segment is left as it was, and those
     ///   before it in the pass are not touched.
     private static func rewrite(
-        _ sealed: [Range<LogPosition>], of log: SegmentedLog, removing streams: [StreamID: LogPosition]
+        _ sealed: [Range<LogPosition>], of log: SegmentedLog, removing streams: [StreamID: LogPosition],
+        digests: [StreamID: ForgottenStream]
     ) throws -> [SegmentRewrite] {
         // No event of the streams lies past the last purge: the segments after it are not read.
         let last = streams.values.max() ?? 0
@@ -171,9 +176,9 @@ extension EventStore {
             rewrites.append(try readingRecords {
                 try log.rewriteSealedSegment(startingAt: segment.lowerBound) { record in
                     if purges.contains(record.position) { return .keep }
-                    let envelope = try EventEnvelope(recordPayload: Array(record.payload), position: record.position,
-                                                     timestamp: record.timestamp, strings: &strings)
-                    return streams[envelope.stream] == nil ? .keep : .remove
+                    // Only the stream is needed here: the rest of the record is not decoded.
+                    let stream = try EventEnvelope.stream(inRecordPayload: Array(record.payload), strings: &strings)
+                    return streams[stream] == nil ? .keep : .remove
                 }
             })
         }
@@ -183,8 +188,8 @@ extension EventStore {
                     guard purges.contains(record.position) else { return .keep }
                     let envelope = try EventEnvelope(recordPayload: Array(record.payload), position: record.position,
                                                      timestamp: record.timestamp, strings: &strings)
-                    guard streams[envelope.stream] == record.position else { return .keep }
-                    return .replace(ForgottenStream.receiptRecord(replacing: envelope, payloads: &payloads))
+                    guard streams[envelope.stream] == record.position, let forgotten = digests[envelope.stream] else { return .keep }
+                    return .replace(forgotten.receiptRecord(replacing: envelope, payloads: &payloads))
                 }
             })
         }

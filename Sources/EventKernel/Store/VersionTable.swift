@@ -325,18 +325,18 @@ final class VersionTable: Projection {
     /// How many purged streams compaction removed (known by digest only).
     var forgottenCount: Int { state.withLock { $0.forgotten.count } }
 
-    /// Keeps only the digest of each of `streams` (purged, their events being removed by
+    /// Keeps only the digest of each stream of `digests` (purged, their events being removed by
     /// compaction): the digests join the forgotten set before the ids leave the purged set and
     /// the version map, under one hold of the lock, so the append path refuses them throughout.
-    /// - Complexity: O(n) for the version map's n entries (rebuilt once), plus a digest per stream.
-    func forget(_ streams: [StreamID]) {
-        guard !streams.isEmpty else { return }
-        let digests = streams.map(ForgottenStream.init)
-        let ids = Set(streams)
+    /// - Parameter digests: Each stream with its digest (computed by the caller, off the lock).
+    /// - Complexity: O(n) for the version map's n entries (rebuilt once), plus O(1) a stream.
+    func forget(_ digests: [StreamID: ForgottenStream]) {
+        guard !digests.isEmpty else { return }
+        let ids = Set(digests.keys)
         state.withLock { state in
-            state.forgotten.formUnion(digests)
+            state.forgotten.formUnion(digests.values)
             holdsForgotten.store(true, ordering: .relaxed)
-            for stream in streams { state.purged[stream] = nil }
+            for stream in digests.keys { state.purged[stream] = nil }
             state.committed.removeEntries(ids)
         }
     }
@@ -521,7 +521,7 @@ final class VersionTable: Projection {
             writer.writeVarint(purged[stream]!)
         }
         writer.writeVarint(UInt64(forgotten.count))
-        for digest in forgotten.map(\.digest).sorted(by: { $0.lexicographicallyPrecedes($1) }) { writer.writeRaw(digest) }
+        for digest in forgotten.sorted(by: { $0.precedes($1) }) { writer.writeRaw(digest.digest) }
         return ProjectionSnapshot(bytes: writer.bytes, nextPosition: next)
     }
 
