@@ -195,6 +195,49 @@ import Testing
         try Self.expectSameRecords(destination, two, below: 120)
     }
 
+    /// `restart` over a complete backup writes the new one into a hidden sibling and exchanges
+    /// the two directories: while it writes, the destination still holds the old backup, whole;
+    /// after it, the new one, and no sibling is left.
+    @Test func aRestartKeepsTheCompleteBackupUntilItExchangesTheNewOne() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let one = scratch.file("one"), two = scratch.file("two"), destination = scratch.file("backup")
+        try await Self.makeStore(one, count: 100)
+        try await Self.makeStore(two, count: 120)
+        let first = try await EventStore.backup(storeAt: one, to: destination)
+        let gate = GateFileIO()
+        let restart = Task { try await EventStore.backup(storeAt: two, to: destination, options: BackupOptions(restart: true, fileIO: gate)) }
+        #expect(try await eventually { gate.entered }, "the restarted backup never wrote")
+        // Written elsewhere meanwhile: the old backup is untouched, with no marker over it.
+        #expect(try BackupManifest.check(in: destination) == first.manifest)
+        #expect(!FileManager.default.fileExists(atPath: destination.appending(path: BackupManifest.partialFileName).path))
+        let hidden = try FileManager.default.contentsOfDirectory(atPath: scratch.url.path).filter { $0.hasPrefix(".backup.restarting-") }
+        #expect(hidden.count == 1, "\(hidden)")
+        gate.release()
+        let restarted = try await restart.value
+        #expect(!restarted.incremental)
+        #expect(try BackupManifest.check(in: destination) == restarted.manifest)
+        #expect(restarted.manifest.storeIdentity != first.manifest.storeIdentity)
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+        try Self.expectSameRecords(destination, two, below: 120)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.url.path).filter { $0.hasPrefix(".") }.isEmpty)
+    }
+
+    /// A restart that fails midway (a full disk) leaves the complete backup it was to replace,
+    /// and no sibling.
+    @Test func aRestartThatFailsLeavesTheCompleteBackup() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        let first = try await EventStore.backup(storeAt: source, to: destination)
+        await #expect(throws: (any Error).self) {
+            try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(restart: true, fileIO: FailingFileIO(failAfter: 1)))
+        }
+        #expect(try BackupManifest.check(in: destination) == first.manifest)
+        #expect(BackupManifest.state(of: destination) == .complete)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scratch.url.path).filter { $0.hasPrefix(".") }.isEmpty)
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+    }
+
     /// The active segment of a closed store, as a crash leaves it: no clean-close checkpoint.
     static func crashedActiveSegment(_ store: URL) throws -> URL {
         let names = try FileManager.default.contentsOfDirectory(atPath: store.path).sorted()

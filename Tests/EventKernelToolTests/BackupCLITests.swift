@@ -63,8 +63,9 @@ struct BackupCLITests {
         #expect(try run("export", backup).stdout == (try run("export", one).stdout))
         let restarted = try run("backup", two, backup, "--restart", "--yes")
         #expect(restarted.status == 0, "\(restarted.stderr)")
-        // The old backup goes first (review item 2): said, with the way to keep it.
-        #expect(restarted.stderr.contains("holds no complete backup") && restarted.stderr.contains("new directory"), "\(restarted.stderr)")
+        // Written beside the old backup and exchanged with it: nothing to warn about, nothing left beside it.
+        #expect(restarted.stderr.isEmpty, "\(restarted.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temp.url.path).filter { $0.hasPrefix(".") }.isEmpty)
         #expect(try run("export", backup).stdout == (try run("export", two).stdout))
     }
 
@@ -477,9 +478,14 @@ struct BackupKillTests {
         let full = ContinuousClock.now - started
         var random = SplitMix64(seed: 28)
         var killedMidway = 0
-        // At least eight rounds, and on until a kill has landed midway (at most forty).
+        // At least eight rounds, and on until a kill has landed midway (at most forty). The
+        // first round into each directory has no backup to keep (a kill may leave none); from
+        // then on a --restart writes beside the complete backup and exchanges the two, so the
+        // directory holds a complete backup that verifies at every instant.
+        var complete: Set<String> = []
         for round in 0..<40 where round < 8 || killedMidway == 0 {
-            let backup = temp.file("backup\(round % 2)")
+            let name = "backup\(round % 2)"
+            let backup = temp.file(name)
             let out = temp.file("out\(round)"), err = temp.file("err\(round)")
             let process = try makeProcess(["backup", store, backup.path, "--restart", "--yes"], stdout: out, stderr: err)
             try process.run()
@@ -489,14 +495,21 @@ struct BackupKillTests {
             process.waitUntilExit()
             if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
             try Self.checkNoFalseManifest(backup)
+            if complete.contains(name) {
+                #expect(BackupManifest.state(of: backup) == .complete, "round \(round): a restart over a complete backup left \(BackupManifest.state(of: backup))")
+            }
+            if BackupManifest.state(of: backup) == .complete { complete.insert(name) }
         }
-        // Whatever the kills left, a backup into the same directories completes and verifies.
+        // Whatever the kills left, a backup into the same directories completes and verifies,
+        // and the hidden siblings of restarts cut short are gone.
         for directory in ["backup0", "backup1"] {
             let result = try run("backup", store, temp.file(directory).path, "--restart", "--yes")
             #expect(result.status == 0, "\(result.stderr)")
             try Self.checkNoFalseManifest(temp.file(directory))
-            #expect(try BackupManifest.read(in: temp.file(directory)) != nil)
+            #expect(BackupManifest.state(of: temp.file(directory)) == .complete)
         }
+        let hidden = try FileManager.default.contentsOfDirectory(atPath: temp.url.path).filter { $0.hasPrefix(".") }
+        #expect(hidden.isEmpty, "\(hidden)")
         #expect(killedMidway > 0, "no kill landed while a backup ran")
     }
 }

@@ -89,10 +89,6 @@ struct BackupCommand: AsyncParsableCommand {
         guard !restart || yes else {
             throw ToolError(.badInput, "backup --restart rewrites the backup in \(destination.path): every file written again, and the files of the backup there that the new one does not hold removed (another store's or another history's backup is lost). Run `eventkernel backups list \(destination.path)` to see what it holds, then `eventkernel backup --restart --yes` to proceed")
         }
-        if restart && BackupManifest.state(of: destination) == .complete {
-            // No sibling-and-swap yet (review item 2): the only complete backup may go first.
-            Output.note("--restart withdraws the backup in \(destination.path) before writing the new one: until it ends (a crash, a full disk), the directory holds no complete backup. To keep it meanwhile, back up into a new directory instead and remove the old one after (backups prune)")
-        }
         guard follow else {
             let started = ContinuousClock.now
             let report = try await withToolErrors(store: source) {

@@ -10,12 +10,16 @@ public import Foundation
 extension BackupManifest {
     /// The infix of a generation being removed: `<root>/.<name>.removing-<random>`.
     static let removingInfix = ".removing-"
+    /// The infix of the sibling a restarted backup is written into before it is exchanged with
+    /// its destination (`SegmentedLog.backupBesideAndExchange`): `<root>/.<name>.restarting-<random>`.
+    static let restartingInfix = ".restarting-"
 
     /// Whether a directory entry of a directory of generations is a removal cut short (a
-    /// hidden name that ``removeBackup(at:expecting:)`` gave a generation before removing its files).
+    /// hidden name that ``removeBackup(at:expecting:)`` gave a generation before removing its
+    /// files) or the hidden sibling of a restarted backup cut short (`backup --restart`).
     /// - Parameter name: The entry's name.
     public static func isRemovalLeftover(_ name: String) -> Bool {
-        name.hasPrefix(".") && name.contains(removingInfix)
+        name.hasPrefix(".") && (name.contains(removingInfix) || name.contains(restartingInfix))
     }
 
     /// Removes one complete backup directory, whole: under its lock (no backup writes into it
@@ -73,7 +77,9 @@ extension BackupManifest {
         return names
     }
 
-    private static func removeTree(_ path: String, parent: String) throws(LogError) {
+    /// Removes `path` and everything under it, then syncs `parent`.
+    /// - Throws: ``LogError/Code/io`` when a removal or the sync fails.
+    static func removeTree(_ path: String, parent: String) throws(LogError) {
         do { try FileManager.default.removeItem(atPath: path) } catch {
             throw LogError(.io, "cannot remove \(path): \(error)", file: path)
         }

@@ -51,6 +51,11 @@ extension SegmentedLog {
         to destination: URL, options: BackupOptions = BackupOptions(),
         extraFiles: (LogPosition, UInt64) throws -> [BackupExtraFile] = { _, _ in [] }
     ) throws -> BackupReport {
+        // Over a complete backup, a restart writes beside it and exchanges the two: the
+        // destination is never without a complete backup.
+        if options.restart, let report = try backupBesideAndExchange(to: destination, options: options, extraFiles: extraFiles) {
+            return report
+        }
         // The epoch changes only by a cut of the history, which an open log does not make
         // while it serves appends; read first, not under the state lock (one lock at a time).
         let epoch = historyEpoch
@@ -203,7 +208,7 @@ extension SegmentedLog {
     /// The destination's lock, held for the whole backup.
     /// - Throws: ``LogError/Code/locked`` naming the destination when another backup (or a
     ///   store's writer) holds it.
-    private static func lockDestination(_ dest: String, onWait: (@Sendable () -> Void)?) throws(LogError) -> DirectoryLock {
+    static func lockDestination(_ dest: String, onWait: (@Sendable () -> Void)?) throws(LogError) -> DirectoryLock {
         // `backups list` (BackupManifest.state(of:)) probes the lock with a shared flock for a
         // moment: that is waited out, a backup holding it is not.
         let deadline = ContinuousClock.now + .milliseconds(250)

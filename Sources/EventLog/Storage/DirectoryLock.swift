@@ -28,6 +28,14 @@ final class DirectoryLock: Sendable {
         } catch {
             throw .system(error, file: path)
         }
+        // The file locked must still be the one at `path`: a directory exchanged or renamed
+        // between the open and the flock (a backup restarted beside its destination) leaves
+        // this descriptor on a file no longer there, whose lock guards nothing.
+        var opened = stat(), current = stat()
+        guard fstat(file.descriptor, &opened) == 0, lstat(path, &current) == 0,
+              opened.st_dev == current.st_dev, opened.st_ino == current.st_ino else {
+            throw LogError(.locked, "the directory was replaced while its lock was being taken; try again", file: path)
+        }
         // Informational only: who holds the lock, for people inspecting a stuck store.
         let pid = Array("\(getpid())\n".utf8)
         _ = ftruncate(file.descriptor, 0)

@@ -79,3 +79,32 @@ extension SystemCall {
         #endif
     }
 }
+
+extension SystemCall {
+    /// Exchanges the directory entries `first` and `second` in one step (`renameat2(2)` with
+    /// `RENAME_EXCHANGE` on Linux, `renamex_np(2)` with `RENAME_SWAP` on macOS): both names exist
+    /// throughout, so a crash leaves either the old pair or the exchanged one.
+    ///
+    /// Linux: glibc declares `renameat2` only under `_GNU_SOURCE`, which Swift's Glibc module
+    /// does not set, so it is looked up at run time (glibc 2.28 and later have it); without it
+    /// the call fails with `ENOSYS`, as on a kernel without the system call.
+    /// - Throws: ``SystemCallError`` (`"renameat2"` or `"renamex_np"`) with the `errno`:
+    ///   `EINVAL` or `ENOTSUP` where the file system cannot exchange, `ENOSYS` where the system cannot.
+    package static func exchange(_ first: String, _ second: String) throws(SystemCallError) {
+        #if canImport(Glibc)
+        typealias RenameAt2 = @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
+        guard let symbol = renameat2Symbol else { throw SystemCallError(call: "renameat2", errorNumber: ENOSYS) }
+        let renameat2 = unsafeBitCast(symbol, to: RenameAt2.self)
+        // RENAME_EXCHANGE, from <linux/fs.h>.
+        let exchange: UInt32 = 1 << 1
+        _ = try run("renameat2") { () -> Int32 in renameat2(AT_FDCWD, first, AT_FDCWD, second, exchange) }
+        #else
+        _ = try run("renamex_np") { () -> Int32 in renamex_np(first, second, UInt32(RENAME_SWAP)) }
+        #endif
+    }
+
+    #if canImport(Glibc)
+    /// `renameat2` from the C library, looked up once.
+    nonisolated(unsafe) private static let renameat2Symbol: UnsafeMutableRawPointer? = dlsym(dlopen(nil, RTLD_NOW), "renameat2")
+    #endif
+}
