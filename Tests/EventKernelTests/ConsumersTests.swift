@@ -12,9 +12,7 @@ final class ReadWatchingLog: RecordLog {
     let reads = Mutex<[ClosedRange<UInt64>]>([])
     init(base: any RecordLog = InMemoryLog()) { self.base = base }
     func batchStart(containing position: LogPosition) -> LogPosition? { base.batchStart(containing: position) }
-    func firstCompactedPosition(in range: Range<LogPosition>) throws -> LogPosition? { try base.firstCompactedPosition(in: range) }
-    /// How many more times a read starting at each of these positions fails.
-    let failures = Mutex<[UInt64: Int]>([:])
+    func isCompacted(at position: LogPosition) throws -> Bool { try base.isCompacted(at: position) }
     var bounds: LogBounds { base.bounds }
     var access: LogAccess { base.access }
     var fileIO: any LogFileIO { base.fileIO }
@@ -27,12 +25,6 @@ final class ReadWatchingLog: RecordLog {
     func commitEnqueuedAppends() { base.commitEnqueuedAppends() }
     func forEachRecord(from start: LogPosition, through end: LogPosition?, _ body: (LogRecordView) throws -> Bool) throws {
         reads.withLock { $0.append(start...(end ?? .max)) }
-        let fails = failures.withLock { failures -> Bool in
-            guard let left = failures[start], left > 0 else { return false }
-            failures[start] = left - 1
-            return true
-        }
-        if fails { throw LogError(.io, "injected read failure", position: start) }
         try base.forEachRecord(from: start, through: end, body)
     }
     func forEachRecord(timestampsIn range: ClosedRange<LogTimestamp>, _ body: (LogRecordView) throws -> Bool) throws {
@@ -587,8 +579,7 @@ struct ConsumersTests {
         let log = ReadWatchingLog()
         let store = try EventStore(log: log, snapshotPolicy: .never)
         try await appendCounted(store, 100)
-        // No reads ahead here: each read is asked for when the previous one is handed out.
-        let consumer = try store.consumer(named: "narrow", options: ConsumerOptions(readBatchSize: 16, readAhead: 0, checkpoint: .handler))
+        let consumer = try store.consumer(named: "narrow", options: ConsumerOptions(readBatchSize: 16, checkpoint: .handler))
         log.reads.withLock { $0.removeAll() }
         var batches = consumer.batches(maxCount: 10).makeAsyncIterator()
         #expect(try await batches.next()?.map(\.position) == Array(0..<10))
@@ -601,57 +592,6 @@ struct ConsumersTests {
         try await runUntil(consumer, batchSize: 4, seen: seen) { seen.positions.count == 100 }
         #expect(seen.positions == Array(0..<100))
         #expect(log.reads.withLock { $0 } == stride(from: 0, to: 100, by: 16).map { $0...min($0 + 15, 99) })
-        try await store.close()
-    }
-
-    // While a read is handed out, the next `readAhead` reads run on other threads: the same
-    // ranges as without them (each position read once, none past the end), started before the
-    // handler asks; a read ahead that fails is read again in turn, and nothing is skipped.
-    @Test func aConsumerReadsAheadWhileItHandsOutAndRereadsAFailedRead() async throws {
-        let log = ReadWatchingLog()
-        let store = try EventStore(log: log, snapshotPolicy: .never)
-        try await appendCounted(store, 100)
-        let consumer = try store.consumer(named: "ahead", options: ConsumerOptions(readBatchSize: 16, readAhead: 2, checkpoint: .handler))
-        log.reads.withLock { $0.removeAll() }
-        log.failures.withLock { $0 = [48: 1] }
-        var batches = consumer.batches(maxCount: 16).makeAsyncIterator()
-        var positions = try #require(try await batches.next()).map(\.position)
-        #expect(positions == Array(0..<16))
-        // Started when the first read was handed out, not when the next batch is asked for.
-        #expect(try await eventually { Set(log.reads.withLock { $0 }) == [0...15, 16...31, 32...47] })
-        while positions.count < 100, let batch = try await batches.next() { positions += batch.map(\.position) }
-        #expect(positions == Array(0..<100))
-        let reads = log.reads.withLock { $0 }
-        let expected = stride(from: UInt64(0), to: 100, by: 16).map { $0...min($0 + 15, 99) }
-        // Each range once, but 48...63 twice: its read ahead failed and was read again.
-        #expect(reads.filter { $0 != 48...63 }.sorted { $0.lowerBound < $1.lowerBound } == expected.filter { $0 != 48...63 })
-        #expect(reads.count { $0 == 48...63 } == 2)
-        #expect(log.failures.withLock { $0[48] } == 0)
-        try await store.close()
-    }
-
-    // A read ahead that fails, and fails again when read in turn: that fetch throws the log's
-    // error, and the next one starts at the same position (nothing skipped, nothing twice).
-    @Test func aReadThatFailsAgainThrowsAndTheNextFetchStartsThere() async throws {
-        let log = ReadWatchingLog()
-        let store = try EventStore(log: log, snapshotPolicy: .never)
-        try await appendCounted(store, 100)
-        let consumer = try store.consumer(named: "again", options: ConsumerOptions(readBatchSize: 16, readAhead: 2, checkpoint: .handler))
-        log.failures.withLock { $0 = [48: 2] }
-        var batches = consumer.batches(maxCount: 16).makeAsyncIterator()
-        var positions: [UInt64] = [], thrown = 0
-        while positions.count < 100, thrown < 5 {
-            do {
-                guard let batch = try await batches.next() else { break }
-                positions += batch.map(\.position)
-            } catch {
-                thrown += 1
-                #expect(positions.count == 48, "thrown after \(positions.count) events: \(error)")
-                #expect("\(error)".contains("injected read failure"), "\(error)")
-            }
-        }
-        #expect(thrown == 1)
-        #expect(positions == Array(0..<100))
         try await store.close()
     }
 

@@ -17,7 +17,7 @@ extension Consumer {
     ///
     /// - Parameters:
     ///   - batchSize: The most events per handler call (default, and at most,
-    ///     ``ConsumerOptions/readBatchSize``: the largest read).
+    ///     ``ConsumerOptions/readBatchSize``: the most a consumer holds).
     ///   - handler: Handles a batch (1 to `batchSize` events, in position order); it returns once
     ///     their effects are done. It runs on this task, outside every lock of the store.
     /// - Throws: ``ConsumerError/handlerFailed(consumer:position:attempts:errorType:error:)`` (stop

@@ -9,8 +9,7 @@ import KernelPrimitives
 /// Delivery is at-least-once: the committed position is never ahead of what was handled, so a
 /// consumer that crashes replays from its last commit and never skips; what it handled after
 /// that commit it sees again. Events are read from the log in batches of at most
-/// ``ConsumerOptions/readBatchSize``, a few reads ahead (``ConsumerOptions/readAhead``): a slow
-/// consumer holds those reads' events, never slows appends and
+/// ``ConsumerOptions/readBatchSize``: a slow consumer holds one read's events, never slows appends and
 /// never makes the store buffer for it. Handlers run on the caller's task, outside every lock.
 ///
 /// Created by ``EventStore/consumer(named:startingAt:options:)``, which returns one instance

@@ -78,18 +78,12 @@ public enum CheckpointOwner: Hashable, Sendable {
 
 /// How a named consumer reads, retries and commits.
 public struct ConsumerOptions: Hashable, Sendable {
-    /// Events read from the log at a time: the largest batch a consumer hands out (it holds up
-    /// to `1 + readAhead` of them). Each read decompresses and checks whole the log batches it
+    /// Events read from the log at a time: the most a consumer holds in memory, and the
+    /// largest batch it hands out. Each read decompresses and checks whole the log batches it
     /// touches, so reads much smaller than the log's batches (a thousand events each for
     /// batches of appends, more when many appends are written together) read each of them again
     /// and again.
     public var readBatchSize: Int
-    /// Reads of committed events (each of up to ``readBatchSize``) a consumer starts ahead of
-    /// what it hands out, on other threads: while the handler works, and while one read decodes
-    /// its log batches, the next ones decode theirs (a catch-up on a machine of several cores
-    /// reads faster than one thread can). A consumer then holds up to `1 + readAhead` reads of
-    /// events. `0`: each read starts when the previous one is handed out.
-    public var readAhead: Int
     /// How a failing handler is retried.
     public var retry: RetryPolicy
     /// What happens to an event the handler still fails on.
@@ -108,16 +102,14 @@ public struct ConsumerOptions: Hashable, Sendable {
     /// Creates options.
     /// - Parameters:
     ///   - readBatchSize: Events read from the log at a time (clamped to at least 1; 4,096 by default).
-    ///   - readAhead: Reads started ahead of what is handed out (clamped to at least 0; 2 by default).
     ///   - retry: How a failing handler is retried.
     ///   - onFailure: Park the event, or stop.
     ///   - checkpoint: The store keeps the committed position, or the handler's target does.
     ///   - commitInterval: How often a run commits (`.zero`: after every batch; negative
     ///     durations are zero).
-    public init(readBatchSize: Int = 4_096, readAhead: Int = 2, retry: RetryPolicy = .default, onFailure: FailurePolicy = .park,
+    public init(readBatchSize: Int = 4_096, retry: RetryPolicy = .default, onFailure: FailurePolicy = .park,
                 checkpoint: CheckpointOwner = .store, commitInterval: Duration = .milliseconds(200)) {
         self.readBatchSize = max(1, readBatchSize)
-        self.readAhead = max(0, readAhead)
         self.retry = retry
         self.onFailure = onFailure
         self.checkpoint = checkpoint

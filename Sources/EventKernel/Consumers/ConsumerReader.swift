@@ -2,18 +2,14 @@ import EventLog
 
 /// Reads a consumer's events from the log in bounded batches, waiting on the store's commit
 /// signal when it has caught up. It reads up to ``ConsumerOptions/readBatchSize`` events at a
-/// time and holds them until they are handed out; while they are handled, up to
-/// ``ConsumerOptions/readAhead`` further reads of committed events run on other threads (each
-/// decodes its log batches while the handler and the other reads go on). It holds nothing else.
+/// time and holds them until they are handed out, and nothing else.
 struct ConsumerReader: Sendable {
     let consumer: Consumer
-    /// The next position whose events are not in `read` yet (read ahead or not).
+    /// The next position to read from the log.
     private(set) var next: LogPosition
     /// Events read and not handed out yet: `read[handedOut...]`.
     private var read: [EventEnvelope] = []
     private var handedOut = 0
-    /// Reads of committed events started ahead, in position order, the first starting at `next`.
-    private var ahead: [(range: ClosedRange<LogPosition>, events: Task<[EventEnvelope], any Error>)] = []
 
     init(consumer: Consumer, from position: LogPosition) {
         self.consumer = consumer
@@ -58,30 +54,16 @@ struct ConsumerReader: Sendable {
                 // each read decompresses and checks the log batches it touches whole, so small
                 // reads (a `run` of batches of 10) do that again for every batch handed out.
                 let size = UInt64(max(limit, consumer.options.readBatchSize))
-                let range: ClosedRange<LogPosition>, fresh: [EventEnvelope]
-                if let first = ahead.first, first.range.lowerBound == next {
-                    ahead.removeFirst()
-                    range = first.range
-                    if let events = try? await first.events.value {
-                        fresh = events
-                    } else {
-                        // A read ahead that failed is read again here, in turn, where its
-                        // error is thrown (the reads after it stand on their own, unless this
-                        // one fails again: then they go, and the next fetch starts here).
-                        do { fresh = try Self.read(range, from: store) } catch {
-                            ahead = []
-                            throw error
-                        }
-                    }
-                } else {
-                    ahead = []
-                    range = next...Self.readEnd(from: next, size: size, below: end, log: store.log)
-                    fresh = try Self.read(range, from: store)
+                let last = Self.readEnd(from: next, size: size, below: end, log: store.log)
+                var fresh: [EventEnvelope] = []
+                fresh.reserveCapacity(Int(last - next + 1))
+                try store.forEachEnvelope(from: next, through: last) { envelope in
+                    fresh.append(envelope)
+                    return true
                 }
-                // Fewer than asked when compaction left gaps: every position of the range was
+                // Fewer than asked when compaction left gaps: every position through `last` was
                 // read. (Kept only once the whole read succeeded: a failed one is read again.)
-                (read, handedOut, next) = (fresh, 0, range.upperBound + 1)
-                startReadsAhead(size: size, below: end)
+                (read, handedOut, next) = (fresh, 0, last + 1)
                 continue
             }
             store.instrumentation?.consumerLag(consumer: consumer.name, lag: consumer.lag)
@@ -92,30 +74,6 @@ struct ConsumerReader: Sendable {
 }
 
 extension ConsumerReader {
-    /// Starts reads of the committed events after what is read or being read, up to
-    /// ``ConsumerOptions/readAhead`` of them, each of at most `size` positions below `end`.
-    private mutating func startReadsAhead(size: UInt64, below end: LogPosition) {
-        let store = consumer.store
-        var from = ahead.last.map { $0.range.upperBound + 1 } ?? next
-        while ahead.count < consumer.options.readAhead, from < end {
-            let range = from...Self.readEnd(from: from, size: size, below: end, log: store.log)
-            ahead.append((range, Task { try Self.read(range, from: store) }))
-            from = range.upperBound + 1
-        }
-    }
-
-    /// The events of `range`, every position of it read (fewer events where compaction left gaps).
-    /// - Throws: ``RepositoryError/storage(_:)``.
-    private static func read(_ range: ClosedRange<LogPosition>, from store: EventStore) throws -> [EventEnvelope] {
-        var events: [EventEnvelope] = []
-        events.reserveCapacity(Int(range.upperBound - range.lowerBound + 1))
-        try store.forEachEnvelope(from: range.lowerBound, through: range.upperBound) { envelope in
-            events.append(envelope)
-            return true
-        }
-        return events
-    }
-
     /// The last position of a read of at most `size` positions from `next`, below `end`: where
     /// a log batch ends when one does within it. A read decompresses and checks every log batch
     /// it touches whole, so a read ending inside a batch had the next read decode that batch
