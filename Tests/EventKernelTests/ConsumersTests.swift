@@ -12,7 +12,7 @@ final class ReadWatchingLog: RecordLog {
     let reads = Mutex<[ClosedRange<UInt64>]>([])
     init(base: any RecordLog = InMemoryLog()) { self.base = base }
     func batchStart(containing position: LogPosition) -> LogPosition? { base.batchStart(containing: position) }
-    func isCompacted(at position: LogPosition) throws -> Bool { try base.isCompacted(at: position) }
+    func firstCompactedPosition(in range: Range<LogPosition>) throws -> LogPosition? { try base.firstCompactedPosition(in: range) }
     var bounds: LogBounds { base.bounds }
     var access: LogAccess { base.access }
     var fileIO: any LogFileIO { base.fileIO }

@@ -58,7 +58,7 @@ struct ConsumerReader: Sendable {
                 var fresh: [EventEnvelope] = []
                 fresh.reserveCapacity(Int(last - next + 1))
                 try store.forEachEnvelope(from: next, through: last) { envelope in
-                    fresh.append(envelope)
+                    fresh.append(consume envelope)
                     return true
                 }
                 // Fewer than asked when compaction left gaps: every position through `last` was

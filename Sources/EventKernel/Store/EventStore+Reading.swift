@@ -20,9 +20,13 @@ extension EventStore {
     }
 
     /// Calls `body` with each event from `start` through `end` (inclusive; `nil`: the end).
+    ///
+    /// `body` owns each envelope it is given (`consuming`): one it keeps (appended to an array)
+    /// is moved there, not copied, which saves a retain and a release of each of its strings
+    /// and its payload per event.
     /// - Throws: ``RepositoryError/storage(_:)``, or what `body` throws.
     public func forEachEnvelope(
-        from start: LogPosition, through end: LogPosition?, _ body: (EventEnvelope) throws -> Bool
+        from start: LogPosition, through end: LogPosition?, _ body: (consuming EventEnvelope) throws -> Bool
     ) throws {
         var strings = StringInterner()
         try Self.readingRecords {

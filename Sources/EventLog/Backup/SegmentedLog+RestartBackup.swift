@@ -17,8 +17,9 @@ extension SegmentedLog {
     ///
     /// Only for a real directory holding a complete backup and nothing but a backup's files: a
     /// file that is not a backup's would leave with the old backup, and a destination with no
-    /// complete backup has none to keep. For those, and where the file system cannot exchange
-    /// two directories, `nil`: the caller restarts in place, as documented.
+    /// complete backup has none to keep. For those, for a parent directory this process cannot
+    /// write, and where the file system cannot exchange two directories, `nil`: the caller
+    /// restarts in place, as documented.
     ///
     /// A crash leaves the destination whole (old or new) and at most a hidden sibling, a
     /// removal leftover (``BackupManifest/isRemovalLeftover(_:)``) that the next restart into
@@ -39,6 +40,13 @@ extension SegmentedLog {
               try StoreDirectory.list(dest).allSatisfy(Self.isBackupOwned) else { return nil }
         let parent = (dest as NSString).deletingLastPathComponent
         let name = (dest as NSString).lastPathComponent
+        // A parent this process cannot write (a mount point's, a shared directory's): in place.
+        #if canImport(Glibc)
+        let writable = Glibc.access(parent, W_OK | X_OK) == 0
+        #else
+        let writable = Darwin.access(parent, W_OK | X_OK) == 0
+        #endif
+        guard writable else { return nil }
         // Earlier restarts of this destination cut short (their siblings are hidden, never a backup).
         for leftover in try StoreDirectory.list(parent) where leftover.hasPrefix("." + name + BackupManifest.restartingInfix) {
             try BackupManifest.removeTree(parent + "/" + leftover, parent: parent)
@@ -55,9 +63,9 @@ extension SegmentedLog {
         }
         do throws(SystemCallError) {
             try SystemCall.exchange(sibling, dest)
-        } catch where [EINVAL, ENOSYS, ENOTSUP, EXDEV].contains(error.errorNumber) {
-            // A file system that cannot exchange: the new backup is dropped, the old one kept,
-            // and the caller restarts in place.
+        } catch where [EINVAL, ENOSYS, ENOTSUP, EXDEV, EBUSY].contains(error.errorNumber) {
+            // A file system that cannot exchange, or a destination that is a mount point: the
+            // new backup is dropped, the old one kept, and the caller restarts in place.
             try? BackupManifest.removeTree(sibling, parent: parent)
             return nil
         } catch {
