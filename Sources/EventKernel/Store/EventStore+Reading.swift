@@ -13,7 +13,7 @@ extension EventStore {
         var out: [EventEnvelope] = []
         guard limit > 0 else { return out }
         try forEachEnvelope(from: start, through: nil) { envelope in
-            out.append(envelope)
+            out.append(consume envelope)
             return out.count < limit
         }
         return out
@@ -40,7 +40,7 @@ extension EventStore {
     public func history(of stream: StreamID) throws -> [EventEnvelope] {
         var out: [EventEnvelope] = []
         try forEachEnvelope(from: 0, through: nil) { envelope in
-            if envelope.stream == stream { out.append(envelope) }
+            if envelope.stream == stream { out.append(consume envelope) }
             return true
         }
         return out
