@@ -18,7 +18,7 @@
 # keeps them: a memory error in the CLI's own code is what it finds there (it found one in
 # `StoreDirectory.list`, a read past the end of a `dirent`). For the same reason the TSan pass
 # leaves out the single-threaded reliability sweeps (CorruptionSweepTests, SnapshotCorruptionTests:
-# one thread damaging bytes and reopening) and the SIGKILL suites (*CrashTests: child processes);
+# one thread damaging bytes and reopening) and the SIGKILL suites (*CrashTests, *KillBarTests: child processes);
 # the AddressSanitizer pass runs them, and the unit pass at full size.
 #
 #   scripts/sanitizers.sh                 both sanitizers, all tests (TSan without the CLI suites)
@@ -65,7 +65,7 @@ for sanitizer in "${sanitizers[@]}"; do
   bash scripts/swiftpm.sh build --build-tests "${args[@]}"
   built=$(date +%s)
   skip=""
-  [[ $sanitizer == thread ]] && skip=${THREAD_SKIP-EventKernelToolTests\.|CorruptionSweepTests|SnapshotCorruptionTests|CrashTests}
+  [[ $sanitizer == thread ]] && skip=${THREAD_SKIP-EventKernelToolTests\.|CorruptionSweepTests|SnapshotCorruptionTests|CrashTests|KillBarTests}
   echo "== $sanitizer: testing (EVENTKERNEL_TEST_SCALE=$EVENTKERNEL_TEST_SCALE${FILTER:+, filter $FILTER}${skip:+, skipping $skip})"
   # The output is kept in a file as well, so that a failure is named again at the very end:
   # CI shows the tail of a run, and the thread run's failures would be above the address run's.

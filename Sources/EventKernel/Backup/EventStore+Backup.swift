@@ -20,7 +20,8 @@ extension EventStore {
     ///   whose log is not a local directory; ``RepositoryError/storage(_:)`` wrapping the
     ///   `LogError` of `SegmentedLog/backup(to:options:extraFiles:)` (a destination that
     ///   belongs to another store or history, damage met on the way with its file and offset,
-    ///   an I/O failure); the destination then holds no manifest.
+    ///   an I/O failure); the destination then holds no manifest (a restart over a complete
+    ///   backup leaves that backup as it was).
     public func backup(to destination: URL, options: BackupOptions = BackupOptions()) async throws -> BackupReport {
         guard let segmented = log as? SegmentedLog else {
             throw RepositoryError.misuse(Misuse(.backupUnsupported,

@@ -94,6 +94,7 @@ struct BackupCommand: AsyncParsableCommand {
             let report = try await withToolErrors(store: source) {
                 try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(link: link, restart: restart))
             }
+            for warning in report.warnings { Output.warning(warning) }
             print(describe(report, destination: destination, source: source, seconds: (ContinuousClock.now - started) / .seconds(1), compact: false))
             return
         }

@@ -147,7 +147,8 @@ struct BackupsCommand: AsyncParsableCommand {
                 progress, cut short, a damaged manifest), that does not verify, dated in the future, or a symbolic \
                 link, and every entry that is not a backup, are left alone. \
                 A removal renames the generation out of the way first (.<name>.removing-...; killed midway, the \
-                next prune finishes it). Without --yes nothing is removed: exit 1 (--dry-run: the plan, exit 0).
+                next prune finishes it, and the hidden .<name>.restarting-... of a backup --restart cut short once \
+                no backup holds <name>). Without --yes nothing is removed: exit 1 (--dry-run: the plan, exit 0).
 
                 Examples:
                   eventkernel backups prune /mnt/backups --keep 7 --dry-run

@@ -104,7 +104,7 @@ public struct BackupManifest: Codable, Hashable, Sendable {
 
     /// Whether a backup (or a writer) holds the lock file at `path` now: a shared lock is
     /// refused while an exclusive one is held; taken, it is released at once.
-    private static func lockHeld(_ path: String) -> Bool {
+    static func lockHeld(_ path: String) -> Bool {
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
@@ -173,6 +173,9 @@ public struct BackupReport: Sendable {
     public var unchangedFiles: [String] = []
     /// Files removed from the destination: no longer part of the backup.
     public var removedFiles: [String] = []
+    /// What the backup left for the user after it was complete (a restart's old backup that
+    /// held files that are not a backup's, kept beside it): each a sentence naming the path.
+    public var warnings: [String] = []
 }
 
 /// A file of the store beside the log that a backup carries (EventKernel's snapshots), already

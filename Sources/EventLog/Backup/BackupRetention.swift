@@ -16,10 +16,22 @@ extension BackupManifest {
 
     /// Whether a directory entry of a directory of generations is a removal cut short (a
     /// hidden name that ``removeBackup(at:expecting:)`` gave a generation before removing its
-    /// files) or the hidden sibling of a restarted backup cut short (`backup --restart`).
+    /// files) or the hidden sibling of a restarted backup (`backup --restart`: the new backup
+    /// being written, or the old one it replaced; ``removeLeftovers(in:)`` leaves it while that
+    /// restart runs).
     /// - Parameter name: The entry's name.
     public static func isRemovalLeftover(_ name: String) -> Bool {
         name.hasPrefix(".") && (name.contains(removingInfix) || name.contains(restartingInfix))
+    }
+
+    /// Whether `name` is the hidden sibling of a restart of the backup directory `destination`
+    /// (a name in the same parent): `.<destination>.restarting-<random>`.
+    static func isRestartLeftover(_ name: String, of destination: String) -> Bool {
+        let prefix = "." + destination + restartingInfix
+        guard name.hasPrefix(prefix) else { return false }
+        // The random part is base 36: a destination whose own name goes on with the infix is
+        // not this one's.
+        return name.dropFirst(prefix.count).allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
     }
 
     /// Removes one complete backup directory, whole: under its lock (no backup writes into it
@@ -72,9 +84,18 @@ extension BackupManifest {
     @discardableResult
     public static func removeLeftovers(in root: URL) throws(LogError) -> [String] {
         let path = root.standardizedFileURL.path
-        let names = try StoreDirectory.list(path).filter(isRemovalLeftover).sorted()
-        for name in names { try removeTree(path + "/" + name, parent: path) }
-        return names
+        var removed: [String] = []
+        for name in try StoreDirectory.list(path).filter(isRemovalLeftover).sorted() {
+            if let range = name.range(of: restartingInfix) {
+                // A restart's sibling: left while that restart holds its destination's lock (the
+                // new backup being written there, or the exchange under way).
+                let destination = String(name.dropFirst()[..<range.lowerBound])
+                if lockHeld(path + "/" + destination + "/" + DirectoryLock.fileName) { continue }
+            }
+            try removeTree(path + "/" + name, parent: path)
+            removed.append(name)
+        }
+        return removed
     }
 
     /// Removes `path` and everything under it, then syncs `parent`.

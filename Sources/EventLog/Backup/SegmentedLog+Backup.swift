@@ -46,7 +46,8 @@ extension SegmentedLog {
     ///   ``BackupOptions/restart``, which still never removes files that are not a backup's);
     ///   ``LogError/Code/corruption`` with the source file, offset and position when a batch
     ///   fails its checksums on the way; ``LogError/Code/io`` when a read, write or sync fails.
-    ///   The destination then holds no manifest.
+    ///   The destination then holds no manifest, but a restart over a complete backup (written
+    ///   beside it and exchanged) leaves that backup as it was.
     public func backup(
         to destination: URL, options: BackupOptions = BackupOptions(),
         extraFiles: (LogPosition, UInt64) throws -> [BackupExtraFile] = { _, _ in [] }
