@@ -28,6 +28,8 @@ targets=${TARGETS:-${!target_sources[*]}}
 
 swiftc_flags=(
   -sanitize=fuzzer,address -parse-as-library -Onone -g
+  # The driver runs one frontend job at a time unless told: a module's files on every core.
+  -j "$(nproc 2>/dev/null || sysctl -n hw.ncpu)"
   -swift-version 6 -enable-upcoming-feature ExistentialAny -enable-upcoming-feature InternalImportsByDefault
   -I Sources/CLZ4 -llz4
   # The sources use `package` access (helpers shared between the package's modules).

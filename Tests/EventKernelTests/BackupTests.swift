@@ -257,8 +257,11 @@ import Testing
         try FileManager.default.createDirectory(at: sibling, withIntermediateDirectories: true)
         try Data("x".utf8).write(to: sibling.appending(path: "00000000000000000000.log"))
         // A destination whose own name goes on with the infix has other siblings.
-        #expect(!BackupManifest.isRestartLeftover(".backup.restarting-x.restarting-y", of: "backup"))
-        #expect(BackupManifest.isRestartLeftover(".backup.restarting-abc123", of: "backup"))
+        #expect(BackupManifest.restartDestination(ofLeftover: ".backup.restarting-x.restarting-y") == "backup.restarting-x")
+        #expect(BackupManifest.restartDestination(ofLeftover: ".backup.restarting-abc123") == "backup")
+        #expect(BackupManifest.restartDestination(ofLeftover: ".backup.restarting-a.b") == nil)
+        #expect(BackupManifest.restartDestination(ofLeftover: "backup.restarting-abc") == nil)
+        #expect(BackupManifest.restartDestination(ofLeftover: ".backup.restarting-") == nil)
         do {
             let held = try DirectoryLock(directory: destination.path)
             defer { held.unlock() }

@@ -246,20 +246,18 @@ final class VersionTable: Projection {
         // A set, not the array: a batch purging n streams checks each event against it.
         var purgedInBatch: Set<StreamID> = []
         let anyPurged = !state.purged.isEmpty || !state.purging.isEmpty || !state.forgotten.isEmpty
-        // A digest per event only once compaction forgot a stream (given, unless that happened
-        // after the caller's peek), and one per run of events of the same stream.
-        var lastDigested: (stream: StreamID, forgotten: Bool)?
-        func isForgotten(_ index: Int, _ stream: StreamID) -> Bool {
+        // A digest per event only once compaction forgot a stream: given by the caller, or
+        // computed here, once, when compaction forgot one after the caller's peek.
+        var digests = digests
+        func isForgotten(_ index: Int) -> Bool {
             guard !state.forgotten.isEmpty else { return false }
-            if let digests { return state.forgotten.contains(digests[index]) }
-            if let last = lastDigested, last.stream == stream { return last.forgotten }
-            let forgotten = state.forgotten.contains(ForgottenStream(stream))
-            lastDigested = (stream, forgotten)
-            return forgotten
+            let all = digests ?? Self.digests(of: events)
+            digests = all
+            return state.forgotten.contains(all[index])
         }
         for (index, pending) in events.enumerated() {
             let stream = pending.event.stream
-            if anyPurged, state.purged[stream] != nil || state.purging[stream] != nil || isForgotten(index, stream) {
+            if anyPurged, state.purged[stream] != nil || state.purging[stream] != nil || isForgotten(index) {
                 // A tombstone decided before the purge was visible to its command: a commit
                 // folds the version sources before this table, so a command can read the
                 // version after a `$purged` while ``isPurged(_:)`` is still false. A conflict

@@ -24,14 +24,18 @@ extension BackupManifest {
         name.hasPrefix(".") && (name.contains(removingInfix) || name.contains(restartingInfix))
     }
 
-    /// Whether `name` is the hidden sibling of a restart of the backup directory `destination`
-    /// (a name in the same parent): `.<destination>.restarting-<random>`.
-    static func isRestartLeftover(_ name: String, of destination: String) -> Bool {
-        let prefix = "." + destination + restartingInfix
-        guard name.hasPrefix(prefix) else { return false }
-        // The random part is base 36: a destination whose own name goes on with the infix is
-        // not this one's.
-        return name.dropFirst(prefix.count).allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
+    /// The backup directory whose restart left the hidden sibling `name` (a name in the same
+    /// parent, `.<destination>.restarting-<random>`), or `nil` when `name` is not one. The one
+    /// reading of such a name, for the restart that clears its own leftovers and for
+    /// ``removeLeftovers(in:)``, which leaves a sibling while its destination is held.
+    static func restartDestination(ofLeftover name: String) -> String? {
+        // The last infix: a destination whose own name holds it is still read whole.
+        guard name.hasPrefix("."), let range = name.range(of: restartingInfix, options: .backwards) else { return nil }
+        let random = name[range.upperBound...]
+        let destination = name[name.index(after: name.startIndex)..<range.lowerBound]
+        // The random part is base 36.
+        guard !destination.isEmpty, !random.isEmpty, random.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber) }) else { return nil }
+        return String(destination)
     }
 
     /// Removes one complete backup directory, whole: under its lock (no backup writes into it
@@ -86,10 +90,9 @@ extension BackupManifest {
         let path = root.standardizedFileURL.path
         var removed: [String] = []
         for name in try StoreDirectory.list(path).filter(isRemovalLeftover).sorted() {
-            if let range = name.range(of: restartingInfix) {
+            if let destination = restartDestination(ofLeftover: name) {
                 // A restart's sibling: left while that restart holds its destination's lock (the
                 // new backup being written there, or the exchange under way).
-                let destination = String(name.dropFirst()[..<range.lowerBound])
                 if lockHeld(path + "/" + destination + "/" + DirectoryLock.fileName) { continue }
             }
             try removeTree(path + "/" + name, parent: path)

@@ -196,7 +196,7 @@ extension SegmentedLog {
         // when no manifest lists them.
         let kept = Set(files.map(\.name))
         var touched: Set<String> = []
-        for name in try Self.backupOwnedNames(in: dest) where !kept.contains(name) && name != BackupManifest.partialFileName && name != DirectoryLock.fileName && name != BackupManifest.fileName {
+        for name in try Self.backupContents(of: dest).ownedFiles where !kept.contains(name) && name != BackupManifest.partialFileName && name != DirectoryLock.fileName && name != BackupManifest.fileName {
             try StoreDirectory.remove(dest + "/" + name)
             report.removedFiles.append(name)
             if let slash = name.lastIndex(of: "/") { touched.insert(String(name[..<slash])) }
@@ -423,17 +423,27 @@ extension SegmentedLog {
             || Segment.Name.isSegmentOrSideFile(name) || name == StoreManifest.fileName || name == "snapshots"
     }
 
-    /// The backup-owned files of `directory`, with one level of `snapshots/`.
-    fileprivate static func backupOwnedNames(in directory: String) throws(LogError) -> [String] {
-        var names: [String] = []
-        for name in try StoreDirectory.list(directory) where isBackupOwned(name) {
-            if name == "snapshots" {
-                for inner in try StoreDirectory.list(directory + "/snapshots") { names.append("snapshots/" + inner) }
-            } else {
-                names.append(name)
+    /// What a backup directory holds, read in one walk: the files a backup owns, as paths
+    /// relative to it (its top-level names, and the regular files in `snapshots/`), and whether
+    /// anything else is there (another name, or anything but a regular file in `snapshots/`).
+    /// Every caller that removes or judges a backup's files reads them here, so that what a
+    /// backup owns is decided once.
+    static func backupContents(of directory: String) throws(LogError) -> (ownedFiles: [String], holdsForeign: Bool) {
+        var owned: [String] = []
+        var foreign = false
+        for name in try StoreDirectory.list(directory) {
+            guard isBackupOwned(name) else { foreign = true; continue }
+            guard name == "snapshots" else { owned.append(name); continue }
+            for inner in try StoreDirectory.list(directory + "/snapshots") {
+                var st = stat()
+                if lstat(directory + "/snapshots/" + inner, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG {
+                    owned.append("snapshots/" + inner)
+                } else {
+                    foreign = true
+                }
             }
         }
-        return names
+        return (owned, foreign)
     }
 
     /// The segment's committed bytes, each batch checked against its header's checksums.
@@ -662,7 +672,7 @@ extension BackupWriter {
         // backup, not to be cut back.
         guard let current = try? BackupManifest.read(in: URL(filePath: dest)), current == previous else { return }
         let listed = Dictionary(previous.files.map { ($0.name, $0.size) }, uniquingKeysWith: { a, _ in a })
-        guard let names = try? SegmentedLog.backupOwnedNames(in: dest) else { return }
+        guard let names = try? SegmentedLog.backupContents(of: dest).ownedFiles else { return }
         for name in names where name != BackupManifest.fileName && name != DirectoryLock.fileName && name != BackupManifest.partialFileName {
             let path = dest + "/" + name
             if let size = listed[name] {

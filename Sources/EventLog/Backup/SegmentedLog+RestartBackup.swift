@@ -53,9 +53,9 @@ extension SegmentedLog {
         defer { lock.unlock() }
         // Judged under the lock: no other backup can change it meanwhile.
         guard StoreDirectory.exists(dest + "/" + BackupManifest.fileName), !StoreDirectory.exists(dest + "/" + BackupManifest.partialFileName),
-              try Self.holdsOnlyBackupFiles(dest) else { return nil }
+              !(try Self.backupContents(of: dest).holdsForeign) else { return nil }
         // Earlier restarts of this destination cut short (their siblings are hidden, never a backup).
-        for leftover in try StoreDirectory.list(parent) where BackupManifest.isRestartLeftover(leftover, of: name) {
+        for leftover in try StoreDirectory.list(parent) where BackupManifest.restartDestination(ofLeftover: leftover) == name {
             try? Self.removeOldBackup(parent + "/" + leftover, parent: parent, name: name)
         }
         let sibling = parent + "/." + name + BackupManifest.restartingInfix + String(UInt64.random(in: 0...UInt64.max), radix: 36)
@@ -93,38 +93,13 @@ extension SegmentedLog {
         return report
     }
 
-    /// Whether `directory` holds nothing but a backup's files: its own names, and in
-    /// `snapshots/` only files.
-    private static func holdsOnlyBackupFiles(_ directory: String) throws(LogError) -> Bool {
-        for name in try StoreDirectory.list(directory) {
-            guard isBackupOwned(name) else { return false }
-            guard name == "snapshots" else { continue }
-            for inner in try StoreDirectory.list(directory + "/snapshots") {
-                var st = stat()
-                guard lstat(directory + "/snapshots/" + inner, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return false }
-            }
-        }
-        return true
-    }
-
     /// Removes an old backup (or a sibling cut short) file by file, only the files a backup
     /// owns, then its directory. Anything else found in it (a file put there meanwhile) is never
     /// removed: the directory is then renamed to a visible `<name>.kept-<random>` beside it,
     /// with what remains, and that is an error.
     private static func removeOldBackup(_ path: String, parent: String, name destination: String) throws(LogError) {
-        for name in try StoreDirectory.list(path) where isBackupOwned(name) {
-            if name == "snapshots" {
-                for inner in try StoreDirectory.list(path + "/snapshots") {
-                    var st = stat()
-                    if lstat(path + "/snapshots/" + inner, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG {
-                        try StoreDirectory.remove(path + "/snapshots/" + inner)
-                    }
-                }
-                try? StoreDirectory.removeDirectory(path + "/snapshots")
-            } else {
-                try StoreDirectory.remove(path + "/" + name)
-            }
-        }
+        for name in try Self.backupContents(of: path).ownedFiles { try StoreDirectory.remove(path + "/" + name) }
+        if StoreDirectory.exists(path + "/snapshots") { try? StoreDirectory.removeDirectory(path + "/snapshots") }
         do throws(LogError) {
             try StoreDirectory.removeDirectory(path)
         } catch {

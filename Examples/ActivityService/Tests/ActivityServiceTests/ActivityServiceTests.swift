@@ -1,9 +1,7 @@
 import Activities
 @testable import ActivityServiceApp
-import AsyncHTTPClient
 import Foundation
 import Hummingbird
-import HummingbirdTesting
 import Logging
 import Metrics
 import Prometheus
@@ -40,7 +38,7 @@ struct BackendFixture {
         return logger
     }
 
-    /// The service over this backend, on an ephemeral port (for `.live` tests).
+    /// The service over this backend, on an ephemeral port (``withLiveService(_:_:)``).
     func application() -> some ApplicationProtocol {
         buildApplication(backend: backend, configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: 0)),
                          registry: registry, logger: logger)
@@ -60,7 +58,7 @@ func activityJSON(_ start: String, end: String? = nil, type: String = "sleep", i
     return "{" + fields.joined(separator: ",") + "}"
 }
 
-/// Every endpoint on both backends, through HummingbirdTesting: the same requests must get
+/// Every endpoint on both backends, through a running server: the same requests must get
 /// the same statuses and bodies whichever storage answers.
 @Suite("ActivityService: endpoints on both backends")
 struct ActivityServiceTests {
@@ -69,7 +67,7 @@ struct ActivityServiceTests {
         let fixture = try BackendFixture(kind)
         defer { fixture.remove() }
         let id = UUID()
-        try await fixture.application().test(.router) { client in
+        try await withLiveService(fixture.application()) { client in
             // POST: 201, the activity, its Location.
             try await client.execute(uri: "/activities", method: .post,
                                      body: body(activityJSON("2025-03-01T07:30:00.250Z", type: "nap", id: id))) { response in
@@ -151,7 +149,7 @@ struct ActivityServiceTests {
             ("{\"type\":\"sleep\"}", "badRequest", "startDate is missing"),
             ("{not json", "badRequest", "not valid JSON"),
         ]
-        try await fixture.application().test(.router) { client in
+        try await withLiveService(fixture.application()) { client in
             for (request, code, message) in cases {
                 try await client.execute(uri: "/activities", method: .post, body: body(request)) { response in
                     #expect(response.status == .badRequest, "\(request)")
@@ -211,7 +209,7 @@ struct ActivityServiceTests {
         for activity in all { try await fixture.backend.add(activity) }
         let newestFirst = all.sorted { ActivityCursor(after: $1) < ActivityCursor(after: $0) }
 
-        try await fixture.application().test(.router) { client in
+        try await withLiveService(fixture.application()) { client in
             var cursor: String?
             var seen: [String] = []
             repeat {
@@ -245,36 +243,36 @@ struct ActivityServiceTests {
         try await fixture.backend.close()
     }
 
-    /// The live feed through a real server: its first event is the current result, and a POST
-    /// makes it yield the new one.
+    /// The live feed through a real server: its first event is the current result, a POST
+    /// makes it yield the new one, and the service's graceful shutdown ends a feed still open.
     @Test(arguments: BackendKind.allCases)
     func liveFeedYieldsAfterAPost(kind: BackendKind) async throws {
         let fixture = try BackendFixture(kind)
         defer { fixture.remove() }
-        try await fixture.application().test(.live) { client in
-            let port = try #require(client.port)
-            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/activities/live?types=sleep&limit=5")
-            request.method = .GET
-            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-            #expect(response.status == .ok)
-            #expect(response.headers.first(name: "content-type") == "text/event-stream")
-            var events = SSEReader(response.body.makeAsyncIterator())
-            let first = try #require(try await events.next())
-            #expect(first.contains("\"activities\":[]"), "first event: \(first)")
+        try await withLiveService(fixture.application()) { client in
+            try await client.stream(uri: "/activities/live?types=sleep&limit=5") { head, feed in
+                #expect(head.status == .ok)
+                #expect(head.headerFields[.contentType] == "text/event-stream")
+                var events = SSEReader(feed)
+                let first = try #require(try await events.next())
+                #expect(first.contains("\"activities\":[]"), "first event: \(first)")
 
-            let id = UUID()
-            try await client.execute(uri: "/activities", method: .post, body: body(activityJSON("2025-03-01T07:30:00Z", id: id))) { response in
-                #expect(response.status == .created)
+                let id = UUID()
+                try await client.execute(uri: "/activities", method: .post, body: body(activityJSON("2025-03-01T07:30:00Z", id: id))) { response in
+                    #expect(response.status == .created)
+                }
+                // A type the feed does not watch changes nothing it shows.
+                try await client.execute(uri: "/activities", method: .post, body: body(activityJSON("2025-03-01T08:30:00Z", type: "bath"))) { response in
+                    #expect(response.status == .created)
+                }
+                let second = try #require(try await events.next())
+                #expect(second.hasPrefix("event: activities\ndata: {\"activities\":[{\"id\":\"\(id.uuidString)\""), "after the POST: \(second)")
+                #expect(!second.contains("bath"))
+                // The feed is still open: the service's graceful shutdown must end it (or this
+                // would wait forever), then close the backend.
+                await client.triggerGracefulShutdown()
+                while let more = try await events.next() { #expect(!more.contains("bath"), "after the shutdown: \(more)") }
             }
-            // A type the feed does not watch changes nothing it shows.
-            try await client.execute(uri: "/activities", method: .post, body: body(activityJSON("2025-03-01T08:30:00Z", type: "bath"))) { response in
-                #expect(response.status == .created)
-            }
-            let second = try #require(try await events.next())
-            #expect(second.hasPrefix("event: activities\ndata: {\"activities\":[{\"id\":\"\(id.uuidString)\""), "after the POST: \(second)")
-            #expect(!second.contains("bath"))
-            // The feed is still open here: the service's graceful shutdown at the end of the
-            // test must end it (or the test would hang), then close the backend.
         }
         await #expect(throws: (any Error).self, "the backend is closed after the service stopped") {
             try await fixture.backend.add(ActivityModel(startDate: .now, type: .sleep))
@@ -288,7 +286,7 @@ struct ActivityServiceTests {
     @Test func metricsAreServedInPrometheusFormat() async throws {
         let fixture = try BackendFixture(.eventkernel)
         defer { fixture.remove() }
-        try await fixture.application().test(.router) { client in
+        try await withLiveService(fixture.application()) { client in
             try await client.execute(uri: "/activities", method: .post, body: body(activityJSON("2025-03-01T07:30:00Z"))) { _ in }
             try await client.execute(uri: "/metrics", method: .get) { response in
                 #expect(response.status == .ok)
@@ -306,11 +304,11 @@ struct ActivityServiceTests {
 }
 
 /// Reads server-sent events from a response body: one `event: ...\ndata: ...` block at a time.
-struct SSEReader<Base: AsyncIteratorProtocol> where Base.Element == ByteBuffer {
-    var base: Base
+struct SSEReader {
+    var base: ResponseBodyReader
     var pending = ""
 
-    init(_ base: Base) { self.base = base }
+    init(_ base: ResponseBodyReader) { self.base = base }
 
     /// The next event's text (without the blank line that ends it), or `nil` at the end.
     mutating func next() async throws -> String? {
