@@ -183,8 +183,9 @@ case "snapshot-close":
     }
 case "append":
     do {
-        guard arguments.count == 5, let total = UInt64(arguments[3]), let batch = UInt64(arguments[4]), batch > 0 else {
-            FileHandle.standardError.write(Data("usage: ActivitiesTestHelper append DIR TOTAL BATCH\n".utf8))
+        guard (5...6).contains(arguments.count), let total = UInt64(arguments[3]), let batch = UInt64(arguments[4]), batch > 0,
+              let pause = arguments.count == 6 ? UInt32(arguments[5]) : 0 else {
+            FileHandle.standardError.write(Data("usage: ActivitiesTestHelper append DIR TOTAL BATCH [PAUSE_MICROSECONDS]\n".utf8))
             exit(2)
         }
         let store = try EventStore.open(at: directory, snapshotPolicy: .never)
@@ -198,6 +199,9 @@ case "append":
             })
             appends += 1
             if appends % 16 == 0 { say("ack \(appended[appended.count - 1].position)") }
+            // A writer that "goes on" beside a test need not take a whole core from the
+            // processes under test (under the sanitizers that starved the whole run).
+            if pause > 0 { usleep(pause) }
         }
         try await store.close()
         say("done")

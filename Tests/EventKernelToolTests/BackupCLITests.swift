@@ -385,7 +385,8 @@ struct BackupKillTests {
         let store = temp.file("store"), backup = temp.file("backup")
         let writer = Process()
         writer.executableURL = builtExecutable("ActivitiesTestHelper")
-        writer.arguments = ["append", store.path, "100000000", "100"]
+        // Unbounded, paced (a batch every 2 ms at most): it goes on for as long as the test runs.
+        writer.arguments = ["append", store.path, "100000000", "100", "2000"]
         writer.standardOutput = FileHandle.nullDevice
         try writer.run()
         defer {
@@ -525,10 +526,13 @@ struct BackupKillTests {
 struct BackupFollowTests {
     /// Starts `ActivitiesTestHelper append STORE TOTAL BATCH` (BATCH events per synced append),
     /// its output in `out`.
-    static func writer(_ store: URL, total: Int, batch: Int = 1, out: URL) throws -> Process {
+    /// A writer in another process appending `total` events in appends of `batch`, pausing
+    /// `pause` microseconds after each (an unbounded writer is paced: it runs as long as its
+    /// test, and flat out it took a core from the processes under test).
+    static func writer(_ store: URL, total: Int, batch: Int = 1, pause: Int = 0, out: URL) throws -> Process {
         let process = Process()
         process.executableURL = builtExecutable("ActivitiesTestHelper")
-        process.arguments = ["append", store.path, "\(total)", "\(batch)"]
+        process.arguments = ["append", store.path, "\(total)", "\(batch)", "\(pause)"]
         _ = FileManager.default.createFile(atPath: out.path, contents: nil)
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = FileHandle.nullDevice
@@ -584,7 +588,7 @@ struct BackupFollowTests {
         let writerOut = temp.file("writer1")
         // Unbounded, in batches of 50: it appends until killed, so it cannot end before the
         // follower starts however fast the disk.
-        let first = try Self.writer(store, total: 100_000_000, batch: 50, out: writerOut)
+        let first = try Self.writer(store, total: 100_000_000, batch: 50, pause: 2_000, out: writerOut)
         defer { if first.isRunning { kill(first.processIdentifier, SIGKILL); first.waitUntilExit() } }
         #expect(Self.waitFor(60) { Self.lastAck(writerOut) != nil }, "the writer never acknowledged an append")
 
@@ -701,7 +705,7 @@ struct BackupFollowTests {
         let temp = TemporaryDirectory()
         let store = temp.file("store"), backup = temp.file("backup")
         let writerOut = temp.file("writer")
-        let writer = try Self.writer(store, total: 100_000_000, out: writerOut)
+        let writer = try Self.writer(store, total: 100_000_000, pause: 2_000, out: writerOut)
         defer { kill(writer.processIdentifier, SIGKILL); writer.waitUntilExit() }
         #expect(Self.waitFor(60) { Self.lastAck(writerOut) != nil }, "the writer never acknowledged an append")
         #expect(try run("backup", store.path, backup.path).status == 0)

@@ -425,7 +425,8 @@ extension SegmentedLog {
 
     /// What a backup directory holds, read in one walk: the files a backup owns, as paths
     /// relative to it (its top-level names, and the regular files in `snapshots/`), and whether
-    /// anything else is there (another name, or anything but a regular file in `snapshots/`).
+    /// anything else is there (another name, a `snapshots` that is not a real directory, or
+    /// anything but a regular file in it).
     /// Every caller that removes or judges a backup's files reads them here, so that what a
     /// backup owns is decided once.
     static func backupContents(of directory: String) throws(LogError) -> (ownedFiles: [String], holdsForeign: Bool) {
@@ -434,6 +435,10 @@ extension SegmentedLog {
         for name in try StoreDirectory.list(directory) {
             guard isBackupOwned(name) else { foreign = true; continue }
             guard name == "snapshots" else { owned.append(name); continue }
+            // Only a real directory: through a symbolic link, a removal would reach another
+            // directory's files.
+            var st = stat()
+            guard lstat(directory + "/snapshots", &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { foreign = true; continue }
             for inner in try StoreDirectory.list(directory + "/snapshots") {
                 var st = stat()
                 if lstat(directory + "/snapshots/" + inner, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG {

@@ -17,8 +17,9 @@ import EventKernelTestSupport
 /// snapshot that would have been used was skipped.
 ///
 /// By default every header byte and an evenly spaced sample of body bytes, about
-/// `EVENTKERNEL_SNAPSHOT_CASES` (default 5000, 400 under `EVENTKERNEL_TEST_SCALE=small`)
-/// cases; `EVENTKERNEL_SNAPSHOT_STRIDE=1` sweeps every byte.
+/// `EVENTKERNEL_SNAPSHOT_CASES` (default 2500, 400 under `EVENTKERNEL_TEST_SCALE=small`)
+/// cases, never fewer than the header bytes' (about 580); `EVENTKERNEL_SNAPSHOT_STRIDE=1`
+/// sweeps every byte.
 @Suite("Reliability: snapshot corruption sweep", .serialized)
 struct SnapshotCorruptionTests {
     static let caseBudget = environmentInt("EVENTKERNEL_SNAPSHOT_CASES", default: testScale.pick(2500, small: 400))

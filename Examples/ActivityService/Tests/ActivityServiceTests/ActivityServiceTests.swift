@@ -245,7 +245,8 @@ struct ActivityServiceTests {
 
     /// The live feed through a real server: its first event is the current result, a POST
     /// makes it yield the new one, and the service's graceful shutdown ends a feed still open.
-    @Test(arguments: BackendKind.allCases)
+    // A feed the shutdown failed to end would wait forever: bounded.
+    @Test(.timeLimit(.minutes(2)), arguments: BackendKind.allCases)
     func liveFeedYieldsAfterAPost(kind: BackendKind) async throws {
         let fixture = try BackendFixture(kind)
         defer { fixture.remove() }

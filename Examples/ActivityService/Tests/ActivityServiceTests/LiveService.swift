@@ -86,9 +86,13 @@ struct LiveClient: Sendable {
             if let body { try await outbound.write(.body(body)) }
             try await outbound.write(.end(nil))
             var parts = inbound.makeAsyncIterator()
-            guard case .head(let head) = try await parts.next() else {
-                throw LiveServiceError(description: "\(method) \(uri): the connection ended before a response")
-            }
+            var head: HTTPResponse
+            repeat {
+                guard case .head(let next) = try await parts.next() else {
+                    throw LiveServiceError(description: "\(method) \(uri): the connection ended before a response")
+                }
+                head = next
+            } while head.status.kind == .informational  // an interim (1xx) head: the response follows
             var reader = ResponseBodyReader(parts: parts)
             return try await read(head, &reader)
         }
@@ -107,7 +111,7 @@ struct ResponseBodyReader: AsyncIteratorProtocol {
         while !ended {
             switch try await parts.next() {
             case .body(let chunk): return chunk
-            case .head: continue  // an informational (1xx) head has no body
+            case .head: continue  // not after the response's head (HTTP/1.1 sends one)
             case .end, nil: ended = true
             }
         }
@@ -130,6 +134,9 @@ func withLiveService<App: ApplicationProtocol, Value: Sendable>(_ app: App, _ bo
         }
         var waiting = ports.makeAsyncIterator()
         guard let port = await waiting.next() else {
+            // The service failed before it listened (waiting rethrows its error), or listens
+            // where no port can be read: stopped either way.
+            await group.triggerGracefulShutdown()
             try await tasks.waitForAll()
             throw LiveServiceError(description: "the service stopped before it listened")
         }
