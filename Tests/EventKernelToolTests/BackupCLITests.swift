@@ -524,11 +524,10 @@ struct BackupKillTests {
 // starving the async tests' deadlines. The unit pass runs them.
 @Suite("eventkernel backup --follow", .disabled(if: testScale.isSmall, "sanitizer passes: too slow to share the pool"))
 struct BackupFollowTests {
-    /// Starts `ActivitiesTestHelper append STORE TOTAL BATCH` (BATCH events per synced append),
-    /// its output in `out`.
-    /// A writer in another process appending `total` events in appends of `batch`, pausing
-    /// `pause` microseconds after each (an unbounded writer is paced: it runs as long as its
-    /// test, and flat out it took a core from the processes under test).
+    /// Starts `ActivitiesTestHelper append STORE TOTAL BATCH PAUSE` (BATCH events per synced
+    /// append, then a pause of PAUSE microseconds), its output in `out`. An unbounded writer is
+    /// paced: it runs as long as its test, and flat out it took a core from the processes under
+    /// test.
     static func writer(_ store: URL, total: Int, batch: Int = 1, pause: Int = 0, out: URL) throws -> Process {
         let process = Process()
         process.executableURL = builtExecutable("ActivitiesTestHelper")
