@@ -7,19 +7,6 @@ import EventKernelTestSupport
 // Issue 25, the CLI's arguments and output rows. The helpers `run`, `importedStore`, `goodLines`,
 // `ids`, `write` and `jsonObject` are CLITests.swift's.
 
-/// Runs `eventkernel` in `directory` (so that examples naming a relative store find it).
-private func run(in directory: URL, _ arguments: [String]) throws -> RunResult {
-    let temp = TemporaryDirectory("ekcli-out")
-    let out = temp.file("stdout"), err = temp.file("stderr")
-    let process = try makeProcess(arguments, stdout: out, stderr: err)
-    process.currentDirectoryURL = directory
-    try process.run()
-    process.waitUntilExit()
-    return RunResult(status: process.terminationStatus,
-                     stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
-                     stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
-}
-
 /// The value of `key` in every JSON Lines line of export's output.
 private func exportedValues(_ store: String, _ key: String) throws -> [String] {
     try run("export", store).stdout.split(separator: "\n").map { line in
@@ -140,10 +127,10 @@ struct ArgumentsAndOutputTests {
         let temp = TemporaryDirectory("ekcli-type")
         try await writeLedger(temp.file("ledger"))
         try Data("not a store".utf8).write(to: temp.file("Account"))
-        let history = try run(in: temp.url, ["history", "--dir", "ledger", "Account", accountIDs[0].uuidString, "--json"])
+        let history = try run(["history", "--dir", "ledger", "Account", accountIDs[0].uuidString, "--json"], in: temp.url)
         #expect(history.status == 0, "\(history.stderr)")
         try FileManager.default.createDirectory(at: temp.file("Transfer"), withIntermediateDirectories: true)
-        let directory = try run(in: temp.url, ["history", "--dir", "ledger", "Transfer", accountIDs[2].uuidString])
+        let directory = try run(["history", "--dir", "ledger", "Transfer", accountIDs[2].uuidString], in: temp.url)
         #expect(directory.status == 1 && directory.stderr.contains("given twice"), "\(directory.stderr)")
     }
 
@@ -411,11 +398,11 @@ struct ArgumentsAndOutputTests {
         let temp = TemporaryDirectory()
         let file = temp.file("good.jsonl")
         try write(goodLines, to: file)
-        #expect(try run(in: temp.url, ["import", "demo", file.path]).status == 0)
+        #expect(try run(["import", "demo", file.path], in: temp.url).status == 0)
         let readOnly: Set<String> = ["query", "replay", "history", "streams", "tail", "verify", "inspect", "export", "snapshot", "repair"]
         for command in EventKernelCommand.configuration.subcommands where readOnly.contains(command.configuration.commandName ?? "") {
             for arguments in examples(command) where !arguments.contains("--follow") {
-                let result = try run(in: temp.url, arguments)
+                let result = try run(arguments, in: temp.url)
                 #expect(result.status == 0, "\(arguments): \(result.stderr)")
             }
         }

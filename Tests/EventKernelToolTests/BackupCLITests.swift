@@ -265,6 +265,7 @@ struct BackupCLITests {
         process.standardError = FileHandle.nullDevice
         try process.run()
         process.waitUntilExit()
+        closeOutputFiles(of: process)
         #expect(process.terminationStatus == 0)
     }
 
@@ -392,6 +393,7 @@ struct BackupKillTests {
         defer {
             kill(writer.processIdentifier, SIGKILL)
             writer.waitUntilExit()
+            closeOutputFiles(of: writer)
         }
         let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline, ((try? FileManager.default.contentsOfDirectory(atPath: store.path)) ?? []).filter({ $0.hasSuffix(".log") }).isEmpty {
@@ -406,27 +408,22 @@ struct BackupKillTests {
         let started = ContinuousClock.now
         let incremental = try run("backup", store.path, backup.path)
         #expect(incremental.status == 0, "\(incremental.stderr)")
-        let duration = max(ContinuousClock.now - started, .milliseconds(20))
-        var random = SplitMix64(seed: 2_028)
+        var delays = KillDelays(measured: ContinuousClock.now - started, seed: 2_028)
         var killedMidway = 0
         var previous = try #require(try BackupManifest.read(in: backup)).nextPosition
         // At least eight rounds, and on until three kills have landed (at most forty).
         for round in 0..<40 where round < 8 || killedMidway < 3 {
-            let out = temp.file("out\(round)"), err = temp.file("err\(round)")
-            let process = try makeProcess(["backup", store.path, backup.path], stdout: out, stderr: err)
-            try process.run()
-            let delay = Double(random.next() % 1_000) / 1_000 * (duration / .milliseconds(1))
-            usleep(UInt32(delay * 1_000))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
+            let (killed, ran) = try runKilled(["backup", store.path, backup.path], after: delays.next(),
+                                              stdout: temp.file("out\(round)"), stderr: temp.file("err\(round)"))
+            delays.record(killed: killed, ran: ran)
+            if killed { killedMidway += 1 }
             // The earlier (or the new) complete backup: its manifest's files check, and the
             // directory is complete or, killed midway, interrupted over that manifest (never in
             // progress: the kill released the lock).
             let manifest = try BackupManifest.check(in: backup)
             let state = BackupManifest.state(of: backup)
             #expect(state == .complete || state == .interrupted, "\(state)")
-            if process.terminationReason == .exit { #expect(state == .complete, "a backup that ended left \(state)") }
+            if !killed { #expect(state == .complete, "a backup that ended left \(state)") }
             #expect(manifest.nextPosition >= previous)
             previous = manifest.nextPosition
         }
@@ -447,20 +444,15 @@ struct BackupKillTests {
         let expected = try run("inspect", store, "--json").stdout.components(separatedBy: "\n").first { $0.contains("\"events\"") }
         let started = ContinuousClock.now
         #expect(try run("restore", backup, temp.file("probe").path).status == 0)
-        let full = ContinuousClock.now - started
-        var random = SplitMix64(seed: 16)
+        var delays = KillDelays(measured: ContinuousClock.now - started, seed: 16)
         var killedMidway = 0
         // At least six rounds, and on until a kill has landed midway (at most forty).
         for round in 0..<40 where round < 6 || killedMidway == 0 {
             let dest = temp.file("restored\(round)")
-            let out = temp.file("rout\(round)"), err = temp.file("rerr\(round)")
-            let process = try makeProcess(["restore", backup, dest.path], stdout: out, stderr: err)
-            try process.run()
-            let delay = Double(random.next() % 1_000) / 1_000 * (full / .milliseconds(1))
-            usleep(UInt32(delay * 1_000))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
+            let (killed, ran) = try runKilled(["restore", backup, dest.path], after: delays.next(),
+                                              stdout: temp.file("rout\(round)"), stderr: temp.file("rerr\(round)"))
+            delays.record(killed: killed, ran: ran)
+            if killed { killedMidway += 1 }
             guard FileManager.default.fileExists(atPath: dest.path) else { continue }
             #expect(try run("verify", dest.path).status == 0)
             let events = try run("inspect", dest.path, "--json").stdout.components(separatedBy: "\n").first { $0.contains("\"events\"") }
@@ -476,8 +468,7 @@ struct BackupKillTests {
         let probe = temp.file("probe")
         let started = ContinuousClock.now
         #expect(try run("backup", store, probe.path).status == 0)
-        let full = ContinuousClock.now - started
-        var random = SplitMix64(seed: 28)
+        var delays = KillDelays(measured: ContinuousClock.now - started, seed: 28)
         var killedMidway = 0
         // At least eight rounds, and on until a kill has landed midway (at most forty). The
         // first round into each directory has no backup to keep (a kill may leave none); from
@@ -487,14 +478,10 @@ struct BackupKillTests {
         for round in 0..<40 where round < 8 || killedMidway == 0 {
             let name = "backup\(round % 2)"
             let backup = temp.file(name)
-            let out = temp.file("out\(round)"), err = temp.file("err\(round)")
-            let process = try makeProcess(["backup", store, backup.path, "--restart", "--yes"], stdout: out, stderr: err)
-            try process.run()
-            let delay = Double(random.next() % 1_000) / 1_000 * (full / .milliseconds(1))
-            usleep(UInt32(delay * 1_000))
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            if process.terminationReason == .uncaughtSignal { killedMidway += 1 }
+            let (killed, ran) = try runKilled(["backup", store, backup.path, "--restart", "--yes"], after: delays.next(),
+                                              stdout: temp.file("out\(round)"), stderr: temp.file("err\(round)"))
+            delays.record(killed: killed, ran: ran)
+            if killed { killedMidway += 1 }
             try Self.checkNoFalseManifest(backup)
             if complete.contains(name) {
                 #expect(BackupManifest.state(of: backup) == .complete, "round \(round): a restart over a complete backup left \(BackupManifest.state(of: backup))")
@@ -610,11 +597,13 @@ struct BackupFollowTests {
         }
         kill(first.processIdentifier, SIGKILL)
         first.waitUntilExit()
+        closeOutputFiles(of: first)
         // The killed writer's tail torn for certain; the next writer's open cuts it, in a new epoch.
         try Self.tearTail(store)
         let killedEnd = try SegmentedLog.openReadOnly(at: store).bounds.nextPosition
         let second = try Self.writer(store, total: Int(killedEnd) + 3_000, batch: 50, out: temp.file("writer2"))
         second.waitUntilExit()
+        closeOutputFiles(of: second)
         #expect(second.terminationStatus == 0)
         let log = try SegmentedLog.openReadOnly(at: store)
         #expect(log.historyEpoch >= 1, "the torn tail was not cut in a new epoch")
@@ -625,6 +614,7 @@ struct BackupFollowTests {
 
         kill(follower.processIdentifier, SIGTERM)
         follower.waitUntilExit()
+        closeOutputFiles(of: follower)
         #expect(follower.terminationReason == .exit && follower.terminationStatus == 0)
         #expect(try String(contentsOf: err, encoding: .utf8).contains("SIGTERM"))
         let rounds = Self.rounds(out).compactMap { round -> (started: Double, seconds: Double, position: UInt64)? in
@@ -689,6 +679,7 @@ struct BackupFollowTests {
         // Held for good: after the bounded run of skipped rounds, it ends as a locked backup does.
         #expect(flock(descriptor, LOCK_EX) == 0)
         follower.waitUntilExit()
+        closeOutputFiles(of: follower)
         #expect(follower.terminationReason == .exit && follower.terminationStatus == 2, "\(follower.terminationStatus): \(stderr())")
         #expect(stderr().contains("skipped (5 in a row"))
         #expect(BackupManifest.state(of: backup) == .inProgress, "the test's lock is held")
@@ -722,6 +713,7 @@ struct BackupFollowTests {
             usleep(UInt32(random.next() % 300_000))
             kill(follower.processIdentifier, SIGKILL)
             follower.waitUntilExit()
+            closeOutputFiles(of: follower)
             #expect(follower.terminationReason == .uncaughtSignal, "the follower ended by itself: \((try? String(contentsOf: err, encoding: .utf8)) ?? "")")
             // Run again after a kill: a normal incremental backup from what was left.
             #expect(Self.rounds(out).allSatisfy { $0["incremental"] as? Bool == true })
@@ -742,6 +734,7 @@ struct BackupFollowTests {
         }
         kill(writer.processIdentifier, SIGKILL)
         writer.waitUntilExit()
+        closeOutputFiles(of: writer)
         // The writer gone: one more follower catches up with the store and stops on SIGINT.
         let end = try SegmentedLog.openReadOnly(at: store).bounds.nextPosition
         let out = temp.file("last"), err = temp.file("last-err")
@@ -750,6 +743,7 @@ struct BackupFollowTests {
         #expect(Self.waitFor(120) { Self.backupPosition(backup) == end })
         kill(follower.processIdentifier, SIGINT)
         follower.waitUntilExit()
+        closeOutputFiles(of: follower)
         #expect(follower.terminationReason == .exit && follower.terminationStatus == 0)
         #expect(try String(contentsOf: out, encoding: .utf8).contains("round 1: position"))
         #expect(BackupManifest.state(of: backup) == .complete)

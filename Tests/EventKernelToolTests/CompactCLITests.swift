@@ -134,13 +134,13 @@ struct CompactKillTests {
             try FileManager.default.copyItem(at: template, to: probe)
             let started = ContinuousClock.now
             let whole = try run(["compact", probe.path, "--yes"])
-            return (whole, max(ContinuousClock.now - started, .milliseconds(20)))
+            return (whole, ContinuousClock.now - started)
         }
+        var delays = KillDelays(measured: duration, seed: 27)
         #expect(whole.status == 0, "\(whole.stderr)")
         let purgedIDs = purged
         #expect(try await onOwnThread { try purgedIDs.prefix(20).allSatisfy { try files(in: probe, holding: $0.utf8).isEmpty } })
 
-        var random = SplitMix64(seed: 27)
         var killedMidway = 0
         // At least eight rounds, and on until three kills have landed midway (at most thirty);
         // under sanitizers (each round two compactions, a verify and a reopen, 5-20x slower)
@@ -148,16 +148,14 @@ struct CompactKillTests {
         let (minimumRounds, kills, maximumRounds) = testScale.pick((8, 3, 30), small: (3, 1, 12))
         for round in 0..<maximumRounds where round < minimumRounds || killedMidway < kills {
             let store = temp.file("store\(round)")
-            let delay = Double(random.next() % 1_000) / 1_000 * (duration / .milliseconds(1))
-            let (killed, verify) = try await onOwnThread { () throws -> (Bool, RunResult) in
+            let delay = delays.next()
+            let (killed, ran, verify) = try await onOwnThread { () throws -> (Bool, Duration, RunResult) in
                 try FileManager.default.copyItem(at: template, to: store)
-                let process = try makeProcess(["compact", store.path, "--yes"], stdout: temp.file("out\(round)"), stderr: temp.file("err\(round)"))
-                try process.run()
-                usleep(UInt32(delay * 1_000))
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-                return (process.terminationReason == .uncaughtSignal, try run(["verify", store.path]))
+                let (killed, ran) = try runKilled(["compact", store.path, "--yes"], after: delay,
+                                                  stdout: temp.file("out\(round)"), stderr: temp.file("err\(round)"))
+                return (killed, ran, try run(["verify", store.path]))
             }
+            delays.record(killed: killed, ran: ran)
             if killed { killedMidway += 1 }
             #expect(verify.status == 0, "round \(round): \(verify.stdout)\(verify.stderr)")
             try await Self.check(store, live: live, purged: purged, round: round)

@@ -78,6 +78,7 @@ struct ConsumersCLITests {
         while Date() < deadline, ((try? String(contentsOf: out, encoding: .utf8)) ?? "").split(separator: "\n").count < 2 { usleep(10_000) }
         kill(follower.processIdentifier, SIGKILL)
         follower.waitUntilExit()
+        closeOutputFiles(of: follower)
         #expect(try String(contentsOf: out, encoding: .utf8).split(separator: "\n").count == 2)
         #expect(try checkpoints.checkpoint(named: "feed")?.committed == 5)
         // The next tail prints them again: nothing printed-but-uncommitted is lost.
@@ -106,6 +107,7 @@ struct ConsumersCLITests {
         usleep(300_000)
         kill(tail.processIdentifier, SIGKILL)
         tail.waitUntilExit()
+        closeOutputFiles(of: tail)
         #expect(lines() == 1000)
         let checkpoints = ConsumerDirectory(storeDirectory: directory)
         #expect(try checkpoints.checkpoint(named: "feed")?.committed == 0)
@@ -124,6 +126,7 @@ struct ConsumersCLITests {
         process.standardOutput = FileHandle(forWritingAtPath: "/dev/full")
         try process.run()
         process.waitUntilExit()
+        closeOutputFiles(of: process)
         let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
         #expect(process.terminationStatus == 4, "\(stderr)")
         #expect(stderr.contains("standard output"), "\(stderr)")

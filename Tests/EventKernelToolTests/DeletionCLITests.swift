@@ -34,14 +34,7 @@ import EventKernelTestSupport
         let temp = TemporaryDirectory("ekcli-in")
         let input = temp.file("stdin")
         try Data(stdin.utf8).write(to: input)
-        let out = temp.file("stdout"), err = temp.file("stderr")
-        let process = try makeProcess(arguments, stdout: out, stderr: err)
-        process.standardInput = try FileHandle(forReadingFrom: input)
-        try process.run()
-        process.waitUntilExit()
-        return RunResult(status: process.terminationStatus,
-                         stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
-                         stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
+        return try run(arguments, stdin: input)
     }
 
     private static func json(_ text: String) throws -> [String: Any] {

@@ -12,21 +12,6 @@ import Darwin
 
 // MARK: - Support
 
-/// Runs `eventkernel` as ``run(_:)`` does, its standard input read from `stdin` (a file), in
-/// `directory` when given.
-private func runCLI(_ arguments: [String], stdin: URL? = nil, in directory: URL? = nil) throws -> RunResult {
-    let temp = TemporaryDirectory("ekcli-out")
-    let out = temp.file("stdout"), err = temp.file("stderr")
-    let process = try makeProcess(arguments, stdout: out, stderr: err)
-    if let stdin { process.standardInput = try FileHandle(forReadingFrom: stdin) }
-    if let directory { process.currentDirectoryURL = directory }
-    try process.run()
-    process.waitUntilExit()
-    return RunResult(status: process.terminationStatus,
-                     stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
-                     stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
-}
-
 /// A deterministic import file of `activities` adds, with ends, updates and deletes of
 /// earlier ones between them (every line valid against the lines before it): one event a line.
 private func historyLines(activities: Int) -> [String] {
@@ -110,7 +95,7 @@ struct ImportAndSafetyTests {
         #expect(names(in: victim.appending(path: "sub")) == ["notes.txt"])
 
         // The current directory, as `--dir .`.
-        let dot = try runCLI(["demo", "--reset", "--dir", ".", "--activities", "10", "--repetitions", "1"], in: victim)
+        let dot = try run(["demo", "--reset", "--dir", ".", "--activities", "10", "--repetitions", "1"], in: victim)
         #expect(dot.status == 2, "\(dot.stderr)")
         #expect(names(in: victim) == ["sub", "thesis.txt"])
 
@@ -255,6 +240,7 @@ struct ImportAndSafetyTests {
         try process.run()
         #expect(signal(process, signalNumber, whenStored: UInt64(Double(lines.count) * fraction), in: store))
         process.waitUntilExit()
+        closeOutputFiles(of: process)
         let stderr = try String(contentsOf: temp.file("err"), encoding: .utf8)
         let stored = eventsStored(store)
         #expect(stored > 0 && stored < UInt64(lines.count), "the kill came after the import finished: \(stderr)")
@@ -313,13 +299,14 @@ struct ImportAndSafetyTests {
         try process.run()
         #expect(signal(process, SIGINT, whenStored: UInt64(lines.count / 3), in: store))
         process.waitUntilExit()
+        closeOutputFiles(of: process)
         let stderr = try String(contentsOf: temp.file("err"), encoding: .utf8)
         let stored = eventsStored(store)
         #expect(process.terminationStatus == 130, "\(stderr)")
         #expect(stderr.contains("interrupted (SIGINT) after line \(stored) of <stdin>"), "\(stderr)")
         #expect(stderr.contains("standard input cannot be read again: pipe the same input into the same command"), "\(stderr)")
         // The same input piped again continues after the line it names.
-        let again = try runCLI(arguments, stdin: file)
+        let again = try run(arguments, stdin: file)
         #expect(again.status == 0, "\(again.stderr)")
         #expect(again.stdout.contains("lines 1–\(stored) were imported earlier"), "\(again.stdout)")
         let clean = temp.file("clean").path
@@ -341,7 +328,9 @@ struct ImportAndSafetyTests {
         try exporter.run()
         try importer.run()
         exporter.waitUntilExit()
+        closeOutputFiles(of: exporter)
         importer.waitUntilExit()
+        closeOutputFiles(of: importer)
         let importErrors = try String(contentsOf: temp.file("i.err"), encoding: .utf8)
         #expect(exporter.terminationStatus == 0)
         #expect(importer.terminationStatus == 0, "\(importErrors)")
@@ -353,7 +342,7 @@ struct ImportAndSafetyTests {
         let exported = temp.file("events.jsonl")
         try run(["export", "--dir", source]).stdout.write(to: exported, atomically: true, encoding: .utf8)
         let third = temp.file("third").path
-        let viaDevice = try runCLI(["import", "--dir", third, "/dev/stdin"], stdin: exported)
+        let viaDevice = try run(["import", "--dir", third, "/dev/stdin"], stdin: exported)
         #expect(viaDevice.status == 0, "\(viaDevice.stderr)")
         #expect(try run(["export", "--dir", third, "--format", "activities"]).stdout
                 == run(["export", "--dir", source, "--format", "activities"]).stdout)

@@ -232,6 +232,7 @@ struct ImportStreamingTests {
         try handle.close()
         #expect(kill(process.processIdentifier, SIGCONT) == 0)
         process.waitUntilExit()
+        closeOutputFiles(of: process)
         let stderr = try String(contentsOf: temp.file("err"), encoding: .utf8)
         #expect(process.terminationStatus == 1, "\(stderr)")
         #expect(stderr.contains("history.jsonl changed while it was being imported"), "\(stderr)")
@@ -300,23 +301,23 @@ struct ImportStreamingTests {
         let viaFile = temp.file("via-file").path
         #expect(try run("import", file.path, "--dir", viaFile, "--batch-size", "3").status == 0)
         let viaStdin = temp.file("via-stdin").path
-        let piped = try runWithStandardInput(["import", "-", "--dir", viaStdin, "--batch-size", "3"], stdin: file, tmpdir: spool)
+        let piped = try run(["import", "-", "--dir", viaStdin, "--batch-size", "3"], stdin: file, environment: ["TMPDIR": spool.path])
         #expect(piped.status == 0, "\(piped.stderr)")
         #expect(piped.stdout.contains("imported 10 events from <stdin> (lines 1–11, 1 blank line skipped)"), "\(piped.stdout)")
         #expect(try eventsOf(viaStdin) == eventsOf(viaFile))
         #expect(try FileManager.default.contentsOfDirectory(atPath: spool.path).isEmpty)
         // The same bytes again: recognised by content, nothing imported twice.
-        let again = try runWithStandardInput(["import", "-", "--dir", viaStdin], stdin: file, tmpdir: spool)
+        let again = try run(["import", "-", "--dir", viaStdin], stdin: file, environment: ["TMPDIR": spool.path])
         #expect(again.stdout.contains("nothing to import: every event of <stdin> (lines 1–11)"), "\(again.stdout)\(again.stderr)")
         // A bad last line: refused, nothing written, the copy gone.
         let bad = temp.file("bad.jsonl")
         try write(goodLines + [goodLines[0]], to: bad)
-        let refused = try runWithStandardInput(["import", "-", "--dir", temp.file("none").path, "--batch-size", "1"], stdin: bad, tmpdir: spool)
+        let refused = try run(["import", "-", "--dir", temp.file("none").path, "--batch-size", "1"], stdin: bad, environment: ["TMPDIR": spool.path])
         #expect(refused.status == 1 && refused.stderr.contains("<stdin>:6: duplicate id"), "\(refused.stderr)")
         #expect(!FileManager.default.fileExists(atPath: temp.file("none").path))
         #expect(try FileManager.default.contentsOfDirectory(atPath: spool.path).isEmpty)
         // No place for the copy: said, exit 4, nothing imported.
-        let nowhere = try runWithStandardInput(["import", "-", "--dir", temp.file("none").path], stdin: file, tmpdir: temp.file("missing"))
+        let nowhere = try run(["import", "-", "--dir", temp.file("none").path], stdin: file, environment: ["TMPDIR": temp.file("missing").path])
         #expect(nowhere.status == 4, "\(nowhere.stderr)")
         #expect(nowhere.stderr.contains("<stdin> can be read only once, so import copies it to a temporary file in \(temp.file("missing").path) (set TMPDIR to choose the directory)"), "\(nowhere.stderr)")
     }
@@ -332,16 +333,3 @@ private func eventsOf(_ store: String) throws -> [String] {
     }
 }
 
-/// Runs `eventkernel` with standard input read from `stdin` and `TMPDIR` set to `tmpdir`.
-private func runWithStandardInput(_ arguments: [String], stdin: URL, tmpdir: URL) throws -> RunResult {
-    let temp = TemporaryDirectory("ekcli-out")
-    let out = temp.file("stdout"), err = temp.file("stderr")
-    let process = try makeProcess(arguments, stdout: out, stderr: err)
-    process.standardInput = try FileHandle(forReadingFrom: stdin)
-    process.environment?["TMPDIR"] = tmpdir.path
-    try process.run()
-    process.waitUntilExit()
-    return RunResult(status: process.terminationStatus,
-                     stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
-                     stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
-}

@@ -27,6 +27,7 @@ import EventKernelTestSupport
         #expect(try run("export", "--dir", store).stdout == before.stdout, "a read alongside the holder differs")
         try input.fileHandleForWriting.close()
         holder.waitUntilExit()
+        closeOutputFiles(of: holder)
         #expect(try run("export", "--dir", store).stdout == before.stdout, "the store changed")
     }
 }

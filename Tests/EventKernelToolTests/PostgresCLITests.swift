@@ -153,6 +153,7 @@ struct PostgresCLITests {
         #expect(try await eventually(every: .milliseconds(50)) { output().contains(ids[5].uuidString) }, "\(output())")
         process.terminate()
         process.waitUntilExit()
+        closeOutputFiles(of: process)
         try await writer.close()
         #expect(output().split(separator: "\n").count == 2)
     }
