@@ -75,9 +75,11 @@ func runKilled(_ arguments: [String], after delay: Duration, stdout: URL, stderr
     let process = try makeProcess(arguments, stdout: stdout, stderr: stderr)
     let started = ContinuousClock.now
     try process.run()
+    // Until the delay or the child's own end: its running time is then measured, not the
+    // delay, and a child already gone (its pid free for reuse) is sent nothing.
     let wake = started + delay
-    while ContinuousClock.now < wake { usleep(200) }
-    kill(process.processIdentifier, SIGKILL)
+    while ContinuousClock.now < wake && process.isRunning { usleep(200) }
+    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     process.waitUntilExit()
     closeOutputFiles(of: process)
     return (process.terminationReason == .uncaughtSignal, ContinuousClock.now - started)
