@@ -4,6 +4,7 @@ import Testing
 @testable import EventLog
 @testable import EventKernel
 import EventKernelTestSupport
+import KernelPrimitives
 
 /// A log (in memory unless given one) that records the range of every read asked of it.
 final class ReadWatchingLog: RecordLog {
@@ -225,6 +226,79 @@ struct ConsumersTests {
         try await store.close()
     }
 
+    /// Issue 29, item 3: a retry asked for (as the CLI's `--retry` does, with no handler at
+    /// hand) is kept with the parked list and served by the consumer's next run, with the
+    /// run's own handler and retry policy; one asked for while a run goes on is served before
+    /// its next batch.
+    @Test func aRequestedRetryIsServedByTheConsumersNextRun() async throws {
+        let directory = TemporaryDirectory("ek-consumers")
+        var store = try consumerTestStore(at: directory.url)
+        try await appendCounted(store, 20)
+        let first = try store.consumer(named: "index", options: ConsumerOptions(retry: quickRetry))
+        try await runUntil(first, batchSize: 8, seen: Seen(), { first.committed == 20 }) { batch in
+            if let bad = batch.first(where: { [5, 13, 17].contains($0.position) }) { throw Refused(position: bad.position) }
+        }
+        #expect(try first.parked().map(\.position) == [5, 13, 17])
+        #expect(throws: ConsumerError.notParked(consumer: "index", position: 6)) { try first.requestRetry(ofParkedAt: 6) }
+        try first.requestRetry(ofParkedAt: 5)
+        try await store.close()
+
+        // Durable: the request survives the process; the next run hands 5 (and nothing else
+        // parked) to its handler first, which now takes it.
+        store = try consumerTestStore(at: directory.url)
+        let consumer = try store.consumer(named: "index", options: ConsumerOptions(retry: quickRetry))
+        #expect(try consumer.parked().map(\.retryRequested) == [true, false, false])
+        let seen = Seen()
+        try await runUntil(consumer, seen: seen, { (try? consumer.parked().count) == 2 }) { batch in
+            if batch.contains(where: { $0.position == 13 }) { throw Refused(position: 13) }
+        }
+        #expect(seen.positions == [5])
+        #expect(try consumer.parked().map(\.position) == [13, 17])
+
+        // All marked; the handler still refuses 13: after the policy's three attempts it stays
+        // parked, its request served (cleared), its attempts counted; 17 is handled.
+        #expect(try consumer.requestRetryOfAllParked() == 2)
+        #expect(try consumer.requestRetryOfAllParked() == 0)
+        let again = Seen()
+        try await runUntil(consumer, seen: again, { (try? consumer.parked())?.allSatisfy { !$0.retryRequested } ?? false }) { batch in
+            if batch.contains(where: { $0.position == 13 }) { throw Refused(position: 13) }
+        }
+        #expect(again.positions == [17])
+        let left = try consumer.parked()
+        #expect(left.map(\.position) == [13] && left[0].attempts == 6 && !left[0].retryRequested && left[0].error == "refused 13")
+
+        // Asked for while a run goes on: served before the run's next batch.
+        let live = Seen()
+        let run = Task {
+            try await consumer.run { batch in live.add(batch.map(\.position)) }
+        }
+        try consumer.requestRetry(ofParkedAt: 13)
+        try await appendCounted(store, 1)
+        #expect(try await eventually { live.positions.contains(20) })
+        #expect(live.positions == [13, 20])
+        #expect(try consumer.parked().isEmpty)
+        run.cancel()
+        try await run.value
+        try await store.close()
+    }
+
+    /// A retry of an event compaction released finds nothing to handle: the entry stays (for a
+    /// person to skip), says why, and its request is cleared.
+    @Test func aRequestedRetryOfAReleasedEventSaysSoAndIsCleared() async throws {
+        let store = try EventStore.inMemory()
+        try await appendCounted(store, 3)
+        let consumer = try store.consumer(named: "index")
+        try consumer.park([ParkedEvent(position: 99, stream: "Counted/c0", eventType: "Counted", errorType: "E", error: "e",
+                                       attempts: 1, parkedAt: .now())])
+        try consumer.requestRetry(ofParkedAt: 99)
+        let seen = Seen()
+        try await runUntil(consumer, seen: seen, { consumer.committed == 3 && (try? consumer.parked().first?.retryRequested) == false })
+        #expect(seen.positions == [0, 1, 2])
+        let entry = try #require(try consumer.parked().first)
+        #expect(entry.position == 99 && entry.attempts == 1 && entry.error.contains("no longer in the log"))
+        try await store.close()
+    }
+
     @Test func stopOnFailureNamesThePositionAndCommitsWhatCameBefore() async throws {
         let store = try EventStore.inMemory()
         try await appendCounted(store, 10)
@@ -339,6 +413,37 @@ struct ConsumersTests {
         var damaged = ParkedEvent.encode(parked, consumer: "mail")
         damaged[12] ^= 1
         #expect(throws: ConsumerFileDamage.self) { try ParkedEvent.decode(damaged) }
+
+        // Format 2 keeps each entry's retry request; format 1 (no flags byte) still reads, as
+        // lists with none; a flag this build does not know, or a newer format, is damage.
+        var requested = parked
+        requested[0].retryRequested = true
+        requested.append(ParkedEvent(position: 9, stream: "Counted/c2", eventType: "Counted", errorType: "E", error: "",
+                                     attempts: 1, parkedAt: LogTimestamp(nanosecondsSince1970: -5)))
+        #expect(try ParkedEvent.decode(ParkedEvent.encode(requested, consumer: "mail")).events == requested)
+        func parkedFile(version: UInt16, flags: UInt8?) -> [UInt8] {
+            var writer = BinaryWriter(capacity: 64)
+            writer.writeRaw(Array("EKPK".utf8))
+            writer.writeFixed(version)
+            writer.writeString("mail")
+            writer.writeVarint(1)
+            writer.writeFixed(UInt64(3))
+            writer.writeVarint(5)
+            writer.writeFixed(Int64(42))
+            if let flags { writer.writeFixed(flags) }
+            for text in ["Counted/c3", "Counted", "Mail.Error", "smtp: 451 try later"] { writer.writeString(text) }
+            var bytes = writer.bytes
+            withUnsafeBytes(of: CRC32C.checksum(bytes).littleEndian) { bytes.append(contentsOf: $0) }
+            return bytes
+        }
+        #expect(try ParkedEvent.decode(parkedFile(version: 1, flags: nil)).events == parked)
+        #expect(try ParkedEvent.decode(parkedFile(version: 2, flags: 1)).events.map(\.retryRequested) == [true])
+        func parkedReason(_ bytes: [UInt8]) -> String? {
+            do { _ = try ParkedEvent.decode(bytes); return nil } catch { return error.reason }
+        }
+        #expect(parkedReason(parkedFile(version: 2, flags: 2)) == "the event at position 3 has flags 2; this build knows 1")
+        #expect(parkedReason(parkedFile(version: 3, flags: 0)) == "format version 3, this build reads 1 to 2")
+        #expect(parkedReason(parkedFile(version: 0, flags: nil)) == "format version 0, this build reads 1 to 2")
     }
 
     @Test func aDamagedParkedListIsATypedErrorNamingTheFile() async throws {

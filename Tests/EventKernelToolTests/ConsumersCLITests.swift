@@ -140,7 +140,7 @@ struct ConsumersCLITests {
         let store = try EventStore.open(at: URL(filePath: storePath), snapshotPolicy: .never)
         _ = try store.consumer(named: "app")
         for arguments in [["consumers", "reset", storePath, "app", "--to", "0"], ["consumers", "parked", storePath, "app", "--skip", "1"],
-                          ["tail", storePath, "--consumer", "app"]] {
+                          ["consumers", "parked", storePath, "app", "--retry", "all"], ["tail", storePath, "--consumer", "app"]] {
             let refused = try run(arguments)
             #expect(refused.status == 2 && refused.stderr.contains("in use"), "\(arguments): \(refused.stderr)")
         }
@@ -192,6 +192,52 @@ struct ConsumersCLITests {
         #expect(again.status == 1 && again.stderr.contains("no parked event at position 1"), "\(again.stderr)")
         #expect(try run("consumers", "parked", store, "mailer", "--skip", "3").status == 0)
         #expect(try run("consumers", "parked", store, "mailer").stdout.contains("no parked events"))
+    }
+
+    /// `--retry` marks parked events (the handler is the application's); the application's
+    /// next run hands them to its handler, and what it takes leaves the list.
+    @Test func parkedEventsAreMarkedForRetryAndTheNextRunRetriesThem() async throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)   // 5 events
+        let directory = ConsumerDirectory(storeDirectory: URL(filePath: store))
+        try directory.write(ConsumerCheckpoint.bound(name: "mailer", committed: 5, in: SegmentedLog.openReadOnly(at: URL(filePath: store))))
+        try directory.writeParked([1, 2, 3].map {
+            ParkedEvent(position: $0, stream: "activity/x", eventType: "added", errorType: "Mail.Error", error: "smtp down", attempts: 5, parkedAt: .now())
+        }, named: "mailer")
+
+        let marked = try run("consumers", "parked", store, "mailer", "--retry", "3")
+        #expect(marked.status == 0 && marked.stdout.contains("marked the parked event at position 3 for a retry; 1 of 3"), "\(marked.stdout)\(marked.stderr)")
+        #expect(try directory.parked(named: "mailer").map(\.retryRequested) == [false, false, true])
+        let listed = try run("consumers", "parked", store, "mailer", "--format", "jsonl")
+        let lines = listed.stdout.split(separator: "\n").compactMap { try? jsonObject(String($0)) as? [String: Any] }
+        #expect(lines.map { $0["retry_requested"] as? Bool } == [false, false, true])
+        #expect(try run("consumers", "parked", store, "mailer").stdout.contains("requested"))
+
+        // Refused: a position not parked (exit 1, nothing changed), a bad value and both flags (usage).
+        let unknown = try run("consumers", "parked", store, "mailer", "--retry", "4")
+        #expect(unknown.status == 1 && unknown.stderr.contains("no parked event at position 4"), "\(unknown.stderr)")
+        for arguments in [["--retry", "three"], ["--retry", "all", "--skip", "1"]] {
+            let refused = try run(["consumers", "parked", store, "mailer"] + arguments)
+            #expect(refused.status == 1 && refused.stderr.contains("--retry"), "\(arguments): \(refused.stderr)")
+        }
+        #expect(try directory.parked(named: "mailer").map(\.retryRequested) == [false, false, true])
+
+        // --retry all with --json prints the list as changed.
+        let all = try run("consumers", "parked", store, "mailer", "--retry", "all", "--json")
+        #expect(all.status == 0, "\(all.stderr)")
+        #expect((try jsonObject(all.stdout) as? [[String: Any]])?.map { $0["retry_requested"] as? Bool } == [true, true, true])
+
+        // The application's next run: its handler takes 1 and 3 and still refuses 2.
+        let opened = try EventStore.open(at: URL(filePath: store), snapshotPolicy: .never)
+        let consumer = try opened.consumer(named: "mailer", options: ConsumerOptions(retry: quickRetry))
+        let seen = Seen()
+        try await runUntil(consumer, seen: seen, { (try? consumer.parked())?.allSatisfy { !$0.retryRequested } ?? false }) { batch in
+            if batch.contains(where: { $0.position == 2 }) { throw Refused(position: 2) }
+        }
+        #expect(seen.positions == [1, 3])
+        let left = try consumer.parked()
+        #expect(left.map(\.position) == [2] && left[0].attempts == 8 && left[0].error == "refused 2" && !left[0].retryRequested)
+        try await opened.close()
     }
 
     @Test func verifyReportsADamagedCheckpointAndOneAheadOfTheLog() throws {

@@ -19,6 +19,21 @@ func leaseSession(_ configuration: PostgresLog.Configuration, _ consumer: String
 
 struct HandlerFailure: Error {}
 
+/// The argument types of `replace_parked` at schema version 2 (version 3 adds `boolean[]`):
+/// how a test names either function to drop it.
+let replaceParkedVersion2 = "integer, bigint[], text[], text[], text[], text[], integer[], bigint[]"
+
+/// Takes the log's schema back to version 1, as a build of then left it: no consumers' tables
+/// or functions, no `schema_revision`.
+func backToSchemaVersionOne(_ configuration: PostgresLog.Configuration) async throws {
+    let s = configuration.schema
+    _ = try await sql(configuration, #"DROP FUNCTION "\#(s)".replace_parked(\#(replaceParkedVersion2))"#, as: String.self)
+    _ = try await sql(configuration, #"DROP FUNCTION "\#(s)".replace_parked(\#(replaceParkedVersion2), boolean[])"#, as: String.self)
+    _ = try await sql(configuration, #"DROP TABLE "\#(s)".consumer_parked, "\#(s)".consumers"#, as: String.self)
+    _ = try await sql(configuration, #"DELETE FROM "\#(s)".meta WHERE key = 'schema_revision' RETURNING key"#, as: String.self)
+    _ = try await sql(configuration, #"UPDATE "\#(s)".meta SET value = '1' WHERE key = 'schema_version' RETURNING key"#, as: String.self)
+}
+
 /// Issue 29, item 6: named consumers on PostgreSQL: the committed position and the parked
 /// events live in the shared database, and one instance at a time holds a consumer (a lease).
 @Suite("Consumers on PostgreSQL: shared checkpoint and parked events, one holder at a time")
@@ -193,17 +208,49 @@ struct PostgresConsumerTests {
         defer { Task { await PostgresTestDatabase.drop(configuration) } }
         try await PostgresLog.open(configuration).close()
         let s = configuration.schema
-        _ = try await sql(configuration, #"DROP FUNCTION "\#(s)".replace_parked"#, as: String.self)
-        _ = try await sql(configuration, #"DROP TABLE "\#(s)".consumer_parked, "\#(s)".consumers"#, as: String.self)
-        _ = try await sql(configuration, #"DELETE FROM "\#(s)".meta WHERE key = 'schema_revision' RETURNING key"#, as: String.self)
-        _ = try await sql(configuration, #"UPDATE "\#(s)".meta SET value = '1' WHERE key = 'schema_version' RETURNING key"#, as: String.self)
+        try await backToSchemaVersionOne(configuration)
         let store = try await EventStore.open(postgres: configuration)
         try await appendCounted(store, 2)
         try await store.consumer(named: "mail").commit(through: 1)
         #expect(try store.consumerNames() == ["mail"])
-        // Version 2 only adds tables: a version 1 build (which checks schema_version) still opens the log.
+        // Versions 2 and 3 only add tables and a column: a version 1 build (which checks schema_version) still opens the log.
         #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_version'"#, as: String.self) == ["1"])
-        #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_revision'"#, as: String.self) == ["2"])
+        #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_revision'"#, as: String.self) == ["3"])
+        try await store.close()
+    }
+
+    @Test("a schema of version 2 is migrated: parked events keep their rows and gain a retry request a version 2 build can still write past")
+    func migratesVersionTwoSchema() async throws {
+        let configuration = try PostgresTestDatabase.configuration()
+        defer { Task { await PostgresTestDatabase.drop(configuration) } }
+        let first = try await EventStore.open(postgres: configuration)
+        try await appendCounted(first, 4)
+        let consumer = try first.consumer(named: "mail", options: ConsumerOptions(retry: RetryPolicy(maxAttempts: 1), commitInterval: .zero))
+        try await runUntil(consumer, seen: Seen(), { consumer.committed == 4 }) { batch in
+            if batch.contains(where: { $0.position == 2 }) { throw HandlerFailure() }
+        }
+        try await first.close()
+        // Back to version 2, as a build of then left it.
+        let s = configuration.schema
+        _ = try await sql(configuration, #"DROP FUNCTION "\#(s)".replace_parked(\#(replaceParkedVersion2), boolean[])"#, as: String.self)
+        _ = try await sql(configuration, #"ALTER TABLE "\#(s)".consumer_parked DROP COLUMN retry_requested"#, as: String.self)
+        _ = try await sql(configuration, #"UPDATE "\#(s)".meta SET value = '2' WHERE key = 'schema_revision' RETURNING key"#, as: String.self)
+
+        let store = try await EventStore.open(postgres: configuration)
+        #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_revision'"#, as: String.self) == ["3"])
+        let again = try store.consumer(named: "mail", options: ConsumerOptions(retry: RetryPolicy(maxAttempts: 1), commitInterval: .zero))
+        #expect(try again.parked().map { [$0.position, $0.retryRequested ? 1 : 0] } == [[2, 0]])
+        try again.requestRetry(ofParkedAt: 2)
+        #expect(try again.parked().map(\.retryRequested) == [true])
+        // What a version 2 build writes (its function, kept) leaves the request at the column's default.
+        let id = try #require(try await sql(configuration, #"SELECT id::text FROM "\#(s)".consumers WHERE name = 'mail'"#, as: String.self).first)
+        _ = try await sql(configuration, #"SELECT "\#(s)".replace_parked(\#(id), ARRAY[2]::bigint[], ARRAY['Counted/e2'], ARRAY['Counted'], ARRAY['E'], ARRAY['e'], ARRAY[3], ARRAY[0]::bigint[]) IS NULL"#, as: Bool.self)
+        #expect(try again.parked().map { [$0.position, UInt64($0.attempts), $0.retryRequested ? 1 : 0] } == [[2, 3, 0]])
+        // Requested again and served by the next run.
+        try again.requestRetry(ofParkedAt: 2)
+        let seen = Seen()
+        try await runUntil(again, seen: seen, { (try? again.parked())?.isEmpty ?? false })
+        #expect(seen.positions == [2])
         try await store.close()
     }
 

@@ -38,11 +38,7 @@ struct PostgresConsumersReadOnlyTests {
         defer { Task { await PostgresTestDatabase.drop(configuration) } }
         let s = configuration.schema
         try await PostgresLog.open(configuration).close()
-        // Back to version 1, as an older build left it.
-        _ = try await sql(configuration, #"DROP FUNCTION "\#(s)".replace_parked"#, as: String.self)
-        _ = try await sql(configuration, #"DROP TABLE "\#(s)".consumer_parked, "\#(s)".consumers"#, as: String.self)
-        _ = try await sql(configuration, #"DELETE FROM "\#(s)".meta WHERE key = 'schema_revision' RETURNING key"#, as: String.self)
-        _ = try await sql(configuration, #"UPDATE "\#(s)".meta SET value = '1' WHERE key = 'schema_version' RETURNING key"#, as: String.self)
+        try await backToSchemaVersionOne(configuration)
 
         let listed = try eventkernel("consumers", "list", "--postgres", try url(schema: s))
         #expect(listed.status == 0 && listed.stdout.contains("no consumers"), "\(listed.stderr)")
@@ -62,31 +58,25 @@ struct PostgresConsumersReadOnlyTests {
         let configuration = try PostgresTestDatabase.configuration()
         defer { Task { await PostgresTestDatabase.drop(configuration) } }
         let s = configuration.schema
-        func backToVersionOne() async throws {
-            _ = try await sql(configuration, #"DROP FUNCTION "\#(s)".replace_parked"#, as: String.self)
-            _ = try await sql(configuration, #"DROP TABLE "\#(s)".consumer_parked, "\#(s)".consumers"#, as: String.self)
-            _ = try await sql(configuration, #"DELETE FROM "\#(s)".meta WHERE key = 'schema_revision' RETURNING key"#, as: String.self)
-            _ = try await sql(configuration, #"UPDATE "\#(s)".meta SET value = '1' WHERE key = 'schema_version' RETURNING key"#, as: String.self)
-        }
         try await PostgresLog.open(configuration).close()
-        try await backToVersionOne()
+        try await backToSchemaVersionOne(configuration)
         async let first = PostgresLog.open(configuration)
         async let second = PostgresLog.open(configuration)
         let (a, b) = try await (first, second)
         try await a.close()
         try await b.close()
-        #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_revision'"#, as: String.self) == ["2"])
+        #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_revision'"#, as: String.self) == ["3"])
 
         // A table in the way of the migration's second statement: the open fails, and the first
         // statement's table is rolled back with it.
-        try await backToVersionOne()
+        try await backToSchemaVersionOne(configuration)
         _ = try await sql(configuration, #"CREATE TABLE "\#(s)".consumer_parked (x integer)"#, as: String.self)
         await #expect(throws: LogError.self) { try await PostgresLog.open(configuration).close() }
         #expect(try await sql(configuration, "SELECT count(*) FROM pg_tables WHERE schemaname = '\(s)' AND tablename = 'consumers'", as: Int64.self) == [0])
         #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_version'"#, as: String.self) == ["1"])
         _ = try await sql(configuration, #"DROP TABLE "\#(s)".consumer_parked"#, as: String.self)
         try await PostgresLog.open(configuration).close()
-        #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_revision'"#, as: String.self) == ["2"])
+        #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_revision'"#, as: String.self) == ["3"])
     }
 
     @Test("consumers list --postgres: a damaged row is a problem of its consumer (exit 3, as a damaged file)")

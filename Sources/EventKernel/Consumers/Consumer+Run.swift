@@ -12,6 +12,11 @@ extension Consumer {
     /// passed, or, with ``FailurePolicy/stop``, the run stops there. Events of a failed batch
     /// before the failing one may be handled twice: delivery is at-least-once.
     ///
+    /// Parked events a retry was requested for (``requestRetry(ofParkedAt:)``, `eventkernel
+    /// consumers parked NAME --retry`) are handed to the handler again, one at a time, when the
+    /// run starts and, for requests made in this process while it runs, before its next batch
+    /// is handled.
+    ///
     /// The handler runs in the caller's isolation (the method is `nonisolated(nonsending)`), so
     /// it may use the caller's non-`Sendable` state.
     ///
@@ -24,6 +29,8 @@ extension Consumer {
     ///   on failure), ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``,
     ///   ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)`` (until a reset),
     ///   ``ConsumerError/fileFailed(path:reason:)`` (a commit or park could not be written),
+    ///   ``ConsumerError/damagedFile(path:reason:)`` (the parked list, read when the run starts
+    ///   and when a retry was requested, does not decode),
     ///   ``ConsumerError/leaseLost(consumer:reason:)`` (a store over a shared log no longer
     ///   holds the consumer: confirmed with the database before each batch, at most about once a
     ///   second, and by each commit),
@@ -65,6 +72,8 @@ extension Consumer {
             if let position = pending { _ = try? await commit(through: position, ifGeneration: generation) }
         }
         readFromCommitted()
+        // Requests kept with the parked list (made by the CLI, or before this run) are served first.
+        try await retryRequested(handler)
         while true {
             // Caught up with handled events not committed: commit them unless new events come
             // within what is left of the interval (they are then committed with their batch).
@@ -82,6 +91,15 @@ extension Consumer {
             guard state.withLock({ $0.generation }) == generation else {
                 readFromCommitted()
                 continue
+            }
+            // Asked for in this process since the run last looked: served before this batch.
+            if state.withLock({ $0.retryRequested }) {
+                do {
+                    try await retryRequested(handler)
+                } catch let error as CancellationError {
+                    await commitEnding()
+                    throw error
+                }
             }
             do {
                 try await handle(batch, handler, generation: generation)

@@ -44,6 +44,9 @@ public final class Consumer: Sendable {
         /// The store closed and gave up the consumer's lock: a commit still on its way writes
         /// nothing (another process may hold the consumer now; what was handled is handled again).
         var closed = false
+        /// A retry of parked events was asked for in this process since the running
+        /// ``run(batchSize:handler:)`` last looked (it looks before each batch).
+        var retryRequested = false
     }
     let state: Locked<State>
     /// Serializes changes to the parked list (read, change, write back).

@@ -120,8 +120,9 @@ public struct ConsumerCheckpoint: Hashable, Sendable {
     /// - Parameter bytes: The file's contents.
     /// - Throws: A description of what is wrong, for ``ConsumerError/damagedFile(path:reason:)``.
     init(decoding bytes: [UInt8]) throws(ConsumerFileDamage) {
-        guard let body = ConsumerFileDamage.checkedBody(bytes, magic: Self.magic, version: Self.formatVersion) else {
-            throw ConsumerFileDamage.describe(bytes, magic: Self.magic, version: Self.formatVersion)
+        let versions = Self.formatVersion...Self.formatVersion
+        guard let (_, body) = ConsumerFileDamage.checkedBody(bytes, magic: Self.magic, versions: versions) else {
+            throw ConsumerFileDamage.describe(bytes, magic: Self.magic, versions: versions)
         }
         var reader = BinaryReader(body)
         do {
@@ -150,21 +151,26 @@ struct ConsumerFileDamage: Error {
     var reason: String
     init(_ reason: String) { self.reason = reason }
 
-    /// The bytes before the checksum when magic, version and checksum match; `nil` otherwise.
-    static func checkedBody(_ bytes: [UInt8], magic: [UInt8], version: UInt16) -> [UInt8]? {
-        guard bytes.count >= magic.count + 2 + 4, Array(bytes.prefix(magic.count)) == magic,
-              UInt16(bytes[4]) | UInt16(bytes[5]) << 8 == version else { return nil }
+    /// The version and the bytes before the checksum when the magic matches, the version is
+    /// one of `versions` and the checksum matches; `nil` otherwise.
+    static func checkedBody(_ bytes: [UInt8], magic: [UInt8], versions: ClosedRange<UInt16>) -> (version: UInt16, body: [UInt8])? {
+        guard bytes.count >= magic.count + 2 + 4, Array(bytes.prefix(magic.count)) == magic else { return nil }
+        let version = UInt16(bytes[4]) | UInt16(bytes[5]) << 8
+        guard versions.contains(version) else { return nil }
         let body = Array(bytes.dropLast(4))
         let tail = bytes.suffix(4).reversed().reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
-        return CRC32C.checksum(body) == tail ? body : nil
+        return CRC32C.checksum(body) == tail ? (version, body) : nil
     }
 
-    /// What is wrong with bytes that ``checkedBody(_:magic:version:)`` refused.
-    static func describe(_ bytes: [UInt8], magic: [UInt8], version: UInt16) -> ConsumerFileDamage {
+    /// What is wrong with bytes that ``checkedBody(_:magic:versions:)`` refused.
+    static func describe(_ bytes: [UInt8], magic: [UInt8], versions: ClosedRange<UInt16>) -> ConsumerFileDamage {
         if bytes.count < magic.count + 2 + 4 { return ConsumerFileDamage("it is \(bytes.count) bytes long, shorter than any record") }
         if Array(bytes.prefix(magic.count)) != magic { return ConsumerFileDamage("it does not start with \"\(String(decoding: magic, as: UTF8.self))\"") }
         let found = UInt16(bytes[4]) | UInt16(bytes[5]) << 8
-        if found != version { return ConsumerFileDamage("format version \(found), this build reads \(version)") }
+        if !versions.contains(found) {
+            let readable = versions.count == 1 ? "\(versions.lowerBound)" : "\(versions.lowerBound) to \(versions.upperBound)"
+            return ConsumerFileDamage("format version \(found), this build reads \(readable)")
+        }
         return ConsumerFileDamage("its CRC-32C does not match its contents")
     }
 }

@@ -1,5 +1,5 @@
 import Foundation
-import EventLog
+package import EventLog
 import KernelPrimitives
 
 /// Where a store's consumers keep their committed positions and parked events: files in the
@@ -55,4 +55,49 @@ final class ConsumerMemory: ConsumerStorage {
     func names() -> [String] { state.withLock { Set($0.checkpoints.keys).union($0.parked.keys).sorted() } }
     // Nothing outside this process can see an in-memory store.
     func lock(consumer name: String) -> ConsumerLock? { nil }
+}
+
+extension ConsumerStorage {
+    /// Reads consumer `name`'s parked list, lets `change` change it, and writes it back when
+    /// it changed, as the holder of `lock`: the one way the API and the CLI change a list (the
+    /// caller serializes its own changes; the lock keeps other processes out).
+    /// - Returns: The list as written (or as read, when unchanged).
+    /// - Throws: What `change` throws (nothing is written then); ``ConsumerError`` from the storage.
+    package func changeParked(named name: String, under lock: ConsumerLock?,
+                              _ change: (inout [ParkedEvent]) throws(ConsumerError) -> Void) throws(ConsumerError) -> [ParkedEvent] {
+        var list = try parked(named: name)
+        let before = list
+        try change(&list)
+        if list != before { try writeParked(list, named: name, under: lock) }
+        return list
+    }
+}
+
+extension [ParkedEvent] {
+    /// Removes the entry at `position` (skipping it: it is never handled).
+    /// - Throws: ``ConsumerError/notParked(consumer:position:)`` when no entry has that position.
+    package mutating func skip(at position: LogPosition, consumer: String) throws(ConsumerError) {
+        guard let index = firstIndex(where: { $0.position == position }) else { throw .notParked(consumer: consumer, position: position) }
+        remove(at: index)
+    }
+
+    /// Marks the entry at `position` (every entry, when `nil`) for a retry by the consumer's next run.
+    /// - Returns: How many entries were not marked before.
+    /// - Throws: ``ConsumerError/notParked(consumer:position:)`` when a position is given and no
+    ///   entry has it.
+    @discardableResult
+    package mutating func requestRetry(at position: LogPosition?, consumer: String) throws(ConsumerError) -> Int {
+        var marked = 0
+        if let position {
+            guard let index = firstIndex(where: { $0.position == position }) else { throw .notParked(consumer: consumer, position: position) }
+            if !self[index].retryRequested { marked = 1 }
+            self[index].retryRequested = true
+        } else {
+            for index in indices where !self[index].retryRequested {
+                self[index].retryRequested = true
+                marked += 1
+            }
+        }
+        return marked
+    }
 }

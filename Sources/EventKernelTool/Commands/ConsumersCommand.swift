@@ -4,16 +4,17 @@ import EventLog
 import Foundation
 
 /// `eventkernel consumers`: the store's named consumers (Docs/Consumers.md): list them with
-/// their committed position, lag and parked count; reset one; list or skip its parked events.
+/// their committed position, lag and parked count; reset one; list, mark for retry or skip its parked events.
 struct ConsumersCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "consumers", abstract: "List a store's named consumers (committed position, lag, parked events); reset one; list or skip its parked events.",
+        commandName: "consumers", abstract: "List a store's named consumers (committed position, lag, parked events); reset one; list, retry or skip its parked events.",
         discussion: """
             A consumer's committed position is the next position it handles; its lag is the log's next position minus it. \
-            Reset and skip change the consumer's files in STORE/consumers/: they take the consumer's lock \
+            Reset, retry and skip change the consumer's files in STORE/consumers/: they take the consumer's lock \
             (STORE/consumers/NAME.lock), and refuse (exit 2) while an application or a tail --consumer has the consumer \
             open. With --postgres URL they work on the consumers the PostgreSQL log keeps in its schema, under the \
-            consumer's lease. Retrying a parked event needs its handler: the API does that (Consumer.retryParked). See Docs/Consumers.md.
+            consumer's lease. A retry needs the application's handler: --retry marks parked events, and the \
+            application's next Consumer.run hands them to its handler. See Docs/Consumers.md.
 
             Examples:
               eventkernel consumers demo
@@ -21,6 +22,8 @@ struct ConsumersCommand: AsyncParsableCommand {
               eventkernel consumers reset demo mailer --to 0
               eventkernel consumers reset demo mailer --to 2025-03-01T08:00:00Z
               eventkernel consumers parked demo mailer
+              eventkernel consumers parked demo mailer --retry 1234
+              eventkernel consumers parked demo mailer --retry all
               eventkernel consumers parked demo mailer --skip 1234
               eventkernel consumers --postgres 'postgres://app@db/app?schema=orders'
             """,
@@ -212,52 +215,86 @@ struct ConsumersCommand: AsyncParsableCommand {
 
     struct ParkedEvents: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            commandName: "parked", abstract: "List a consumer's parked events; --skip POSITION removes one without handling it.",
-            usage: "eventkernel consumers parked [STORE] NAME [--skip POSITION] [--dir D] [--format F]",
+            commandName: "parked",
+            abstract: "List a consumer's parked events; --retry marks them for the application's next run; --skip removes one without handling it.",
+            usage: "eventkernel consumers parked [STORE] NAME [--retry POSITION|all | --skip POSITION] [--dir D] [--format F]",
             discussion: """
-                Each parked event: position, stream, event type, attempts, when it was parked (or last retried), the \
-                error's type and description. Retrying needs the handler: use Consumer.retryParked in the application. \
-                --skip is refused (exit 2) while the consumer is open elsewhere (an application, a tail --consumer).
+                Each parked event: position, stream, event type, attempts, when it was parked (or last retried), whether \
+                a retry is requested, the error's type and description. --retry POSITION (or all) marks parked events for \
+                a retry (KurrentDB's "replay parked"): the handler lives in the application, so the consumer's next run \
+                (Consumer.run) hands each marked event to it again; one it handles leaves the list, one it fails on stays \
+                with its attempts and error updated and its mark cleared. --retry and --skip are refused (exit 2) while \
+                the consumer is open elsewhere (an application, a tail --consumer); an unknown position exits 1. With \
+                --format other than table, they print the parked list as changed.
                 """)
 
         @OptionGroup var store: ReadableStoreArguments<NameOperand>
+        @Option(help: ArgumentHelp("Mark the parked event at this position (or all of them) for a retry by the consumer's next run.",
+                                   valueName: "POSITION|all"))
+        var retry: String?
         @Option(help: ArgumentHelp("Remove the parked event at this position without handling it.", valueName: "POSITION"))
         var skip: UInt64?
         @OptionGroup var output: OutputOptions
 
+        func validate() throws {
+            if retry != nil && skip != nil { throw ValidationError("--retry and --skip cannot be given together") }
+            if let retry, retry != "all", UInt64(retry) == nil {
+                throw ValidationError("--retry \"\(retry)\" is not a position (0, 1, ...) or all")
+            }
+        }
+
         func run() async throws {
             let name = try ConsumersCommand.validName(store.operand ?? "")
-            if let skip {
-                let left = try await ConsumersCommand.withStorage(store, writing: true) { directory, files in
-                    try withToolErrorsSync(store: files) { () throws -> Int in
-                        // Read and written under the lock: no running consumer parks meanwhile.
+            if retry != nil || skip != nil {
+                let retryPosition = retry.flatMap { UInt64($0) }
+                var marked = 0
+                let parked = try await ConsumersCommand.withStorage(store, writing: true) { directory, files in
+                    try withToolErrorsSync(store: files) { () throws -> [ParkedEvent] in
+                        // Read and written under the lock: no running consumer parks or retries meanwhile.
                         let lock = try directory.lock(consumer: name)
                         defer { withExtendedLifetime(lock) {} }
-                        var parked = try directory.parked(named: name)
-                        guard parked.contains(where: { $0.position == skip }) else { throw ConsumerError.notParked(consumer: name, position: skip) }
-                        parked.removeAll { $0.position == skip }
-                        try directory.writeParked(parked, named: name, under: lock)
-                        return parked.count
+                        return try directory.changeParked(named: name, under: lock) { (list) throws(ConsumerError) in
+                            if let skip {
+                                try list.skip(at: skip, consumer: name)
+                            } else {
+                                marked = try list.requestRetry(at: retryPosition, consumer: name)
+                            }
+                        }
                     }
                 }
-                if output.resolved == .table { print("consumer \(name): skipped the parked event at position \(skip); \(left) left") }
+                guard output.resolved == .table else { return show(parked) }
+                if let skip {
+                    print("consumer \(name): skipped the parked event at position \(skip); \(parked.count) left")
+                } else {
+                    let what = retryPosition.map { "the parked event at position \($0)" } ?? "\(marked) parked event(s)"
+                    print("consumer \(name): marked \(what) for a retry; \(parked.filter(\.retryRequested).count) of \(parked.count) " +
+                          "marked in all: the consumer's next run hands them to its handler")
+                }
                 return
             }
             let parked = try await ConsumersCommand.withStorage(store) { directory, files in
                 try withToolErrorsSync(store: files) { try directory.parked(named: name) }
             }
-            let listing = Listing(columns: [
-                Column("position", right: true), Column("stream"), Column("event_type", header: "event type"),
-                Column("attempts", right: true), Column("parked_at", header: "parked at"), Column("error_type", header: "error type"), Column("error"),
-            ], rows: parked.map { event in
-                Listing.Row([.uint(event.position), .string(event.stream), .string(event.eventType), .int(Int64(event.attempts)),
-                             .string(ISODate.format(event.parkedAt)), .string(event.errorType), .string(event.error)])
-            })
             if output.resolved == .table && parked.isEmpty {
                 print("consumer \(name) has no parked events")
             } else {
-                Output.print(listing, as: output.resolved)
+                show(parked)
             }
+        }
+
+        /// Prints `parked` in the chosen format.
+        private func show(_ parked: [ParkedEvent]) {
+            let listing = Listing(columns: [
+                Column("position", right: true), Column("stream"), Column("event_type", header: "event type"),
+                Column("attempts", right: true), Column("parked_at", header: "parked at"),
+                Column("retry", inMachineFormats: false, tableNull: ""), Column("retry_requested", inTable: false),
+                Column("error_type", header: "error type"), Column("error"),
+            ], rows: parked.map { event in
+                Listing.Row([.uint(event.position), .string(event.stream), .string(event.eventType), .int(Int64(event.attempts)),
+                             .string(ISODate.format(event.parkedAt)), event.retryRequested ? .string("requested") : .null, .bool(event.retryRequested),
+                             .string(event.errorType), .string(event.error)])
+            })
+            Output.print(listing, as: output.resolved)
         }
     }
 }

@@ -15,7 +15,8 @@ extension PostgresLog: ConsumerStorageSource {
 }
 
 /// The named consumers of the stores over one PostgreSQL log: rows of the `consumers` and
-/// `consumer_parked` tables in the log's schema (``PostgresSchema``, version 2), and a lease
+/// `consumer_parked` tables in the log's schema (``PostgresSchema``, version 2; 3 for retry
+/// requests), and a lease
 /// per consumer that one instance at a time holds.
 ///
 /// The lease is a session-level advisory lock taken with `pg_try_advisory_lock(bigint)` on a
@@ -53,6 +54,9 @@ final class PostgresConsumerStorage: ConsumerStorage {
     /// Whether the log's schema has the consumers' tables: a log opened without migrating
     /// (a read-only tool) may be at version 1, which has none, and so no consumers.
     private var hasTables: Bool { log.schemaRevision >= 2 }
+    /// Whether parked events have their retry request (version 3); a log read as it is may be
+    /// at version 2, whose lists hold none.
+    private var hasRetryRequests: Bool { log.schemaRevision >= 3 }
     /// Where the consumers live, for messages (the URL without its password, and the schema).
     package var location: String { "\(log.configuration)" }
 
@@ -98,23 +102,23 @@ final class PostgresConsumerStorage: ConsumerStorage {
     func parked(named name: String) throws(ConsumerError) -> [ParkedEvent] {
         guard hasTables else { return [] }
         let rows = try read(PostgresQuery(unsafeSQL: """
-            SELECT p.position, p.stream, p.event_type, p.error_type, p.error, p.attempts, p.parked_at
+            SELECT p.position, p.stream, p.event_type, p.error_type, p.error, p.attempts, p.parked_at, \(hasRetryRequests ? "p.retry_requested" : "false")
             FROM "\(schema)".consumer_parked p JOIN "\(schema)".consumers c ON c.id = p.consumer_id
             WHERE c.name = $1 ORDER BY p.position
             """, binds: PostgresSchema.binds(name)), what: "reading consumer \"\(name)\"'s parked events")
         var events: [ParkedEvent] = []
         for row in rows {
-            let decoded: (Int64, String, String, String, String, Int32, Int64)
-            do { decoded = try row.decode((Int64, String, String, String, String, Int32, Int64).self) } catch {
+            let decoded: (Int64, String, String, String, String, Int32, Int64, Bool)
+            do { decoded = try row.decode((Int64, String, String, String, String, Int32, Int64, Bool).self) } catch {
                 throw .damagedRow(location: location, consumer: name, reason: "a parked event does not decode: \(error)")
             }
-            let (position, stream, eventType, errorType, error, attempts, parkedAt) = decoded
+            let (position, stream, eventType, errorType, error, attempts, parkedAt, retryRequested) = decoded
             guard position >= 0, attempts >= 0 else {
                 throw .damagedRow(location: location, consumer: name, reason: "a parked event holds position \(position) and \(attempts) attempts")
             }
             events.append(ParkedEvent(position: LogPosition(position), stream: Self.unescape(stream), eventType: Self.unescape(eventType),
                                       errorType: Self.unescape(errorType), error: Self.unescape(error), attempts: Int(attempts),
-                                      parkedAt: LogTimestamp(nanosecondsSince1970: parkedAt)))
+                                      parkedAt: LogTimestamp(nanosecondsSince1970: parkedAt), retryRequested: retryRequested))
         }
         return events
     }
@@ -195,7 +199,7 @@ final class PostgresConsumerStorage: ConsumerStorage {
     func writeParked(_ events: [ParkedEvent], named name: String, under lock: ConsumerLock?) throws(ConsumerError) {
         let lease = try Self.lease(lock, of: name, in: location)
         let sorted = events.sorted { $0.position < $1.position }
-        var binds = PostgresBindings(capacity: 8)
+        var binds = PostgresBindings(capacity: 9)
         binds.append(lease.consumerID)
         binds.append(sorted.map { Int64(clamping: $0.position) })
         binds.append(sorted.map { Self.escape($0.stream) })
@@ -204,7 +208,21 @@ final class PostgresConsumerStorage: ConsumerStorage {
         binds.append(sorted.map { Self.escape($0.error) })
         binds.append(sorted.map { Int32(clamping: $0.attempts) })
         binds.append(sorted.map(\.parkedAt.nanosecondsSince1970))
-        _ = try lease.rows(PostgresQuery(unsafeSQL: #"SELECT "\#(schema)".replace_parked($1, $2, $3, $4, $5, $6, $7, $8)"#, binds: binds),
+        // A writer's log is migrated at open (a store prepares its schema); one opened without
+        // that may be at version 2, whose function keeps no requests: a list with one is
+        // refused rather than written without it.
+        let statement: String
+        if hasRetryRequests {
+            binds.append(sorted.map(\.retryRequested))
+            statement = #"SELECT "\#(schema)".replace_parked($1, $2, $3, $4, $5, $6, $7, $8, $9)"#
+        } else if !sorted.contains(where: \.retryRequested) {
+            statement = #"SELECT "\#(schema)".replace_parked($1, $2, $3, $4, $5, $6, $7, $8)"#
+        } else {
+            throw .databaseFailed(location: location, cause: ConsumerDatabaseFailure(
+                code: .unsupportedVersion, sqlState: nil,
+                message: "the log's schema is at version \(log.schemaRevision), which keeps no retry requests: open it with schema preparation to migrate it to version \(PostgresSchema.currentVersion)"))
+        }
+        _ = try lease.rows(PostgresQuery(unsafeSQL: statement, binds: binds),
                            what: "writing consumer \"\(name)\"'s parked events", location: location)
     }
 

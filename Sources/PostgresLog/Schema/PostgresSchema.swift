@@ -29,13 +29,17 @@ import PostgresNIO
 ///   `lease_epoch`, the fencing token bumped each time an instance takes the consumer's lease.
 /// - `consumer_parked` (version 2): the consumers' parked events, one row each;
 ///   `replace_parked(...)` replaces a consumer's list in one statement (one transaction).
+///   Version 3 adds `retry_requested` (a retry asked for, ``ParkedEvent/retryRequested``) and
+///   a `replace_parked` that takes it; the version 2 function stays, for builds of version 2
+///   (their lists are written with no request: the column's default).
 enum PostgresSchema {
     /// The version this code writes and reads. Older schemas are migrated at open; a newer
     /// one is refused (the log was written by a newer EventKernel).
-    static let currentVersion = 2
-    /// The oldest version whose readers can use a schema at ``currentVersion``: version 2 only
-    /// adds tables (the consumers'), so a version 1 build still opens the log (it checks
-    /// `schema_version`, which stays at this). A change older readers would misread raises it.
+    static let currentVersion = 3
+    /// The oldest version whose readers can use a schema at ``currentVersion``: versions 2 and
+    /// 3 only add tables (the consumers') and a column with a default, so a version 1 build
+    /// still opens the log (it checks `schema_version`, which stays at this), and a version 2
+    /// build still reads and writes parked lists. A change older readers would misread raises it.
     static let minimumReaderVersion = 1
 
     /// The statements that bring a schema from `version - 1` to `version`, in order.
@@ -121,6 +125,20 @@ enum PostgresSchema {
                     DELETE FROM "\(s)".consumer_parked WHERE consumer_id = p_consumer;
                     INSERT INTO "\(s)".consumer_parked (consumer_id, position, stream, event_type, error_type, error, attempts, parked_at)
                         SELECT p_consumer, u.* FROM unnest(p_position, p_stream, p_event_type, p_error_type, p_error, p_attempts, p_parked_at) AS u;
+                $fn$
+                """,
+            ]
+        case 3:
+            return [
+                #"ALTER TABLE "\#(s)".consumer_parked ADD COLUMN retry_requested boolean NOT NULL DEFAULT false"#,
+                """
+                CREATE OR REPLACE FUNCTION "\(s)".replace_parked(
+                    p_consumer integer, p_position bigint[], p_stream text[], p_event_type text[],
+                    p_error_type text[], p_error text[], p_attempts integer[], p_parked_at bigint[], p_retry_requested boolean[])
+                RETURNS void LANGUAGE sql AS $fn$
+                    DELETE FROM "\(s)".consumer_parked WHERE consumer_id = p_consumer;
+                    INSERT INTO "\(s)".consumer_parked (consumer_id, position, stream, event_type, error_type, error, attempts, parked_at, retry_requested)
+                        SELECT p_consumer, u.* FROM unnest(p_position, p_stream, p_event_type, p_error_type, p_error, p_attempts, p_parked_at, p_retry_requested) AS u;
                 $fn$
                 """,
             ]
