@@ -267,11 +267,13 @@ struct ConsumersTests {
         let left = try consumer.parked()
         #expect(left.map(\.position) == [13] && left[0].attempts == 6 && !left[0].retryRequested && left[0].error == "refused 13")
 
-        // Asked for while a run goes on: served before the run's next batch.
+        // Asked for while a run waits for new events (caught up, nothing marked when it
+        // started): served before the run's next batch.
         let live = Seen()
         let run = Task {
             try await consumer.run { batch in live.add(batch.map(\.position)) }
         }
+        #expect(try await eventually { store.commitSignal.waiterCount == 1 })
         try consumer.requestRetry(ofParkedAt: 13)
         try await appendCounted(store, 1)
         #expect(try await eventually { live.positions.contains(20) })
@@ -282,20 +284,24 @@ struct ConsumersTests {
         try await store.close()
     }
 
-    /// A retry of an event compaction released finds nothing to handle: the entry stays (for a
-    /// person to skip), says why, and its request is cleared.
+    /// A retry of an event the log no longer holds (past its end; another event at the
+    /// position) finds nothing to handle: the entry stays (for a person to skip), says why, and
+    /// its request is cleared; the handler never sees the other event.
     @Test func aRequestedRetryOfAReleasedEventSaysSoAndIsCleared() async throws {
         let store = try EventStore.inMemory()
         try await appendCounted(store, 3)
         let consumer = try store.consumer(named: "index")
-        try consumer.park([ParkedEvent(position: 99, stream: "Counted/c0", eventType: "Counted", errorType: "E", error: "e",
-                                       attempts: 1, parkedAt: .now())])
-        try consumer.requestRetry(ofParkedAt: 99)
+        try consumer.park([1, 99].map {
+            ParkedEvent(position: $0, stream: "Counted/elsewhere", eventType: "Counted", errorType: "E", error: "e", attempts: 1, parkedAt: .now())
+        })
+        try consumer.requestRetryOfAllParked()
         let seen = Seen()
-        try await runUntil(consumer, seen: seen, { consumer.committed == 3 && (try? consumer.parked().first?.retryRequested) == false })
+        try await runUntil(consumer, seen: seen, { consumer.committed == 3 && (try? consumer.parked())?.allSatisfy { !$0.retryRequested } == true })
         #expect(seen.positions == [0, 1, 2])
-        let entry = try #require(try consumer.parked().first)
-        #expect(entry.position == 99 && entry.attempts == 1 && entry.error.contains("no longer in the log"))
+        let entries = try consumer.parked()
+        #expect(entries.map(\.position) == [1, 99] && entries.allSatisfy { $0.attempts == 1 })
+        #expect(entries[0].error.contains("another event at this position (Counted of Counted/c1)"), "\(entries[0].error)")
+        #expect(entries[1].error.contains("the log ends before this position (its next position is 3)"), "\(entries[1].error)")
         try await store.close()
     }
 
@@ -421,6 +427,8 @@ struct ConsumersTests {
         requested.append(ParkedEvent(position: 9, stream: "Counted/c2", eventType: "Counted", errorType: "E", error: "",
                                      attempts: 1, parkedAt: LogTimestamp(nanosecondsSince1970: -5)))
         #expect(try ParkedEvent.decode(ParkedEvent.encode(requested, consumer: "mail")).events == requested)
+        // A list with no request is written in format 1, which builds from before format 2 read.
+        #expect(ParkedEvent.encode(parked, consumer: "mail")[4] == 1 && ParkedEvent.encode(requested, consumer: "mail")[4] == 2)
         func parkedFile(version: UInt16, flags: UInt8?) -> [UInt8] {
             var writer = BinaryWriter(capacity: 64)
             writer.writeRaw(Array("EKPK".utf8))

@@ -201,12 +201,20 @@ struct ConsumersCLITests {
         let store = try importedStore(temp)   // 5 events
         let directory = ConsumerDirectory(storeDirectory: URL(filePath: store))
         try directory.write(ConsumerCheckpoint.bound(name: "mailer", committed: 5, in: SegmentedLog.openReadOnly(at: URL(filePath: store))))
-        try directory.writeParked([1, 2, 3].map {
-            ParkedEvent(position: $0, stream: "activity/x", eventType: "added", errorType: "Mail.Error", error: "smtp down", attempts: 5, parkedAt: .now())
+        // Parked as a consumer parks them: the events at 1, 2 and 3 as the log holds them.
+        let reading = try EventStore.open(at: URL(filePath: store), snapshotPolicy: .never)
+        try directory.writeParked(try reading.read(from: 1, limit: 3).map {
+            ParkedEvent(position: $0.position, stream: $0.stream.description, eventType: $0.eventType, errorType: "Mail.Error",
+                        error: "smtp down", attempts: 5, parkedAt: .now())
         }, named: "mailer")
+        try await reading.close()
 
         let marked = try run("consumers", "parked", store, "mailer", "--retry", "3")
         #expect(marked.status == 0 && marked.stdout.contains("marked the parked event at position 3 for a retry; 1 of 3"), "\(marked.stdout)\(marked.stderr)")
+        #expect(try run("consumers", "parked", store, "mailer", "--retry", "3").stdout.contains("already marked"))
+        // A mistyped consumer is no consumer: exit 1, not "0 marked".
+        let mistyped = try run("consumers", "parked", store, "mailre", "--retry", "all")
+        #expect(mistyped.status == 1 && mistyped.stderr.contains("no consumer named \"mailre\""), "\(mistyped.stderr)")
         #expect(try directory.parked(named: "mailer").map(\.retryRequested) == [false, false, true])
         let listed = try run("consumers", "parked", store, "mailer", "--format", "jsonl")
         let lines = listed.stdout.split(separator: "\n").compactMap { try? jsonObject(String($0)) as? [String: Any] }

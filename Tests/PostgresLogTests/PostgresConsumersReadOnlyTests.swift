@@ -53,6 +53,41 @@ struct PostgresConsumersReadOnlyTests {
         #expect(try await sql(configuration, "SELECT count(*) FROM pg_namespace WHERE nspname = '\(s)_typo'", as: Int64.self) == [0])
     }
 
+    @Test("a version 2 log read as it is lists parked events with no retry request; a store that does not migrate it refuses to write a request and still skips")
+    func versionTwoLogKeepsNoRequests() async throws {
+        let configuration = try PostgresTestDatabase.configuration()
+        defer { Task { await PostgresTestDatabase.drop(configuration) } }
+        let s = configuration.schema
+        let first = try await EventStore.open(postgres: configuration)
+        try await appendCounted(first, 3)
+        let consumer = try first.consumer(named: "mail", options: ConsumerOptions(retry: RetryPolicy(maxAttempts: 1), commitInterval: .zero))
+        try await runUntil(consumer, seen: Seen(), { consumer.committed == 3 }) { batch in
+            if batch.contains(where: { $0.position == 1 }) { throw HandlerFailure() }
+        }
+        try await first.close()
+        _ = try await sql(configuration, #"DROP FUNCTION "\#(s)".replace_parked(\#(replaceParkedVersion2), boolean[])"#, as: String.self)
+        _ = try await sql(configuration, #"ALTER TABLE "\#(s)".consumer_parked DROP COLUMN retry_requested"#, as: String.self)
+        _ = try await sql(configuration, #"UPDATE "\#(s)".meta SET value = '2' WHERE key = 'schema_revision' RETURNING key"#, as: String.self)
+
+        let listed = try eventkernel("consumers", "parked", "--postgres", try url(schema: s), "mail", "--json")
+        #expect(listed.status == 0 && listed.stdout.contains("\"retry_requested\":false"), "\(listed.stdout)\(listed.stderr)")
+        #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_revision'"#, as: String.self) == ["2"])
+
+        var asItIs = configuration
+        asItIs.preparesSchema = false
+        let store = try await EventStore.open(postgres: asItIs)
+        let again = try store.consumer(named: "mail")
+        #expect(try again.parked().map(\.position) == [1])
+        #expect { try again.requestRetry(ofParkedAt: 1) } throws: { error in
+            guard case ConsumerError.databaseFailed(_, let cause) = error else { return false }
+            return cause.code == .unsupportedVersion && cause.message.contains("version 2")
+        }
+        #expect(try again.parked().map(\.retryRequested) == [false])
+        try again.skipParked(at: 1)
+        #expect(try again.parked().isEmpty)
+        try await store.close()
+    }
+
     @Test("two instances migrating a version 1 log at once both open it; a migration failing partway changes nothing")
     func migrationIsAtomic() async throws {
         let configuration = try PostgresTestDatabase.configuration()

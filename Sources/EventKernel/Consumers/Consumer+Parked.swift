@@ -44,7 +44,10 @@ extension Consumer {
     /// consumer is served by the application's next run.
     ///
     /// Retried events come after the events the consumer handled since they were parked: a
-    /// handler must not assume position order across a retry.
+    /// handler must not assume position order across a retry. Requests coalesce: one made for
+    /// an event while a retry of it is under way is served by that retry. A run waiting for
+    /// new events serves a request made in this process when the next batch arrives; to retry
+    /// at once, call ``retryParked(_:)``.
     /// - Parameter position: The parked event's position.
     /// - Throws: ``ConsumerError/notParked(consumer:position:)`` when none has that position;
     ///   ``ConsumerError/fileFailed(path:reason:)``, ``ConsumerError/damagedFile(path:reason:)``.
@@ -74,11 +77,17 @@ extension Consumer {
 
     /// Hands each parked event with a retry request to `handler` (as a batch of one, with the
     /// retry policy's attempts): what a run does when it starts and when a request came in.
+    /// Checks what a run's reader checks before it hands out a batch: the consumer is open, its
+    /// checkpoint fits the log, and (on a shared log) this instance still holds it.
     nonisolated(nonsending) func retryRequested(_ handler: ([EventEnvelope]) async throws -> Void) async throws {
         // Cleared before the list is read: a request made while this runs is seen next time.
         state.withLock { $0.retryRequested = false }
         for entry in try parked() where entry.retryRequested {
             try Task.checkCancellation()
+            let (closed, problem) = state.withLock { ($0.closed, $0.problem) }
+            if closed || store.commit.withLock({ $0.closed }) { return }
+            if let problem { throw problem }
+            try confirmLease()
             guard let event = try event(parkedAs: entry) else { continue }
             if let failure = try await attempt([event], handler) {
                 try failedParked(at: entry.position, error: failure.error, attempts: failure.attempts)
@@ -98,12 +107,22 @@ extension Consumer {
         }
     }
 
-    /// The event `entry` parked, read again from the log; `nil` when compaction released it
-    /// (then the entry says so and stays, for a person to skip: there is nothing to handle).
+    /// The event `entry` parked, read again from the log; `nil` when the log no longer holds
+    /// it: compaction released it, the log ends before it, or the log holds another event there
+    /// (a log of another history). The entry then says so and stays, for a person to skip:
+    /// there is nothing to hand to the handler.
     private func event(parkedAs entry: ParkedEvent) throws -> EventEnvelope? {
-        if let event = try store.read(from: entry.position, limit: 1).first, event.position == entry.position { return event }
+        let reason: String
+        if let event = try store.read(from: entry.position, limit: 1).first, event.position == entry.position {
+            if event.stream.description == entry.stream && event.eventType == entry.eventType { return event }
+            reason = "the log holds another event at this position (\(event.eventType) of \(event.stream)): the log is of another history; skip it"
+        } else if entry.position >= store.nextPosition {
+            reason = "the log ends before this position (its next position is \(store.nextPosition)); skip it"
+        } else {
+            reason = "the event is no longer in the log (released by compaction); skip it"
+        }
         try update(entry.position) { parked in
-            parked.error = "the event is no longer in the log (released by compaction); skip it"
+            parked.error = reason
             parked.errorType = "EventKernel.ConsumerError"
         }
         return nil

@@ -49,8 +49,10 @@ public struct ParkedEvent: Hashable, Sendable {
     }
 
     static let magic: [UInt8] = Array("EKPK".utf8)
-    /// The format this build writes. Format 2 adds each entry's flags (its retry request);
-    /// format 1 files (no flags) are still read, as lists with no request.
+    /// The newest format this build writes. Format 2 adds each entry's flags (its retry
+    /// request); a list with no request is written in format 1, which builds from before
+    /// format 2 read too (an application rolled back keeps its lists), and read back as a
+    /// list with no request.
     static let formatVersion: UInt16 = 2
     /// The formats this build reads.
     static let readableVersions: ClosedRange<UInt16> = 1...2
@@ -61,18 +63,19 @@ public struct ParkedEvent: Hashable, Sendable {
     /// consumer's name, the count (varint), each event (position UInt64 LE, attempts varint,
     /// time Int64 LE, flags UInt8, then stream, event type, error type and error as
     /// varint-length UTF-8), then the CRC-32C of everything before it (UInt32 LE). Format 1 is
-    /// the same without the flags byte.
+    /// the same without the flags byte: what a list with no retry request is written in.
     static func encode(_ events: [ParkedEvent], consumer: String) -> [UInt8] {
+        let version: UInt16 = events.contains(where: \.retryRequested) ? formatVersion : 1
         var writer = BinaryWriter(capacity: 64 + events.count * 96)
         writer.writeRaw(magic)
-        writer.writeFixed(formatVersion)
+        writer.writeFixed(version)
         writer.writeString(consumer)
         writer.writeVarint(UInt64(events.count))
         for event in events {
             writer.writeFixed(event.position)
             writer.writeVarint(UInt64(max(0, event.attempts)))
             writer.writeFixed(event.parkedAt.nanosecondsSince1970)
-            writer.writeFixed(event.retryRequested ? retryFlag : 0)
+            if version >= 2 { writer.writeFixed(event.retryRequested ? retryFlag : 0) }
             writer.writeString(event.stream)
             writer.writeString(event.eventType)
             writer.writeString(event.errorType)

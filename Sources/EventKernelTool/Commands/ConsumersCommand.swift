@@ -253,6 +253,10 @@ struct ConsumersCommand: AsyncParsableCommand {
                         // Read and written under the lock: no running consumer parks or retries meanwhile.
                         let lock = try directory.lock(consumer: name)
                         defer { withExtendedLifetime(lock) {} }
+                        // A mistyped name is no consumer with nothing parked: say so (exit 1).
+                        guard try directory.names().contains(name) else {
+                            throw ToolError(.badInput, "no consumer named \"\(name)\" in \(store.name): it has no committed position and no parked events")
+                        }
                         return try directory.changeParked(named: name, under: lock) { (list) throws(ConsumerError) in
                             if let skip {
                                 try list.skip(at: skip, consumer: name)
@@ -266,8 +270,12 @@ struct ConsumersCommand: AsyncParsableCommand {
                 if let skip {
                     print("consumer \(name): skipped the parked event at position \(skip); \(parked.count) left")
                 } else {
-                    let what = retryPosition.map { "the parked event at position \($0)" } ?? "\(marked) parked event(s)"
-                    print("consumer \(name): marked \(what) for a retry; \(parked.filter(\.retryRequested).count) of \(parked.count) " +
+                    let what = switch (retryPosition, marked) {
+                    case (let position?, 0): "the parked event at position \(position) was already marked for a retry"
+                    case (let position?, _): "marked the parked event at position \(position) for a retry"
+                    case (nil, _): "marked \(marked) more parked event(s) for a retry"
+                    }
+                    print("consumer \(name): \(what); \(parked.filter(\.retryRequested).count) of \(parked.count) " +
                           "marked in all: the consumer's next run hands them to its handler")
                 }
                 return
