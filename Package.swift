@@ -13,7 +13,7 @@
 //   KernelPrimitives (what every layer shares, `package` access but for BinaryDecodingError: locks, CRC32C, the LZ4
 //     block wrapper, varints and little-endian integers, BinaryReader/BinaryWriter, the one
 //     system-call wrapper)
-//   CLZ4 (system library over liblz4)
+//   CLZ4 (system library over liblz4), CCRC32C (CRC-32C on the processor's instruction)
 // Beside them, never depended on by the core: PostgresLog (a RecordLog on PostgreSQL through
 // postgres-nio, for several instances sharing one log; Docs/ScaleOut.md).
 import PackageDescription
@@ -70,11 +70,14 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"]), .brew(["lz4"])]
         ),
+        // CRC-32C with the processor's instruction (SSE 4.2, the AArch64 CRC extension), chosen
+        // at run time; KernelPrimitives.CRC32C falls back to its tables without it.
+        .target(name: "CCRC32C"),
         // Not a product: everything in it is `package` access (as NIOConcurrencyHelpers keeps
         // NIO's locks apart), so apps see only what EventLog and EventKernel make public.
         .target(
             name: "KernelPrimitives",
-            dependencies: ["CLZ4"],
+            dependencies: ["CLZ4", "CCRC32C"],
             swiftSettings: strictSettings
         ),
         .target(

@@ -32,9 +32,16 @@ swiftc_flags=(
   -j "$(nproc 2>/dev/null || sysctl -n hw.ncpu)"
   -swift-version 6 -enable-upcoming-feature ExistentialAny -enable-upcoming-feature InternalImportsByDefault
   -I Sources/CLZ4 -llz4
+  # KernelPrimitives' CRC-32C calls the CCRC32C C target (compiled below, linked with each target).
+  -I Sources/CCRC32C/include
   # The sources use `package` access (helpers shared between the package's modules).
   -package-name fuzz
 )
+
+# The C target, instrumented as the Swift code is, by the clang beside swiftc (the toolchain's:
+# it has the fuzzer's runtime; it may not be on PATH).
+clang=$(dirname "$(readlink -f "$(command -v swiftc)")")/clang
+"$clang" -c -fsanitize=fuzzer-no-link,address -g -O1 -I Sources/CCRC32C/include Sources/CCRC32C/crc32c.c -o "$out/crc32c.o"
 
 status=0
 for target in $targets; do
@@ -61,7 +68,7 @@ for target in $targets; do
   for (( m = ${#modules[@]} - 1; m >= 0; m-- )); do links+=(-L "$moddir" "-l${modules[m]}"); done
   echo "== $target: building ($(( ${#sources[@]} + 1 )) files)"
   swiftc "${swiftc_flags[@]}" ${modules[@]:+-I "$moddir"} -module-name "${target}Module" "${sources[@]}" "Fuzz/$target/main.swift" \
-    "${links[@]}" -o "$out/$target"
+    "${links[@]}" "$out/crc32c.o" -o "$out/$target"
   corpus="$out/corpus/$target"; artifacts="$out/artifacts/$target/"
   mkdir -p "$corpus" "$artifacts"
   seeds=()

@@ -25,6 +25,36 @@ struct ChecksumAndCompressionTests {
         }
     }
 
+    /// The processor's instruction (three streams over 12 KiB blocks, combined) and the tables
+    /// give the same checksum at every length around the block's edges, at every alignment,
+    /// and in pieces; the large values are from a bitwise implementation in Python
+    /// (`crc32c(bytes((i*7+3)&0xff for i in range(n)))`), independent of both.
+    @Test("CRC32C: the processor's instruction and the tables agree at every block edge, alignment and split")
+    func hardwareAndTablesAgree() {
+        let bytes = (0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }
+        let expected: [Int: UInt32] = [12_287: 0x5A9F_4031, 12_288: 0x2E82_A606, 12_289: 0x67A2_C5EB, 24_581: 0x1D63_2D94, 40_000: 0x3C95_7EE1]
+        bytes.withUnsafeBytes { all in
+            for (count, value) in expected {
+                let prefix = UnsafeRawBufferPointer(rebasing: all[..<count])
+                #expect(CRC32C.checksum(prefix) == value, "\(count) bytes")
+                #expect(CRC32C.softwareChecksum(prefix) == value, "\(count) bytes, tables")
+            }
+            var lengths = Array(0...80) + [4095, 4096, 4097, 12_280, 36_864, 36_871]
+            lengths += (0..<40).map { _ in Int.random(in: 0...39_000) }
+            for count in lengths {
+                for offset in [0, 1, 3, 7] where offset + count <= all.count {
+                    let slice = UnsafeRawBufferPointer(rebasing: all[offset..<(offset + count)])
+                    let seed = UInt32.random(in: .min ... .max)
+                    #expect(CRC32C.checksum(slice, continuing: seed) == CRC32C.softwareChecksum(slice, continuing: seed), "\(count) bytes at \(offset)")
+                }
+            }
+            for split in [0, 5, 12_288, 12_300, 24_576, 39_999] {
+                let first = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: all[..<split]))
+                #expect(CRC32C.checksum(UnsafeRawBufferPointer(rebasing: all[split...]), continuing: first) == 0x3C95_7EE1, "split at \(split)")
+            }
+        }
+    }
+
     @Test("SHA-256 matches FIPS 180-4 and Python's hashlib at every padding boundary")
     func sha256() {
         func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }

@@ -25,6 +25,27 @@ struct SystemCallTests {
         }
     }
 
+    @Test("readFile reads a file whole or up to a limit, larger than one read, empty, and names the call that failed")
+    func readFileWholeAndPrefix() throws {
+        let path = "/tmp/ek-readfile-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        defer { unlink(path) }
+        // Past the 8 MiB of one pread, not a multiple of it.
+        let bytes = (0..<(9 << 20) + 123).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ ($0 >> 13)) }
+        let descriptor = try SystemCall.open(path, flags: O_WRONLY | O_CREAT | O_TRUNC)
+        var written = 0
+        while written < bytes.count {
+            written += try bytes.withUnsafeBytes { try SystemCall.write(to: descriptor, from: UnsafeRawBufferPointer(rebasing: $0[written...])) }
+        }
+        SystemCall.close(descriptor)
+        #expect(try SystemCall.readFile(at: path) == bytes)
+        #expect(try SystemCall.readFile(at: path, upTo: 100) == Array(bytes[..<100]))
+        #expect(try SystemCall.readFile(at: path, upTo: bytes.count + 5) == bytes)
+        #expect(try SystemCall.readFile(at: path, upTo: 0) == [])
+        #expect(truncate(path, 0) == 0)
+        #expect(try SystemCall.readFile(at: path) == [])
+        #expect { try SystemCall.readFile(at: path + "-missing") } throws: { ($0 as? SystemCallError)?.call == "open" && ($0 as? SystemCallError)?.errorNumber == ENOENT }
+    }
+
     @Test("a call interrupted by signals is retried until it succeeds")
     func retriesEINTR() throws {
         let call = FakeCall(failing: [EINTR, EINTR, EINTR], then: 42)

@@ -1,5 +1,6 @@
 public import EventLog
 public import Foundation
+import KernelPrimitives
 
 /// Online, incremental backups of a store: its log (`SegmentedLog/backup(to:options:extraFiles:)`
 /// holds the rule) and the newest snapshots bound to the backed-up log (Docs/Backups.md).
@@ -125,12 +126,12 @@ extension EventStore {
     /// The first `count` bytes of a snapshot file (all of it for `nil`); `nil` when it cannot
     /// be read (a writer pruned it meanwhile).
     static func readSnapshotFile(_ url: URL, count: Int?) -> [UInt8]? {
-        guard let handle = try? FileHandle(forReadingFrom: url) else { return nil }
-        defer { try? handle.close() }
-        let data: Data?
-        if let count { data = try? handle.read(upToCount: count) } else { data = try? handle.readToEnd() }
-        // An empty file (or a failed read) gives no bytes, which no decoder accepts: the caller
-        // judges the file unusable; only an unopenable file gives nil.
-        return Array(data ?? Data())
+        do {
+            return try SystemCall.readFile(at: url.path, upTo: count)
+        } catch {
+            // A failed read gives no bytes, which no decoder accepts: the caller judges the
+            // file unusable; only a file that cannot be opened (pruned meanwhile) gives nil.
+            return error.call == "open" ? nil : []
+        }
     }
 }

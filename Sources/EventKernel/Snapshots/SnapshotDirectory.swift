@@ -133,10 +133,8 @@ package struct SnapshotDirectory: Sendable {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
         return names.filter { $0.hasSuffix(".snap") && !$0.hasPrefix(".") }.sorted().compactMap { name in
             let file = url.appendingPathComponent(name)
-            guard let handle = try? FileHandle(forReadingFrom: file) else { return nil }
-            defer { try? handle.close() }
-            guard let prefix = try? handle.read(upToCount: SnapshotFile.maximumHeaderSize),
-                  let header = try? SnapshotFile.decodeHeader(Array(prefix)),
+            guard let prefix = try? SystemCall.readFile(at: file.path, upTo: SnapshotFile.maximumHeaderSize),
+                  let header = try? SnapshotFile.decodeHeader(prefix),
                   let epoch = header.historyEpoch, header.nextPosition > 0 else { return nil }
             return AcknowledgedPosition(nextPosition: header.nextPosition, historyEpoch: epoch, file: file.path)
         }
@@ -189,7 +187,7 @@ package struct SnapshotDirectory: Sendable {
     package func candidates(projectionName: String, schemaVersion: UInt16) -> some Sequence<(url: URL, file: SnapshotFile)> {
         files(for: projectionName).reversed().lazy.compactMap { url -> (url: URL, file: SnapshotFile)? in
             let bytes: [UInt8]
-            do { bytes = Array(try Data(contentsOf: url)) } catch {
+            do { bytes = try SystemCall.readFile(at: url.path) } catch {
                 if FileManager.default.fileExists(atPath: url.path) {
                     logger.warning("snapshot unreadable, ignored", metadata: ["file": "\(url.path)", "error": "\(error)"])
                 }
