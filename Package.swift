@@ -204,7 +204,7 @@ let package = Package(
         // vectors, LZ4, the EINTR retry.
         .testTarget(
             name: "KernelPrimitivesTests",
-            dependencies: ["KernelPrimitives"],
+            dependencies: ["KernelPrimitives", "CCRC32C", "EventKernelTestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

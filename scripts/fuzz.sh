@@ -41,6 +41,7 @@ swiftc_flags=(
 # The C target, instrumented as the Swift code is, by the clang beside swiftc (the toolchain's:
 # it has the fuzzer's runtime; it may not be on PATH).
 clang=$(dirname "$(readlink -f "$(command -v swiftc)")")/clang
+[[ -x $clang ]] || clang=$(command -v clang)
 "$clang" -c -fsanitize=fuzzer-no-link,address -g -O1 -I Sources/CCRC32C/include Sources/CCRC32C/crc32c.c -o "$out/crc32c.o"
 
 status=0

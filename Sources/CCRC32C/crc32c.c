@@ -4,9 +4,9 @@
 //
 // Three independent streams over thirds of each large block hide the instruction's latency
 // (3 cycles, one issued per cycle on x86-64): one stream runs at a third of the instruction's
-// throughput. The three results are combined by multiplying the earlier ones by x^(8·n) mod P,
-// the polynomial shift of "zlib's crc32_combine", done here with the instruction itself on a
-// precomputed constant.
+// throughput. The three results are combined by multiplying the earlier ones by x^(8·n) mod P
+// (the polynomial shift of zlib's crc32_combine), with four 256-entry tables of that product,
+// one per byte of the register, built once.
 
 #include "CCRC32C.h"
 

@@ -1,3 +1,5 @@
+import CCRC32C
+import EventKernelTestSupport
 import KernelPrimitives
 import Testing
 
@@ -39,13 +41,29 @@ struct ChecksumAndCompressionTests {
                 #expect(CRC32C.checksum(prefix) == value, "\(count) bytes")
                 #expect(CRC32C.softwareChecksum(prefix) == value, "\(count) bytes, tables")
             }
+            // The instruction itself, called directly (whatever EVENTKERNEL_CRC32C says), where
+            // the processor has it; the tables otherwise.
+            func instruction(_ bytes: UnsafeRawBufferPointer, _ crc: UInt32) -> UInt32 {
+                guard eventkernel_crc32c_hardware_available() != 0, let base = bytes.baseAddress else {
+                    return CRC32C.softwareChecksum(bytes, continuing: crc)
+                }
+                return ~eventkernel_crc32c_hardware_update(~crc, base, bytes.count)
+            }
+            for (count, value) in expected {
+                #expect(instruction(UnsafeRawBufferPointer(rebasing: all[..<count]), 0) == value, "\(count) bytes, the instruction")
+            }
+            var generator = SystemRandomNumberGenerator()
+            let seed = generator.next() as UInt64
+            var random = SplitMix64(seed: seed)
             var lengths = Array(0...80) + [4095, 4096, 4097, 12_280, 36_864, 36_871]
-            lengths += (0..<40).map { _ in Int.random(in: 0...39_000) }
+            lengths += (0..<40).map { _ in Int(random.next() % 39_001) }
             for count in lengths {
                 for offset in [0, 1, 3, 7] where offset + count <= all.count {
                     let slice = UnsafeRawBufferPointer(rebasing: all[offset..<(offset + count)])
-                    let seed = UInt32.random(in: .min ... .max)
-                    #expect(CRC32C.checksum(slice, continuing: seed) == CRC32C.softwareChecksum(slice, continuing: seed), "\(count) bytes at \(offset)")
+                    let start = UInt32(truncatingIfNeeded: random.next())
+                    let tables = CRC32C.softwareChecksum(slice, continuing: start)
+                    #expect(CRC32C.checksum(slice, continuing: start) == tables, "\(count) bytes at \(offset) from \(start) (seed \(seed))")
+                    #expect(instruction(slice, start) == tables, "\(count) bytes at \(offset) from \(start), the instruction (seed \(seed))")
                 }
             }
             for split in [0, 5, 12_288, 12_300, 24_576, 39_999] {

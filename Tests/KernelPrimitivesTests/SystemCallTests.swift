@@ -44,6 +44,8 @@ struct SystemCallTests {
         #expect(truncate(path, 0) == 0)
         #expect(try SystemCall.readFile(at: path) == [])
         #expect { try SystemCall.readFile(at: path + "-missing") } throws: { ($0 as? SystemCallError)?.call == "open" && ($0 as? SystemCallError)?.errorNumber == ENOENT }
+        // A directory opens but does not read: the read's failure, named.
+        #expect { try SystemCall.readFile(at: "/tmp") } throws: { ($0 as? SystemCallError)?.call == "pread" && ($0 as? SystemCallError)?.errorNumber == EISDIR }
     }
 
     @Test("a call interrupted by signals is retried until it succeeds")

@@ -97,6 +97,7 @@ extension SystemCall {
                     failure = error
                     return
                 } catch {
+                    // `do` does not infer its error type (without FullTypedThrows): this never runs.
                     preconditionFailure("read(from:atAbsoluteOffset:into:) throws SystemCallError only")
                 }
             }
