@@ -23,6 +23,27 @@ struct HandlerFailure: Error {}
 /// how a test names either function to drop it.
 let replaceParkedVersion2 = "integer, bigint[], text[], text[], text[], text[], integer[], bigint[]"
 
+/// Appends `count` events to the log `configuration` names, and runs consumer "mail" (one
+/// attempt per event) over them, its handler failing on the event at `failing`, which is parked;
+/// then closes the store.
+func parkOneEvent(_ configuration: PostgresLog.Configuration, of count: Int, failing: LogPosition) async throws {
+    let store = try await EventStore.open(postgres: configuration)
+    try await appendCounted(store, count)
+    let consumer = try store.consumer(named: "mail", options: ConsumerOptions(retry: RetryPolicy(maxAttempts: 1), commitInterval: .zero))
+    try await runUntil(consumer, seen: Seen(), { consumer.committed == UInt64(count) }) { batch in
+        if batch.contains(where: { $0.position == failing }) { throw HandlerFailure() }
+    }
+    try await store.close()
+}
+
+/// Takes the log's schema back to version 2, as a build of then left it: no retry requests.
+func backToSchemaVersionTwo(_ configuration: PostgresLog.Configuration) async throws {
+    let s = configuration.schema
+    _ = try await sql(configuration, #"DROP FUNCTION "\#(s)".replace_parked(\#(replaceParkedVersion2), boolean[])"#, as: String.self)
+    _ = try await sql(configuration, #"ALTER TABLE "\#(s)".consumer_parked DROP COLUMN retry_requested"#, as: String.self)
+    _ = try await sql(configuration, #"UPDATE "\#(s)".meta SET value = '2' WHERE key = 'schema_revision' RETURNING key"#, as: String.self)
+}
+
 /// Takes the log's schema back to version 1, as a build of then left it: no consumers' tables
 /// or functions, no `schema_revision`.
 func backToSchemaVersionOne(_ configuration: PostgresLog.Configuration) async throws {
@@ -223,18 +244,9 @@ struct PostgresConsumerTests {
     func migratesVersionTwoSchema() async throws {
         let configuration = try PostgresTestDatabase.configuration()
         defer { Task { await PostgresTestDatabase.drop(configuration) } }
-        let first = try await EventStore.open(postgres: configuration)
-        try await appendCounted(first, 4)
-        let consumer = try first.consumer(named: "mail", options: ConsumerOptions(retry: RetryPolicy(maxAttempts: 1), commitInterval: .zero))
-        try await runUntil(consumer, seen: Seen(), { consumer.committed == 4 }) { batch in
-            if batch.contains(where: { $0.position == 2 }) { throw HandlerFailure() }
-        }
-        try await first.close()
-        // Back to version 2, as a build of then left it.
+        try await parkOneEvent(configuration, of: 4, failing: 2)
+        try await backToSchemaVersionTwo(configuration)
         let s = configuration.schema
-        _ = try await sql(configuration, #"DROP FUNCTION "\#(s)".replace_parked(\#(replaceParkedVersion2), boolean[])"#, as: String.self)
-        _ = try await sql(configuration, #"ALTER TABLE "\#(s)".consumer_parked DROP COLUMN retry_requested"#, as: String.self)
-        _ = try await sql(configuration, #"UPDATE "\#(s)".meta SET value = '2' WHERE key = 'schema_revision' RETURNING key"#, as: String.self)
 
         let store = try await EventStore.open(postgres: configuration)
         #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_revision'"#, as: String.self) == ["3"])

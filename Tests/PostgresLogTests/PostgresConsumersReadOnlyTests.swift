@@ -58,16 +58,8 @@ struct PostgresConsumersReadOnlyTests {
         let configuration = try PostgresTestDatabase.configuration()
         defer { Task { await PostgresTestDatabase.drop(configuration) } }
         let s = configuration.schema
-        let first = try await EventStore.open(postgres: configuration)
-        try await appendCounted(first, 3)
-        let consumer = try first.consumer(named: "mail", options: ConsumerOptions(retry: RetryPolicy(maxAttempts: 1), commitInterval: .zero))
-        try await runUntil(consumer, seen: Seen(), { consumer.committed == 3 }) { batch in
-            if batch.contains(where: { $0.position == 1 }) { throw HandlerFailure() }
-        }
-        try await first.close()
-        _ = try await sql(configuration, #"DROP FUNCTION "\#(s)".replace_parked(\#(replaceParkedVersion2), boolean[])"#, as: String.self)
-        _ = try await sql(configuration, #"ALTER TABLE "\#(s)".consumer_parked DROP COLUMN retry_requested"#, as: String.self)
-        _ = try await sql(configuration, #"UPDATE "\#(s)".meta SET value = '2' WHERE key = 'schema_revision' RETURNING key"#, as: String.self)
+        try await parkOneEvent(configuration, of: 3, failing: 1)
+        try await backToSchemaVersionTwo(configuration)
 
         let listed = try eventkernel("consumers", "parked", "--postgres", try url(schema: s), "mail", "--json")
         #expect(listed.status == 0 && listed.stdout.contains("\"retry_requested\":false"), "\(listed.stdout)\(listed.stderr)")

@@ -77,16 +77,14 @@ extension Consumer {
 
     /// Hands each parked event with a retry request to `handler` (as a batch of one, with the
     /// retry policy's attempts): what a run does when it starts and when a request came in.
-    /// Checks what a run's reader checks before it hands out a batch: the consumer is open, its
-    /// checkpoint fits the log, and (on a shared log) this instance still holds it.
+    /// Checks what a run's reader checks before it hands out a batch (``mayHandOut()``, then
+    /// the lease).
     nonisolated(nonsending) func retryRequested(_ handler: ([EventEnvelope]) async throws -> Void) async throws {
         // Cleared before the list is read: a request made while this runs is seen next time.
         state.withLock { $0.retryRequested = false }
         for entry in try parked() where entry.retryRequested {
             try Task.checkCancellation()
-            let (closed, problem) = state.withLock { ($0.closed, $0.problem) }
-            if closed || store.commit.withLock({ $0.closed }) { return }
-            if let problem { throw problem }
+            guard try mayHandOut() else { return }
             try confirmLease()
             guard let event = try event(parkedAs: entry) else { continue }
             if let failure = try await attempt([event], handler) {

@@ -150,6 +150,16 @@ public final class Consumer: Sendable {
         return done
     }
 
+    /// Whether events may still be handed to a handler: `false` once the consumer or its store
+    /// closed; the checkpoint's problem (ahead of the log, off its history) is thrown until a
+    /// reset. The one rule ``ConsumerReader`` and a run's retries follow before handing out
+    /// anything (each confirms the lease, ``confirmLease()``, just before it does).
+    /// - Throws: The checkpoint's problem.
+    func mayHandOut() throws(ConsumerError) -> Bool {
+        if let problem = state.withLock({ $0.problem }) { throw problem }
+        return !(store.commit.withLock { $0.closed } || state.withLock { $0.closed })
+    }
+
     /// The fencing token of this store's lease on the consumer (a log several instances share):
     /// each instance that takes the lease gets a greater one than every holder before it.
     /// With ``CheckpointOwner/handler``, store it with the position in the target's own

@@ -26,9 +26,8 @@ struct ConsumerReader: Sendable {
     mutating func fetch(limit: Int) async throws -> [EventEnvelope]? {
         let store = consumer.store
         while !Task.isCancelled {
-            if let problem = consumer.state.withLock({ $0.problem }) { throw problem }
-            let (end, closed) = store.commit.withLock { ($0.nextPosition, $0.closed) }
-            if closed || consumer.state.withLock({ $0.closed }) { return nil }
+            guard try consumer.mayHandOut() else { return nil }
+            let end = store.commit.withLock { $0.nextPosition }
             if handedOut < read.count {
                 // Another instance may hold the consumer now: stop before it is handled.
                 try consumer.confirmLease()
