@@ -444,6 +444,27 @@ import EventKernelTestSupport
         try await reopened.close()
     }
 
+    /// The store learns that its log has segment files from the log (`localSegments`), not
+    /// from its type: a log wrapping a `SegmentedLog` that forwards it is compacted and backed
+    /// up like the log it wraps.
+    @Test func aLogWrappingSegmentsIsCompactedAndBackedUpThroughIt() async throws {
+        let dir = TemporaryDirectory("compaction-wrapped")
+        let wrapped = ReadWatchingLog(base: try SegmentedLog.open(at: dir.url))
+        #expect(wrapped.localSegments != nil)
+        let store = try EventStore(log: wrapped, snapshotPolicy: .never)
+        let notes = try Self.notes(store)
+        for i in 0..<4 { try await notes.add(Note(id: "n\(i)", text: "\(i)", rank: i)) }
+        _ = try await notes.purge(id: "n1")
+        let report = try await store.compact()
+        #expect(report.streamsForgotten == 1)
+        let backup = TemporaryDirectory("compaction-wrapped-backup")
+        let copied = try await store.backup(to: backup.url)
+        #expect(copied.manifest.nextPosition == store.nextPosition)
+        #expect(try SegmentedLog.verify(at: backup.url).isIntact)
+        #expect(notes.fetchAll().map(\.id).sorted() == ["n0", "n2", "n3"])
+        try await store.close()
+    }
+
     @Test func compactionIsRefusedWhereItCannotRun() async throws {
         let memory = try EventStore.inMemory()
         await #expect { try await memory.compact() } throws: {

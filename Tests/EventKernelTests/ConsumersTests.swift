@@ -18,6 +18,7 @@ final class ReadWatchingLog: RecordLog {
     var access: LogAccess { base.access }
     var fileIO: any LogFileIO { base.fileIO }
     var historyEpoch: UInt64 { base.historyEpoch }
+    var localSegments: SegmentedLog? { base.localSegments }
     func append(_ entries: [LogEntry]) async throws -> Range<LogPosition> { try await base.append(entries) }
     func enqueueAppend(_ entries: [LogEntry], committer: AppendCommitter,
                        completion: @escaping @Sendable (Result<Range<LogPosition>, LogError>) -> Void) {

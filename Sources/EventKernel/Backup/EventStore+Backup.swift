@@ -24,7 +24,7 @@ extension EventStore {
     ///   an I/O failure); the destination then holds no manifest (a restart over a complete
     ///   backup leaves that backup as it was).
     public func backup(to destination: URL, options: BackupOptions = BackupOptions()) async throws -> BackupReport {
-        guard let segmented = log as? SegmentedLog else {
+        guard let segmented = log.localSegments else {
             throw RepositoryError.misuse(Misuse(.backupUnsupported,
                 "the store's log is not a local directory: back up the PostgreSQL database with its own tools, or `eventkernel copy` it to a directory"))
         }

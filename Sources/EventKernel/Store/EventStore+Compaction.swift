@@ -55,7 +55,7 @@ extension EventStore {
     ///   as it was) or a snapshot that cannot be written.
     /// - Complexity: Reads every sealed segment once and writes those it changes.
     public func compact() async throws -> CompactionReport {
-        guard let segmented = log as? SegmentedLog, log.access == .exclusive else {
+        guard let segmented = log.localSegments, log.access == .exclusive else {
             throw RepositoryError.misuse(Misuse(.compactionUnsupported,
                 "compaction rewrites the segments of a local log its writer holds; this store's log is \(log.access == .readOnly ? "read-only" : "not a local directory")"))
         }
@@ -127,7 +127,7 @@ extension EventStore {
     /// it forgets both), and streams compaction forgot already. `nil` for a log that is not a local
     /// directory (it cannot be compacted).
     package var compactionCandidates: (ready: Int, waiting: Int, forgotten: Int)? {
-        guard let segmented = log as? SegmentedLog else { return nil }
+        guard let segmented = log.localSegments else { return nil }
         let horizon = segmented.sealedSegments.last?.upperBound ?? 0
         let purged = versions.purgedStreams
         let ready = purged.values.count { $0 < horizon }

@@ -93,6 +93,15 @@ public protocol RecordLog: AnyObject, Sendable {
     /// reaches them all. A log with no files of its own answers ``PosixFileIO``.
     var fileIO: any LogFileIO { get }
 
+    /// The segment files that hold the log in a local directory, when it keeps its records in
+    /// them: what a store compacts (rewriting sealed segments in place) and backs up (copying
+    /// them as files). `nil`, the default, for a log without files of its own (``InMemoryLog``,
+    /// a database's log); a store over such a log refuses to compact or back up, saying why.
+    ///
+    /// A log that wraps a ``SegmentedLog`` must forward this: otherwise the store over it
+    /// cannot compact or back up.
+    var localSegments: SegmentedLog? { get }
+
     /// Appends records as one atomic batch: after a crash, either all of them are in the log or none.
     ///
     /// - Parameter entries: The records, in order. Must not be empty.
@@ -206,6 +215,9 @@ public protocol RecordLog: AnyObject, Sendable {
 extension RecordLog {
     /// Logs that are never cut stay in epoch 0.
     public var historyEpoch: UInt64 { 0 }
+
+    /// Logs without segment files of their own: `nil`.
+    public var localSegments: SegmentedLog? { nil }
 
     /// Logs that do not decode whole batches per read report none: `nil`.
     public func batchStart(containing position: LogPosition) -> LogPosition? { nil }

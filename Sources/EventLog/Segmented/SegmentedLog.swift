@@ -189,6 +189,9 @@ public final class SegmentedLog: RecordLog {
     /// snapshot directory writes through it too.
     public var fileIO: any LogFileIO { core.configuration.fileIO }
 
+    /// This log itself: its records live in the segment files of ``directory``.
+    public var localSegments: SegmentedLog? { self }
+
     /// ``LogAccess/readOnly`` when opened with ``openReadOnly(at:)`` (a writer may append
     /// beside it), else ``LogAccess/exclusive`` (this log holds the directory's lock).
     public var access: LogAccess { isReadOnly ? .readOnly : .exclusive }
