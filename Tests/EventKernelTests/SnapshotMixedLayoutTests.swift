@@ -138,4 +138,53 @@ import EventKernelTestSupport
         try Self.check(people, model)
         try await store.close()
     }
+
+    /// Narrow and compact indexes are restored straight from their columns, checking the stored
+    /// order as the entries are built: an order whose keys descend somewhere, whose equal keys
+    /// are not in insertion order, or that names a row twice is refused (the store replays),
+    /// and the unchanged one restores an index that answers as the model does.
+    @Test func narrowAndCompactOrdersAreCheckedAsTheyAreBuilt() async throws {
+        let dir = TemporaryDirectory("ek-narrow-compact-orders")
+        var model = QueryModel<Person>()
+        do {
+            let (store, people) = try Self.open(dir.url)
+            let all = (0..<600).map { Person(id: UUID(), name: Self.shortNames[$0 % 7], city: Self.cities[$0 % 3], group: $0 % 4) }
+            try await people.addAll(all)
+            for person in all { model.save(person) }
+            try await store.close()
+        }
+        let file = try #require(SnapshotDirectory(storeDirectory: dir.url).files(for: "repository:Person").last)
+        let original = try SnapshotFile(decoding: Array(try Data(contentsOf: file)))
+        let body = try RepositorySnapshotBody(original.body)
+        let restored = try EventSourcedRepository<Person>.decodeSnapshot(original.body, schema: EntitySchema<Person>(), indexes: Self.indexes)
+        #expect(restored.rows.columns[1].layout == .compact && restored.rows.columns[2].layout == .narrow, "the premise: (city, group) compact, group narrow")
+        #expect(restored.rows.indexes[1].layout == .compact && restored.rows.indexes[2].layout == .narrow)
+
+        let people = Dictionary(uniqueKeysWithValues: model.items.map { ($0.key, $0.value.item) })
+        func person(_ ordinal: UInt64) -> Person {
+            guard case .uuid(let id) = body.heads[Int(ordinal)].id else { preconditionFailure("UUID ids") }
+            return people[id]!
+        }
+        let keys: [Int: (Person) -> [String]] = [1: { [$0.city, "\($0.group)"] }, 2: { ["\($0.group)"] }]
+        for (number, key) in keys.sorted(by: { $0.key < $1.key }) {
+            let ordinals = body.orders[number].ordinals
+            let tie = try #require(ordinals.indices.dropLast().first { key(person(ordinals[$0])) == key(person(ordinals[$0 + 1])) })
+            let damages: [(String, (inout [UInt64]) -> Void)] = [
+                ("keys descend", { $0.swapAt(0, $0.count - 1) }),
+                ("equal keys out of insertion order", { $0.swapAt(tie, tie + 1) }),
+                ("a row named twice", { $0[tie + 1] = $0[tie] }),
+            ]
+            for (what, damage) in damages {
+                var changed = body
+                damage(&changed.orders[number].ordinals)
+                #expect(throws: BinaryDecodingError.self, "index \(number): \(what)") {
+                    _ = try EventSourcedRepository<Person>.decodeSnapshot(changed.encoded(), schema: EntitySchema<Person>(), indexes: Self.indexes)
+                }
+            }
+        }
+        let (store, reopened) = try Self.open(dir.url)
+        #expect(reopened.projection.eventsApplied == 0, "restored from the snapshot")
+        try Self.check(reopened, model)
+        try await store.close()
+    }
 }

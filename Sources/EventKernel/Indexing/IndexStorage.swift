@@ -26,6 +26,14 @@ struct NarrowSlot: Sendable {
     var tag: UInt8
 
     @inline(__always)
+    init(tag: UInt8, bits: UInt64, slot: Int32, sequence: UInt64) {
+        self.tag = tag
+        self.bits = bits
+        self.slot = slot
+        self.sequence = sequence
+    }
+
+    @inline(__always)
     init(_ entry: KeyedSlot) {
         tag = UInt8(truncatingIfNeeded: entry.key.w0 >> 56)
         bits = entry.key.w0 << 8 | entry.key.w1 >> 56
@@ -67,6 +75,13 @@ struct CompactSlot: Sendable {
     var key: CompactKey
     var slot: Int32
     var sequence: UInt64
+
+    @inline(__always)
+    init(key: CompactKey, slot: Int32, sequence: UInt64) {
+        self.key = key
+        self.slot = slot
+        self.sequence = sequence
+    }
 
     @inline(__always)
     init(_ entry: KeyedSlot) {
@@ -291,6 +306,26 @@ struct IndexStorage: Sendable {
             wide = built.finish()
         }
     }
+
+    /// Replaces the entries with `sorted`, narrow entries in the index's order, built by the
+    /// caller from a ``KeyColumn`` kept narrow (every key fits 9 bytes and the index has one
+    /// component, so narrow is the layout ``replaceEntries(withSorted:)`` would take).
+    mutating func replaceEntries(withSortedNarrow sorted: ChunkedSortedArray<NarrowSlot>) {
+        precondition(descending.count == 1, "IndexStorage: narrow entries for an index of \(descending.count) components")
+        (narrow, compact, wide, layout) = (sorted, ChunkedSortedArray(), ChunkedSortedArray(), .narrow)
+    }
+
+    /// Replaces the entries with `sorted`, compact entries in the index's order, built by the
+    /// caller from a ``KeyColumn`` kept compact (every key fits 28 bytes and some key of a
+    /// one-component index is longer than 9, so compact is the layout
+    /// ``replaceEntries(withSorted:)`` would take).
+    mutating func replaceEntries(withSortedCompact sorted: ChunkedSortedArray<CompactSlot>) {
+        (narrow, compact, wide, layout) = (ChunkedSortedArray(), sorted, ChunkedSortedArray(), .compact)
+    }
+
+    /// Whether a sequence's order is descending: equal keys are ordered by sequence in the
+    /// direction of the last component.
+    var sequencesDescending: Bool { descending[descending.count - 1] }
 
     /// This index's entries whose slot passes `keep`, in order, in a storage of the same
     /// directions (an interval index's open entries, rebuilt from its entries).

@@ -329,6 +329,9 @@ extension IndexedRows {
         if let order, order.count != heads.count {
             throw BinaryDecodingError(.invalidValue("index \(name) holds \(order.count) of \(heads.count) entities"), at: 0)
         }
+        if let order, let restored = try restoredEntries(ofIndex: number, name: name, encodedIn: columns[number], order: order) {
+            return restored
+        }
         // Separate passes, so that the random reads (a stored order visits rows in key order)
         // are in a loop of their own: encoding each key and checking the order inside the same
         // loop left one cache miss in flight at a time, and reading the rows' heads in index
@@ -350,6 +353,65 @@ extension IndexedRows {
             }
         }
         storage.replaceEntries(withSorted: entries)
+        return storage
+    }
+
+    /// The entries of index `number` built straight from `column`'s encodings in the stored
+    /// `order` (checked while they are built: each entry must follow the one before by key,
+    /// then sequence), for a column kept narrow or compact; `nil` for one keeping whole keys.
+    ///
+    /// Why: through ``KeyedSlot``s (an encoding per row, then a 48-byte entry per row in the
+    /// order, then the narrow or compact entries) an index of 300,000 rows allocated and
+    /// page-faulted about 25 MB it freed at once: the page faults were a fifth of an open's
+    /// samples (perf, `BenchProbe generic-activities-open`). The order and the comparison are
+    /// the same: a narrow or compact entry is the first 9 or 28 bytes of the encoding a
+    /// ``KeyedSlot`` holds, compared as unsigned big-endian words, and such keys are exact, so
+    /// a tie goes to the sequences (``IndexStorage/compare(_:_:keys:)``).
+    private func restoredEntries(ofIndex number: Int, name: String, encodedIn column: KeyColumn, order: [Int32]) throws(BinaryDecodingError) -> IndexStorage? {
+        var storage = indexes[number]
+        let sequencesDescending = storage.sequencesDescending
+        func outOfOrder(at i: Int) -> BinaryDecodingError {
+            BinaryDecodingError(.invalidValue("index \(name) out of order at entry \(i) of \(order.count)"), at: 0)
+        }
+        @inline(__always) func sequencesAscend(_ a: UInt64, _ b: UInt64) -> Bool {
+            sequencesDescending ? a > b : a < b
+        }
+        switch column.layout {
+        case .narrow where storage.descending.count == 1:
+            var built = ChunkedSortedArray<NarrowSlot>.Builder()
+            var previous = NarrowSlot(tag: 0, bits: 0, slot: 0, sequence: 0)
+            for (i, slot) in order.enumerated() {
+                let entry = NarrowSlot(tag: column.tags[Int(slot)], bits: column.bits[Int(slot)], slot: slot, sequence: heads.sequence(Int(slot)))
+                if i > 0 {
+                    let ascends = previous.tag != entry.tag ? previous.tag < entry.tag
+                        : previous.bits != entry.bits ? previous.bits < entry.bits
+                        : sequencesAscend(previous.sequence, entry.sequence)
+                    guard ascends else { throw outOfOrder(at: i) }
+                }
+                built.append(entry)
+                previous = entry
+            }
+            storage.replaceEntries(withSortedNarrow: built.finish())
+        case .compact:
+            var built = ChunkedSortedArray<CompactSlot>.Builder()
+            var previous = CompactKey(w0: 0, w1: 0, w2: 0, tail: 0), previousSequence: UInt64 = 0
+            for (i, slot) in order.enumerated() {
+                let key = column.compactKey(slot), sequence = heads.sequence(Int(slot))
+                if i > 0 {
+                    let ascends = previous.w0 != key.w0 ? previous.w0 < key.w0
+                        : previous.w1 != key.w1 ? previous.w1 < key.w1
+                        : previous.w2 != key.w2 ? previous.w2 < key.w2
+                        : previous.tail != key.tail ? previous.tail < key.tail
+                        : sequencesAscend(previousSequence, sequence)
+                    guard ascends else { throw outOfOrder(at: i) }
+                }
+                built.append(CompactSlot(key: key, slot: slot, sequence: sequence))
+                (previous, previousSequence) = (key, sequence)
+            }
+            storage.replaceEntries(withSortedCompact: built.finish())
+        case .narrow, .full:
+            return nil
+        }
         return storage
     }
 }

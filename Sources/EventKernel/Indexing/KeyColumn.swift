@@ -126,7 +126,7 @@ struct KeyColumn: Sendable {
 
     /// The compact key of `slot` (the column is compact).
     @inline(__always)
-    private func compactKey(_ slot: Int32) -> CompactKey {
+    func compactKey(_ slot: Int32) -> CompactKey {
         let words = compact[Int(slot)]
         return CompactKey(w0: words.w0, w1: words.w1, w2: words.w2, tail: tails.isEmpty ? 0 : tails[Int(slot)])
     }
