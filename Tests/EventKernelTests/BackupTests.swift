@@ -32,6 +32,13 @@ import Testing
         try await store.close()
     }
 
+    /// Writes the snapshots of the store at `directory` at its end.
+    static func writeSnapshots(_ directory: URL) async throws {
+        let store = try EventStore.open(at: directory, log: configuration, snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: false))
+        try await store.writeSnapshots()
+        try await store.close()
+    }
+
     /// Every record below `end` as (position, timestamp, payload).
     static func records(_ directory: URL, below end: LogPosition? = nil) throws -> [(LogPosition, LogTimestamp, [UInt8])] {
         let log = try SegmentedLog.openReadOnly(at: directory)
@@ -627,9 +634,7 @@ import Testing
         let scratch = TemporaryDirectory("backup")
         let source = scratch.file("store"), later = scratch.file("later")
         try await Self.makeStore(source, count: 300)
-        let store = try EventStore.open(at: source, log: Self.configuration, snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: false))
-        try await store.writeSnapshots()
-        try await store.close()
+        try await Self.writeSnapshots(source)
         try FileManager.default.copyItem(at: source, to: later)
         try await Self.makeStore(later, count: 100, from: 300)
         let grown = try EventStore.open(at: later, log: Self.configuration, snapshotPolicy: SnapshotPolicy(everyEvents: nil, onClose: false))
@@ -850,6 +855,74 @@ import Testing
             #expect(reads.withLock { $0.count } == all.count, "every header is read")
         }
         try await log.close()
+    }
+
+    /// An incremental backup keeps a snapshot that the backup it builds on holds unchanged (the
+    /// manifest lists it at this size and the copy's header, which holds the body's length and
+    /// checksum, is the store file's) without reading the store's file whole; a copy whose
+    /// header differs, a copy gone from the directory, and a round that starts over read the
+    /// file whole and write it.
+    @Test func anIncrementalBackupKeepsAnUnchangedSnapshotUnread() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), backup = scratch.file("backup")
+        try await Self.makeStore(source, count: 300)
+        try await Self.writeSnapshots(source)
+        let first = try await EventStore.backup(storeAt: source, to: backup)
+        let snapshots = first.manifest.files.map(\.name).filter { $0.hasPrefix("snapshots/") }.sorted()
+        #expect(!snapshots.isEmpty && Set(snapshots).isSubset(of: first.copiedFiles), "\(first)")
+        try await Self.makeStore(source, count: 20, from: 300)
+
+        /// What a round into `backup` would carry now, and every read it made (by path: the
+        /// count of bytes asked, `nil` for the whole file).
+        func carriedNow() async throws -> ([BackupExtraFile], [String: [Int?]]) {
+            let log = try SegmentedLog.openReadOnly(at: source)
+            let reads = Mutex<[String: [Int?]]>([:])
+            let carried = try EventStore.boundSnapshots(in: source.appending(path: "snapshots"), log: log, position: log.bounds.nextPosition,
+                                                        epoch: log.historyEpoch, earlierBackup: backup) { url, count in
+                reads.withLock { $0[url.path, default: []].append(count) }
+                return EventStore.readSnapshotFile(url, count: count)
+            }
+            try await log.close()
+            return (carried, reads.withLock { $0 })
+        }
+        let (carried, reads) = try await carriedNow()
+        #expect(carried.map(\.name) == snapshots)
+        #expect(carried.allSatisfy { $0.earlierCopy != nil && $0.bytes.isEmpty }, "carried as the earlier copies")
+        let storeReads = reads.filter { $0.key.hasPrefix(source.path) }
+        #expect(storeReads.count == snapshots.count && storeReads.values.allSatisfy { !$0.contains(nil) }, "only the headers read: \(storeReads)")
+
+        func expectSameCopies(_ report: BackupReport, _ comment: Comment) throws {
+            for name in snapshots {
+                #expect(try Data(contentsOf: backup.appending(path: name)) == Data(contentsOf: source.appending(path: name)), comment)
+            }
+            #expect(try SegmentedLog.verify(at: backup).isIntact, comment)
+            #expect(report.manifest.files.filter { $0.name.hasPrefix("snapshots/") } == first.manifest.files.filter { $0.name.hasPrefix("snapshots/") }, comment)
+        }
+        let second = try await EventStore.backup(storeAt: source, to: backup)
+        #expect(second.incremental && Set(snapshots).isSubset(of: second.unchangedFiles), "\(second)")
+        try expectSameCopies(second, "kept")
+
+        // The copy's header differs (damaged): the store's file is read whole and carried by
+        // its bytes. (The round then keeps the copy the manifest lists by size and CRC32C, as
+        // for any file: a damaged copy is what `backups list` and `--restart` are for.)
+        try flipBit(in: backup.appending(path: snapshots[0]).path, at: 10)
+        let (recarried, rereads) = try await carriedNow()
+        let damagedOne = try #require(recarried.first { $0.name == snapshots[0] })
+        let storeFile = Array(try Data(contentsOf: source.appending(path: snapshots[0])))
+        #expect(damagedOne.earlierCopy == nil && damagedOne.bytes == storeFile)
+        #expect(rereads[source.appending(path: snapshots[0]).path]?.contains(nil) == true, "read whole")
+        try flipBit(in: backup.appending(path: snapshots[0]).path, at: 10)
+
+        // The copy gone: read and written again.
+        try FileManager.default.removeItem(at: backup.appending(path: snapshots[0]))
+        let fourth = try await EventStore.backup(storeAt: source, to: backup)
+        #expect(fourth.copiedFiles.contains(snapshots[0]), "\(fourth)")
+        try expectSameCopies(fourth, "rewritten when gone")
+
+        // Starting over: nothing is built on, every snapshot is read and written.
+        let fifth = try await EventStore.backup(storeAt: source, to: backup, options: BackupOptions(restart: true))
+        #expect(!fifth.incremental && Set(snapshots).isSubset(of: fifth.copiedFiles), "\(fifth)")
+        try expectSameCopies(fifth, "restart")
     }
 
     @Test func restoreRefusesWhatIsNotACompleteIntactBackup() async throws {

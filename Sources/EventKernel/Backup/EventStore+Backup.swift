@@ -67,7 +67,7 @@ extension EventStore {
         do {
             return try log.backup(to: destination, options: options) { position, epoch in
                 guard let snapshots else { return [] }
-                return try boundSnapshots(in: snapshots, log: log, position: position, epoch: epoch)
+                return try boundSnapshots(in: snapshots, log: log, position: position, epoch: epoch, earlierBackup: destination)
             }
         } catch let error as LogError {
             throw RepositoryError.storage(StorageFailure(error))
@@ -77,23 +77,35 @@ extension EventStore {
     /// The newest snapshot of each projection (and schema version) that covers no more than
     /// `position` and is bound to `log` as it is: the store's own rule,
     /// ``standing(of:at:in:historyEpoch:logEnd:)``, judges each (a stale one is skipped, as the
-    /// store would not use it). Its whole file was read and checked (the header's and the
-    /// body's checksums). A snapshot the writer pruned meanwhile, or that does not decode, is
-    /// skipped: snapshots are derived, and the backup's first open replays instead.
+    /// store would not use it). A snapshot the writer pruned meanwhile, or that does not decode,
+    /// is skipped: snapshots are derived, and the backup's first open replays instead.
     ///
     /// Only the header of each file is read first (checked against its own checksum): a file
     /// past `position`, or older than the one already chosen for its projection, is never read
-    /// whole, so an incremental backup does not read the snapshots it does not carry.
-    /// - Parameter read: Reads a file's first `count` bytes (all of it for `nil`), `nil` when
-    ///   it cannot (pruned meanwhile); tests count the reads.
+    /// whole, so an incremental backup does not read the snapshots it does not carry. A file
+    /// that `earlierBackup` holds unchanged (its manifest lists the file at this size, and the
+    /// copy's header is this file's byte for byte: the header holds the body's length and
+    /// CRC32C) is not read whole either: it is carried as that copy
+    /// (``BackupExtraFile/init(name:unchanged:)``), which was checked when it was written, as
+    /// an unchanged segment is kept by its batch headers. Any other file carried is read whole
+    /// and checked (the header's and the body's checksums).
+    /// - Parameters:
+    ///   - earlierBackup: The backup directory the round writes into (its manifest and copies
+    ///     are only read here), or `nil`.
+    ///   - read: Reads a file's first `count` bytes (all of it for `nil`), `nil` when it cannot
+    ///     (pruned meanwhile); tests count the reads.
     /// - Throws: `LogError/Code/corruption` for a snapshot that contradicts the log (events it
     ///   covers are missing or changed in a history never cut: damage, as at the store's open).
     static func boundSnapshots(
-        in directory: URL, log: SegmentedLog, position: LogPosition, epoch: UInt64,
-        read: (URL, Int?) -> [UInt8]? = EventStore.readSnapshotFile
+        in directory: URL, log: SegmentedLog, position: LogPosition, epoch: UInt64, earlierBackup: URL? = nil,
+        read: @escaping @Sendable (URL, Int?) -> [UInt8]? = EventStore.readSnapshotFile
     ) throws -> [BackupExtraFile] {
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? [])
             .filter { $0.hasSuffix(".snap") && !$0.hasPrefix(".") }.sorted().reversed()
+        // What the earlier backup lists; an unreadable manifest lists nothing (the round then
+        // reads every file, as a first backup does).
+        let earlierFiles = earlierBackup.flatMap { try? BackupManifest.read(in: $0) }
+            .map { Dictionary($0.files.map { ($0.name, $0.size) }, uniquingKeysWith: { a, _ in a }) } ?? [:]
         var chosen: [String: BackupExtraFile] = [:]
         let logEnd = log.bounds.nextPosition
         for name in names {
@@ -105,22 +117,51 @@ extension EventStore {
             // ends before it, where the store's rule would call it one whose events are missing.
             // Older than the one chosen: not carried, so not read.
             guard header.nextPosition <= position, chosen[key] == nil else { continue }
-            guard let bytes = read(url, nil), let file = try? SnapshotFile(decoding: bytes),
-                  file.projectionName == header.projectionName, file.schemaVersion == header.schemaVersion,
-                  file.nextPosition == header.nextPosition else { continue }
-            let judged: SnapshotStanding
-            do { judged = try Self.standing(of: file, at: url, in: log, historyEpoch: epoch, logEnd: logEnd) } catch {
-                if case .storage(let failure) = error as? RepositoryError, let logError = failure.logError { throw logError }
-                throw error
+            let carried = "snapshots/" + name
+            let size = Int64(header.bodyOffset) + Int64(clamping: header.storedLength)
+            if let earlierBackup, earlierFiles[carried] == size,
+               let copy = read(earlierBackup.appending(path: carried), header.bodyOffset),
+               copy.elementsEqual(prefix.prefix(header.bodyOffset)) {
+                switch try judged(header.nextPosition, header.anchor, header.historyEpoch, at: url, in: log, epoch: epoch, logEnd: logEnd) {
+                case .contradicts(let error): throw error
+                case .stale: continue
+                case .matches:
+                    chosen[key] = BackupExtraFile(name: carried, unchanged: BackupExtraFile.EarlierCopy(size: size) {
+                        Self.checkedSnapshot(at: url, header: header, read: read)
+                    })
+                    continue
+                }
             }
-            switch judged {
+            guard let bytes = checkedSnapshot(at: url, header: header, read: read) else { continue }
+            switch try judged(header.nextPosition, header.anchor, header.historyEpoch, at: url, in: log, epoch: epoch, logEnd: logEnd) {
             case .contradicts(let error): throw error
             case .stale: continue
-            case .matches:
-                chosen[key] = BackupExtraFile(name: "snapshots/" + name, bytes: bytes)
+            case .matches: chosen[key] = BackupExtraFile(name: carried, bytes: bytes)
             }
         }
         return chosen.values.sorted { $0.name < $1.name }
+    }
+
+    /// The whole snapshot file at `url`, when it decodes and checks (both checksums) and is
+    /// the one `header` describes; `nil` otherwise (pruned or replaced meanwhile, damaged).
+    private static func checkedSnapshot(at url: URL, header: SnapshotFile.Header, read: (URL, Int?) -> [UInt8]?) -> [UInt8]? {
+        guard let bytes = read(url, nil), let file = try? SnapshotFile(decoding: bytes),
+              file.projectionName == header.projectionName, file.schemaVersion == header.schemaVersion,
+              file.nextPosition == header.nextPosition, file.historyEpoch == header.historyEpoch, file.anchor == header.anchor else { return nil }
+        return bytes
+    }
+
+    /// The store's rule (``standing(nextPosition:anchor:snapshotEpoch:at:in:historyEpoch:logEnd:)``)
+    /// for a snapshot a backup carries, with a failure to read the log as its `LogError`.
+    private static func judged(
+        _ nextPosition: LogPosition, _ anchor: SnapshotAnchor?, _ snapshotEpoch: UInt64?, at url: URL, in log: SegmentedLog, epoch: UInt64, logEnd: LogPosition
+    ) throws -> SnapshotStanding {
+        do {
+            return try Self.standing(nextPosition: nextPosition, anchor: anchor, snapshotEpoch: snapshotEpoch, at: url, in: log, historyEpoch: epoch, logEnd: logEnd)
+        } catch {
+            if case .storage(let failure) = error as? RepositoryError, let logError = failure.logError { throw logError }
+            throw error
+        }
     }
 
     /// The first `count` bytes of a snapshot file (all of it for `nil`); `nil` when it cannot

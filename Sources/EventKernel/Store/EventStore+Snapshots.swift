@@ -46,9 +46,19 @@ extension EventStore {
     static func standing(
         of snapshot: SnapshotFile, at file: URL, in log: any RecordLog, historyEpoch: UInt64, logEnd next: LogPosition
     ) throws -> SnapshotStanding {
-        let position = snapshot.nextPosition
+        try standing(nextPosition: snapshot.nextPosition, anchor: snapshot.anchor, snapshotEpoch: snapshot.historyEpoch,
+                     at: file, in: log, historyEpoch: historyEpoch, logEnd: next)
+    }
+
+    /// ``standing(of:at:in:historyEpoch:logEnd:)`` from what a snapshot's header records (its
+    /// next position, anchor and history epoch): all the rule reads, so a backup judges a
+    /// snapshot it does not read whole.
+    static func standing(
+        nextPosition position: LogPosition, anchor: SnapshotAnchor?, snapshotEpoch: UInt64?, at file: URL, in log: any RecordLog,
+        historyEpoch: UInt64, logEnd next: LogPosition
+    ) throws -> SnapshotStanding {
         guard position > 0 else { return .matches }
-        guard let anchor = snapshot.anchor, let epoch = snapshot.historyEpoch else {
+        guard let anchor, let epoch = snapshotEpoch else {
             return .stale("it was written by a version that did not record which history it covers")
         }
         let found = position <= next ? try Self.anchor(in: log, coveringUpTo: position) : nil

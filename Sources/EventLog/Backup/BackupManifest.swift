@@ -183,8 +183,28 @@ public struct BackupReport: Sendable {
 public struct BackupExtraFile: Sendable {
     /// The path relative to the backup directory; at most one directory level (`snapshots/x`).
     public var name: String
-    /// The file's bytes.
+    /// The file's bytes (empty for a file given by ``earlierCopy``).
     public var bytes: [UInt8]
+    /// For a file the caller found unchanged in the backup the round builds on: what the
+    /// earlier copy's size must be, and how to read the file when the round cannot keep it.
+    public var earlierCopy: EarlierCopy?
+
+    /// A file the earlier backup holds unchanged, as far as the caller could tell without
+    /// reading it whole.
+    public struct EarlierCopy: Sendable {
+        /// The size the earlier backup's manifest must list for the file.
+        public var size: Int64
+        /// The file's checked bytes, read when the round does not build on an earlier backup
+        /// that lists the file at ``size`` (a first backup, `restart`, another history, or a
+        /// copy since removed); `nil` when it cannot be read any more (the file is then left out).
+        public var read: @Sendable () throws -> [UInt8]?
+
+        /// Creates the description of an unchanged file.
+        public init(size: Int64, read: @escaping @Sendable () throws -> [UInt8]?) {
+            self.size = size
+            self.read = read
+        }
+    }
 
     /// Creates an extra file.
     /// - Parameters:
@@ -193,5 +213,22 @@ public struct BackupExtraFile: Sendable {
     public init(name: String, bytes: [UInt8]) {
         self.name = name
         self.bytes = bytes
+    }
+
+    /// Creates an extra file that the backup the round builds on holds unchanged: the round
+    /// keeps that copy, unread, when its manifest lists the file at `earlierCopy`'s size and
+    /// the file is there at that size, and otherwise writes what `earlierCopy` reads.
+    ///
+    /// The caller vouches that the bytes are the earlier copy's (a snapshot compares its
+    /// header, which holds the body's length and CRC32C, with the copy's): the earlier copy
+    /// was checked when that backup wrote it, as a segment whose batch headers are unchanged
+    /// is kept unread.
+    /// - Parameters:
+    ///   - name: The path relative to the backup directory.
+    ///   - earlierCopy: Its size in the earlier backup, and how to read it otherwise.
+    public init(name: String, unchanged earlierCopy: EarlierCopy) {
+        self.name = name
+        self.bytes = []
+        self.earlierCopy = earlierCopy
     }
 }

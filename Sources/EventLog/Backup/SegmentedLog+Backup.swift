@@ -176,7 +176,16 @@ extension SegmentedLog {
                 files.append(try writer.put(StoreManifest.fileName, bytes: bytes, linkFrom: nil, report: &report))
             }
             for extra in try extraFiles(position, epoch) {
-                files.append(try writer.put(extra.name, bytes: extra.bytes, linkFrom: nil, report: &report))
+                guard let earlier = extra.earlierCopy else {
+                    files.append(try writer.put(extra.name, bytes: extra.bytes, linkFrom: nil, report: &report))
+                    continue
+                }
+                if let old = known[extra.name], old.size == earlier.size, writer.holds(extra.name, size: old.size) {
+                    report.unchangedFiles.append(extra.name)
+                    files.append(old)
+                } else if let bytes = try earlier.read() {
+                    files.append(try writer.put(extra.name, bytes: bytes, linkFrom: nil, report: &report))
+                }
             }
             for directory in writer.directories.sorted() { try StoreDirectory.synchronize(dest + "/" + directory, io: io) }
             try StoreDirectory.synchronize(dest, io: io)
