@@ -175,7 +175,7 @@ let package = Package(
         // Spawned by the tests to hold or contend for a store's lock from a second process.
         .executableTarget(
             name: "EventLogTestHelper",
-            dependencies: ["EventLog"],
+            dependencies: ["EventLog", "EventKernelTestSupport"],
             path: "Tests/EventLogTestHelper",
             swiftSettings: strictSettings
         ),

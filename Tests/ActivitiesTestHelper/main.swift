@@ -80,8 +80,10 @@ func recordHandled(_ events: [EventEnvelope], in fd: Int32) throws {
 func say(_ line: String) {
     // Unbuffered: a parent that kills this process must see every acknowledgement.
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    ParentWatch.exitIfOrphaned()
 }
 
+ParentWatch.start()
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else {
     FileHandle.standardError.write(Data("usage: ActivitiesTestHelper crash|hold DIR\n".utf8))
@@ -198,6 +200,7 @@ case "append":
                 PendingEvent(EncodedEvent(eventType: "Counted", schemaVersion: 1, stream: StreamID("Counted", .string("e\((first + i) % 97)")), payload: [1]))
             })
             appends += 1
+            ParentWatch.exitIfOrphaned()
             if appends % 16 == 0 { say("ack \(appended[appended.count - 1].position)") }
             // A writer that "goes on" beside a test need not take a whole core from the
             // processes under test (under the sanitizers that starved the whole run).
@@ -232,6 +235,7 @@ case "follow":
         // it holds all TOTAL: a refresh re-reads the log's index files once its writer closed).
         let poller = Task {
             while !Task.isCancelled && store.nextPosition < total {
+                ParentWatch.exitIfOrphaned()
                 do {
                     try store.refresh()
                 } catch {

@@ -17,9 +17,11 @@
 //                                            so a kill usually finds a leader mid-sync with
 //                                            followers queued, and loses what was not synced
 import EventLog
+import EventKernelTestSupport
 import Foundation
 import Synchronization
 
+ParentWatch.start()
 let arguments = CommandLine.arguments
 guard arguments.count >= 3 else {
     FileHandle.standardError.write(Data("usage: EventLogTestHelper try-lock|append DIR [COUNT]\n".utf8))
@@ -56,6 +58,7 @@ case "append":
         for i in first..<(first + count) {
             let payload = Array("record-\(i)".utf8)
             let position = try await log.append(LogEntry(timestamp: .now(), payload: payload))
+            ParentWatch.exitIfOrphaned()
             // Unbuffered: a parent that kills this process must see every acknowledgement.
             FileHandle.standardOutput.write(Data("ack \(position) \(i)\n".utf8))
         }
@@ -78,6 +81,7 @@ case "append-concurrent":
                 group.addTask {
                     for k in 0..<1_000_000 {
                         let position = try await log.append(LogEntry(timestamp: .now(), payload: Array("t-\(t)-k-\(k)".utf8)))
+                        ParentWatch.exitIfOrphaned()
                         FileHandle.standardOutput.write(Data("ack \(position) \(t) \(k)\n".utf8))
                     }
                 }

@@ -28,6 +28,7 @@ import Synchronization
 func say(_ line: String) {
     // Unbuffered: the parent must see every acknowledgement that was printed.
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    ParentWatch.exitIfOrphaned()
 }
 
 /// Set once the group begins its graceful shutdown.
@@ -71,6 +72,7 @@ struct Writers: Service {
     }
 }
 
+ParentWatch.start()
 let arguments = CommandLine.arguments
 guard arguments.count == 4, let writers = Int(arguments[3]), ["orderly", "racing"].contains(arguments[1]) else {
     FileHandle.standardError.write(Data("usage: LifecycleTestHelper orderly|racing DIR WRITERS\n".utf8))
