@@ -25,13 +25,18 @@ public enum ParentWatch {
     /// parent. Call first thing in a helper's `main`.
     public static func start() {
         let named = getenv(parentVariable).flatMap { Int32(String(cString: $0)) }
+        // For this process only: a helper's own children watch the helper.
+        unsetenv(parentVariable)
         parent.store(named ?? Int32(getppid()), ordering: .relaxed)
     }
 
-    /// Exits the process (status 3, without running cleanup) when the parent recorded by
-    /// ``start()`` is no longer its parent.
+    /// Exits the process (status 3, without running cleanup, saying why on standard error)
+    /// when the parent recorded by ``start()`` is no longer its parent.
     public static func exitIfOrphaned() {
         let recorded = parent.load(ordering: .relaxed)
-        if recorded != 0 && Int32(getppid()) != recorded { _exit(3) }
+        guard recorded != 0 && Int32(getppid()) != recorded else { return }
+        let message = Array("test helper \(getpid()): its parent \(recorded) ended; exiting\n".utf8)
+        _ = message.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        _exit(3)
     }
 }

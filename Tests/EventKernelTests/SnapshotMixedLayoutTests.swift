@@ -19,7 +19,12 @@ import EventKernelTestSupport
         var group: Int
     }
 
-    static let indexes: [EntityIndex<Person>] = [.on(\.name), .on(\.city, \.group), .on(\.group)]
+    /// Names (narrow, compact and whole keys by part), (city, group) (compact), group
+    /// (narrow), and both again with descending components (ties then go newest first).
+    static let indexes: [EntityIndex<Person>] = [
+        .on(\.name), .on(\.city, \.group), .on(\.group),
+        EntityIndex([.descending(\.group)]), EntityIndex([.descending(\.city), .ascending(\.group)]),
+    ]
 
     static func open(_ dir: URL) throws -> (EventStore, EventSourcedRepository<Person>) {
         let store = try EventStore.open(at: dir)
@@ -157,15 +162,15 @@ import EventKernelTestSupport
         let original = try SnapshotFile(decoding: Array(try Data(contentsOf: file)))
         let body = try RepositorySnapshotBody(original.body)
         let restored = try EventSourcedRepository<Person>.decodeSnapshot(original.body, schema: EntitySchema<Person>(), indexes: Self.indexes)
-        #expect(restored.rows.columns[1].layout == .compact && restored.rows.columns[2].layout == .narrow, "the premise: (city, group) compact, group narrow")
-        #expect(restored.rows.indexes[1].layout == .compact && restored.rows.indexes[2].layout == .narrow)
+        #expect(restored.rows.columns.map(\.layout)[1...] == [.compact, .narrow, .narrow, .compact], "the premise: (city, group) compact, group narrow")
+        #expect(restored.rows.indexes.map(\.layout)[1...] == [.compact, .narrow, .narrow, .compact])
 
         let people = Dictionary(uniqueKeysWithValues: model.items.map { ($0.key, $0.value.item) })
         func person(_ ordinal: UInt64) -> Person {
             guard case .uuid(let id) = body.heads[Int(ordinal)].id else { preconditionFailure("UUID ids") }
             return people[id]!
         }
-        let keys: [Int: (Person) -> [String]] = [1: { [$0.city, "\($0.group)"] }, 2: { ["\($0.group)"] }]
+        let keys: [Int: (Person) -> [String]] = [1: { [$0.city, "\($0.group)"] }, 2: { ["\($0.group)"] }, 3: { ["\($0.group)"] }, 4: { [$0.city, "\($0.group)"] }]
         for (number, key) in keys.sorted(by: { $0.key < $1.key }) {
             let ordinals = body.orders[number].ordinals
             let tie = try #require(ordinals.indices.dropLast().first { key(person(ordinals[$0])) == key(person(ordinals[$0 + 1])) })

@@ -76,8 +76,8 @@ extension EventStore {
 
     /// The newest snapshot of each projection (and schema version) that covers no more than
     /// `position` and is bound to `log` as it is: the store's own rule,
-    /// ``standing(of:at:in:historyEpoch:logEnd:)``, judges each (a stale one is skipped, as the
-    /// store would not use it). A snapshot the writer pruned meanwhile, or that does not decode,
+    /// ``standing(nextPosition:anchor:snapshotEpoch:at:in:historyEpoch:logEnd:)``, judges each
+    /// from its header (a stale one is skipped, as the store would not use it). A snapshot the writer pruned meanwhile, or that does not decode,
     /// is skipped: snapshots are derived, and the backup's first open replays instead.
     ///
     /// Only the header of each file is read first (checked against its own checksum): a file
@@ -87,7 +87,9 @@ extension EventStore {
     /// copy's header is this file's byte for byte: the header holds the body's length and
     /// CRC32C) is not read whole either: it is carried as that copy
     /// (``BackupExtraFile/init(name:unchanged:)``), which was checked when it was written, as
-    /// an unchanged segment is kept by its batch headers. Any other file carried is read whole
+    /// an unchanged segment is kept by its batch headers; should the round not keep the copy
+    /// after all and the file then not read (pruned meanwhile), the projection is carried with
+    /// no snapshot (the backup's first open replays it). Any other file carried is read whole
     /// and checked (the header's and the body's checksums).
     /// - Parameters:
     ///   - earlierBackup: The backup directory the round writes into (its manifest and copies
@@ -118,8 +120,8 @@ extension EventStore {
             // Older than the one chosen: not carried, so not read.
             guard header.nextPosition <= position, chosen[key] == nil else { continue }
             let carried = "snapshots/" + name
-            let size = Int64(header.bodyOffset) + Int64(clamping: header.storedLength)
-            if let earlierBackup, earlierFiles[carried] == size,
+            let (size, overflow) = Int64(header.bodyOffset).addingReportingOverflow(Int64(clamping: header.storedLength))
+            if !overflow, let earlierBackup, earlierFiles[carried] == size,
                let copy = read(earlierBackup.appending(path: carried), header.bodyOffset),
                copy.elementsEqual(prefix.prefix(header.bodyOffset)) {
                 switch try judged(header.nextPosition, header.anchor, header.historyEpoch, at: url, in: log, epoch: epoch, logEnd: logEnd) {

@@ -92,15 +92,18 @@ public struct EntityTable<Entity: Sendable>: Sendable {
                         touched |= entity.load(fromByteOffset: last, as: UInt8.self)
                     }
                     for i in start..<end {
-                        // A slot a query found holds an entity. The entity is copied from the
-                        // `Optional`'s payload: a single-payload enum keeps its payload at
-                        // offset 0 (the Swift ABI, TypeLayout: what projecting `.some`'s data
-                        // does in SIL), so this is one copy through the entity's witness,
-                        // where `all[slot]!` added the Optional's own (its tag read, a copy of
-                        // the Optional and its destruction: a fifth of a 400-row range query).
+                        // A slot a query found holds an entity (the index and the table agree:
+                        // checked after every change under InternalChecks, asserted here in
+                        // debug builds; a release build copies an empty slot's bytes instead of
+                        // trapping). The entity is loaded from the `Optional`'s payload: a
+                        // single-payload enum keeps its payload at offset 0 (the Swift ABI,
+                        // TypeLayout: what projecting `.some`'s data does in SIL), so this is one
+                        // copy through the entity's witness, where `all[slot]!` added the
+                        // Optional's own (its tag read, a copy of the Optional and its
+                        // destruction: a fifth of a 400-row range query). A raw load, so the
+                        // memory (bound to `Entity?`) is never accessed as bound to `Entity`.
                         assert(all[Int(slots[i])] != nil, "slot \(slots[i]) holds no entity")
-                        let payload = (raw! + Int(slots[i]) &* stride).assumingMemoryBound(to: Entity.self)
-                        (buffer.baseAddress! + i).initialize(to: payload.pointee)
+                        (buffer.baseAddress! + i).initialize(to: raw!.load(fromByteOffset: Int(slots[i]) &* stride, as: Entity.self))
                         initialized = i &+ 1
                     }
                     start = end

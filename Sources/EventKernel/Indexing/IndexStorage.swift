@@ -320,12 +320,34 @@ struct IndexStorage: Sendable {
     /// one-component index is longer than 9, so compact is the layout
     /// ``replaceEntries(withSorted:)`` would take).
     mutating func replaceEntries(withSortedCompact sorted: ChunkedSortedArray<CompactSlot>) {
+        precondition(descending.count >= 1, "IndexStorage: an index has at least one component")
         (narrow, compact, wide, layout) = (ChunkedSortedArray(), sorted, ChunkedSortedArray(), .compact)
     }
 
     /// Whether a sequence's order is descending: equal keys are ordered by sequence in the
     /// direction of the last component.
     var sequencesDescending: Bool { descending[descending.count - 1] }
+
+    /// Whether narrow entry `a` comes before `b` in this index: ``compare(_:_:keys:)`` on the
+    /// entries as ``KeyedSlot``s (a narrow key is exact: its 9 bytes as unsigned big-endian
+    /// words, then the sequences), without widening them.
+    @inline(__always)
+    func precedes(_ a: NarrowSlot, _ b: NarrowSlot) -> Bool {
+        if a.tag != b.tag { return a.tag < b.tag }
+        if a.bits != b.bits { return a.bits < b.bits }
+        return compareSequences(a.sequence, b.sequence) < 0
+    }
+
+    /// Whether compact entry `a` comes before `b` in this index: as ``precedes(_:_:)-(NarrowSlot,_)``,
+    /// on the 28 bytes of an exact compact key.
+    @inline(__always)
+    func precedes(_ a: CompactSlot, _ b: CompactSlot) -> Bool {
+        if a.key.w0 != b.key.w0 { return a.key.w0 < b.key.w0 }
+        if a.key.w1 != b.key.w1 { return a.key.w1 < b.key.w1 }
+        if a.key.w2 != b.key.w2 { return a.key.w2 < b.key.w2 }
+        if a.key.tail != b.key.tail { return a.key.tail < b.key.tail }
+        return compareSequences(a.sequence, b.sequence) < 0
+    }
 
     /// This index's entries whose slot passes `keep`, in order, in a storage of the same
     /// directions (an interval index's open entries, rebuilt from its entries).
@@ -434,7 +456,7 @@ struct IndexStorage: Sendable {
 
     private func compareSequences(_ a: UInt64, _ b: UInt64) -> Int {
         let c = a < b ? -1 : (a == b ? 0 : 1)
-        return descending[descending.count - 1] ? -c : c
+        return sequencesDescending ? -c : c
     }
 
     /// Compares an entry with a key and sequence: the encodings first; the components only

@@ -369,44 +369,28 @@ extension IndexedRows {
     /// a tie goes to the sequences (``IndexStorage/compare(_:_:keys:)``).
     private func restoredEntries(ofIndex number: Int, name: String, encodedIn column: KeyColumn, order: [Int32]) throws(BinaryDecodingError) -> IndexStorage? {
         var storage = indexes[number]
-        let sequencesDescending = storage.sequencesDescending
         func outOfOrder(at i: Int) -> BinaryDecodingError {
             BinaryDecodingError(.invalidValue("index \(name) out of order at entry \(i) of \(order.count)"), at: 0)
-        }
-        @inline(__always) func sequencesAscend(_ a: UInt64, _ b: UInt64) -> Bool {
-            sequencesDescending ? a > b : a < b
         }
         switch column.layout {
         case .narrow where storage.descending.count == 1:
             var built = ChunkedSortedArray<NarrowSlot>.Builder()
-            var previous = NarrowSlot(tag: 0, bits: 0, slot: 0, sequence: 0)
+            var previous: NarrowSlot?
             for (i, slot) in order.enumerated() {
                 let entry = NarrowSlot(tag: column.tags[Int(slot)], bits: column.bits[Int(slot)], slot: slot, sequence: heads.sequence(Int(slot)))
-                if i > 0 {
-                    let ascends = previous.tag != entry.tag ? previous.tag < entry.tag
-                        : previous.bits != entry.bits ? previous.bits < entry.bits
-                        : sequencesAscend(previous.sequence, entry.sequence)
-                    guard ascends else { throw outOfOrder(at: i) }
-                }
+                if let previous, !storage.precedes(previous, entry) { throw outOfOrder(at: i) }
                 built.append(entry)
                 previous = entry
             }
             storage.replaceEntries(withSortedNarrow: built.finish())
         case .compact:
             var built = ChunkedSortedArray<CompactSlot>.Builder()
-            var previous = CompactKey(w0: 0, w1: 0, w2: 0, tail: 0), previousSequence: UInt64 = 0
+            var previous: CompactSlot?
             for (i, slot) in order.enumerated() {
-                let key = column.compactKey(slot), sequence = heads.sequence(Int(slot))
-                if i > 0 {
-                    let ascends = previous.w0 != key.w0 ? previous.w0 < key.w0
-                        : previous.w1 != key.w1 ? previous.w1 < key.w1
-                        : previous.w2 != key.w2 ? previous.w2 < key.w2
-                        : previous.tail != key.tail ? previous.tail < key.tail
-                        : sequencesAscend(previousSequence, sequence)
-                    guard ascends else { throw outOfOrder(at: i) }
-                }
-                built.append(CompactSlot(key: key, slot: slot, sequence: sequence))
-                (previous, previousSequence) = (key, sequence)
+                let entry = CompactSlot(key: column.compactKey(slot), slot: slot, sequence: heads.sequence(Int(slot)))
+                if let previous, !storage.precedes(previous, entry) { throw outOfOrder(at: i) }
+                built.append(entry)
+                previous = entry
             }
             storage.replaceEntries(withSortedCompact: built.finish())
         case .narrow, .full:

@@ -55,7 +55,7 @@ extension EventStore {
     ///   as it was) or a snapshot that cannot be written.
     /// - Complexity: Reads every sealed segment once and writes those it changes.
     public func compact() async throws -> CompactionReport {
-        guard let segmented = log.localSegments, log.access == .exclusive else {
+        guard let segmented = log.localSegments, log.access == .exclusive, segmented.access == .exclusive else {
             throw RepositoryError.misuse(Misuse(.compactionUnsupported,
                 "compaction rewrites the segments of a local log its writer holds; this store's log is \(log.access == .readOnly ? "read-only" : "not a local directory")"))
         }

@@ -32,7 +32,8 @@ extension SegmentedLog {
     ///
     /// Into a directory holding an earlier complete backup of the same store and history,
     /// only the files that are new or changed (size or CRC32C differ from the manifest's) are
-    /// written. A directory holding a backup in progress (killed midway) is resumed: nothing
+    /// written; an extra file its caller vouches is unchanged
+    /// (``BackupExtraFile/init(name:unchanged:)``) is kept by its size alone. A directory holding a backup in progress (killed midway) is resumed: nothing
     /// in it is trusted, every file is written again.
     /// - Parameters:
     ///   - destination: The backup directory (created when missing).
@@ -180,7 +181,7 @@ extension SegmentedLog {
                     files.append(try writer.put(extra.name, bytes: extra.bytes, linkFrom: nil, report: &report))
                     continue
                 }
-                if let old = known[extra.name], old.size == earlier.size, writer.holds(extra.name, size: old.size) {
+                if let old = writer.earlierCopy(of: extra.name, size: earlier.size) {
                     report.unchangedFiles.append(extra.name)
                     files.append(old)
                 } else if let bytes = try earlier.read() {
@@ -554,8 +555,9 @@ extension SegmentedLog {
 }
 
 /// Writes a backup's files: each to a temporary name, synced, renamed; or not at all when the
-/// earlier backup's manifest lists it with the same size and CRC32C and the file is there; or
-/// only its new tail when the earlier copy is its prefix.
+/// earlier backup's manifest lists it with the same size and CRC32C (or the same size, for an
+/// extra file its caller vouches is unchanged) and the file is there; or only its new tail
+/// when the earlier copy is its prefix.
 struct BackupWriter {
     let directory: String
     let io: any LogFileIO
@@ -624,6 +626,13 @@ struct BackupWriter {
     }
 
     /// Whether the destination holds `name` with `size` bytes.
+    /// The earlier backup's entry for `name` when the round may keep that copy: its manifest
+    /// lists it at `size` (and with `crc32c`, when given) and the file is there at that size.
+    func earlierCopy(of name: String, size: Int64, crc32c: UInt32? = nil) -> BackupManifest.File? {
+        guard let old = known[name], old.size == size, crc32c == nil || old.crc32c == crc32c, holds(name, size: size) else { return nil }
+        return old
+    }
+
     func holds(_ name: String, size: Int64) -> Bool {
         var st = stat()
         return stat(directory + "/" + name, &st) == 0 && Int64(st.st_size) == size
@@ -643,7 +652,7 @@ struct BackupWriter {
             try StoreDirectory.create(directory + "/" + sub)
             directories.insert(sub)
         }
-        if trustingEarlierCopy, let old = known[name], old.size == entry.size, old.crc32c == entry.crc32c, holds(name, size: entry.size) {
+        if trustingEarlierCopy, earlierCopy(of: name, size: entry.size, crc32c: entry.crc32c) != nil {
             report.unchangedFiles.append(name)
             return entry
         }

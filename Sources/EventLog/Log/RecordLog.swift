@@ -98,8 +98,11 @@ public protocol RecordLog: AnyObject, Sendable {
     /// them as files). `nil`, the default, for a log without files of its own (``InMemoryLog``,
     /// a database's log); a store over such a log refuses to compact or back up, saying why.
     ///
-    /// A log that wraps a ``SegmentedLog`` must forward this: otherwise the store over it
-    /// cannot compact or back up.
+    /// A log that wraps a ``SegmentedLog`` may forward this, and should, when its records are
+    /// the wrapped log's, position for position and byte for byte, and it caches none of them:
+    /// compaction then rewrites the wrapped log's segments underneath it, and a backup judges
+    /// snapshots against the wrapped log's records. A wrapper that changes records must answer
+    /// `nil`; one that does not forward leaves the store unable to compact or back up.
     var localSegments: SegmentedLog? { get }
 
     /// Appends records as one atomic batch: after a crash, either all of them are in the log or none.

@@ -1,10 +1,12 @@
+#if os(Linux)
 import EventKernelTestSupport
 import Foundation
 import Testing
 
 /// A test helper whose parent ends exits instead of running on (`ParentWatch`): the paced
 /// `append` writer, orphaned by a shell that starts it in the background and exits at once,
-/// is gone within seconds. Without the watch it appends until its 100,000,000th event.
+/// is gone within seconds. Without the watch it appends until its 100,000,000th event. Linux
+/// only: it reads a process's state from /proc.
 @Suite struct HelperOrphanTests {
     /// Whether process `pid` has ended: no such process, or a zombie nobody reaped (the new
     /// parent may be a pid 1 that does not reap).
@@ -50,3 +52,4 @@ import Testing
         #expect(lines.first == "start 0" && !lines.contains { $0.hasPrefix("error") }, "the helper said \(lines)")
     }
 }
+#endif
