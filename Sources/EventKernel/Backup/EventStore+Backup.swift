@@ -121,24 +121,22 @@ extension EventStore {
             guard header.nextPosition <= position, chosen[key] == nil else { continue }
             let carried = "snapshots/" + name
             let (size, overflow) = Int64(header.bodyOffset).addingReportingOverflow(Int64(clamping: header.storedLength))
-            if !overflow, let earlierBackup, earlierFiles[carried] == size,
-               let copy = read(earlierBackup.appending(path: carried), header.bodyOffset),
-               copy.elementsEqual(prefix.prefix(header.bodyOffset)) {
-                switch try judged(header.nextPosition, header.anchor, header.historyEpoch, at: url, in: log, epoch: epoch, logEnd: logEnd) {
-                case .contradicts(let error): throw error
-                case .stale: continue
-                case .matches:
-                    chosen[key] = BackupExtraFile(name: carried, unchanged: BackupExtraFile.EarlierCopy(size: size) {
-                        Self.checkedSnapshot(at: url, header: header, read: read)
-                    })
-                    continue
-                }
-            }
-            guard let bytes = checkedSnapshot(at: url, header: header, read: read) else { continue }
-            switch try judged(header.nextPosition, header.anchor, header.historyEpoch, at: url, in: log, epoch: epoch, logEnd: logEnd) {
+            let unchanged = !overflow && earlierBackup.map { backup in
+                earlierFiles[carried] == size
+                    && read(backup.appending(path: carried), header.bodyOffset)?.elementsEqual(prefix.prefix(header.bodyOffset)) == true
+            } == true
+            // A file carried by its bytes is read whole before it is judged, as always: one
+            // that no longer reads (pruned) or does not check is skipped, not judged.
+            let bytes = unchanged ? nil : checkedSnapshot(at: url, header: header, read: read)
+            guard unchanged || bytes != nil else { continue }
+            switch try judged(header, at: url, in: log, epoch: epoch, logEnd: logEnd) {
             case .contradicts(let error): throw error
             case .stale: continue
-            case .matches: chosen[key] = BackupExtraFile(name: carried, bytes: bytes)
+            case .matches:
+                chosen[key] = bytes.map { BackupExtraFile(name: carried, bytes: $0) }
+                    ?? BackupExtraFile(name: carried, unchanged: BackupExtraFile.EarlierCopy(size: size) {
+                        Self.checkedSnapshot(at: url, header: header, read: read)
+                    })
             }
         }
         return chosen.values.sorted { $0.name < $1.name }
@@ -156,10 +154,11 @@ extension EventStore {
     /// The store's rule (``standing(nextPosition:anchor:snapshotEpoch:at:in:historyEpoch:logEnd:)``)
     /// for a snapshot a backup carries, with a failure to read the log as its `LogError`.
     private static func judged(
-        _ nextPosition: LogPosition, _ anchor: SnapshotAnchor?, _ snapshotEpoch: UInt64?, at url: URL, in log: SegmentedLog, epoch: UInt64, logEnd: LogPosition
+        _ header: SnapshotFile.Header, at url: URL, in log: SegmentedLog, epoch: UInt64, logEnd: LogPosition
     ) throws -> SnapshotStanding {
         do {
-            return try Self.standing(nextPosition: nextPosition, anchor: anchor, snapshotEpoch: snapshotEpoch, at: url, in: log, historyEpoch: epoch, logEnd: logEnd)
+            return try Self.standing(nextPosition: header.nextPosition, anchor: header.anchor, snapshotEpoch: header.historyEpoch,
+                                     at: url, in: log, historyEpoch: epoch, logEnd: logEnd)
         } catch {
             if case .storage(let failure) = error as? RepositoryError, let logError = failure.logError { throw logError }
             throw error

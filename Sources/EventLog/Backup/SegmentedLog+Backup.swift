@@ -625,7 +625,6 @@ struct BackupWriter {
         return linked.st_dev == opened.st_dev && linked.st_ino == opened.st_ino
     }
 
-    /// Whether the destination holds `name` with `size` bytes.
     /// The earlier backup's entry for `name` when the round may keep that copy: its manifest
     /// lists it at `size` (and with `crc32c`, when given) and the file is there at that size.
     func earlierCopy(of name: String, size: Int64, crc32c: UInt32? = nil) -> BackupManifest.File? {
@@ -633,6 +632,7 @@ struct BackupWriter {
         return old
     }
 
+    /// Whether the destination holds `name` with `size` bytes.
     func holds(_ name: String, size: Int64) -> Bool {
         var st = stat()
         return stat(directory + "/" + name, &st) == 0 && Int64(st.st_size) == size
