@@ -22,9 +22,11 @@ struct SegmentTests {
         /// The writer's handle on it.
         var active: Segment.Active
 
-        init(base: LogPosition = 0, segmentSize: Int = 4096) throws {
+        init(base: LogPosition = 0, segmentSize: Int = 4096, preallocationStep: Int = 4 << 20) throws {
             io = RecordingFileIO(directory: dir.path)
-            configuration = Self.configuration(io, segmentSize: segmentSize)
+            var configuration = Self.configuration(io, segmentSize: segmentSize)
+            configuration.preallocationStep = preallocationStep
+            self.configuration = configuration
             (segment, active) = try Segment.create(base: base, directory: dir.path, configuration: configuration)
         }
 
@@ -85,7 +87,7 @@ struct SegmentTests {
         })
     }
 
-    @Test("appends land after the last batch; one that runs past the reserved space first grows it by a segment size")
+    @Test("appends land after the last batch; one that runs past the reserved space first grows it to the write's end at a segment's size")
     func appendsAndGrowth() throws {
         var f = try Fixture()
         let name = Segment.Name.segment(0)
@@ -113,13 +115,67 @@ struct SegmentTests {
         try f.append(3, size: 2000)
         let second = f.segment.batches[1]
         #if os(Linux)
-        #expect(f.io.calls == ["preallocate \(name) \(second.endOffset + 4096)", "write \(name) @\(first.endOffset) \(second.batchLength)", "dataSync \(name)"])
-        #expect(f.active.preallocatedTo == second.endOffset + 4096)
-        #expect(try f.segment.file.size() == second.endOffset + 4096)
+        // The batch takes the segment past its size: it is sealed before another batch, so
+        // nothing is reserved past the write.
+        #expect(f.io.calls == ["preallocate \(name) \(second.endOffset)", "write \(name) @\(first.endOffset) \(second.batchLength)", "dataSync \(name)"])
+        #expect(f.active.preallocatedTo == second.endOffset)
+        #expect(try f.segment.file.size() == second.endOffset)
         #endif
         #expect(f.active.dataEnd == second.endOffset && f.active.nextPosition == 6 && f.active.batchCount == 2)
         let scan = try SegmentScanner(file: f.segment.file, basePosition: 0).scan()
         #expect(scan.batches == f.segment.batches && scan.end.isClean && scan.nextPosition == 6)
+    }
+
+    @Test("space is reserved a step ahead of the data: at creation, when a write runs past it, on resuming, never past the segment size")
+    func reservationGrowsInSteps() throws {
+        var f = try Fixture(segmentSize: 16384, preallocationStep: 4096)
+        let name = Segment.Name.segment(0)
+        let header = Int64(SegmentHeader.size)
+        #expect(f.io.calls == ["write \(name) @0 \(header)", "preallocate \(name) \(header + 4096)", "sync \(name)", "sync ."])
+        #if os(Linux)
+        #expect(try f.active.preallocatedTo == header + 4096 && f.segment.file.size() == header + 4096)
+        #endif
+        f.io.reset()
+        try f.append(3)  // inside the reserved space: no growth
+        #if os(Linux)
+        #expect(f.io.calls.allSatisfy { !$0.hasPrefix("preallocate") })
+        #endif
+        f.io.reset()
+        try f.append(3, size: 1500)  // past it: a step past this write
+        let second = f.segment.batches[1]
+        #if os(Linux)
+        #expect(f.io.calls.first == "preallocate \(name) \(second.endOffset + 4096)")
+        #expect(try f.active.preallocatedTo == second.endOffset + 4096 && f.segment.file.size() == second.endOffset + 4096)
+        #endif
+        f.io.reset()
+        try f.append(6, size: 1500)  // past it again, within a step of the segment's size: up to it
+        #if os(Linux)
+        #expect(f.io.calls.first == "preallocate \(name) 16384")
+        #expect(try f.active.preallocatedTo == 16384 && f.segment.file.size() == 16384)
+        #endif
+
+        // A resumed segment (trimmed at close) reserves a step past its data again.
+        try f.active.trimPreallocation()
+        f.io.reset()
+        let resumed = try Segment.Active(resuming: f.segment, directory: f.dir.path, configuration: f.configuration)
+        #if os(Linux)
+        #expect(f.io.calls == ["preallocate \(name) 16384", "sync \(name)"])
+        #expect(resumed.preallocatedTo == 16384)
+        #endif
+        #expect(resumed.dataEnd == f.segment.dataEnd)
+        #expect(Segment.Active.reservation(after: 100, step: 4096, segmentSize: 16384) == 4196)
+        #expect(Segment.Active.reservation(after: 15000, step: 4096, segmentSize: 16384) == 16384)
+        #expect(Segment.Active.reservation(after: 20000, step: 4096, segmentSize: 16384) == 20000)
+    }
+
+    @Test("a preallocation step below 4 KiB is refused with the value")
+    func aTinyPreallocationStepIsRefused() throws {
+        let dir = TemporaryDirectory("segment-step")
+        var configuration = SegmentedLog.Configuration()
+        configuration.preallocationStep = 100
+        #expect(performing: { _ = try SegmentedLog.open(at: dir.url, configuration: configuration) }, throws: {
+            ($0 as? LogError).map { $0.code == .invalidArgument && $0.message.contains("100") } ?? false
+        })
     }
 
     @Test("sealing trims, syncs, writes the index and drops the checkpoint; the segment reopens through its index alone")

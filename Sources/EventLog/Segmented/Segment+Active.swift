@@ -27,16 +27,18 @@ extension Segment {
         let directory: String
         private let segmentSize: Int64
         private let preallocate: Bool
+        private let preallocationStep: Int64
         let io: any LogFileIO
 
         /// The writer's handle on the last segment of a recovered log (one that is not sealed),
-        /// its space reserved up to a segment's size when the configuration asks for it.
+        /// its space reserved a step ahead of its data when the configuration asks for it.
         /// - Throws: ``LogError`` when the file cannot be sized, reserved or synced.
         init(resuming segment: Segment, directory: String, configuration: SegmentedLog.Configuration) throws(LogError) {
             self.init(segment: segment, preallocatedTo: try segment.file.size(), directory: directory, configuration: configuration)
-            if preallocate && preallocatedTo < segmentSize {
-                try io.preallocate(descriptor: file.descriptor, path: file.path, length: segmentSize)
-                preallocatedTo = segmentSize
+            let target = reservation(after: dataEnd)
+            if preallocate && preallocatedTo < target {
+                try io.preallocate(descriptor: file.descriptor, path: file.path, length: target)
+                preallocatedTo = target
                 // Commit the new extents now: otherwise the first append's fdatasync pays for the
                 // file-system journal commit (milliseconds), not just for its data.
                 try io.synchronize(descriptor: file.descriptor, path: file.path)
@@ -53,7 +55,19 @@ extension Segment {
             self.directory = directory
             self.segmentSize = Int64(configuration.segmentSize)
             self.preallocate = configuration.preallocate
+            self.preallocationStep = Int64(configuration.preallocationStep)
             self.io = configuration.fileIO
+        }
+
+        /// How far the space is reserved once data reaches `end`: one step past it, never past
+        /// the segment size (a segment at its size takes no further batch), and at least `end`.
+        /// The one rule for a new, a resumed and a growing segment.
+        func reservation(after end: Int64) -> Int64 {
+            Segment.Active.reservation(after: end, step: preallocationStep, segmentSize: segmentSize)
+        }
+
+        static func reservation(after end: Int64, step: Int64, segmentSize: Int64) -> Int64 {
+            max(end, min(segmentSize, end + step))
         }
     }
 
@@ -68,7 +82,9 @@ extension Segment {
         try writeHeader(base: base, to: file, io: io)
         var preallocated = Int64(SegmentHeader.size)
         if configuration.preallocate {
-            try io.preallocate(descriptor: file.descriptor, path: path, length: Int64(configuration.segmentSize))
+            let target = Active.reservation(after: preallocated, step: Int64(configuration.preallocationStep),
+                                            segmentSize: Int64(configuration.segmentSize))
+            try io.preallocate(descriptor: file.descriptor, path: path, length: target)
             preallocated = max(preallocated, try file.size())
         }
         try io.synchronize(descriptor: file.descriptor, path: path)
@@ -98,9 +114,8 @@ extension Segment.Active {
     mutating func append(_ bytes: [UInt8], batches: [BatchLocation], synchronize: Bool) throws(LogError) {
         let end = dataEnd + Int64(bytes.count)
         if preallocate && end > preallocatedTo {
-            // Grow in whole segment-size steps so that the next writes again land in
-            // preallocated space.
-            let target = end + segmentSize
+            // Grow a step past this write so that the next writes again land in reserved space.
+            let target = reservation(after: end)
             try io.preallocate(descriptor: file.descriptor, path: file.path, length: target)
             preallocatedTo = target
         }

@@ -33,9 +33,20 @@ public final class SegmentedLog: RecordLog {
         public var durability: DurabilityPolicy = .synced
         /// How batch payloads are stored. Default ``CompressionCodec/lz4``.
         public var compression: CompressionCodec = .lz4
-        /// Reserve the active segment's space up front with `fallocate`, so that `fdatasync`
-        /// flushes data without size metadata. Default `true` (Linux only; ignored elsewhere).
+        /// Reserve the active segment's space ahead of its data with `fallocate`, so that
+        /// `fdatasync` flushes data without size metadata. Default `true` (Linux only; ignored
+        /// elsewhere).
         public var preallocate: Bool = true
+        /// How far ahead of its data the active segment's space is reserved, in bytes: a new
+        /// segment reserves this much (or its segment size, when smaller), and a write that
+        /// runs past the reserved space grows it to this much past the write, never past the
+        /// segment size. Default 4 MiB; at least 4 KiB.
+        ///
+        /// Reserving in steps rather than a whole segment at once keeps a small store small
+        /// (a store of a few events takes a few MiB while it is open, not a segment's 64 MiB)
+        /// and costs one extra metadata commit per step: the `fdatasync` of the write that
+        /// grows it.
+        public var preallocationStep: Int = 4 << 20
         /// Concurrent appends are merged into batches of up to about this many payload bytes.
         public var maxGroupBytes: Int = 4 << 20
         /// The system-call layer for writes and syncs; replaced in fault-injection tests.
@@ -50,7 +61,7 @@ public final class SegmentedLog: RecordLog {
         /// store yourself. Default empty.
         public var acknowledgedElsewhere: [AcknowledgedPosition] = []
 
-        /// The defaults: synced, LZ4, 64 MiB segments, preallocated.
+        /// The defaults: synced, LZ4, 64 MiB segments, preallocated 4 MiB at a time.
         public init() {}
 
         /// Creates a configuration.
@@ -113,6 +124,9 @@ public final class SegmentedLog: RecordLog {
     public static func open(at directory: URL, configuration: Configuration = Configuration()) throws -> SegmentedLog {
         guard configuration.segmentSize >= 4096 else {
             throw LogError(.invalidArgument, "segment size \(configuration.segmentSize) is below the minimum of 4096 bytes")
+        }
+        guard configuration.preallocationStep >= 4096 else {
+            throw LogError(.invalidArgument, "preallocation step \(configuration.preallocationStep) is below the minimum of 4096 bytes")
         }
         if case .buffered(let interval) = configuration.durability, interval <= .zero {
             throw LogError(.invalidArgument, "buffered sync interval must be positive, got \(interval)")
