@@ -627,6 +627,32 @@ import Testing
         }
     }
 
+    /// A directory is synced before the manifest only when the round gave it a new entry: a
+    /// first backup syncs the destination and its `snapshots` directory for the files it made
+    /// there; a round that only grew the active segment's copy syncs neither for files (the
+    /// destination only for its own in-progress marker, its manifest and the marker's removal).
+    @Test func onlyDirectoriesGivenNewEntriesAreSyncedBeforeTheManifest() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        try await Self.makeStore(source, count: 20)
+        try await Self.writeSnapshots(source)
+        let dest = destination.standardizedFileURL.path
+        let firstIO = SyncRecordingFileIO()
+        let first = try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: firstIO))
+        #expect(first.manifest.files.contains { $0.name.hasPrefix("snapshots/") })
+        #expect(firstIO.synced.contains(dest + "/snapshots"))
+
+        try await Self.makeStore(source, count: 10, from: 20)  // the same segment grows
+        let io = SyncRecordingFileIO()
+        let grown = try await EventStore.backup(storeAt: source, to: destination, options: BackupOptions(fileIO: io))
+        #expect(grown.incremental && grown.copiedFiles == [Segment.Name.segment(0)] && grown.linkedFiles.isEmpty)
+        #expect(!io.synced.contains(dest + "/snapshots"), "\(io.synced)")
+        #expect(io.synced.filter { $0 == dest }.count == 3, "marker, manifest, end: \(io.synced)")
+        #expect(!io.synced.contains { $0.hasSuffix(BackupManifest.partialFileName + ".tmp") }, "the empty marker is made in place")
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+        try Self.expectSameRecords(destination, source, below: 30)
+    }
+
     /// The snapshot filter is the store's own rule: a snapshot that contradicts the log (it
     /// covers events the log, never cut, does not hold) is damage, not skipped; one from an
     /// earlier history (a log cut since) is not carried.

@@ -11,8 +11,12 @@ public enum EventKernelFixtures {
     public static func open(_ url: URL, durability: DurabilityPolicy = .buffered, preallocate: Bool = false,
                             snapshots: SnapshotPolicy = .never,
                             instrumentation: (any StoreInstrumentation)? = nil) throws -> EventSourcedActivityRepository {
-        var configuration = EventStore.Configuration(
-            log: SegmentedLog.Configuration(durability: durability, preallocate: preallocate), snapshots: snapshots)
+        var log = SegmentedLog.Configuration(durability: durability, preallocate: preallocate)
+        // EVENTKERNEL_PROBE_PREALLOCATION_STEP (bytes) sets the reservation step, to measure it.
+        if let step = ProcessInfo.processInfo.environment["EVENTKERNEL_PROBE_PREALLOCATION_STEP"].flatMap(Int.init) {
+            log.preallocationStep = step
+        }
+        var configuration = EventStore.Configuration(log: log, snapshots: snapshots)
         configuration.instrumentation = instrumentation
         return try EventSourcedActivityRepository.open(at: url, configuration: configuration)
     }

@@ -65,8 +65,7 @@ extension BackupManifest {
             }
             _ = try writer.put(file.name, bytes: bytes, linkFrom: nil, report: &report)
         }
-        for directory in writer.directories.sorted() { try StoreDirectory.synchronize(dest + "/" + directory, io: io) }
-        try StoreDirectory.synchronize(dest, io: io)
+        try writer.synchronizeDirectoriesWithNewEntries()
     }
 }
 

@@ -87,7 +87,10 @@ extension SegmentedLog {
         // grow past their listed size, new ones get new names, superseded ones go after), so a
         // backup killed here leaves the earlier complete backup. Only a file it lists that must
         // be rewritten (not grown) withdraws it first (``BackupWriter/withdrawPrevious()``).
-        try StoreDirectory.writeAtomically([], directory: dest, name: BackupManifest.partialFileName, io: io)
+        // The marker is empty, so its name is all it says: made in place (no temporary to sync
+        // and rename) and durable with the directory that names it.
+        _ = try OpenFile.open(dest + "/" + BackupManifest.partialFileName, flags: O_WRONLY | O_CREAT)
+        try StoreDirectory.synchronize(dest, io: io)
         let known = Dictionary((previous?.files ?? []).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
         var writer = BackupWriter(directory: dest, io: io, known: known, linking: options.link)
         var report: BackupReport
@@ -188,8 +191,7 @@ extension SegmentedLog {
                     files.append(try writer.put(extra.name, bytes: bytes, linkFrom: nil, report: &report))
                 }
             }
-            for directory in writer.directories.sorted() { try StoreDirectory.synchronize(dest + "/" + directory, io: io) }
-            try StoreDirectory.synchronize(dest, io: io)
+            try writer.synchronizeDirectoriesWithNewEntries()
             report.manifest.files = files.sorted { $0.name < $1.name }
             report.manifest.createdAt = Date.now.formatted(.iso8601)
             // The new manifest replaces the earlier one in one rename: the directory is the earlier
@@ -563,8 +565,21 @@ struct BackupWriter {
     let io: any LogFileIO
     let known: [String: BackupManifest.File]
     let linking: Bool
-    /// The subdirectories written into, to sync.
-    var directories: Set<String> = []
+    /// The directories given a new entry since they were last synced (`""`: the destination
+    /// itself), by a file written or linked into them or a subdirectory made in them. A round
+    /// that only grew files or kept them has none, and syncs no directory before its manifest.
+    private(set) var directoriesWithNewEntries: Set<String> = []
+
+    /// Makes the new entries durable before anything names them: each subdirectory given one,
+    /// then the destination when it was.
+    /// - Throws: ``LogError`` naming the directory whose sync failed.
+    mutating func synchronizeDirectoriesWithNewEntries() throws(LogError) {
+        for name in directoriesWithNewEntries.sorted() where !name.isEmpty {
+            try StoreDirectory.synchronize(directory + "/" + name, io: io)
+        }
+        if directoriesWithNewEntries.contains("") { try StoreDirectory.synchronize(directory, io: io) }
+        directoriesWithNewEntries = []
+    }
 
     /// Whether the earlier manifest was removed (a file it lists had to be rewritten).
     var withdrewPrevious = false
@@ -647,10 +662,12 @@ struct BackupWriter {
                       report: inout BackupReport) throws(LogError) -> BackupManifest.File {
         let entry = BackupManifest.File(name: name, size: Int64(bytes.count), crc32c: bytes.withUnsafeBytes { CRC32C.checksum($0) })
         let final = directory + "/" + name
+        var parent = ""
         if let slash = name.lastIndex(of: "/") {
-            let sub = String(name[..<slash])
-            try StoreDirectory.create(directory + "/" + sub)
-            directories.insert(sub)
+            parent = String(name[..<slash])
+            let made = !StoreDirectory.exists(directory + "/" + parent)
+            try StoreDirectory.create(directory + "/" + parent)
+            if made { directoriesWithNewEntries.insert("") }
         }
         if trustingEarlierCopy, earlierCopy(of: name, size: entry.size, crc32c: entry.crc32c) != nil {
             report.unchangedFiles.append(name)
@@ -672,12 +689,14 @@ struct BackupWriter {
                 unlink(temporary)
                 throw LogError.system(error, file: temporary)
             }
+            directoriesWithNewEntries.insert(parent)
             report.linkedFiles.append(name)
             return entry
         }
         // No link, or one to another file than the one read (removed and recreated since): a copy.
         unlink(temporary)
         try StoreDirectory.writeAtomically(bytes, directory: directory, name: name, io: io, synchronizingDirectory: false)
+        directoriesWithNewEntries.insert(parent)
         report.copiedFiles.append(name)
         report.copiedBytes += entry.size
         return entry
