@@ -147,6 +147,16 @@ struct SegmentTests {
         #expect(f.io.calls.first == "preallocate \(name) \(second.endOffset + 4096)")
         #expect(try f.active.preallocatedTo == second.endOffset + 4096 && f.segment.file.size() == second.endOffset + 4096)
         #endif
+
+        // Closed (trimmed) here and resumed: a step past its data, well inside the segment.
+        var closed = f.active
+        try closed.trimPreallocation()
+        f.io.reset()
+        let resumedEarly = try Segment.Active(resuming: f.segment, directory: f.dir.path, configuration: f.configuration)
+        #if os(Linux)
+        #expect(f.io.calls == ["preallocate \(name) \(second.endOffset + 4096)", "sync \(name)"])
+        #expect(resumedEarly.preallocatedTo == second.endOffset + 4096)
+        #endif
         f.io.reset()
         try f.append(6, size: 1500)  // past it again, within a step of the segment's size: up to it
         #if os(Linux)
@@ -166,6 +176,9 @@ struct SegmentTests {
         #expect(Segment.Active.reservation(after: 100, step: 4096, segmentSize: 16384) == 4196)
         #expect(Segment.Active.reservation(after: 15000, step: 4096, segmentSize: 16384) == 16384)
         #expect(Segment.Active.reservation(after: 20000, step: 4096, segmentSize: 16384) == 20000)
+        // A step of Int.max asks for the whole segment and does not overflow.
+        #expect(Segment.Active.reservation(after: 100, step: .max, segmentSize: 16384) == 16384)
+        #expect(Segment.Active.reservation(after: 20000, step: .max, segmentSize: 16384) == 20000)
     }
 
     @Test("a preallocation step below 4 KiB is refused with the value")

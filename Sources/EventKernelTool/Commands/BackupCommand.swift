@@ -9,7 +9,7 @@ struct BackupCommand: AsyncParsableCommand {
         abstract: "Back up a live store into a directory: consistent at one position while writers go on; incremental.",
         discussion: """
             The backup holds the log up to the position it had when the backup began, the newest snapshots bound to it \
-            and the store file; every batch is checked on the way, every file and directory synced, and the manifest \
+            and the store file; every batch is checked on the way, every file and every new directory entry synced, and the manifest \
             (eventkernel.backup) written last. The backup is itself a store: verify, query and export work on it. Into \
             a directory holding an earlier backup of the same store and history, only new or changed files are written; \
             another store's backup, or one from before a repair, is refused (exit 1) unless --restart --yes (--restart \

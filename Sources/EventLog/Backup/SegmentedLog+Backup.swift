@@ -14,7 +14,7 @@ import KernelPrimitives
 /// active one is copied only up to its committed length, so the copy needs no lock. Every batch
 /// is checked when it is first copied (header and payload CRC32C, as the log stores them; an
 /// incremental backup compares what it already holds by batch-header fingerprint), every file and
-/// directory is synced, and the manifest is written last, atomically: a directory holding a
+/// every new directory entry is synced, and the manifest is written last, atomically: a directory holding a
 /// manifest is a complete backup, and one without it is never trusted.
 extension SegmentedLog {
     /// One segment as the backup sees it: its open file and the batches committed when the
@@ -665,9 +665,12 @@ struct BackupWriter {
         var parent = ""
         if let slash = name.lastIndex(of: "/") {
             parent = String(name[..<slash])
+            // Made now, or by an earlier round that was cut short before its directory sync
+            // (the earlier complete backup lists nothing in it): the destination's entry for it
+            // is made durable before the manifest names a file inside.
             let made = !StoreDirectory.exists(directory + "/" + parent)
             try StoreDirectory.create(directory + "/" + parent)
-            if made { directoriesWithNewEntries.insert("") }
+            if made || !known.keys.contains(where: { $0.hasPrefix(parent + "/") }) { directoriesWithNewEntries.insert("") }
         }
         if trustingEarlierCopy, earlierCopy(of: name, size: entry.size, crc32c: entry.crc32c) != nil {
             report.unchangedFiles.append(name)

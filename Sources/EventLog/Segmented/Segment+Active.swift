@@ -67,7 +67,9 @@ extension Segment {
         }
 
         static func reservation(after end: Int64, step: Int64, segmentSize: Int64) -> Int64 {
-            max(end, min(segmentSize, end + step))
+            // Compared before adding: a step of `Int.max` ("a whole segment at once") must not
+            // overflow.
+            step >= segmentSize - end ? max(end, segmentSize) : end + step
         }
     }
 
@@ -115,9 +117,13 @@ extension Segment.Active {
         let end = dataEnd + Int64(bytes.count)
         if preallocate && end > preallocatedTo {
             // Grow a step past this write so that the next writes again land in reserved space.
+            // A growth that fails (a disk too full for a step, not for this write) wrote nothing:
+            // the write and its sync decide the append, and the next write tries again.
             let target = reservation(after: end)
-            try io.preallocate(descriptor: file.descriptor, path: file.path, length: target)
-            preallocatedTo = target
+            do throws(LogError) {
+                try io.preallocate(descriptor: file.descriptor, path: file.path, length: target)
+                preallocatedTo = target
+            } catch {}
         }
         try bytes.withBytes { (raw) throws(LogError) in
             try io.writeAll(raw, toAbsoluteOffset: dataEnd, descriptor: file.descriptor, path: file.path)

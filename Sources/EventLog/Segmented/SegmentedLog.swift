@@ -38,9 +38,11 @@ public final class SegmentedLog: RecordLog {
         /// elsewhere).
         public var preallocate: Bool = true
         /// How far ahead of its data the active segment's space is reserved, in bytes: a new
-        /// segment reserves this much (or its segment size, when smaller), and a write that
-        /// runs past the reserved space grows it to this much past the write, never past the
-        /// segment size. Default 4 MiB; at least 4 KiB.
+        /// segment reserves this much past its header (up to its segment size, when that is
+        /// smaller), and a write that runs past the reserved space grows it to this much past
+        /// the write, never past the segment size (a batch larger than a segment reserves just
+        /// itself). A growth that fails is left to the write: it does not fail the append.
+        /// Default 4 MiB; at least 4 KiB.
         ///
         /// Reserving in steps rather than a whole segment at once keeps a small store small
         /// (a store of a few events takes a few MiB while it is open, not a segment's 64 MiB)

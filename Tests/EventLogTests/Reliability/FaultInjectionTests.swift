@@ -61,6 +61,24 @@ struct FaultInjectionTests {
     static let preload = 30
     static let attempts = 60
 
+    /// Growing the reservation is not the append: when `fallocate` refuses a step (a disk too
+    /// full for 4 KiB more, not for the write), the write and its sync decide, the log is not
+    /// poisoned, and the next growth is tried again.
+    @Test func aFailedGrowthOfTheReservationDoesNotFailTheAppend() async throws {
+        let dir = TemporaryDirectory("fault-growth")
+        let io = FaultInjectingFileIO()
+        var configuration = SegmentedLog.Configuration(segmentSize: 1 << 20)
+        configuration.compression = .none
+        configuration.preallocationStep = 4096
+        configuration.fileIO = io
+        let log = try SegmentedLog.open(at: dir.url, configuration: configuration)
+        io.inject(.error(ENOSPC), on: .preallocate, times: 3)  // the next three growths
+        for i in 0..<200 { #expect(try await log.append(entry(i, size: 100)) == LogPosition(i)) }
+        #expect(io.faultsFired == 3)
+        try await log.close()
+        try await checkReopen(dir, attempted: 200, acknowledged: 200, expectClean: true)
+    }
+
     @Test("a fault fails appends clearly, poisons the log, and reopen keeps every acknowledged record", arguments: Scenario.allCases)
     func faultThenReopen(_ scenario: Scenario) async throws {
         let dir = TemporaryDirectory("fault")
