@@ -2,6 +2,7 @@
 @testable import EventLog
 import EventKernelTestSupport
 import Foundation
+import KernelPrimitives
 import Synchronization
 import Testing
 
@@ -651,6 +652,68 @@ import Testing
         #expect(!io.synced.contains { $0.hasSuffix(BackupManifest.partialFileName + ".tmp") }, "the empty marker is made in place")
         #expect(try SegmentedLog.verify(at: destination).isIntact)
         try Self.expectSameRecords(destination, source, below: 30)
+    }
+
+    /// An incremental round that finds the active segment's earlier copy was read from this
+    /// very file trusts the copy's prefix from the segment header and the last batch header it
+    /// covers: only the tail is read and appended, however long the prefix (the fingerprint of
+    /// every batch header read the whole prefix when batches are small). So a batch header
+    /// earlier in that file rewritten in place (valid, other bytes: the log never does this) is
+    /// not read, and the copy keeps the bytes it checked. The same bytes in another file (a new
+    /// inode under the segment's name) are fingerprinted whole again: that rewrite is seen.
+    @Test func aGrownSegmentReadFromTheSameFileIsTrustedFromTwoHeaders() async throws {
+        let scratch = TemporaryDirectory("backup")
+        let source = scratch.file("store"), destination = scratch.file("backup")
+        let name = Segment.Name.segment(0)
+        let path = source.appending(path: name).path
+        let store = try EventStore.open(at: source, log: SegmentedLog.Configuration(segmentSize: 1 << 20), snapshotPolicy: .never)
+        for start in stride(from: 0, to: 40, by: 10) { try await store.append(Self.events(start, 10)) }
+        let first = try await store.backup(to: destination)
+        let listed = try #require(first.manifest.files.first { $0.name == name })
+        #expect(listed.source != nil)
+        // The second batch's header (the first one's names the store).
+        let firstHeader = try Self.bytes(of: path, at: Int64(SegmentHeader.size), count: BatchHeader.size)
+        let second = Int64(SegmentHeader.size + BatchHeader.size) + Int64(firstHeader.withUnsafeBytes { $0.loadLittleEndian(at: 20, as: UInt32.self) })
+        let original = try Self.bytes(of: path, at: second, count: BatchHeader.size)
+
+        // Its maximum timestamp rewritten in place, its header checksum valid.
+        var header = original
+        header[40] &+= 1
+        let crc = header.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0[0..<60])) }
+        withUnsafeBytes(of: crc.littleEndian) { header.replaceSubrange(60..<64, with: $0) }
+        try Self.write(header, to: path, at: second)
+        for start in stride(from: 40, to: 60, by: 10) { try await store.append(Self.events(start, 10)) }
+        let grown = try await store.backup(to: destination)
+        let entry = try #require(grown.manifest.files.first { $0.name == name })
+        #expect(grown.copiedFiles == [name] && entry.source == listed.source)
+        #expect(grown.copiedBytes == entry.size - listed.size, "only the tail was read and appended")
+        #expect(try Self.bytes(of: destination.appending(path: name).path, at: second, count: BatchHeader.size) == original)
+        try await store.close()
+
+        // The same bytes under another inode: fingerprinted whole, the rewritten header seen,
+        // the segment written again.
+        try FileManager.default.copyItem(atPath: path, toPath: path + ".copy")
+        #expect(rename(path + ".copy", path) == 0)
+        let moved = try await EventStore.backup(storeAt: source, to: destination)
+        let rewritten = try #require(moved.manifest.files.first { $0.name == name })
+        #expect(rewritten.source != entry.source)
+        #expect(moved.copiedFiles.contains(name) && moved.copiedBytes >= rewritten.size, "\(moved.copiedBytes) of \(rewritten.size)")
+        #expect(try Self.bytes(of: destination.appending(path: name).path, at: second, count: BatchHeader.size) == header)
+        #expect(try SegmentedLog.verify(at: destination).isIntact)
+    }
+
+    static func bytes(of path: String, at offset: Int64, count: Int) throws -> [UInt8] {
+        let handle = try FileHandle(forReadingFrom: URL(filePath: path))
+        defer { try? handle.close() }
+        try handle.seek(toOffset: UInt64(offset))
+        return [UInt8](try handle.read(upToCount: count) ?? Data())
+    }
+
+    static func write(_ bytes: [UInt8], to path: String, at offset: Int64) throws {
+        let handle = try FileHandle(forUpdating: URL(filePath: path))
+        defer { try? handle.close() }
+        try handle.seek(toOffset: UInt64(offset))
+        try handle.write(contentsOf: bytes)
     }
 
     /// The snapshot filter is the store's own rule: a snapshot that contradicts the log (it

@@ -13,7 +13,8 @@ import KernelPrimitives
 /// backup is the log's exact prefix up to one position. Sealed segments never change and the
 /// active one is copied only up to its committed length, so the copy needs no lock. Every batch
 /// is checked when it is first copied (header and payload CRC32C, as the log stores them; an
-/// incremental backup compares what it already holds by batch-header fingerprint), every file and
+/// incremental backup compares what it already holds by batch-header fingerprint, or by two
+/// headers when it reads the very file it copied before), every file and
 /// every new directory entry is synced, and the manifest is written last, atomically: a directory holding a
 /// manifest is a complete backup, and one without it is never trusted.
 extension SegmentedLog {
@@ -126,22 +127,28 @@ extension SegmentedLog {
                 }
                 for segment in current {
                     let name = Segment.Name.segment(segment.base)
-                    if let old = known[name], old.size == segment.dataEnd, let headers = old.headers,
-                       try Self.headersChecksum(segment) == headers, writer.holds(name, size: old.size) {
+                    let source = Self.identity(of: segment.file)
+                    if let old = known[name], old.size == segment.dataEnd, let headers = old.headers, writer.holds(name, size: old.size),
+                       try Self.sameSegment(segment, listedAs: old, headers: headers, source: source, copyAt: dest + "/" + name) {
                         // A segment the earlier backup holds: the same size and the same batch headers
                         // (each with its payload's CRC32C), so the same bytes, not read again. Sealed
                         // or active alike: a log never rewrites its committed bytes in place, it
                         // only appends past them.
                         report.unchangedFiles.append(name)
-                        files.append(old)
+                        var entry = old
+                        entry.source = source
+                        files.append(entry)
                     } else if let old = known[name], let headers = old.headers, old.size < segment.dataEnd, writer.canGrow(name, from: old),
-                              let tail = try Self.checkedTail(of: segment, after: old.size, headers: headers) {
+                              let tail = try Self.checkedTail(of: segment, after: old.size, headers: headers,
+                                                              prefixVouched: Self.vouchedPrefix(of: segment, listedAs: old, source: source,
+                                                                                                copyAt: dest + "/" + name)) {
                         // The earlier copy is this segment's prefix (the same batch headers up to its
                         // listed size, each with its payload's CRC32C: the rule that keeps a sealed
                         // segment unread), so only the tail is read, checked and appended: an
                         // incremental backup costs what the log grew by, not the active segment's size.
                         var entry = try writer.append(name, tail: tail.bytes, to: old, report: &report)
                         entry.headers = tail.headers
+                        entry.source = source
                         files.append(entry)
                     } else {
                         let bytes = try Self.checkedSegmentBytes(segment)
@@ -155,6 +162,7 @@ extension SegmentedLog {
                         var entry = try writer.put(name, bytes: bytes, linkFrom: segment.sealed ? segment.file : nil,
                                                    trustingEarlierCopy: sameHeaders, report: &report)
                         entry.headers = Self.headersChecksum(bytes, segment)
+                        entry.source = source
                         files.append(entry)
                     }
                     if segment.sealed {
@@ -287,6 +295,54 @@ extension SegmentedLog {
             crc = fingerprint(bytes[start..<(start + BatchHeader.size)], continuing: crc)
         }
         return crc
+    }
+
+    /// The file's device and inode, as a manifest records them (``BackupManifest/File/source``);
+    /// `nil` when `fstat` fails.
+    static func identity(of file: OpenFile) -> String? {
+        var st = stat()
+        guard fstat(file.descriptor, &st) == 0 else { return nil }
+        return String(UInt64(truncatingIfNeeded: st.st_dev), radix: 16) + ":" + String(UInt64(truncatingIfNeeded: st.st_ino), radix: 16)
+    }
+
+    /// Whether the earlier backup's copy at `copyPath`, listed as `old`, is `segment`'s prefix up
+    /// to `old.size`, known without reading the prefix's batch headers: the copy was read from
+    /// this very file (`old.source` is `source`), the segment's batches end exactly at
+    /// `old.size`, and the segment header and the header of the batch ending there are the
+    /// copy's, byte for byte.
+    ///
+    /// Within one history epoch (the round refuses another before it gets here) the log never
+    /// rewrites a file's committed bytes in place: it appends past them, and a compaction writes
+    /// the rewritten segment to a new file. So the same file holds the same prefix. The two
+    /// headers guard against an inode number that a rewritten segment's new file took over
+    /// from the file it replaced; the last one holds its payload's CRC32C and ends where the
+    /// copy ends, so a file whose earlier batches changed length cannot match it.
+    ///
+    /// - Complexity: Two reads of at most 64 bytes from each file, whatever the segment's size:
+    ///   the fingerprint over every batch header it saves reads the whole prefix when batches
+    ///   are small (a writer's synced single appends).
+    static func vouchedPrefix(of segment: BackupSegment, listedAs old: BackupManifest.File, source: String?,
+                              copyAt copyPath: String) throws(LogError) -> Bool {
+        guard let source, old.source == source else { return false }
+        let last = segment.batches.last { $0.endOffset <= old.size }
+        guard (last?.endOffset ?? Int64(SegmentHeader.size)) == old.size,
+              let copy = try? OpenFile.open(copyPath, flags: O_RDONLY) else { return false }
+        var headers = [(offset: Int64(0), count: SegmentHeader.size)]
+        if let last { headers.append((last.offset, BatchHeader.size)) }
+        for header in headers {
+            let mine = try segment.file.read(fromAbsoluteOffset: header.offset, count: header.count)
+            let copied = try copy.read(fromAbsoluteOffset: header.offset, count: header.count)
+            guard mine.count == header.count, mine == copied else { return false }
+        }
+        return true
+    }
+
+    /// Whether the earlier backup's copy (listed as `old`, fingerprinted as `headers`) holds
+    /// `segment` whole: vouched for from two headers, else by the fingerprint of every batch header.
+    private static func sameSegment(_ segment: BackupSegment, listedAs old: BackupManifest.File, headers: UInt32,
+                                    source: String?, copyAt copyPath: String) throws(LogError) -> Bool {
+        if try vouchedPrefix(of: segment, listedAs: old, source: source, copyAt: copyPath) { return true }
+        return try headersChecksum(segment) == headers
     }
 
     private static func fingerprintStart(_ header: ArraySlice<UInt8>) -> UInt32 {
@@ -482,12 +538,15 @@ extension SegmentedLog {
 
     /// The segment's committed bytes past `offset`, each batch checked, and the fingerprint of
     /// the whole segment's batch headers (``headersChecksum(_:upTo:)``); `nil` when the segment's
-    /// batches up to `offset` do not end exactly there or their headers' fingerprint is not
+    /// batches up to `offset` do not end exactly there or, unless `prefixVouched`
+    /// (``vouchedPrefix(of:listedAs:source:copyAt:)``), their headers' fingerprint is not
     /// `headers` (the earlier copy is not this segment's prefix: written whole instead).
-    private static func checkedTail(of segment: BackupSegment, after offset: Int64, headers: UInt32) throws(LogError) -> (bytes: [UInt8], headers: UInt32)? {
+    private static func checkedTail(of segment: BackupSegment, after offset: Int64, headers: UInt32,
+                                    prefixVouched: Bool) throws(LogError) -> (bytes: [UInt8], headers: UInt32)? {
         let firstNew = segment.batches.firstIndex { $0.endOffset > offset } ?? segment.batches.endIndex
         let prefixEnd = firstNew == segment.batches.startIndex ? Int64(SegmentHeader.size) : segment.batches[firstNew - 1].endOffset
-        guard prefixEnd == offset, try headersChecksum(segment, upTo: offset) == headers else { return nil }
+        guard prefixEnd == offset else { return nil }
+        if !prefixVouched, try headersChecksum(segment, upTo: offset) != headers { return nil }
         let path = segment.file.path
         let bytes = try segment.file.read(fromAbsoluteOffset: offset, count: Int(segment.dataEnd - offset))
         guard Int64(bytes.count) == segment.dataEnd - offset else {
