@@ -31,11 +31,12 @@ public struct BackupManifest: Codable, Hashable, Sendable {
         /// compares for a sealed segment instead of reading it whole, and before keeping or
         /// growing a segment's copy; `nil` for other files.
         public var headers: UInt32?
-        /// For a segment: the file it was read from, as `<device>:<inode>` (hex). A later
-        /// incremental backup that reads the same file again trusts the copy's listed prefix from
-        /// its segment header and its last batch header alone, as a log never rewrites a file's
-        /// committed bytes in place within a history epoch; `nil` for other files and in
-        /// manifests written before it was recorded (their segments are fingerprinted whole).
+        /// For a segment: the file it was read from, as `<device>:<inode>:<inode generation>`
+        /// (hex). A later incremental backup that reads the same file again trusts the copy's
+        /// listed prefix from its last batch header alone, as a log never rewrites a file's
+        /// committed bytes in place; `nil` for other files, on file systems that give no inode
+        /// generation, and in manifests written before it was recorded (their segments are
+        /// fingerprinted whole).
         public var source: String?
     }
 

@@ -13,8 +13,8 @@ import KernelPrimitives
 /// backup is the log's exact prefix up to one position. Sealed segments never change and the
 /// active one is copied only up to its committed length, so the copy needs no lock. Every batch
 /// is checked when it is first copied (header and payload CRC32C, as the log stores them; an
-/// incremental backup compares what it already holds by batch-header fingerprint, or by two
-/// headers when it reads the very file it copied before), every file and
+/// incremental backup compares what it already holds by batch-header fingerprint, or by its
+/// last batch header when it reads the very file it copied before), every file and
 /// every new directory entry is synced, and the manifest is written last, atomically: a directory holding a
 /// manifest is a complete backup, and one without it is never trusted.
 extension SegmentedLog {
@@ -297,48 +297,63 @@ extension SegmentedLog {
         return crc
     }
 
-    /// The file's device and inode, as a manifest records them (``BackupManifest/File/source``);
-    /// `nil` when `fstat` fails.
+    /// The file's device, inode and inode generation, as a manifest records them
+    /// (``BackupManifest/File/source``); `nil` when the file system does not give a generation
+    /// (the segment is then fingerprinted on every round) or `fstat` fails.
+    ///
+    /// The generation (`FS_IOC_GETVERSION`) is what makes it name one file: ext4 gives a freed
+    /// inode number to the next file it creates at once, so a segment compacted twice between two
+    /// backups can be back at the number the first backup read, and the generation, which the file
+    /// system draws anew for each inode it allocates, is then another.
     static func identity(of file: OpenFile) -> String? {
+        #if os(Linux)
         var st = stat()
         guard fstat(file.descriptor, &st) == 0 else { return nil }
-        return String(UInt64(truncatingIfNeeded: st.st_dev), radix: 16) + ":" + String(UInt64(truncatingIfNeeded: st.st_ino), radix: 16)
+        // _IOR('v', 1, long): the kernel writes an int into the long it is given.
+        let getVersion = UInt(0x8000_0000) | UInt(MemoryLayout<Int>.size << 16) | UInt(UInt8(ascii: "v")) << 8 | 1
+        var generation = 0
+        guard ioctl(file.descriptor, getVersion, &generation) == 0 else { return nil }
+        return [UInt64(truncatingIfNeeded: st.st_dev), UInt64(truncatingIfNeeded: st.st_ino), UInt64(UInt32(truncatingIfNeeded: generation))]
+            .map { String($0, radix: 16) }.joined(separator: ":")
+        #else
+        return nil
+        #endif
     }
 
     /// Whether the earlier backup's copy at `copyPath`, listed as `old`, is `segment`'s prefix up
     /// to `old.size`, known without reading the prefix's batch headers: the copy was read from
-    /// this very file (`old.source` is `source`), the segment's batches end exactly at
-    /// `old.size`, and the segment header and the header of the batch ending there are the
-    /// copy's, byte for byte.
+    /// this very file (`old.source` is `source`: device, inode and generation), the segment's
+    /// batches end exactly at `old.size`, and the header of the batch ending there is the copy's,
+    /// byte for byte (it holds its payload's CRC32C).
     ///
-    /// Within one history epoch (the round refuses another before it gets here) the log never
-    /// rewrites a file's committed bytes in place: it appends past them, and a compaction writes
-    /// the rewritten segment to a new file. So the same file holds the same prefix. The two
-    /// headers guard against an inode number that a rewritten segment's new file took over
-    /// from the file it replaced; the last one holds its payload's CRC32C and ends where the
-    /// copy ends, so a file whose earlier batches changed length cannot match it.
+    /// The log never rewrites a file's committed bytes in place: it appends past them, a
+    /// compaction writes the rewritten segment to a new file (another inode, or another
+    /// generation of a reused inode number), and a repair or a torn tail cut at open starts
+    /// another history epoch, which the round fingerprints in full. The one exception is a
+    /// buffered store whose tail an OS crash lost after a backup copied it, with nothing cut
+    /// (the file ended in zeros): new batches then land where the lost ones were, and the round
+    /// refuses the directory before it gets here, as the store no longer holds the backup's last
+    /// batch (``BackupManifest/lastBatch``). The last header guards what is left.
     ///
-    /// - Complexity: Two reads of at most 64 bytes from each file, whatever the segment's size:
-    ///   the fingerprint over every batch header it saves reads the whole prefix when batches
-    ///   are small (a writer's synced single appends).
+    /// - Complexity: One read of 64 bytes from each file, whatever the segment's size: the
+    ///   fingerprint over every batch header it saves reads the whole prefix when batches are
+    ///   small (a writer's synced single appends).
     static func vouchedPrefix(of segment: BackupSegment, listedAs old: BackupManifest.File, source: String?,
                               copyAt copyPath: String) throws(LogError) -> Bool {
         guard let source, old.source == source else { return false }
         let last = segment.batches.last { $0.endOffset <= old.size }
-        guard (last?.endOffset ?? Int64(SegmentHeader.size)) == old.size,
-              let copy = try? OpenFile.open(copyPath, flags: O_RDONLY) else { return false }
-        var headers = [(offset: Int64(0), count: SegmentHeader.size)]
-        if let last { headers.append((last.offset, BatchHeader.size)) }
-        for header in headers {
-            let mine = try segment.file.read(fromAbsoluteOffset: header.offset, count: header.count)
-            let copied = try copy.read(fromAbsoluteOffset: header.offset, count: header.count)
-            guard mine.count == header.count, mine == copied else { return false }
-        }
-        return true
+        guard (last?.endOffset ?? Int64(SegmentHeader.size)) == old.size else { return false }
+        guard let last else { return true }
+        let mine = try segment.file.read(fromAbsoluteOffset: last.offset, count: BatchHeader.size)
+        // A copy that cannot be read is not vouched for: the round goes on by the fingerprint.
+        guard let copy = try? OpenFile.open(copyPath, flags: O_RDONLY),
+              let copied = try? copy.read(fromAbsoluteOffset: last.offset, count: BatchHeader.size) else { return false }
+        return mine.count == BatchHeader.size && mine == copied
     }
 
     /// Whether the earlier backup's copy (listed as `old`, fingerprinted as `headers`) holds
-    /// `segment` whole: vouched for from two headers, else by the fingerprint of every batch header.
+    /// `segment` whole: vouched for from its last batch header, else by the fingerprint of every
+    /// batch header.
     private static func sameSegment(_ segment: BackupSegment, listedAs old: BackupManifest.File, headers: UInt32,
                                     source: String?, copyAt copyPath: String) throws(LogError) -> Bool {
         if try vouchedPrefix(of: segment, listedAs: old, source: source, copyAt: copyPath) { return true }
