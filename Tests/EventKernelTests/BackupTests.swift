@@ -655,14 +655,14 @@ import Testing
     }
 
     /// An incremental round that finds the active segment's earlier copy was read from this
-    /// very file trusts the copy's prefix from the segment header and the last batch header it
+    /// very file trusts the copy's prefix from the header of the last batch it
     /// covers: only the tail is read and appended, however long the prefix (the fingerprint of
     /// every batch header read the whole prefix when batches are small). So a batch header
     /// earlier in that file rewritten in place (valid, other bytes: the log never does this) is
     /// not read, and the copy keeps the bytes it checked. The same bytes in another file (a new
     /// inode under the segment's name) are fingerprinted whole again: that rewrite is seen.
     @Test(.enabled(if: BackupTests.temporaryFilesHaveGenerations, "the file system under the temporary directory gives no inode generation: segments are fingerprinted"))
-    func aGrownSegmentReadFromTheSameFileIsTrustedFromTwoHeaders() async throws {
+    func aGrownSegmentReadFromTheSameFileIsTrustedFromItsLastBatchHeader() async throws {
         let scratch = TemporaryDirectory("backup")
         let source = scratch.file("store"), destination = scratch.file("backup")
         let name = Segment.Name.segment(0)

@@ -77,8 +77,9 @@ extension EventStore {
     /// The newest snapshot of each projection (and schema version) that covers no more than
     /// `position` and is bound to `log` as it is: the store's own rule,
     /// ``standing(nextPosition:anchor:snapshotEpoch:at:in:historyEpoch:logEnd:)``, judges each
-    /// from its header (a stale one is skipped, as the store would not use it). A snapshot the writer pruned meanwhile, or that does not decode,
-    /// is skipped: snapshots are derived, and the backup's first open replays instead.
+    /// from its header (a stale one is skipped, as the store would not use it). A snapshot the
+    /// writer pruned meanwhile, or that does not decode, is skipped: snapshots are derived, and
+    /// the backup's first open replays instead.
     ///
     /// Only the header of each file is read first (checked against its own checksum): a file
     /// past `position`, or older than the one already chosen for its projection, is never read

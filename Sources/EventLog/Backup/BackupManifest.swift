@@ -8,8 +8,8 @@ import KernelPrimitives
 
 /// The last file of a backup (`<backup>/eventkernel.backup`, JSON): what the backup holds and
 /// which store and history it was taken from. Written last, atomically, after every file it
-/// lists and the directories given new entries are synced, so a directory with this file is a complete backup;
-/// one without it is not (Docs/Backups.md, Docs/FileFormat.md "Backup manifest").
+/// lists and the directories given new entries are synced, so a directory with this file is a
+/// complete backup; one without it is not (Docs/Backups.md, Docs/FileFormat.md "Backup manifest").
 public struct BackupManifest: Codable, Hashable, Sendable {
     /// The manifest's file name in a backup directory.
     public static let fileName = "eventkernel.backup"

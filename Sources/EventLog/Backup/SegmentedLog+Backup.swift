@@ -14,9 +14,9 @@ import KernelPrimitives
 /// active one is copied only up to its committed length, so the copy needs no lock. Every batch
 /// is checked when it is first copied (header and payload CRC32C, as the log stores them; an
 /// incremental backup compares what it already holds by batch-header fingerprint, or by its
-/// last batch header when it reads the very file it copied before), every file and
-/// every new directory entry is synced, and the manifest is written last, atomically: a directory holding a
-/// manifest is a complete backup, and one without it is never trusted.
+/// last batch header when it reads the very file it copied before), every file and every new
+/// directory entry is synced, and the manifest is written last, atomically: a directory
+/// holding a manifest is a complete backup, and one without it is never trusted.
 extension SegmentedLog {
     /// One segment as the backup sees it: its open file and the batches committed when the
     /// plan was taken.
@@ -34,8 +34,9 @@ extension SegmentedLog {
     /// Into a directory holding an earlier complete backup of the same store and history,
     /// only the files that are new or changed (size or CRC32C differ from the manifest's) are
     /// written; an extra file its caller vouches is unchanged
-    /// (``BackupExtraFile/init(name:unchanged:)``) is kept by its size alone. A directory holding a backup in progress (killed midway) is resumed: nothing
-    /// in it is trusted, every file is written again.
+    /// (``BackupExtraFile/init(name:unchanged:)``) is kept by its size alone. A directory
+    /// holding a backup in progress (killed midway) is resumed: nothing in it is trusted, every
+    /// file is written again.
     /// - Parameters:
     ///   - destination: The backup directory (created when missing).
     ///   - options: Linking, starting over, the system-call layer.
@@ -326,14 +327,14 @@ extension SegmentedLog {
     /// batches end exactly at `old.size`, and the header of the batch ending there is the copy's,
     /// byte for byte (it holds its payload's CRC32C).
     ///
-    /// The log never rewrites a file's committed bytes in place: it appends past them, a
+    /// The log never rewrites a file's committed bytes in place: it appends past them, and a
     /// compaction writes the rewritten segment to a new file (another inode, or another
-    /// generation of a reused inode number), and a repair or a torn tail cut at open starts
-    /// another history epoch, which the round fingerprints in full. The one exception is a
-    /// buffered store whose tail an OS crash lost after a backup copied it, with nothing cut
-    /// (the file ended in zeros): new batches then land where the lost ones were, and the round
-    /// refuses the directory before it gets here, as the store no longer holds the backup's last
-    /// batch (``BackupManifest/lastBatch``). The last header guards what is left.
+    /// generation of a reused inode number). Committed bytes change in place only when history
+    /// is cut and new batches are written where the cut ones were: a `repair`, a torn tail cut
+    /// at open, or a buffered store's tail lost to an OS crash. A cut past what the backup holds
+    /// leaves its prefix as it was; one into it removed the backup's last batch, and the round
+    /// refused the directory before it got here (``BackupManifest/lastBatch``). The last header
+    /// guards what is left.
     ///
     /// - Complexity: One read of 64 bytes from each file, whatever the segment's size: the
     ///   fingerprint over every batch header it saves reads the whole prefix when batches are
