@@ -137,6 +137,46 @@ struct PostgresCLITests {
         #expect(full.status == 1 && full.stderr.contains("not empty"), "\(full.stderr)")
     }
 
+    /// `copy` into a directory is a restore of the whole log: SIGKILL at random instants leaves
+    /// either no destination or the whole copy (never a prefix that opens as a shorter store),
+    /// and a copy keeps the source's events, positions and batch boundaries.
+    @Test("copy into a directory: killed, it leaves no destination or the whole copy")
+    func killedLocalCopiesLeaveNoDestinationOrTheWholeCopy() throws {
+        let temp = TemporaryDirectory("ekcli-copy-kill")
+        let source = temp.file("demo").path
+        #expect(try run("demo", "--dir", source, "--activities", "10000", "--repetitions", "10").status == 0)
+        let expected = try run("export", "--dir", source, "--format", "events").stdout
+        #expect(!expected.isEmpty)
+        let probe = temp.file("probe")
+        let started = ContinuousClock.now
+        let copied = try run("copy", "--from", source, "--to", probe.path, "--batch", "64")
+        #expect(copied.status == 0, "\(copied.stderr)")
+        var delays = KillDelays(measured: ContinuousClock.now - started, seed: 31)
+        #expect(try run("export", "--dir", probe.path, "--format", "events").stdout == expected)
+        // Whole atomic appends, as the source holds them: every batch of the copy begins where one
+        // of the source's does.
+        let sourceBatches = Set(try SegmentedLog.openReadOnly(at: URL(filePath: source)).batches(endingAtOrBefore: .max, atMost: 1).map(\.lowerBound))
+        let copyBatches = try SegmentedLog.openReadOnly(at: probe).batches(endingAtOrBefore: .max, atMost: 1)
+        #expect(copyBatches.count > 1 && copyBatches.allSatisfy { sourceBatches.contains($0.lowerBound) }, "a copied batch begins inside an append")
+        // Into a directory that holds something: exit 1, nothing written.
+        let intoFull = try run("copy", "--from", source, "--to", probe.path)
+        #expect(intoFull.status == 1 && intoFull.stderr.contains("not empty"), "\(intoFull.stderr)")
+
+        var killedMidway = 0
+        // At least six rounds, and on until a kill has landed midway (at most forty).
+        for round in 0..<40 where round < 6 || killedMidway == 0 {
+            let dest = temp.file("copy\(round)")
+            let (killed, ran) = try runKilled(["copy", "--from", source, "--to", dest.path, "--batch", "64"], after: delays.next(),
+                                              stdout: temp.file("out\(round)"), stderr: temp.file("err\(round)"))
+            delays.record(killed: killed, ran: ran)
+            if killed { killedMidway += 1 }
+            guard FileManager.default.fileExists(atPath: dest.path) else { continue }
+            #expect(try run("verify", dest.path).status == 0)
+            #expect(try run("export", "--dir", dest.path, "--format", "events").stdout == expected, "a killed copy left a store of another length")
+        }
+        #expect(killedMidway > 0, "no kill landed while a copy ran")
+    }
+
     @Test("tail --follow --postgres prints what an instance appends")
     func tailFollowsTheServer() async throws {
         let configuration = try PostgresTestDatabase.configuration()

@@ -123,8 +123,8 @@ extension EventStore {
         }
     }
 
-    /// Restores the records of `source` (any log: the PostgreSQL one) below `point` into a new
-    /// store directory, in `batches`: ranges of positions from 0, contiguous, none splitting an
+    /// Restores the records of `source` (any log: the PostgreSQL one, or a directory's for
+    /// `eventkernel copy`) below `point` into a new store directory, in `batches`: ranges of positions from 0, contiguous, none splitting an
     /// atomic append, each appended as one batch again with its positions and recording times.
     /// Written into a sibling `<destination>.restoring-XXXX`, synced and renamed into place
     /// when whole, as a restore from a backup is.
@@ -174,7 +174,7 @@ extension EventStore {
         guard FileManager.default.fileExists(atPath: dest) else { return }
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: dest)) ?? ["?"]
         guard entries.isEmpty else {
-            throw LogError(.invalidArgument, "\(dest) is not empty: restore into a new directory", file: dest)
+            throw LogError(.invalidArgument, "\(dest) is not empty: the destination must be a new or empty directory", file: dest)
         }
     }
 
@@ -209,7 +209,7 @@ extension EventStore {
                 // gap-free): say so, rather than call the source damaged.
                 if records.count < expected, let gap = try source.firstCompactedPosition(in: batches[index].lowerBound..<batches[last].upperBound) {
                     throw LogError(.invalidArgument,
-                        "the source was compacted (position \(gap) lies in a batch compaction rewrote): its gaps cannot be appended again yet; restore a compacted backup whole, without a point",
+                        "the source was compacted (position \(gap) lies in a batch compaction rewrote): its gaps cannot be appended again yet (Docs/Forgetting.md); a compacted backup restores whole, at its end",
                         position: gap)
                 }
                 guard records.count == expected else {

@@ -13,7 +13,9 @@ struct CopyCommand: AsyncParsableCommand {
         discussion: """
             SOURCE and DESTINATION are each a store directory or a postgres:// URL (Docs/ScaleOut.md). The source is read \
             as it is when the copy starts (a running writer may go on); the destination must be empty (a new directory, \
-            or a schema holding no event). Snapshots are not copied: they are caches, rebuilt by the destination's first open.
+            or a schema holding no event). Snapshots are not copied: they are caches, rebuilt by the destination's first open. \
+            Into a directory, the copy is written beside it (DESTINATION.restoring-XXXX), synced, and renamed into place \
+            when whole, as `restore` does: a copy stopped midway leaves no DESTINATION.
 
             Examples:
               eventkernel copy --from demo --to 'postgres://app@db/app?schema=activities'
@@ -62,72 +64,58 @@ struct CopyCommand: AsyncParsableCommand {
             from = log
             chunks = log.batches(endingAtOrBefore: log.bounds.nextPosition, atMost: batch)
         }
-        let sink: Sink
-        if Self.isPostgres(destination) {
-            let configuration = try withToolErrorsSync { try PostgresLog.Configuration(url: destination) }
-            let log: PostgresLog
-            do { log = try await PostgresLog.open(configuration, logger: StoreLocation.logger) } catch { throw ToolError.from(error) }
-            guard log.bounds.nextPosition == 0 else {
-                try? await log.close()
-                throw ToolError(.badInput, "\(configuration.description) already holds \(Output.count(log.bounds.nextPosition)) events: copy into an empty schema")
-            }
-            sink = .postgres(log)
-        } else {
-            let directory = URL(filePath: destination, directoryHint: .isDirectory).standardizedFileURL
-            let entries = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-            guard entries.isEmpty else {
-                throw ToolError(.badInput, "\(directory.path) is not empty: copy into a new directory")
-            }
-            sink = .local(try withToolErrorsSync(store: directory) { try SegmentedLog.open(at: directory) })
-        }
         let end = chunks.last?.upperBound ?? 0
-        for range in chunks {
-            var chunk: [LogRecord] = []
-            chunk.reserveCapacity(Int(range.count))
-            try withToolErrorsSync {
-                try from.forEachRecord(from: range.lowerBound, through: range.upperBound - 1) { view in
-                    chunk.append(view.copy())
-                    return true
-                }
+        if Self.isPostgres(destination) {
+            try await copy(from: from, in: chunks, toPostgres: destination)
+        } else {
+            // Into a directory, a copy is a restore of the whole log: one path (shared with
+            // `restore` and with `EventStore.restore(fromPostgres:)`) that writes a sibling,
+            // syncs it and renames it into place, so that a copy killed midway leaves no
+            // directory that opens as a shorter store.
+            let directory = URL(filePath: destination, directoryHint: .isDirectory).standardizedFileURL
+            do {
+                _ = try await EventStore.restore(records: from, in: chunks, requestedPosition: end, to: directory)
+            } catch {
+                try? await from.close()
+                throw ToolError.from(error, store: directory)
             }
-            if chunk.count < range.count, let gap = try withToolErrorsSync({ try from.firstCompactedPosition(in: range) }) {
-                throw ToolError(.badInput, "\(Self.name(source)) was compacted (position \(gap) lies in a batch compaction rewrote): copy cannot recreate its gaps yet (Docs/Forgetting.md); nothing past position \(range.lowerBound) was copied")
-            }
-            guard chunk.count == range.count, chunk.first?.position == range.lowerBound else {
-                throw ToolError(.damage, "the source holds \(chunk.count) events at positions \(range), where its batches say \(range.count)")
-            }
-            try await withToolErrors { try await sink.write(chunk) }
         }
-        try await withToolErrors {
-            try await sink.close()
-            try await from.close()
-        }
+        try await withToolErrors { try await from.close() }
         Output.note("copied \(Output.count(end)) events from \(Self.name(source)) to \(Self.name(destination)), positions 0..<\(end)")
     }
 
-    /// Where the records go, each at the position it has.
-    private enum Sink {
-        case local(SegmentedLog)
-        case postgres(PostgresLog)
-
-        func write(_ records: [LogRecord]) async throws {
-            switch self {
-            case .local(let log):
-                let positions = try await log.append(records.map { LogEntry(timestamp: $0.timestamp, payload: $0.payload) })
-                guard positions.lowerBound == records[0].position else {
-                    throw ToolError(.io, "the destination gave position \(positions.lowerBound) to the record at \(records[0].position)")
+    /// Copies `chunks` of `from` into the empty schema `destination` names, one transaction a chunk.
+    private func copy(from: any RecordLog, in chunks: [Range<LogPosition>], toPostgres destination: String) async throws {
+        let configuration = try withToolErrorsSync { try PostgresLog.Configuration(url: destination) }
+        let log: PostgresLog
+        do { log = try await PostgresLog.open(configuration, logger: StoreLocation.logger) } catch { throw ToolError.from(error) }
+        do {
+            guard log.bounds.nextPosition == 0 else {
+                throw ToolError(.badInput, "\(configuration.description) already holds \(Output.count(log.bounds.nextPosition)) events: copy into an empty schema")
+            }
+            for range in chunks {
+                var chunk: [LogRecord] = []
+                chunk.reserveCapacity(Int(range.count))
+                try withToolErrorsSync {
+                    try from.forEachRecord(from: range.lowerBound, through: range.upperBound - 1) { view in
+                        chunk.append(view.copy())
+                        return true
+                    }
                 }
-            case .postgres(let log):
-                try await log.importRecords(records)
+                if chunk.count < range.count, let gap = try withToolErrorsSync({ try from.firstCompactedPosition(in: range) }) {
+                    throw ToolError(.badInput, "\(Self.name(source)) was compacted (position \(gap) lies in a batch compaction rewrote): copy cannot recreate its gaps yet (Docs/Forgetting.md); nothing past position \(range.lowerBound) was copied")
+                }
+                guard chunk.count == range.count, chunk.first?.position == range.lowerBound else {
+                    throw ToolError(.damage, "the source holds \(chunk.count) events at positions \(range), where its batches say \(range.count)")
+                }
+                try await withToolErrors { try await log.importRecords(chunk) }
             }
+        } catch {
+            try? await log.close()
+            try? await from.close()
+            throw error
         }
-
-        func close() async throws {
-            switch self {
-            case .local(let log): try await log.close()
-            case .postgres(let log): try await log.close()
-            }
-        }
+        try await withToolErrors { try await log.close() }
     }
 }
 #endif
