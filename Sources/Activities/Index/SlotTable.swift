@@ -1,4 +1,5 @@
 public import Foundation
+import KernelPrimitives
 
 /// The id → slot map: an open-addressing hash table of row slots.
 ///
@@ -198,10 +199,9 @@ struct SlotTable: Sendable {
         buckets = []
         count = 0
         reserveCapacity(n)
-        // `Array(unsafeUninitializedCapacity: 0)` writes the shared empty-array storage (a race
-        // under ThreadSanitizer when two stores open at once), and an empty table needs nothing.
+        // An empty table needs nothing.
         guard n > 0 else { return nil }
-        var keys = [UInt64](unsafeUninitializedCapacity: n) { buffer, initialized in
+        var keys = [UInt64](initializingInPlace: n) { buffer, initialized in
             for slot in 0..<n {
                 buffer[slot] = UInt64(Self.hash(rows[slot].id)) << 32 | UInt64(UInt32(slot) + 1)
             }

@@ -1,4 +1,5 @@
 import EventLog
+import KernelPrimitives
 import Synchronization
 
 /// Where ``EntityTable/entities(at:)`` stores what its prefetching loads read.
@@ -65,10 +66,6 @@ public struct EntityTable<Entity: Sendable>: Sendable {
     }
 
     private func entities(at slots: UnsafeBufferPointer<Int32>) -> [Entity] {
-        // The standard library's `Array(unsafeUninitializedCapacity: 0)` writes the count of the
-        // process-wide empty-array storage, which ThreadSanitizer reports as a race when two
-        // threads ask for no rows at once (an empty query result is common).
-        guard !slots.isEmpty else { return [] }
         let stride = MemoryLayout<Entity?>.stride
         // Every cache line of an entity (up to four; the witnesses reach the rest).
         let last = min(stride, 256) &- 1
@@ -78,7 +75,7 @@ public struct EntityTable<Entity: Sendable>: Sendable {
             var touched: UInt8 = 0
             // Initialised in place: the generic `append` (a uniqueness check and a capacity
             // check per element) was a quarter of the copy-out of a 50-row query.
-            let out = [Entity](unsafeUninitializedCapacity: slots.count) { buffer, initialized in
+            let out = [Entity](initializingInPlace: slots.count) { buffer, initialized in
                 var start = 0
                 while start < slots.count {
                     let end = min(start &+ block, slots.count)
