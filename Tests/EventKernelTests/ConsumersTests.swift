@@ -661,27 +661,27 @@ struct ConsumersTests {
         let signal = CommitSignal()
         signal.advance(to: 3)
         // Already committed: at once, nothing left waiting.
-        #expect(await signal.wait(forCommitOf: 2, timeout: .seconds(600)))
-        // Nothing comes: false once the time passed, and the waiter is gone.
+        #expect(await signal.wait(forCommitOf: 2, timeout: .seconds(600)) == .committed)
+        // Nothing comes: ended once the time passed, and the waiter is gone.
         let clock = ContinuousClock()
-        var answer = true
+        var answer = CommitSignal.Outcome.committed
         let waited = await clock.measure { answer = await signal.wait(forCommitOf: 3, timeout: .milliseconds(30)) }
-        #expect(!answer && waited >= .milliseconds(30))
+        #expect(answer == .ended && waited >= .milliseconds(30))
         #expect(signal.waiterCount == 0)
         // The commit comes long before the time is up.
         let committed = Task { await signal.wait(forCommitOf: 3, timeout: .seconds(600)) }
         #expect(try await eventually { signal.waiterCount == 1 })
         signal.advance(to: 4)
-        #expect(await committed.value)
-        // Cancelled, or the store closes: false, long before the time is up.
+        #expect(await committed.value == .committed)
+        // Cancelled, or the store closes: ended, long before the time is up.
         let cancelled = Task { await signal.wait(forCommitOf: 4, timeout: .seconds(600)) }
         #expect(try await eventually { signal.waiterCount == 1 })
         cancelled.cancel()
-        #expect(await cancelled.value == false)
+        #expect(await cancelled.value == .ended)
         let closed = Task { await signal.wait(forCommitOf: 4, timeout: .seconds(600)) }
         #expect(try await eventually { signal.waiterCount == 1 })
         signal.close()
-        #expect(await closed.value == false)
+        #expect(await closed.value == .ended)
         #expect(signal.waiterCount == 0)
     }
 

@@ -45,15 +45,17 @@ extension Consumer {
     ///
     /// Retried events come after the events the consumer handled since they were parked: a
     /// handler must not assume position order across a retry. Requests coalesce: one made for
-    /// an event while a retry of it is under way is served by that retry. A run waiting for
-    /// new events serves a request made in this process when the next batch arrives; to retry
-    /// at once, call ``retryParked(_:)``.
+    /// an event while a retry of it is under way is served by that retry. A run of this
+    /// consumer in this process serves a request at once if it waits for new events, else
+    /// before its next batch; a run in another process (the request made by the CLI) serves it
+    /// when it starts.
     /// - Parameter position: The parked event's position.
     /// - Throws: ``ConsumerError/notParked(consumer:position:)`` when none has that position;
     ///   ``ConsumerError/fileFailed(path:reason:)``, ``ConsumerError/damagedFile(path:reason:)``.
     public func requestRetry(ofParkedAt position: LogPosition) throws {
         try changeParked { (list) throws(ConsumerError) in try list.requestRetry(at: position, consumer: name) }
         state.withLock { $0.retryRequested = true }
+        nudgeRuns()
     }
 
     /// Asks the consumer's next run to retry every parked event, as ``requestRetry(ofParkedAt:)`` does one.
@@ -64,6 +66,7 @@ extension Consumer {
         var marked = 0
         try changeParked { (list) throws(ConsumerError) in marked = try list.requestRetry(at: nil, consumer: name) }
         state.withLock { $0.retryRequested = true }
+        nudgeRuns()
         return marked
     }
 

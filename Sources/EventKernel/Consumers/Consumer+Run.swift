@@ -15,7 +15,8 @@ extension Consumer {
     /// Parked events a retry was requested for (``requestRetry(ofParkedAt:)``, `eventkernel
     /// consumers parked NAME --retry`) are handed to the handler again, one at a time, when the
     /// run starts and, for requests made in this process while it runs, before its next batch
-    /// is handled.
+    /// is handled, or at once when it waits for new events. A ``reset(to:)`` while it waits
+    /// makes it read from the new position at once, as one between batches does.
     ///
     /// The handler runs in the caller's isolation (the method is `nonisolated(nonsending)`), so
     /// it may use the caller's non-`Sendable` state.
@@ -42,7 +43,14 @@ extension Consumer {
         // The generation the run reads in (a reset bumps it), its reader, the last handled
         // position not committed yet, and when the run last committed.
         var generation: UInt64 = 0
-        var reader = ConsumerReader(consumer: self, from: 0)
+        // The key this run waits under: a reset or a retry request nudges it (`nudgeRuns`).
+        let key = store.commitSignal.makeKey()
+        state.withLock { _ = $0.runKeys.insert(key) }
+        defer {
+            state.withLock { _ = $0.runKeys.remove(key) }
+            store.commitSignal.forget(key)
+        }
+        var reader = ConsumerReader(consumer: self, from: 0, nudgedAs: key)
         var pending: LogPosition?
         var lastCommit = ContinuousClock.now
         // At the start and after a reset: read from the committed position; what was handled
@@ -50,7 +58,7 @@ extension Consumer {
         func readFromCommitted() {
             let start: LogPosition
             (generation, start) = state.withLock { ($0.generation, $0.committed) }
-            reader = ConsumerReader(consumer: self, from: start)
+            reader = ConsumerReader(consumer: self, from: start, nudgedAs: key)
             pending = nil
         }
         // Commits what was handled, checked in the commit's own lock against a reset since.
@@ -75,18 +83,30 @@ extension Consumer {
         // Requests kept with the parked list (made by the CLI, or before this run) are served first.
         try await retryRequested(handler)
         while true {
+            // What to handle next; none when the run was nudged (a reset, a retry request) and
+            // only looks at the consumer again.
+            var batch: [EventEnvelope] = []
+            var nudged = false
             // Caught up with handled events not committed: commit them unless new events come
             // within what is left of the interval (they are then committed with their batch).
             if pending != nil, reader.isCaughtUp {
                 // The lag counts from the committed position: what a crash would hand again.
                 store.instrumentation?.consumerLag(consumer: name, lag: lag)
                 let left = interval - (ContinuousClock.now - lastCommit)
-                let arrived = left > .zero ? await store.commitSignal.wait(forCommitOf: reader.next, timeout: left) : false
-                if !arrived, !(try await commitPending()) { return }
+                switch left > .zero ? await store.commitSignal.wait(forCommitOf: reader.next, timeout: left, nudgedAs: key) : .ended {
+                case .committed: break
+                // Not on to the reader's wait, which has no timeout: what is pending would then
+                // wait for the next commit instead of the interval.
+                case .nudged: nudged = true
+                case .ended: if !(try await commitPending()) { return }
+                }
             }
-            guard let batch = try await reader.fetch(limit: limit) else {
-                await commitEnding()
-                return
+            if !nudged {
+                guard let fetched = try await reader.fetch(limit: limit) else {
+                    await commitEnding()
+                    return
+                }
+                batch = fetched
             }
             guard state.withLock({ $0.generation }) == generation else {
                 readFromCommitted()
@@ -101,6 +121,7 @@ extension Consumer {
                     throw error
                 }
             }
+            if batch.isEmpty { continue }
             do {
                 try await handle(batch, handler, generation: generation)
             } catch let error as CancellationError {

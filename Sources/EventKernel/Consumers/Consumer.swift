@@ -45,10 +45,20 @@ public final class Consumer: Sendable {
         /// nothing (another process may hold the consumer now; what was handled is handled again).
         var closed = false
         /// A retry of parked events was asked for in this process since the running
-        /// ``run(batchSize:handler:)`` last looked (it looks before each batch).
+        /// ``run(batchSize:handler:)`` last looked (it looks before each batch, and when nudged).
         var retryRequested = false
+        /// The keys the running ``run(batchSize:handler:)`` calls wait under, which a reset and
+        /// a retry request nudge (``CommitSignal/nudge(_:)``): a run caught up with the log
+        /// would otherwise see them only at the next commit.
+        var runKeys: Set<UInt64> = []
     }
     let state: Locked<State>
+
+    /// Wakes the running ``run(batchSize:handler:)`` calls, if they wait, to look at the
+    /// consumer again. Called after the change they are to see is made, outside the lock.
+    func nudgeRuns() {
+        for key in state.withLock({ $0.runKeys }) { store.commitSignal.nudge(key) }
+    }
     /// Serializes changes to the parked list (read, change, write back).
     let parkedChanges = Locked(())
 
@@ -205,7 +215,8 @@ public final class Consumer: Sendable {
 
     /// Moves the committed position to `start`, backwards or forwards: the next events
     /// delivered are from there (a running ``run(batchSize:handler:)`` reads again from there
-    /// after its current batch, and does not commit that batch). It clears a checkpoint's
+    /// after its current batch, and does not commit that batch; one waiting for new events is
+    /// woken and reads from there at once). It clears a checkpoint's
     /// problem (``ConsumerError/checkpointOffHistory(consumer:committed:reason:)``).
     /// - Parameter start: The new position (``ConsumerStart/end``: skip everything committed so far).
     /// - Throws: ``ConsumerError/positionOutOfRange(consumer:position:logEnd:)``,
@@ -227,6 +238,7 @@ public final class Consumer: Sendable {
             state.generation += 1
             state.problem = nil
         }
+        nudgeRuns()
     }
 
     /// The position a start names in `store`'s log.

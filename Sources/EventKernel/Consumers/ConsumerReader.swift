@@ -10,10 +10,13 @@ struct ConsumerReader: Sendable {
     /// Events read and not handed out yet: `read[handedOut...]`.
     private var read: [EventEnvelope] = []
     private var handedOut = 0
+    /// The key a run waits under (``CommitSignal/nudge(_:)``); `nil` for the sequences.
+    private let nudgeKey: UInt64?
 
-    init(consumer: Consumer, from position: LogPosition) {
+    init(consumer: Consumer, from position: LogPosition, nudgedAs key: UInt64? = nil) {
         self.consumer = consumer
         self.next = position
+        self.nudgeKey = key
     }
 
     /// Whether every committed event has been handed out: the next ``fetch(limit:)`` waits.
@@ -21,7 +24,9 @@ struct ConsumerReader: Sendable {
 
     /// The next events, at most `limit`, in position order: at once when some were read and
     /// not handed out yet or the store has committed some past `next`, else once it does.
-    /// - Returns: A non-empty batch, or `nil` when the store closed or the task was cancelled.
+    /// - Returns: A non-empty batch; an empty one when the reader waited and its nudge key was
+    ///   nudged (its run is asked to look at its consumer again); `nil` when the store closed or
+    ///   the task was cancelled.
     /// - Throws: ``ConsumerError/checkpointAheadOfLog(consumer:committed:logEnd:)``, ``ConsumerError/checkpointOffHistory(consumer:committed:reason:)``, ``RepositoryError/storage(_:)``.
     mutating func fetch(limit: Int) async throws -> [EventEnvelope]? {
         let store = consumer.store
@@ -66,7 +71,11 @@ struct ConsumerReader: Sendable {
                 continue
             }
             store.instrumentation?.consumerLag(consumer: consumer.name, lag: consumer.lag)
-            guard await store.commitSignal.wait(forCommitOf: next) else { return nil }
+            switch await store.commitSignal.wait(forCommitOf: next, nudgedAs: nudgeKey) {
+            case .committed: continue
+            case .nudged: return []
+            case .ended: return nil
+            }
         }
         return nil
     }
