@@ -16,7 +16,7 @@ import KernelPrimitives
 /// A new version (another reducer, encoding or schema version over the same `State` type) is
 /// built from the log in the background and switched to with ``EventStore/rebuild(_:from:progress:)``:
 /// the definition lives with the state, so both change in one step.
-public final class ProjectedState<State: Sendable>: Projection, RebuildableProjection, StreamVersionSource {
+public final class ProjectedState<State: Sendable>: Projection, RebuildableProjection, StreamVersionSource, DefinitionSwitching {
     /// Folds one event into the state.
     public typealias Reducer = @Sendable (inout State, EventEnvelope) throws -> Void
 

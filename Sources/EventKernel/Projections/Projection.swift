@@ -82,24 +82,60 @@ struct PreparedFold: Sendable {
     /// The projection that prepared the events.
     fileprivate let projection: any Projection
     fileprivate let foldPrepared: @Sendable ([EventEnvelope]) -> Void
+    /// Whether the projection's definition is still the one that prepared them (a rebuild's
+    /// switch replaces it; ``ProjectedState`` counts switches).
+    fileprivate let isCurrent: @Sendable () -> Bool
 
     /// Runs `projection`'s ``Projection/prepare(_:)`` on `envelopes`.
     init<P: Projection>(_ projection: P, _ envelopes: [EventEnvelope]) {
+        // Read before it prepares: a switch in between makes the preparation look stale (it is
+        // made again), never a stale one look current.
+        let switching = projection as? any DefinitionSwitching
+        let generation = switching?.generation
         let prepared = projection.prepare(envelopes)
         self.projection = projection
         self.foldPrepared = { projection.apply($0, prepared: prepared) }
+        self.isCurrent = { switching?.generation == generation }
     }
 
     /// Each of `projections` prepares `envelopes`.
     static func prepare(_ projections: [any Projection], _ envelopes: [EventEnvelope]) -> [PreparedFold] {
         projections.map { PreparedFold($0, envelopes) }
     }
+
+    /// `envelopes` prepared for `projections`, in their order: what `earlier` holds for a
+    /// projection, if still current, and otherwise prepared now.
+    static func prepare(_ projections: [any Projection], _ envelopes: [EventEnvelope], reusing earlier: [PreparedFold]) -> [PreparedFold] {
+        projections.map { projection in
+            earlier.first { $0.projection === projection && $0.isCurrent() } ?? PreparedFold(projection, envelopes)
+        }
+    }
+}
+
+/// A projection whose definition can change after it prepared a commit's events (a rebuild's
+/// switch), so that the store can tell a preparation that is no longer current.
+package protocol DefinitionSwitching: AnyObject, Sendable {
+    /// Counts the definitions switched to.
+    var generation: UInt64 { get }
 }
 
 extension [PreparedFold] {
+    /// Whether these were prepared for exactly `projections` (the store's list as it is now, in
+    /// its order), each by its current definition. Checked under the commit lock before a
+    /// fold: when not, the caller leaves the lock, prepares again
+    /// (``PreparedFold/prepare(_:_:reusing:)``) and comes back, so that a projection registered
+    /// or rebuilt since the events were prepared never runs the domain's code (decoders,
+    /// upcasters, index keys) under the lock.
+    func cover(_ projections: [any Projection]) -> Bool {
+        guard count == projections.count else { return false }
+        for index in indices where self[index].projection !== projections[index] || !self[index].isCurrent() { return false }
+        return true
+    }
+
     /// Folds `envelopes`, the events these were prepared for, into `projection`, registered at
-    /// `index`: with what was prepared when `projection` prepared it there, and otherwise (one
-    /// registered since the events were prepared) it prepares them itself.
+    /// `index`: with what was prepared when `projection` prepared it there, and otherwise (not
+    /// where the caller checked ``cover(_:)`` first, as every fold under the commit lock does)
+    /// it prepares them itself.
     func fold(_ envelopes: [EventEnvelope], into projection: any Projection, at index: Int) {
         if index < count, self[index].projection === projection {
             self[index].foldPrepared(envelopes)

@@ -106,42 +106,49 @@ extension EventStore {
             // Decoding and a domain's closures (upcasters, index keys) run here, before the
             // commit lock. Completions run one at a time in position order, so preparing
             // outside the lock cannot reorder anything.
-            let registered = commit.withLock { $0.projections }
-            let prepared = PreparedFold.prepare(registered, envelopes)
-            // Order matters. Projections first (sources of stream versions last, see
-            // `inFoldOrder`): a writer that reads an entity's version and then a projection's
-            // state (to decide add vs. update) must never see the new version with the old
-            // state, or two concurrent adds of one id could both pass. Then the version table
-            // folds the rest before the reservation is released, so a concurrent check never
-            // sees an older version.
-            let snapshotDue = commit.withLock { state -> Bool in
-                // On a shared log the follower may have folded this batch already, or what lies
-                // below it could not be read (a later fold takes both); otherwise it starts here.
-                let folded = state.nextPosition
-                guard folded >= range.lowerBound, folded < range.upperBound else {
+            var prepared = PreparedFold.prepare(commit.withLock { $0.projections }, envelopes)
+            var snapshotDue = false
+            while true {
+                // Order matters. Projections first (sources of stream versions last, see
+                // `inFoldOrder`): a writer that reads an entity's version and then a projection's
+                // state (to decide add vs. update) must never see the new version with the old
+                // state, or two concurrent adds of one id could both pass. Then the version table
+                // folds the rest before the reservation is released, so a concurrent check never
+                // sees an older version.
+                let unprepared = commit.withLock { state -> [any Projection]? in
+                    // On a shared log the follower may have folded this batch already, or what lies
+                    // below it could not be read (a later fold takes both); otherwise it starts here.
+                    let folded = state.nextPosition
+                    guard folded >= range.lowerBound, folded < range.upperBound else {
+                        versions.release(reservation)
+                        return nil
+                    }
+                    // A projection registered or rebuilt since the events were prepared: they are
+                    // prepared for it outside the lock, and the fold comes back.
+                    guard prepared.cover(state.projections) else { return state.projections }
+                    for (index, projection) in state.projections.enumerated() {
+                        prepared.fold(envelopes, into: projection, at: index)
+                    }
+                    versions.apply(envelopes)
                     versions.release(reservation)
-                    return false
+                    let fresh = envelopes[Int(folded - range.lowerBound)...]
+                    for subscriber in state.subscribers.values {
+                        for envelope in fresh { subscriber.yield(envelope) }
+                    }
+                    state.nextPosition = range.upperBound
+                    commitSignal.advance(to: range.upperBound)
+                    state.eventsSinceSnapshot += fresh.count
+                    guard let every = snapshotPolicy.everyEvents, snapshots != nil,
+                          state.eventsSinceSnapshot >= every,
+                          Double(state.eventsSinceSnapshot) >= snapshotPolicy.growthFraction * Double(state.nextPosition),
+                          !state.snapshotInFlight, !state.closed else { return nil }
+                    state.snapshotInFlight = true
+                    state.eventsSinceSnapshot = 0
+                    snapshotDue = true
+                    return nil
                 }
-                for (index, projection) in state.projections.enumerated() {
-                    // A projection registered since `registered` was read prepares for itself.
-                    prepared.fold(envelopes, into: projection, at: index)
-                }
-                versions.apply(envelopes)
-                versions.release(reservation)
-                let fresh = envelopes[Int(folded - range.lowerBound)...]
-                for subscriber in state.subscribers.values {
-                    for envelope in fresh { subscriber.yield(envelope) }
-                }
-                state.nextPosition = range.upperBound
-                commitSignal.advance(to: range.upperBound)
-                state.eventsSinceSnapshot += fresh.count
-                guard let every = snapshotPolicy.everyEvents, snapshots != nil,
-                      state.eventsSinceSnapshot >= every,
-                      Double(state.eventsSinceSnapshot) >= snapshotPolicy.growthFraction * Double(state.nextPosition),
-                      !state.snapshotInFlight, !state.closed else { return false }
-                state.snapshotInFlight = true
-                state.eventsSinceSnapshot = 0
-                return true
+                guard let unprepared else { break }
+                prepared = PreparedFold.prepare(unprepared, envelopes, reusing: prepared)
             }
             if snapshotDue {
                 // Off the commit path: file writes and fsyncs never delay acknowledgements.

@@ -14,7 +14,6 @@ extension EventStore {
     /// `fold(_:into:)` to fold under it.
     struct RecordsFromElsewhere {
         var envelopes: [EventEnvelope] = []
-        var projections: [any Projection] = []
         var prepared: [PreparedFold] = []
         /// The first position read. The envelopes may begin later: a compacted log has gaps
         /// (Docs/FileFormat.md, "Sparse batches"), so the range read, not the first record,
@@ -68,14 +67,28 @@ extension EventStore {
         while true {
             let start = commit.withLock { $0.nextPosition }
             guard start < end else { return folded }
-            let chunk = try readAppendedElsewhere(from: start, before: Swift.min(end, start + 4096))
-            folded += try commit.withLock { (state) throws -> Int in
-                guard !state.closed else { throw RepositoryError.closed }
-                let count = fold(chunk, into: &state)
-                for projection in state.projections {
-                    if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
+            var chunk = try readAppendedElsewhere(from: start, before: Swift.min(end, start + 4096))
+            while true {
+                var unprepared: [any Projection] = []
+                let count = try commit.withLock { (state) throws -> Int? in
+                    guard !state.closed else { throw RepositoryError.closed }
+                    // As for a commit: a projection registered or rebuilt since the chunk was
+                    // prepared gets it prepared outside the lock, and the fold comes back.
+                    guard chunk.prepared.cover(state.projections) else {
+                        unprepared = state.projections
+                        return nil
+                    }
+                    let count = fold(chunk, into: &state)
+                    for projection in state.projections {
+                        if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
+                    }
+                    return count
                 }
-                return count
+                if let count {
+                    folded += count
+                    break
+                }
+                chunk.prepared = PreparedFold.prepare(unprepared, chunk.envelopes, reusing: chunk.prepared)
             }
         }
     }
@@ -105,8 +118,7 @@ extension EventStore {
                 "the log ends at position \(records.envelopes.last.map { $0.position + 1 } ?? start) but acknowledged records up to \(end)", position: end - 1)))
         }
         records.end = end
-        records.projections = commit.withLock { $0.projections }
-        records.prepared = PreparedFold.prepare(records.projections, records.envelopes)
+        records.prepared = PreparedFold.prepare(commit.withLock { $0.projections }, records.envelopes)
         return records
     }
 
@@ -133,7 +145,8 @@ extension EventStore {
         // with gaps, that record may lie anywhere in the range, or there may be none.
         guard records.start <= state.nextPosition, records.end > state.nextPosition else { return 0 }
         for (index, projection) in state.projections.enumerated() {
-            // Projections skip what they folded already; one registered since gets nil.
+            // Projections skip what they folded already (the caller checked that every one
+            // prepared these: `cover`).
             records.prepared.fold(records.envelopes, into: projection, at: index)
         }
         // After the projections, as for a commit: a version read before state is never newer.

@@ -45,6 +45,15 @@ package final class Locked<Value>: @unchecked Sendable {
         return try modify(body)
     }
 
+    /// Whether some thread, the caller's included, holds the lock at this instant: for checks
+    /// that a code path runs outside it (a domain's closure must never run under a store's
+    /// lock), not for deciding anything (the answer may be stale at once).
+    package var isHeld: Bool {
+        guard pthread_mutex_trylock(mutex) == 0 else { return true }
+        pthread_mutex_unlock(mutex)
+        return false
+    }
+
     @usableFromInline func lock() { pthread_mutex_lock(mutex) }
     @usableFromInline func unlock() { pthread_mutex_unlock(mutex) }
     @inlinable func modify<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R { try body(&value) }
