@@ -55,16 +55,44 @@ struct ConsumerNudgeTests {
     @Test func aNudgeKeepsThePendingCommitsTiming() async throws {
         let store = try EventStore.inMemory()
         try await appendCounted(store, 5)
-        let consumer = try store.consumer(named: "index", options: ConsumerOptions(commitInterval: .milliseconds(300)))
+        let consumer = try store.consumer(named: "index", options: ConsumerOptions(commitInterval: .seconds(3)))
         let seen = Seen()
         let run = Task { try await consumer.run { batch in seen.add(batch.map(\.position)) } }
         #expect(try await eventually { seen.positions.count == 5 && store.commitSignal.waiterCount == 1 })
-        // Nothing parked: the request marks nothing, but it nudges the run.
+        // Nothing parked: the request marks nothing, but it nudges the run, which must be in
+        // its timed wait still (not on a machine so loaded that the interval passed already:
+        // then there is nothing to check).
+        let pending = consumer.committed == 0
         #expect(try consumer.requestRetryOfAllParked() == 0)
+        guard pending else {
+            run.cancel()
+            try await run.value
+            try await store.close()
+            return
+        }
         #expect(try await eventually { consumer.committed == 5 }, "the pending events were not committed by the interval")
         #expect(seen.positions == Array(0..<5))
         run.cancel()
         try await run.value
+        try await store.close()
+    }
+
+    /// Closing the consumer ends its idle run at once, with nothing appended (it used to wait
+    /// for the next commit to notice).
+    @Test func closingAConsumerEndsItsIdleRun() async throws {
+        let store = try EventStore.inMemory()
+        try await appendCounted(store, 3)
+        let consumer = try store.consumer(named: "index", options: ConsumerOptions(commitInterval: .zero))
+        let ended = Atomic<Bool>(false)
+        let run = Task {
+            try await consumer.run { _ in }
+            ended.store(true, ordering: .relaxed)
+        }
+        #expect(try await eventually { consumer.committed == 3 && store.commitSignal.waiterCount == 1 })
+        consumer.close()
+        #expect(try await eventually { ended.load(ordering: .relaxed) }, "the closed consumer's run still waits")
+        try await run.value
+        #expect(store.commitSignal.waiterCount == 0)
         try await store.close()
     }
 
@@ -74,7 +102,7 @@ struct ConsumerNudgeTests {
         let signal = CommitSignal()
         let mine = signal.makeKey(), other = signal.makeKey()
         signal.nudge(mine)
-        #expect(await signal.wait(forCommitOf: 0, nudgedAs: mine) == .nudged)
+        #expect(await signal.wait(forCommitOf: 0, timeout: .seconds(30), nudgedAs: mine) == .nudged)
         #expect(await signal.wait(forCommitOf: 0, timeout: .milliseconds(20), nudgedAs: mine) == .ended, "taken once")
         signal.nudge(other)
         #expect(await signal.wait(forCommitOf: 0, timeout: .milliseconds(20), nudgedAs: mine) == .ended, "another key's nudge")
@@ -82,8 +110,8 @@ struct ConsumerNudgeTests {
         #expect(signal.pendingNudgeCount == 0)
         signal.nudge(mine)
         signal.advance(to: 1)
-        #expect(await signal.wait(forCommitOf: 0, nudgedAs: mine) == .committed)
-        #expect(await signal.wait(forCommitOf: 1, nudgedAs: mine) == .nudged, "kept for the next wait")
+        #expect(await signal.wait(forCommitOf: 0, timeout: .seconds(30), nudgedAs: mine) == .committed)
+        #expect(await signal.wait(forCommitOf: 1, timeout: .seconds(30), nudgedAs: mine) == .nudged, "kept for the next wait")
         // A waiter without a key is never nudged.
         let plain = Task { await signal.wait(forCommitOf: 1, timeout: .milliseconds(50)) }
         signal.nudge(mine)
@@ -99,12 +127,19 @@ struct ConsumerNudgeTests {
         let signal = CommitSignal()
         for round in 0..<2_000 {
             let key = signal.makeKey()
-            async let outcome = signal.wait(forCommitOf: 0, nudgedAs: key)
+            // Timed, so that a lost nudge fails the round instead of hanging the suite.
+            async let outcome = signal.wait(forCommitOf: 0, timeout: .seconds(30), nudgedAs: key)
             if round % 3 == 0 { await Task.yield() }
             signal.nudge(key)
             #expect(await outcome == .nudged, "round \(round)")
             #expect(signal.pendingNudgeCount == 0)
+            signal.forget(key)
         }
+        // A key whose run ended (forgotten) keeps no nudge.
+        let ended = signal.makeKey()
+        signal.forget(ended)
+        signal.nudge(ended)
+        #expect(signal.pendingNudgeCount == 0)
         #expect(signal.waiterCount == 0)
     }
 }

@@ -269,7 +269,7 @@ struct ConsumersTests {
         #expect(left.map(\.position) == [13] && left[0].attempts == 6 && !left[0].retryRequested && left[0].error == "refused 13")
 
         // Asked for while a run waits for new events (caught up, nothing marked when it
-        // started): served before the run's next batch.
+        // started): the request wakes it, and it is served before the next batch.
         let live = Seen()
         let run = Task {
             try await consumer.run { batch in live.add(batch.map(\.position)) }

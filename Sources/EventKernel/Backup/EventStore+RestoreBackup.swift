@@ -102,7 +102,7 @@ extension EventStore {
                     // never hold half of one.
                     let batches = source.batches(endingAtOrBefore: requested)
                     result = RestoreResult(nextPosition: batches.last?.upperBound ?? 0, requestedPosition: requested)
-                    try await appendBatches(batches, of: source, to: cut)
+                    try await appendBatches(batches, of: source, to: cut, whenCompacted: "; a compacted backup restores whole, at its end")
                 } catch {
                     try? await source.close()
                     try? FileManager.default.removeItem(at: cut)
@@ -155,7 +155,7 @@ extension EventStore {
             }
             try requireEmpty(dest)
             try StoreDirectory.createDurably(staging, io: PosixFileIO())
-            try await appendBatches(batches, of: source, to: URL(filePath: staging, directoryHint: .isDirectory))
+            try await appendBatches(batches, of: source, to: URL(filePath: staging, directoryHint: .isDirectory), whenCompacted: "")
             try await runOnThreadOfItsOwn(named: "EventKernel restore") {
                 try StoreDirectory.moveDurably(staging, to: dest, io: PosixFileIO())
             }
@@ -186,8 +186,10 @@ extension EventStore {
     }
 
     /// Appends `batches` of `source` to a new log in `target`, each as one batch again, with
-    /// their positions and recording times.
-    private static func appendBatches(_ batches: [Range<LogPosition>], of source: any RecordLog, to target: URL) async throws {
+    /// their positions and recording times; `advice` ends the refusal of a compacted source
+    /// (what the caller's user can do instead).
+    private static func appendBatches(_ batches: [Range<LogPosition>], of source: any RecordLog, to target: URL,
+                                      whenCompacted advice: String) async throws {
         var configuration = SegmentedLog.Configuration()
         // One sync at the close, not one per batch: the directory becomes the store only after
         // that (renamed into place when whole).
@@ -209,7 +211,7 @@ extension EventStore {
                 // gap-free): say so, rather than call the source damaged.
                 if records.count < expected, let gap = try source.firstCompactedPosition(in: batches[index].lowerBound..<batches[last].upperBound) {
                     throw LogError(.invalidArgument,
-                        "the source was compacted (position \(gap) lies in a batch compaction rewrote): its gaps cannot be appended again yet (Docs/Forgetting.md); a compacted backup restores whole, at its end",
+                        "the source was compacted (position \(gap) lies in a batch compaction rewrote): its gaps cannot be appended again yet (Docs/Forgetting.md)\(advice)",
                         position: gap)
                 }
                 guard records.count == expected else {

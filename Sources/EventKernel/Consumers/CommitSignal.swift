@@ -31,13 +31,17 @@ final class CommitSignal: Sendable {
         /// Keys nudged while none of their waiters waited: the next wait under the key ends at
         /// once, so a nudge that comes just before its run waits is not lost.
         var nudged: Set<UInt64> = []
+        /// Keys made and not forgotten: a nudge of another (its run ended meanwhile) is dropped.
+        var live: Set<UInt64> = []
     }
     private let state = Locked(State())
 
-    /// A key no other waiter has, for ``wait(forCommitOf:timeout:nudgedAs:)`` and ``nudge(_:)``.
+    /// A key no other waiter has, for ``wait(forCommitOf:timeout:nudgedAs:)`` and ``nudge(_:)``,
+    /// live until ``forget(_:)``.
     func makeKey() -> UInt64 {
         state.withLock { state in
             state.nextWaiter += 1
+            state.live.insert(state.nextWaiter)
             return state.nextWaiter
         }
     }
@@ -62,7 +66,7 @@ final class CommitSignal: Sendable {
         let woken = state.withLock { state -> [CheckedContinuation<Outcome, Never>] in
             let waiting = state.waiters.filter { $0.value.key == key }
             guard !waiting.isEmpty else {
-                if !state.closed { state.nudged.insert(key) }
+                if !state.closed, state.live.contains(key) { state.nudged.insert(key) }
                 return []
             }
             for id in waiting.keys { state.waiters.removeValue(forKey: id) }
@@ -71,9 +75,12 @@ final class CommitSignal: Sendable {
         for continuation in woken { continuation.resume(returning: .nudged) }
     }
 
-    /// Drops a nudge no wait took: the key's run has ended.
+    /// Ends `key`: a nudge no wait took is dropped, and later ones are (the key's run has ended).
     func forget(_ key: UInt64) {
-        _ = state.withLock { $0.nudged.remove(key) }
+        state.withLock { state in
+            state.nudged.remove(key)
+            state.live.remove(key)
+        }
     }
 
     /// The store closed: every waiter, present and future, is told so.
@@ -97,7 +104,10 @@ final class CommitSignal: Sendable {
     ///   call; a nudge pending then is kept for the next wait), ``Outcome/nudged``, or
     ///   ``Outcome/ended`` when the time passed first, the store closed or the task was cancelled.
     func wait(forCommitOf position: LogPosition, timeout: Duration? = nil, nudgedAs key: UInt64? = nil) async -> Outcome {
-        let id = makeKey()
+        let id = state.withLock { state -> UInt64 in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
         // One sleeping task per timed wait, which gives the waiter up when it wakes; it is
         // cancelled as soon as the wait ends some other way.
         var timer: Task<Void, Never>?

@@ -194,15 +194,16 @@ public final class Consumer: Sendable {
 
     /// Gives the consumer up without closing the store: its lease (or lock file) is released,
     /// so another instance standing by takes it, and the store forgets it (a later
-    /// ``EventStore/consumer(named:startingAt:options:)`` opens it anew). A run or an
-    /// ``events()`` loop on it ends at its next batch; a commit still on its way writes nothing.
-    /// Closing twice does nothing.
+    /// ``EventStore/consumer(named:startingAt:options:)`` opens it anew). A run on it ends at
+    /// its next batch, or at once if it waits for new events; an ``events()`` loop ends at its
+    /// next batch; a commit still on its way writes nothing. Closing twice does nothing.
     public func close() {
         store.openConsumers.withLock { open in
             if open[name] === self { open[name] = nil }
         }
         state.withLock { $0.closed = true }
         lock?.release()
+        nudgeRuns()
     }
 
     /// ``ConsumerError/leaseLost(consumer:reason:)`` when the store is open but no longer

@@ -15,7 +15,7 @@ struct CopyCommand: AsyncParsableCommand {
             as it is when the copy starts (a running writer may go on); the destination must be empty (a new directory, \
             or a schema holding no event). Snapshots are not copied: they are caches, rebuilt by the destination's first open. \
             Into a directory, the copy is written beside it (DESTINATION.restoring-XXXX), synced, and renamed into place \
-            when whole, as `restore` does: a copy stopped midway leaves no DESTINATION.
+            when whole, as `restore` does: a copy stopped midway leaves no DESTINATION, only that sibling to remove.
 
             Examples:
               eventkernel copy --from demo --to 'postgres://app@db/app?schema=activities'
@@ -77,6 +77,10 @@ struct CopyCommand: AsyncParsableCommand {
                 _ = try await EventStore.restore(records: from, in: chunks, requestedPosition: end, to: directory)
             } catch {
                 try? await from.close()
+                // Damage can only be the source's (the destination is new): say whose.
+                if let logError = (error as? RepositoryError)?.logError, logError.code == .corruption {
+                    throw ToolError(.damage, "\(Self.name(source)): \(logError.description); run `eventkernel verify` on it for details")
+                }
                 throw ToolError.from(error, store: directory)
             }
         }
@@ -86,9 +90,15 @@ struct CopyCommand: AsyncParsableCommand {
 
     /// Copies `chunks` of `from` into the empty schema `destination` names, one transaction a chunk.
     private func copy(from: any RecordLog, in chunks: [Range<LogPosition>], toPostgres destination: String) async throws {
-        let configuration = try withToolErrorsSync { try PostgresLog.Configuration(url: destination) }
+        let configuration: PostgresLog.Configuration
         let log: PostgresLog
-        do { log = try await PostgresLog.open(configuration, logger: StoreLocation.logger) } catch { throw ToolError.from(error) }
+        do {
+            configuration = try withToolErrorsSync { try PostgresLog.Configuration(url: destination) }
+            do { log = try await PostgresLog.open(configuration, logger: StoreLocation.logger) } catch { throw ToolError.from(error) }
+        } catch {
+            try? await from.close()
+            throw error
+        }
         do {
             guard log.bounds.nextPosition == 0 else {
                 throw ToolError(.badInput, "\(configuration.description) already holds \(Output.count(log.bounds.nextPosition)) events: copy into an empty schema")
