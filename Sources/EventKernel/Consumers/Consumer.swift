@@ -119,6 +119,8 @@ public final class Consumer: Sendable {
     /// ``ConsumerError/leaseLost(consumer:reason:)`` when this store no longer holds the
     /// consumer's lease (confirmed with the database before each batch is read, at most about
     /// once a second), or ``ConsumerError/databaseFailed(location:cause:)`` when that check fails.
+    /// A ``reset(to:)`` made while the sequence is iterated does not move it: a new sequence (or
+    /// a ``run(batchSize:handler:)``) starts from the new position.
     public func events() -> ConsumerEvents { ConsumerEvents(reader: ConsumerReader(consumer: self, from: committed)) }
 
     /// Marks every event through `position` as handled, durably before it returns: under
