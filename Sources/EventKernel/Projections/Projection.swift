@@ -82,21 +82,25 @@ struct PreparedFold: Sendable {
     /// The projection that prepared the events.
     fileprivate let projection: any Projection
     fileprivate let foldPrepared: @Sendable ([EventEnvelope]) -> Void
-    /// Whether the projection's definition is still the one that prepared them (a rebuild's
-    /// switch replaces it; ``ProjectedState`` counts switches).
-    fileprivate let isCurrent: @Sendable () -> Bool
+    /// The projection as one whose definition a rebuild can switch (``ProjectedState``), and
+    /// its generation when it prepared: stored, not captured in a closure, because every commit
+    /// makes one of these per projection and the benchmarks count the allocations of an append.
+    private let switching: (any DefinitionSwitching)?
+    private let generation: UInt64?
 
     /// Runs `projection`'s ``Projection/prepare(_:)`` on `envelopes`.
     init<P: Projection>(_ projection: P, _ envelopes: [EventEnvelope]) {
         // Read before it prepares: a switch in between makes the preparation look stale (it is
         // made again), never a stale one look current.
-        let switching = projection as? any DefinitionSwitching
-        let generation = switching?.generation
+        switching = projection as? any DefinitionSwitching
+        generation = switching?.generation
         let prepared = projection.prepare(envelopes)
         self.projection = projection
         self.foldPrepared = { projection.apply($0, prepared: prepared) }
-        self.isCurrent = { switching?.generation == generation }
     }
+
+    /// Whether the projection's definition is still the one that prepared the events.
+    fileprivate var isCurrent: Bool { switching?.generation == generation }
 
     /// Each of `projections` prepares `envelopes`.
     static func prepare(_ projections: [any Projection], _ envelopes: [EventEnvelope]) -> [PreparedFold] {
@@ -107,7 +111,7 @@ struct PreparedFold: Sendable {
     /// projection, if still current, and otherwise prepared now.
     static func prepare(_ projections: [any Projection], _ envelopes: [EventEnvelope], reusing earlier: [PreparedFold]) -> [PreparedFold] {
         projections.map { projection in
-            earlier.first { $0.projection === projection && $0.isCurrent() } ?? PreparedFold(projection, envelopes)
+            earlier.first { $0.projection === projection && $0.isCurrent } ?? PreparedFold(projection, envelopes)
         }
     }
 }
@@ -128,7 +132,7 @@ extension [PreparedFold] {
     /// upcasters, index keys) under the lock.
     func cover(_ projections: [any Projection]) -> Bool {
         guard count == projections.count else { return false }
-        for index in indices where self[index].projection !== projections[index] || !self[index].isCurrent() { return false }
+        for index in indices where self[index].projection !== projections[index] || !self[index].isCurrent { return false }
         return true
     }
 
