@@ -9,7 +9,7 @@ SWIFTPM = env SWIFT=$(SWIFT) bash $(CURDIR)/scripts/swiftpm.sh
 # stops it. With EVENTKERNEL_POSTGRES_URL already set, the command runs against that server.
 WITH_POSTGRES = bash $(CURDIR)/scripts/postgres.sh run
 
-.PHONY: setup build unit test sanitizers fuzz release demo bench bench-smoke bench-thresholds-update bench-thresholds-check example-test loadtest clean \
+.PHONY: setup build unit browser test sanitizers fuzz release demo bench bench-smoke bench-thresholds-update bench-thresholds-check example-test loadtest clean \
 	check-manifest quickstart docs docs-check man
 
 # Installs the C libraries the package links against when they are missing (Debian/Ubuntu).
@@ -22,16 +22,25 @@ build: setup
 # The quick loop: build and run every unit, recovery and reliability test (debug build).
 # With the InternalChecks trait: every ordered index and hash table checks its invariants after
 # each mutation (Docs/Reliability.md); apps never build with it.
-TEST_TRAITS ?= PostgreSQL,InternalChecks
+TEST_TRAITS ?= PostgreSQL,InternalChecks,Viewer
 # Environment for the test run (sizes of the long sweeps; empty: their default sizes).
 UNIT_SIZES ?=
 unit: setup
 	$(SWIFTPM) build --build-tests --traits $(TEST_TRAITS)
 	$(UNIT_SIZES) $(WITH_POSTGRES) $(SWIFTPM) test --skip-build --traits $(TEST_TRAITS)
 
+# The viewer in a real browser (Tests/Browser/viewer_test.py): `eventkernel serve` on fixture
+# stores, driven through headless Chromium (Debian's chromium and chromium-driver) with Selenium
+# from PyPI, clicking overview -> streams -> entity -> state at a moment -> event; screenshots of
+# every step in .build/browser-artifacts (Docs/Auditing.md).
+browser: setup
+	@WITH_BROWSER=1 bash scripts/setup.sh
+	$(SWIFTPM) build --traits $(TEST_TRAITS) --product eventkernel
+	python3 Tests/Browser/viewer_test.py --tool .build/debug/eventkernel --artifacts .build/browser-artifacts
+
 # Everything CI runs: the manifest's ranges resolved to the newest versions allowed, the tests,
-# the README's programs (Examples/QuickStart), the documentation with warnings as errors, the man
-# page, the tests again under ThreadSanitizer and AddressSanitizer, a bounded fuzzing pass, the
+# the viewer in a browser, the README's programs (Examples/QuickStart), the documentation with
+# warnings as errors, the man page, the tests again under ThreadSanitizer and AddressSanitizer, a bounded fuzzing pass, the
 # benchmark package's smoke run (Docs/Reliability.md) and the HTTP example's tests (Docs/Services.md).
 # Each stage prints its wall time: CI has a time budget (45 minutes on 2 cores).
 #
@@ -41,7 +50,7 @@ unit: setup
 # odd stride, so that the damaged bit and the field hit vary; the fixed headers whole).
 # `make unit` and `make sanitizers` run them at their default sizes, and the table in
 # Docs/Reliability.md gives the command for each suite's longest run.
-TEST_STAGES = check-manifest unit quickstart docs-check man sanitizers fuzz bench-smoke bench-thresholds-check example-test
+TEST_STAGES = check-manifest unit browser quickstart docs-check man sanitizers fuzz bench-smoke bench-thresholds-check example-test
 CI_UNIT_SIZES = EVENTKERNEL_SNAPSHOT_CASES=1250 EVENTKERNEL_CRASH_TRIALS=40
 CI_SANITIZER_SIZES = EVENTKERNEL_CORRUPTION_STRIDE=33
 test:
@@ -83,7 +92,7 @@ man: setup
 	$(SWIFTPM) package --traits $(TEST_TRAITS) generate-manual --configuration debug --date 2026-01-01
 	mkdir -p $(MAN_OUT)
 	cp .build/plugins/GenerateManual/outputs/EventKernelTool/eventkernel.1 $(MAN_OUT)/eventkernel.1
-	@for command in demo import export query replay history verify inspect snapshot repair tail streams backup backups restore delete purge; do \
+	@for command in demo import export query replay history verify inspect snapshot repair tail streams backup backups restore delete purge serve; do \
 		grep -q "^\.It Em $$command\$$" $(MAN_OUT)/eventkernel.1 || { echo "man: no $$command in eventkernel.1"; exit 1; }; done
 	@echo "man: $(MAN_OUT)/eventkernel.1"
 

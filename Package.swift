@@ -3,7 +3,8 @@
 // EventKernel: an embedded, event-sourced storage kernel.
 //
 // Layers (lower never imports higher), see Docs/Architecture.md:
-//   EventKernelTool (the `eventkernel` CLI)
+//   EventKernelTool (the `eventkernel` CLI), over EventKernelViewer (the web part of `serve`:
+//     Hummingbird, swift-mustache; trait Viewer)
 //   EventKernelDependencies, ActivitiesDependencies, EventKernelLifecycle, EventKernelMetrics
 //     (service integration: swift-dependencies, swift-service-lifecycle, swift-metrics; the core
 //     never imports them)
@@ -51,7 +52,8 @@ let package = Package(
     traits: [
         .trait(name: "PostgreSQL", description: "PostgresLog (postgres-nio, SwiftNIO): a RecordLog several service instances share."),
         .trait(name: "InternalChecks", description: "Checks the invariants of the ordered indexes and hash tables after every mutation (tests only)."),
-        .default(enabledTraits: ["PostgreSQL"]),
+        .trait(name: "Viewer", description: "`eventkernel serve`: a read-only web viewer of a store (Hummingbird, swift-mustache)."),
+        .default(enabledTraits: ["PostgreSQL", "Viewer"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
@@ -63,6 +65,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
         // PostgresLog only (SwiftNIO comes with it): the core products never import it.
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        // EventKernelViewer only (`eventkernel serve`, the Viewer trait): the library products never import them.
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         .systemLibrary(
@@ -115,10 +120,22 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        // The web part of `eventkernel serve` (Docs/Auditing.md): HTTP, pages and access, over
+        // what the tool reads from a store (`StoreBrowsing`). Empty without the Viewer trait,
+        // so that builds without it (the sanitizer runs) compile no Hummingbird.
+        .target(
+            name: "EventKernelViewer",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Viewer"])),
+                .product(name: "Mustache", package: "swift-mustache", condition: .when(traits: ["Viewer"])),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "EventKernelTool",
             dependencies: [
-                "EventLog", "EventKernel", "Activities", "ActivityWorkload", "PostgresLog", "KernelPrimitives",
+                "EventLog", "EventKernel", "Activities", "ActivityWorkload", "PostgresLog", "KernelPrimitives", "EventKernelViewer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // To send library log messages to stderr, keeping stdout clean for --json.
                 .product(name: "Logging", package: "swift-log"),
@@ -237,7 +254,11 @@ let package = Package(
         ),
         .testTarget(
             name: "EventKernelToolTests",
-            dependencies: ["EventKernelTool", "Activities", "EventKernel", "EventLog", "ActivitiesTestHelper", "EventKernelTestSupport", "PostgresLog"],
+            dependencies: [
+                "EventKernelTool", "Activities", "EventKernel", "EventLog", "ActivitiesTestHelper", "EventKernelTestSupport", "PostgresLog",
+                "EventKernelViewer",
+                .product(name: "HummingbirdTesting", package: "hummingbird", condition: .when(traits: ["Viewer"])),
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(

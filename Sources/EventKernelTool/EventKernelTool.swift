@@ -34,6 +34,9 @@ struct EventKernelCommand: AsyncParsableCommand {
         #if PostgreSQL
         all.append(CopyCommand.self)
         #endif
+        #if Viewer
+        all.append(ServeCommand.self)
+        #endif
         return all
     }
 

@@ -33,6 +33,18 @@ enum ISODate {
         return Date(timeIntervalSinceReferenceDate: wholeSinceReference + fractionValue)
     }
 
+    /// `text` as a log timestamp, exactly: a recording time as `format(_:)-(LogTimestamp)` prints it
+    /// parses back to the same nanosecond (a `Date`, a `Double`, is 100 ns coarse today), so an
+    /// event's own time names that event. Digits past the ninth are dropped.
+    static func timestamp(_ text: String) throws(ParseError) -> LogTimestamp {
+        guard let (whole, fraction) = components(text) else { throw ParseError(text: text) }
+        var nanos = 0
+        for k in 0..<9 { nanos = nanos * 10 + (k < fraction.count ? Int(fraction[k]) : 0) }
+        let (seconds, overflow) = whole.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow, seconds <= Int(Int64.max) - nanos, seconds >= Int(Int64.min) else { throw ParseError(text: text) }
+        return LogTimestamp(nanosecondsSince1970: Int64(seconds + nanos))
+    }
+
     /// Whole seconds since 1970 (UTC) and the fraction's decimal digits, or `nil` when `text` is
     /// not ISO 8601.
     private static func components(_ text: String) -> (whole: Int, fraction: [UInt8])? {

@@ -89,6 +89,83 @@ enum StreamHistory {
     /// Why a field event's state is not folded: the one explanation history and replay give.
     static let fieldEventUnknown = "a field event's payload holds the value it sets, not which property (the application's schema registers that), so the tool cannot fold it"
 
+    /// One event of a stream's history, as history and the viewer show it.
+    struct Entry {
+        var envelope: EventEnvelope
+        var payload: EntityJSON.Payload
+        /// The entity's state the event holds (a generic repository's add or update), or `nil`.
+        var state: JSONTree?
+        /// The payload's data when it is not a state (a field event's, an application's event).
+        var data: JSONTree?
+        /// The field event's name, when the event is one.
+        var fieldEvent: Substring?
+        /// Whether the event is a generic repository's own (add, update, delete).
+        var repositoryEvent: Bool
+        /// What changed from the last state known (empty when `note` says it is not known).
+        var changes: [Change]
+        /// Why no changes are given (a payload not decoded, a field event, not a repository's event).
+        var note: String?
+        /// When the state before this event was unknown: the version of the last state known,
+        /// which `changes` are from.
+        var since: UInt64?
+        /// The last state known after this event and the version it is of (0: the stream's start).
+        var knownAfter: (state: JSONTree?, version: UInt64)
+        /// Whether the state after this event is unknown (an event the tool cannot fold).
+        var unknownAfter: Bool
+    }
+
+    /// The entries of a stream's `events` (oldest first, all of one stream of `type`), and whether
+    /// the type is the application's own (its events are then data, never states).
+    static func entries(_ events: [EventEnvelope], type: String) -> (entries: [Entry], ownEvents: Bool) {
+        // The last state known (`nil`: none, before the add or after a delete) and the version
+        // it is of (0: the stream's start). An event that changes the entity in a way the
+        // tool cannot fold (a field event, an application's own event, an undecoded payload)
+        // leaves it as it was: the next state is diffed against it, and says since when.
+        var known: (state: JSONTree?, version: UInt64) = (nil, 0)
+        var unknownSince = false
+        // Whether the type is a generic repository's: then its other events are field events.
+        // (Shown by an add or update holding an entity: names alone, `Person.deleted`, are not.)
+        // An event that is neither a repository's nor a field event (an application's own
+        // `Person.created {"name":"C"}`: JSON is never a field event's payload) shows the type is
+        // the application's: its `Person.updated` is then its own partial data, not a state.
+        let ownEvents = events.contains { !EntityJSON.isRepositoryEvent($0) && EntityJSON.fieldEventName($0.eventType, of: type, payload: $0.payload) == nil }
+        let repositoryType = !ownEvents && events.contains { EntityJSON.showsRepositoryType($0.eventType, of: type, payload: $0.payload) }
+        var out: [Entry] = []
+        out.reserveCapacity(events.count)
+        for envelope in events {
+            let payload = EntityJSON.payload(envelope.payload)
+            // Only a generic repository's event holds the entity's state: any other event's
+            // payload is data (a rename holds the new name, not the entity), never diffed.
+            let repositoryEvent = !ownEvents && EntityJSON.isRepositoryEvent(envelope)
+            let fieldEvent = repositoryType ? EntityJSON.fieldEventName(envelope.eventType, of: type, payload: envelope.payload) : nil
+            let state = repositoryEvent ? payload.value : nil
+            let data = repositoryEvent ? nil : payload.value
+            var changes: [Change] = []
+            var note: String?
+            var since: UInt64?
+            if case .bytes(let reason, _) = payload {
+                note = "(payload not decoded: \(reason))"
+            } else if let fieldEvent {
+                note = "(field event \"\(fieldEvent)\": data \(data?.text ?? "null"); \(Self.fieldEventUnknown) — state unknown after it)"
+            } else if !repositoryEvent {
+                note = "(not a generic repository's event: data \(data?.text ?? "null"), no state)"
+            } else {
+                changes = diff(known.state, state)
+                if unknownSince { since = known.version }
+            }
+            if note == nil {
+                known = (state, envelope.entityVersion)
+                unknownSince = false
+            } else {
+                unknownSince = true
+            }
+            out.append(Entry(envelope: envelope, payload: payload, state: state, data: data, fieldEvent: fieldEvent,
+                             repositoryEvent: repositoryEvent, changes: changes, note: note, since: since,
+                             knownAfter: known, unknownAfter: unknownSince))
+        }
+        return (out, ownEvents)
+    }
+
     static let columns: [Column] = [
         Column("position", right: true), Column("recordedAt", header: "recorded at"), Column("version", right: true),
         Column("event"), Column("schemaVersion", inTable: false), Column("codec", inTable: false),
@@ -131,45 +208,14 @@ enum StreamHistory {
         guard let stream = events.first?.stream else {
             throw ToolError(.badInput, "no stream \(type)/\(id) in \(store.name) (`eventkernel streams \(store.name) \(type)` lists them)")
         }
+        let (entries, ownEvents) = Self.entries(events, type: type)
         var listing = Listing(columns: columns)
-        // The last state known (`nil`: none, before the add or after a delete) and the version
-        // it is of (0: the stream's start). An event that changes the entity in a way the
-        // tool cannot fold (a field event, an application's own event, an undecoded payload)
-        // leaves it as it was: the next state is diffed against it, and says since when.
-        var known: (state: JSONTree?, version: UInt64) = (nil, 0)
-        var unknownSince = false
-        // Whether the type is a generic repository's: then its other events are field events.
-        // (Shown by an add or update holding an entity: names alone, `Person.deleted`, are not.)
-        // An event that is neither a repository's nor a field event (an application's own
-        // `Person.created {"name":"C"}`: JSON is never a field event's payload) shows the type is
-        // the application's: its `Person.updated` is then its own partial data, not a state.
-        let ownEvents = events.contains { !EntityJSON.isRepositoryEvent($0) && EntityJSON.fieldEventName($0.eventType, of: type, payload: $0.payload) == nil }
-        let repositoryType = !ownEvents && events.contains { EntityJSON.showsRepositoryType($0.eventType, of: type, payload: $0.payload) }
         var opaque = OpaquePayloads()
-        for envelope in events {
-            let payload = EntityJSON.payload(envelope.payload)
-            // Only a generic repository's event holds the entity's state: any other event's
-            // payload is data (a rename holds the new name, not the entity), never diffed.
-            let repositoryEvent = !ownEvents && EntityJSON.isRepositoryEvent(envelope)
-            let fieldEvent = repositoryType ? EntityJSON.fieldEventName(envelope.eventType, of: type, payload: envelope.payload) : nil
-            let state = repositoryEvent ? payload.value : nil
-            let data = repositoryEvent ? nil : payload.value
-            var changes: [Change] = []
-            var note: String?
-            var since: UInt64?
-            if case .bytes(let reason, let damaged) = payload {
-                opaque.note(envelope, reason: reason, damaged: damaged)
-                note = "(payload not decoded: \(reason))"
-            } else if let fieldEvent {
-                note = "(field event \"\(fieldEvent)\": data \(data?.text ?? "null"); \(Self.fieldEventUnknown) — state unknown after it)"
-            } else if !repositoryEvent {
-                note = "(not a generic repository's event: data \(data?.text ?? "null"), no state)"
-            } else {
-                changes = diff(known.state, state)
-                if unknownSince { since = known.version }
-            }
-            let described = changes.isEmpty ? "(no change)" : changes.map(\.summary).joined(separator: "; ")
-            let summary = note ?? (since.map { "since version \($0), the last state known: \(described)" } ?? described)
+        for entry in entries {
+            let envelope = entry.envelope, payload = entry.payload, state = entry.state, data = entry.data
+            if case .bytes(let reason, let damaged) = payload { opaque.note(envelope, reason: reason, damaged: damaged) }
+            let described = entry.changes.isEmpty ? "(no change)" : entry.changes.map(\.summary).joined(separator: "; ")
+            let summary = entry.note ?? (entry.since.map { "since version \($0), the last state known: \(described)" } ?? described)
             var object: [(String, JSONValue)] = [
                 ("position", .uint(envelope.position)), ("recordedAt", .string(ISODate.format(envelope.timestamp))),
                 ("version", .uint(envelope.entityVersion)), ("event", .string(envelope.eventType)),
@@ -178,26 +224,22 @@ enum StreamHistory {
             ]
             if case .bytes(let reason, _) = payload {
                 object += [("base64", .string(Data(envelope.payload).base64EncodedString())), ("reason", .string(reason)), ("changes", .null)]
-            } else if fieldEvent != nil {
+            } else if entry.fieldEvent != nil {
                 object += [("reason", .string(Self.fieldEventUnknown)), ("changes", .null)]
-            } else if !repositoryEvent {
+            } else if !entry.repositoryEvent {
                 object.append(("changes", .null))
             } else {
-                object.append(("changes", .array(changes.map(\.json))))
-                if let since { object.append(("changesSince", .uint(since))) }
+                object.append(("changes", .array(entry.changes.map(\.json))))
+                if let since = entry.since { object.append(("changesSince", .uint(since))) }
             }
             listing.rows.append(Listing.Row([
                 .uint(envelope.position), .string(ISODate.format(envelope.timestamp)), .uint(envelope.entityVersion),
                 .string(envelope.eventType), .int(Int64(envelope.schemaVersion)), .string(payload.codec),
                 state.map { .raw($0.text) } ?? .null, data.map { .raw($0.text) } ?? .null, .string(summary),
             ], object: .object(object)))
-            if note == nil {
-                known = (state, envelope.entityVersion)
-                unknownSince = false
-            } else {
-                unknownSince = true
-            }
         }
+        let unknownSince = entries.last?.unknownAfter ?? false
+        let known: (state: JSONTree?, version: UInt64) = entries.last?.knownAfter ?? (nil, 0)
         if format == .table { Swift.print("History of \(stream)") }
         Output.print(listing, as: format)
         if format == .table, let last = events.last {

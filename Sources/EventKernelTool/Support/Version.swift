@@ -10,10 +10,15 @@ enum ToolVersion {
         #else
         let postgreSQL = false
         #endif
-        return [("PostgreSQL", postgreSQL)]
+        #if Viewer
+        let viewer = true
+        #else
+        let viewer = false
+        #endif
+        return [("PostgreSQL", postgreSQL), ("Viewer", viewer)]
     }
 
-    /// What `eventkernel --version` prints: `eventkernel 0.1.0 (traits: PostgreSQL on)`.
+    /// What `eventkernel --version` prints: `eventkernel 0.1.0 (traits: PostgreSQL on, Viewer on)`.
     static var text: String {
         "eventkernel \(number) (traits: " + traits.map { "\($0.name) \($0.enabled ? "on" : "off")" }.joined(separator: ", ") + ")"
     }
