@@ -124,8 +124,9 @@ extension EventStore {
     }
 
     /// Restores the records of `source` (any log: the PostgreSQL one, or a directory's for
-    /// `eventkernel copy`) below `point` into a new store directory, in `batches`: ranges of positions from 0, contiguous, none splitting an
-    /// atomic append, each appended as one batch again with its positions and recording times.
+    /// `eventkernel copy`) in `batches` into a new store directory: `batches` are ranges of
+    /// positions from 0, contiguous, none splitting an atomic append, and each is appended as
+    /// one batch again, with its positions and recording times.
     /// Written into a sibling `<destination>.restoring-XXXX`, synced and renamed into place
     /// when whole, as a restore from a backup is.
     /// - Parameters:

@@ -75,7 +75,7 @@ final class CommitSignal: Sendable {
         for continuation in woken { continuation.resume(returning: .nudged) }
     }
 
-    /// Ends `key`: a nudge no wait took is dropped, and later ones are (the key's run has ended).
+    /// Ends `key`: a nudge no wait took is dropped, and later ones are (its consumer is gone).
     func forget(_ key: UInt64) {
         state.withLock { state in
             state.nudged.remove(key)

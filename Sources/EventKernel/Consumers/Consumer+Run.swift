@@ -43,13 +43,8 @@ extension Consumer {
         // The generation the run reads in (a reset bumps it), its reader, the last handled
         // position not committed yet, and when the run last committed.
         var generation: UInt64 = 0
-        // The key this run waits under: a reset or a retry request nudges it (`nudgeRuns`).
-        let key = store.commitSignal.makeKey()
-        state.withLock { _ = $0.runKeys.insert(key) }
-        defer {
-            state.withLock { _ = $0.runKeys.remove(key) }
-            store.commitSignal.forget(key)
-        }
+        // The consumer's key, which a reset, a retry request and closing nudge (`nudgeRuns`).
+        let key = nudgeKey
         var reader = ConsumerReader(consumer: self, from: 0, nudgedAs: key)
         var pending: LogPosition?
         var lastCommit = ContinuousClock.now

@@ -47,17 +47,20 @@ public final class Consumer: Sendable {
         /// A retry of parked events was asked for in this process since the running
         /// ``run(batchSize:handler:)`` last looked (it looks before each batch, and when nudged).
         var retryRequested = false
-        /// The keys the running ``run(batchSize:handler:)`` calls wait under, which a reset and
-        /// a retry request nudge (``CommitSignal/nudge(_:)``): a run caught up with the log
-        /// would otherwise see them only at the next commit.
-        var runKeys: Set<UInt64> = []
     }
     let state: Locked<State>
+
+    /// The key this consumer's ``run(batchSize:handler:)`` calls wait under, which a reset, a
+    /// retry request and closing nudge (``CommitSignal/nudge(_:)``): a run caught up with the
+    /// log would otherwise see them only at the next commit. One for the consumer's life, made
+    /// when it opens and forgotten when it goes: a nudge sent while no run waits is kept for the
+    /// next wait under it, which then looks once more and finds nothing new.
+    let nudgeKey: UInt64
 
     /// Wakes the running ``run(batchSize:handler:)`` calls, if they wait, to look at the
     /// consumer again. Called after the change they are to see is made, outside the lock.
     func nudgeRuns() {
-        for key in state.withLock({ $0.runKeys }) { store.commitSignal.nudge(key) }
+        store.commitSignal.nudge(nudgeKey)
     }
     /// Serializes changes to the parked list (read, change, write back).
     let parkedChanges = Locked(())
@@ -95,6 +98,12 @@ public final class Consumer: Sendable {
                 state = Locked(State(committed: committed))
             }
         }
+        // Last: an init that throws leaves no key behind.
+        nudgeKey = store.commitSignal.makeKey()
+    }
+
+    deinit {
+        store.commitSignal.forget(nudgeKey)
     }
 
     /// The next position to handle: every event below it is handled and committed.

@@ -108,47 +108,39 @@ extension EventStore {
             // outside the lock cannot reorder anything.
             var prepared = PreparedFold.prepare(commit.withLock { $0.projections }, envelopes)
             var snapshotDue = false
-            while true {
-                // Order matters. Projections first (sources of stream versions last, see
-                // `inFoldOrder`): a writer that reads an entity's version and then a projection's
-                // state (to decide add vs. update) must never see the new version with the old
-                // state, or two concurrent adds of one id could both pass. Then the version table
-                // folds the rest before the reservation is released, so a concurrent check never
-                // sees an older version.
-                let unprepared = commit.withLock { state -> [any Projection]? in
-                    // On a shared log the follower may have folded this batch already, or what lies
-                    // below it could not be read (a later fold takes both); otherwise it starts here.
-                    let folded = state.nextPosition
-                    guard folded >= range.lowerBound, folded < range.upperBound else {
-                        versions.release(reservation)
-                        return nil
-                    }
-                    // A projection registered or rebuilt since the events were prepared: they are
-                    // prepared for it outside the lock, and the fold comes back.
-                    guard prepared.cover(state.projections) else { return state.projections }
-                    for (index, projection) in state.projections.enumerated() {
-                        prepared.fold(envelopes, into: projection, at: index)
-                    }
-                    versions.apply(envelopes)
+            // Order matters. Projections first (sources of stream versions last, see
+            // `inFoldOrder`): a writer that reads an entity's version and then a projection's
+            // state (to decide add vs. update) must never see the new version with the old
+            // state, or two concurrent adds of one id could both pass. Then the version table
+            // folds the rest before the reservation is released, so a concurrent check never
+            // sees an older version.
+            withCommitLock(covering: &prepared, envelopes) { state, prepared in
+                // On a shared log the follower may have folded this batch already, or what lies
+                // below it could not be read (a later fold takes both); otherwise it starts here.
+                let folded = state.nextPosition
+                guard folded >= range.lowerBound, folded < range.upperBound else {
                     versions.release(reservation)
-                    let fresh = envelopes[Int(folded - range.lowerBound)...]
-                    for subscriber in state.subscribers.values {
-                        for envelope in fresh { subscriber.yield(envelope) }
-                    }
-                    state.nextPosition = range.upperBound
-                    commitSignal.advance(to: range.upperBound)
-                    state.eventsSinceSnapshot += fresh.count
-                    guard let every = snapshotPolicy.everyEvents, snapshots != nil,
-                          state.eventsSinceSnapshot >= every,
-                          Double(state.eventsSinceSnapshot) >= snapshotPolicy.growthFraction * Double(state.nextPosition),
-                          !state.snapshotInFlight, !state.closed else { return nil }
-                    state.snapshotInFlight = true
-                    state.eventsSinceSnapshot = 0
-                    snapshotDue = true
-                    return nil
+                    return
                 }
-                guard let unprepared else { break }
-                prepared = PreparedFold.prepare(unprepared, envelopes, reusing: prepared)
+                for (index, projection) in state.projections.enumerated() {
+                    prepared.fold(envelopes, into: projection, at: index)
+                }
+                versions.apply(envelopes)
+                versions.release(reservation)
+                let fresh = envelopes[Int(folded - range.lowerBound)...]
+                for subscriber in state.subscribers.values {
+                    for envelope in fresh { subscriber.yield(envelope) }
+                }
+                state.nextPosition = range.upperBound
+                commitSignal.advance(to: range.upperBound)
+                state.eventsSinceSnapshot += fresh.count
+                guard let every = snapshotPolicy.everyEvents, snapshots != nil,
+                      state.eventsSinceSnapshot >= every,
+                      Double(state.eventsSinceSnapshot) >= snapshotPolicy.growthFraction * Double(state.nextPosition),
+                      !state.snapshotInFlight, !state.closed else { return }
+                state.snapshotInFlight = true
+                state.eventsSinceSnapshot = 0
+                snapshotDue = true
             }
             if snapshotDue {
                 // Off the commit path: file writes and fsyncs never delay acknowledgements.
@@ -160,6 +152,35 @@ extension EventStore {
                 }
             }
             continuation.resume(returning: envelopes)
+        }
+    }
+}
+
+extension EventStore {
+    /// Runs `body` under the commit lock once `prepared` covers the projections registered at
+    /// that moment (`[PreparedFold].cover(_:)`): the one rule of every fold of prepared events,
+    /// a commit's and a follower's (`foldAppendedElsewhere(through:)`). While a
+    /// projection registered or rebuilt since the events were prepared leaves them uncovered,
+    /// the lock is left, the events are prepared for the projections registered then (the
+    /// domain's decoders, upcasters and index keys never run under the lock), and it is taken
+    /// again.
+    /// - Parameters:
+    ///   - prepared: What `envelopes` were prepared for; what they are prepared for when `body` runs.
+    ///   - envelopes: The events to fold.
+    ///   - body: The fold, under the lock, given the store's state and `prepared`.
+    /// - Throws: What `body` throws (the lock is released).
+    func withCommitLock<Result, Failure: Error>(
+        covering prepared: inout [PreparedFold], _ envelopes: [EventEnvelope],
+        _ body: (inout CommitState, [PreparedFold]) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        while true {
+            let covered = prepared
+            let outcome = try commit.withLock { (state) throws(Failure) -> Result? in
+                guard covered.cover(state.projections) else { return nil }
+                return try body(&state, covered)
+            }
+            if let outcome { return outcome }
+            prepared = PreparedFold.prepare(commit.withLock { $0.projections }, envelopes, reusing: prepared)
         }
     }
 }

@@ -67,28 +67,18 @@ extension EventStore {
         while true {
             let start = commit.withLock { $0.nextPosition }
             guard start < end else { return folded }
-            var chunk = try readAppendedElsewhere(from: start, before: Swift.min(end, start + 4096))
-            while true {
-                var unprepared: [any Projection] = []
-                let count = try commit.withLock { (state) throws -> Int? in
-                    guard !state.closed else { throw RepositoryError.closed }
-                    // As for a commit: a projection registered or rebuilt since the chunk was
-                    // prepared gets it prepared outside the lock, and the fold comes back.
-                    guard chunk.prepared.cover(state.projections) else {
-                        unprepared = state.projections
-                        return nil
-                    }
-                    let count = fold(chunk, into: &state)
-                    for projection in state.projections {
-                        if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
-                    }
-                    return count
+            let chunk = try readAppendedElsewhere(from: start, before: Swift.min(end, start + 4096))
+            // As for a commit: prepared for every projection registered when it folds.
+            var prepared = chunk.prepared
+            folded += try withCommitLock(covering: &prepared, chunk.envelopes) { (state, prepared) throws -> Int in
+                guard !state.closed else { throw RepositoryError.closed }
+                var covered = chunk
+                covered.prepared = prepared
+                let count = fold(covered, into: &state)
+                for projection in state.projections {
+                    if let failure = projection.failure { throw RepositoryError.undecodableEvent(failure) }
                 }
-                if let count {
-                    folded += count
-                    break
-                }
-                chunk.prepared = PreparedFold.prepare(unprepared, chunk.envelopes, reusing: chunk.prepared)
+                return count
             }
         }
     }
