@@ -66,7 +66,10 @@ let package = Package(
         // PostgresLog only (SwiftNIO comes with it): the core products never import it.
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         // EventKernelViewer only (`eventkernel serve`, the Viewer trait): the library products never import them.
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        // Its FullFoundation trait only, as Examples/ActivityService asks: with ConfigurationSupport
+        // too (a default), the example's graph failed to build (HummingbirdTLS wants a product of
+        // swift-configuration that its trait-less dependency does not offer).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: ["FullFoundation"]),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [

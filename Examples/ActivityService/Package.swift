@@ -28,7 +28,8 @@ let package = Package(
         .executable(name: "ActivityReadModelConsumer", targets: ["ActivityReadModelConsumer"]),
     ],
     dependencies: [
-        .package(name: "EventKernel", path: "../.."),
+        // One trait, named (as Benchmarks/Package.swift says why): not the viewer's.
+        .package(name: "EventKernel", path: "../..", traits: ["PostgreSQL"]),
         // Without its swift-configuration support (unused here).
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", exact: "2.28.1", traits: ["FullFoundation"]),
         // The peer backend: SQLite through GRDB (needs libsqlite3-dev: `WITH_SQLITE=1 scripts/setup.sh`).

@@ -11,7 +11,8 @@ let package = Package(
     dependencies: [
         // An app names EventKernel by URL and version (README, "Add it to a package"); the example
         // builds against this checkout instead.
-        .package(name: "EventKernel", path: "../.."),
+        // One trait, named (as Benchmarks/Package.swift says why): not the viewer's.
+        .package(name: "EventKernel", path: "../..", traits: ["PostgreSQL"]),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],

@@ -12,8 +12,10 @@ package protocol StoreBrowsing: Sendable {
     /// `search` (case-insensitive) when it is given.
     func streams(ofType type: String, matching search: String?, after cursor: String?, limit: Int) async throws -> ViewerStreamList
     /// A stream's events as a timeline (one page of them, starting at version `fromVersion`)
-    /// and its state at `moment`.
-    func entity(type: String, id: String, fromVersion: UInt64?, at moment: ViewerMoment?) async throws -> ViewerEntity
+    /// and its state at `moment`. `stringID`: the stream whose id is the text `id` even when
+    /// that reads as a UUID (a type can hold both a UUID stream and a string stream of one text;
+    /// otherwise the UUID one is meant).
+    func entity(type: String, id: String, stringID: Bool, fromVersion: UInt64?, at moment: ViewerMoment?) async throws -> ViewerEntity
     /// The event at `position`: envelope, decoded payload, raw bytes.
     func event(at position: UInt64) async throws -> ViewerEvent
 }
@@ -116,6 +118,8 @@ package struct ViewerStreamList: Sendable {
 /// One stream in a list.
 package struct ViewerStreamRow: Sendable, Equatable {
     package var id: String
+    /// Whether the id is a string whose text reads as a UUID (its link must say so).
+    package var stringLookingLikeUUID: Bool = false
     package var version: UInt64
     package var events: Int
     package var lastEvent: String
@@ -222,6 +226,8 @@ package struct ViewerEvent: Sendable, Equatable {
     package var recordedAt: String
     package var streamType: String
     package var streamID: String
+    /// Whether the stream's id is a string whose text reads as a UUID (its link must say so).
+    package var stringLookingLikeUUID: Bool = false
     package var version: UInt64
     package var event: String
     package var schemaVersion: Int
@@ -232,7 +238,8 @@ package struct ViewerEvent: Sendable, Equatable {
     /// The decoded payload as indented JSON (`nil`: nothing decoded; `note` says why).
     package var payload: String?
     package var note: String?
-    /// The payload's bytes as a hex dump (offset, 16 bytes, their ASCII).
+    /// The payload's bytes as a hex dump (offset, 16 bytes, their ASCII), at most the first
+    /// 64 KiB of them.
     package var hex: String
     package var byteCount: Int
     package init(

@@ -62,7 +62,8 @@ package enum Viewer {
                 guard let number = UInt64(text) else { throw ViewerError(.badRequest, "from \"\(text)\" is not a whole number") }
                 from = number
             }
-            return pages.entity(try await browser.entity(type: type, id: id, fromVersion: from, at: moment))
+            let stringID = query["idType"] == "string"
+            return pages.entity(try await browser.entity(type: type, id: id, stringID: stringID, fromVersion: from, at: moment), stringID: stringID)
         }
         router.get("/events/:position") { _, context in
             let text = context.parameters.get("position") ?? ""

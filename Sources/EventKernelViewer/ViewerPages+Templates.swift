@@ -69,10 +69,10 @@ extension ViewerPages {
         <h1><a href="{{typeHref}}">{{type}}</a> {{id}}</h1>
         <p id="summary">version {{version}}: {{events}} events, recorded {{first}} … {{last}}</p>
         <section id="state"><h2 id="moment">State {{moment}}</h2>
-        <form method="get" action="/entity" id="version-form"><input type="hidden" name="type" value="{{type}}"><input type="hidden" name="id" value="{{id}}">
+        <form method="get" action="/entity" id="version-form"><input type="hidden" name="type" value="{{type}}"><input type="hidden" name="id" value="{{id}}">{{#stringID}}<input type="hidden" name="idType" value="string">{{/stringID}}
         <label>after version <input type="range" id="version-slider" name="version" min="1" max="{{version}}" value="{{stateVersion}}" oninput="document.getElementById('version-shown').textContent = this.value"></label>
         <output id="version-shown">{{stateVersion}}</output> <button id="version-show">Show</button></form>
-        <form method="get" action="/entity" id="as-of-form"><input type="hidden" name="type" value="{{type}}"><input type="hidden" name="id" value="{{id}}">
+        <form method="get" action="/entity" id="as-of-form"><input type="hidden" name="type" value="{{type}}"><input type="hidden" name="id" value="{{id}}">{{#stringID}}<input type="hidden" name="idType" value="string">{{/stringID}}
         <label>as the store knew it at <input id="as-of" name="asOf" size="28" placeholder="2026-11-28T07:00:00Z"></label> <button id="as-of-show">Show</button></form>
         {{#stateJSON}}<pre id="state-json">{{stateJSON}}</pre>{{/stateJSON}}
         {{#stateNote}}<p class="note" id="state-note">{{stateNote}}</p>{{/stateNote}}

@@ -45,17 +45,18 @@ struct ViewerPages: Sendable {
             "matching": Self.grouped(list.matching), "one": list.matching == 1,
             "streams": list.streams.map { s in
                 ["id": s.id, "version": String(s.version), "events": Self.grouped(s.events), "lastEvent": s.lastEvent,
-                 "lastRecordedAt": s.lastRecordedAt, "href": Self.entityHref(list.type, s.id)] as [String: Any?]
+                 "lastRecordedAt": s.lastRecordedAt,
+                 "href": Self.entityHref(list.type, s.id, stringID: s.stringLookingLikeUUID)] as [String: Any?]
             },
             "nextHref": list.next.map { base + "&after=" + Self.queryEncoded($0) },
         ]
         return page("\(list.type) streams", "streams", context)
     }
 
-    func entity(_ e: ViewerEntity) -> Response {
-        let href = Self.entityHref(e.type, e.id)
+    func entity(_ e: ViewerEntity, stringID: Bool) -> Response {
+        let href = Self.entityHref(e.type, e.id, stringID: stringID)
         let context: [String: Any?] = [
-            "type": e.type, "id": e.id, "typeHref": "/streams?type=" + Self.queryEncoded(e.type),
+            "type": e.type, "id": e.id, "typeHref": "/streams?type=" + Self.queryEncoded(e.type), "stringID": stringID,
             "version": String(e.version), "events": Self.grouped(e.events),
             "first": e.firstRecordedAt, "last": e.lastRecordedAt,
             "moment": e.state.moment, "stateVersion": String(max(1, e.state.version)),
@@ -77,7 +78,7 @@ struct ViewerPages: Sendable {
     func event(_ e: ViewerEvent) -> Response {
         let context: [String: Any?] = [
             "position": String(e.position), "recordedAt": e.recordedAt, "streamType": e.streamType, "streamID": e.streamID,
-            "entityHref": Self.entityHref(e.streamType, e.streamID), "version": String(e.version), "event": e.event,
+            "entityHref": Self.entityHref(e.streamType, e.streamID, stringID: e.stringLookingLikeUUID), "version": String(e.version), "event": e.event,
             "schemaVersion": String(e.schemaVersion), "metadata": e.metadata.map { ["name": $0.name, "value": $0.value] as [String: Any?] },
             "codec": e.codec, "payload": e.payload, "note": e.note, "hex": e.hex, "bytes": Self.grouped(e.byteCount),
             "previousHref": e.position > 0 ? "/events/\(e.position - 1)" : nil,
@@ -118,9 +119,9 @@ struct ViewerPages: Sendable {
         ["name": f.name, "bytes": grouped(f.bytes), "detail": f.detail]
     }
 
-    /// `/entity?type=…&id=…`.
-    static func entityHref(_ type: String, _ id: String) -> String {
-        "/entity?type=" + queryEncoded(type) + "&id=" + queryEncoded(id)
+    /// `/entity?type=…&id=…`, and `&idType=string` for a string id whose text reads as a UUID.
+    static func entityHref(_ type: String, _ id: String, stringID: Bool = false) -> String {
+        "/entity?type=" + queryEncoded(type) + "&id=" + queryEncoded(id) + (stringID ? "&idType=string" : "")
     }
 
     /// `text` with everything but RFC 3986's unreserved characters percent-encoded.

@@ -132,6 +132,25 @@ struct ViewerNote: Identifiable, Codable, Sendable, Equatable {
         #expect(expected.firstIndex(of: .uuid(uuid))! + 1 == expected.firstIndex(of: .string(text))!)
     }
 
+    @Test func aStringIdThatReadsAsAUUIDIsLinkedAsAString() async throws {
+        let temp = TemporaryDirectory("ek-viewer")
+        let store = temp.file("forum")
+        try await writeForum(store)
+        let text = "00000000-0000-4000-8000-000000000009"
+        try await withViewer(store) { client in
+            let list = try await page(client, "/streams?type=Post")
+            let href = "/entity?type=Post&amp;id=\(text)&amp;idType=string"
+            #expect(list.contains("href=\"\(href)\""))
+            let entity = try await page(client, href.replacingOccurrences(of: "&amp;", with: "&"))
+            #expect(entity.contains("&quot;author&quot;: &quot;cy&quot;"))
+            #expect(entity.contains("<input type=\"hidden\" name=\"idType\" value=\"string\">"))
+            // Without the kind the UUID stream is meant first, else the string one (history's rule).
+            #expect(try await page(client, "/entity?type=Post&id=\(text)").contains("&quot;author&quot;: &quot;cy&quot;"))
+            let event = try await page(client, "/events/2")
+            #expect(event.contains("href=\"\(href)\""))
+        }
+    }
+
     @Test func anEntitysStateAsTheStoreKnewItAtARecordingTime() async throws {
         let temp = TemporaryDirectory("ek-viewer")
         let directory = temp.file("notes")

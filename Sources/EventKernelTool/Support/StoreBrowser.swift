@@ -245,8 +245,10 @@ actor StoreBrowser: StoreBrowsing {
         }
         let rows = page.map { id in
             let s = counts.streams[id]!
-            return ViewerStreamRow(id: id.description, version: s.version, events: s.count, lastEvent: s.lastEvent,
-                                   lastRecordedAt: ISODate.format(s.last))
+            var row = ViewerStreamRow(id: id.description, version: s.version, events: s.count, lastEvent: s.lastEvent,
+                                      lastRecordedAt: ISODate.format(s.last))
+            if case .string(let text) = id, UUID(uuidString: text) != nil { row.stringLookingLikeUUID = true }
+            return row
         }
         return ViewerStreamList(type: type, search: search, matching: matching, streams: rows,
                                 next: more ? page.last.map(Self.cursor) : nil)
@@ -318,11 +320,12 @@ actor StoreBrowser: StoreBrowsing {
         return false
     }
 
-    func entity(type: String, id: String, fromVersion: UInt64?, at moment: ViewerMoment?) async throws -> ViewerEntity {
+    func entity(type: String, id: String, stringID: Bool, fromVersion: UInt64?, at moment: ViewerMoment?) async throws -> ViewerEntity {
         try catchUp()
         guard let counts = types[type] else { throw unknownType(type) }
-        // The id as typed, and as a UUID when it reads as one (the UUID stream first, as history).
-        let candidates: [EntityID] = UUID(uuidString: id).map { [.uuid($0), .string(id)] } ?? [.string(id)]
+        // The id as typed, and as a UUID when it reads as one (the UUID stream first, as history)
+        // unless the string stream is asked for.
+        let candidates: [EntityID] = stringID ? [.string(id)] : UUID(uuidString: id).map { [.uuid($0), .string(id)] } ?? [.string(id)]
         guard let entityID = candidates.first(where: { counts.streams[$0] != nil }), let stream = counts.streams[entityID] else {
             throw ViewerError(.notFound, "no stream \(type) \(id) in \(name)")
         }
@@ -449,11 +452,15 @@ actor StoreBrowser: StoreBrowsing {
         var metadata: [ViewerField] = []
         if let actor = envelope.metadata.actor { metadata.append(ViewerField(name: "actor", value: actor)) }
         if let correlation = envelope.metadata.correlationID { metadata.append(ViewerField(name: "correlation id", value: correlation)) }
-        return ViewerEvent(
+        var event = ViewerEvent(
             position: envelope.position, recordedAt: ISODate.format(envelope.timestamp), streamType: envelope.stream.entityType,
             streamID: envelope.entityID.description, version: envelope.entityVersion, event: envelope.eventType,
             schemaVersion: Int(envelope.schemaVersion), metadata: metadata, codec: codec, payload: payload, note: note,
-            hex: Self.hexDump(envelope.payload), byteCount: envelope.payload.count)
+            hex: Self.hexDump(envelope.payload.prefix(Self.hexLimit)) + (envelope.payload.count > Self.hexLimit
+                ? "\n… (the first \(ViewerBrowserText.count(Self.hexLimit)) of \(ViewerBrowserText.count(envelope.payload.count)) bytes)" : ""),
+            byteCount: envelope.payload.count)
+        if case .string(let text) = envelope.entityID, UUID(uuidString: text) != nil { event.stringLookingLikeUUID = true }
+        return event
     }
 
     /// The events at `positions` (ascending), each read by position: a run of neighbours in
@@ -514,11 +521,15 @@ actor StoreBrowser: StoreBrowsing {
         return out
     }
 
+    /// How many of a payload's bytes the event page shows (a page stays small).
+    static let hexLimit = 65_536
+
     /// `bytes` as lines of an offset, 16 bytes in hex and their printable ASCII.
-    static func hexDump(_ bytes: [UInt8]) -> String {
+    static func hexDump(_ bytes: ArraySlice<UInt8>) -> String {
         guard !bytes.isEmpty else { return "(no bytes)" }
         let digits = Array("0123456789abcdef")
         var out = ""
+        let bytes = Array(bytes)
         for line in stride(from: 0, to: bytes.count, by: 16) {
             let offset = String(line, radix: 16)
             out += String(repeating: "0", count: max(0, 8 - offset.count)) + offset + "  "
