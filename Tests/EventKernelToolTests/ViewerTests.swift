@@ -37,7 +37,7 @@ struct ViewerNote: Identifiable, Codable, Sendable, Equatable {
         return String(buffer: response.body)
     }
 
-    /// `href="…"` values of links whose text is `text` (the first), unescaped.
+    /// The `href` of the link with the HTML id `id`, its `&amp;`s unescaped; `nil` when there is none.
     func link(_ html: String, id: String) -> String? {
         guard let range = html.range(of: "id=\"\(id)\" href=\"") else { return nil }
         let rest = html[range.upperBound...]

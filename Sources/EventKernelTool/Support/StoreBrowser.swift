@@ -122,15 +122,15 @@ actor StoreBrowser: StoreBrowsing {
         do {
             let report = try SegmentedLog.verify(at: directory, acknowledgedElsewhere: StoreLocation.acknowledgedPositions(directory))
             segments = report.segments.map { s in
-                let range = s.nextPosition > s.basePosition ? "positions \(ViewerBrowserText.count(Int(s.basePosition)))–\(ViewerBrowserText.count(Int(s.nextPosition - 1)))" : "empty"
+                let range = s.nextPosition > s.basePosition ? "positions \(Output.count(Int(s.basePosition)))–\(Output.count(Int(s.nextPosition - 1)))" : "empty"
                 return ViewerFile(name: (s.file as NSString).lastPathComponent, bytes: Int(s.fileBytes),
-                                  detail: "\(range), \(ViewerBrowserText.count(Int(s.records))) events, \(s.sealed ? "sealed" : "active")")
+                                  detail: "\(range), \(Output.count(Int(s.records))) events, \(s.sealed ? "sealed" : "active")")
             }
             let snapshots = StoreCheck.inspectSnapshots(directory, decodeState: false)
             checkedSnapshots = [:]
             for s in snapshots {
                 var detail = s.projection.map { "\($0), " } ?? ""
-                detail += s.nextPosition.map { $0 > 0 ? "through position \(ViewerBrowserText.count(Int($0 - 1)))" : "empty log" } ?? "position unknown"
+                detail += s.nextPosition.map { $0 > 0 ? "through position \(Output.count(Int($0 - 1)))" : "empty log" } ?? "position unknown"
                 if let error = s.error { detail += "; DAMAGED: \(error)" }
                 checkedSnapshots[(s.file as NSString).lastPathComponent] = detail
             }
@@ -161,7 +161,7 @@ actor StoreBrowser: StoreBrowsing {
                 let attributes = try? FileManager.default.attributesOfItem(atPath: folder.appending(path: name).path)
                 let position = UInt64(name.prefix { $0.isNumber })
                 let detail = checkedSnapshots[name]
-                    ?? (position.map { $0 > 0 ? "through position \(ViewerBrowserText.count(Int($0 - 1))), not checked yet" : "empty log, not checked yet" } ?? "not checked yet")
+                    ?? (position.map { $0 > 0 ? "through position \(Output.count(Int($0 - 1))), not checked yet" : "empty log, not checked yet" } ?? "not checked yet")
                 snapshots.append(ViewerFile(name: name, bytes: (attributes?[.size] as? Int) ?? 0, detail: detail))
             }
         }
@@ -457,7 +457,7 @@ actor StoreBrowser: StoreBrowsing {
             streamID: envelope.entityID.description, version: envelope.entityVersion, event: envelope.eventType,
             schemaVersion: Int(envelope.schemaVersion), metadata: metadata, codec: codec, payload: payload, note: note,
             hex: Self.hexDump(envelope.payload.prefix(Self.hexLimit)) + (envelope.payload.count > Self.hexLimit
-                ? "\n… (the first \(ViewerBrowserText.count(Self.hexLimit)) of \(ViewerBrowserText.count(envelope.payload.count)) bytes)" : ""),
+                ? "\n… (the first \(Output.count(Self.hexLimit)) of \(Output.count(envelope.payload.count)) bytes)" : ""),
             byteCount: envelope.payload.count)
         if case .string(let text) = envelope.entityID, UUID(uuidString: text) != nil { event.stringLookingLikeUUID = true }
         return event
@@ -564,8 +564,4 @@ extension StoreBrowser.Stream {
     }
 }
 
-/// Numbers as the viewer's details write them.
-enum ViewerBrowserText {
-    static func count(_ n: Int) -> String { Output.count(n) }
-}
 #endif
