@@ -22,7 +22,7 @@ declare -A target_sources=(
   [BatchDecoderFuzz]="module:KernelPrimitives=Sources/KernelPrimitives Sources/EventLog"
   # The CLI's JSON Lines parser and import checks, over the modules they import (each built
   # first as its own instrumented module: "module:Name=dir").
-  [ImportFuzz]="module:Logging=.build/checkouts/swift-log/Sources/Logging module:KernelPrimitives=Sources/KernelPrimitives module:EventLog=Sources/EventLog module:EventKernel=Sources/EventKernel module:Activities=Sources/Activities Sources/EventKernelTool/Support/ActivityJSON.swift Sources/EventKernelTool/Support/EventMetadata+JSON.swift Sources/EventKernelTool/Support/Dates.swift"
+  [ImportFuzz]="module:Logging=.build/checkouts/swift-log/Sources/Logging module:KernelPrimitives=Sources/KernelPrimitives module:EventLog=Sources/EventLog module:EventKernel=Sources/EventKernel module:Activities=Sources/Activities Sources/EventKernelTool/Support/ActivityJSON.swift Sources/EventKernelTool/Support/ActivityJSON+Scan.swift Sources/EventKernelTool/Support/EventMetadata+JSON.swift Sources/EventKernelTool/Support/Dates.swift Sources/EventKernelTool/Support/JSONBuffer.swift Sources/EventKernelTool/Support/JSONTree.swift"
 )
 targets=${TARGETS:-${!target_sources[*]}}
 

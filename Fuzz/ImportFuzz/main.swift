@@ -1,6 +1,7 @@
-// libFuzzer target over the CLI's JSON Lines import: parsing (ActivityJSON.parseLine) and the
+// libFuzzer target over the CLI's JSON Lines import: parsing (ActivityJSON.parseLine, its byte
+// scanner checked against its tree reader) and the
 // checks against the state (ActivityJSON.ImportValidator), as `eventkernel import` runs them.
-// Built by scripts/fuzz.sh from Sources/EventKernelTool/Support/{ActivityJSON,EventMetadata+JSON,Dates}.swift
+// Built by scripts/fuzz.sh from Sources/EventKernelTool/Support/{ActivityJSON,ActivityJSON+Scan,EventMetadata+JSON,Dates,JSONBuffer,JSONTree}.swift
 // plus this file, over the EventLog, EventKernel and Activities modules (and swift-log).
 //
 // The input is split into lines like the importer does; each is trimmed, parsed and checked
@@ -28,10 +29,14 @@ public func fuzzOneInput(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
         if trimmed.isEmpty { continue }
         let event: ActivityEvent
-        do { event = try ActivityJSON.parseLine(Substring(trimmed)) } catch {
+        // The byte scanner answers only as the tree reader does.
+        let scanned = ActivityJSON.scanLine(Substring(trimmed))
+        do { event = try ActivityJSON.parseLineByTree(Substring(trimmed)) } catch {
             precondition(!error.message.isEmpty, "a parse error without a message")
+            precondition(scanned == nil, "the scanner read \(trimmed) as \(scanned!), the tree reader refused it: \(error.message)")
             continue
         }
+        if let scanned { precondition(scanned == event, "the scanner read \(trimmed) as \(scanned), the tree reader as \(event)") }
         // What the exporter writes for a parsed event parses back to the same event.
         let exported = ActivityJSON.event(event)
         do {

@@ -227,9 +227,10 @@ func expectSameEvents(_ original: URL, _ copy: URL, times: Bool = true, sourceLo
         }
     }
 
-    /// Review 3.2: an activity event that does not decode stops export before any line (the
-    /// activity projection cannot fold it), exit 3 naming it, as CLI.md's exit-3 row says;
-    /// tail --json shows it with its bytes.
+    /// Review 3.2: an activity event that does not decode: export (which reads the log alone)
+    /// writes it with its bytes and why, and every event after it, then exits 3 naming it, as
+    /// CLI.md's exit-3 row says; export of the activities (the projection cannot fold it) stops
+    /// before any line; tail --json shows it with its bytes.
     @Test func exportOfAnUndecodableActivityEventExits3NamingIt() async throws {
         let temp = TemporaryDirectory("ek-fidelity")
         let damaged = temp.file("damaged")
@@ -241,8 +242,18 @@ func expectSameEvents(_ original: URL, _ copy: URL, times: Bool = true, sourceLo
         try await events.close()
         let result = try run("export", damaged.path)
         #expect(result.status == 3, "\(result.stderr)")
-        #expect(result.stdout.isEmpty)
-        #expect(result.stderr.contains("cannot fold the event at position 0 (activity.added"), "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.count == 2)
+        let first = try JSONParser.parse(Array((lines.first ?? "").utf8))
+        #expect(first["position"] == .number("0") && first["event"] == .string("activity.added") && first["codec"] == .string("bytes"))
+        #expect(first["base64"] == .string("CQk="))
+        #expect(first["reason"] == .string("activity event does not decode: binary decoding failed at byte offset 0: unknown activity flags 9"))
+        #expect(lines.last?.contains("\"event\":\"Doc.added\"") == true)
+        #expect(result.stderr.contains("1 event payload does not decode and was written as base64 with a reason; first at position 0 (activity/00000000-0000-4000-8000-000000000000, activity.added)"), "\(result.stderr)")
+        let activities = try run("export", damaged.path, "--format", "activities")
+        #expect(activities.status == 3, "\(activities.stderr)")
+        #expect(activities.stdout.isEmpty)
+        #expect(activities.stderr.contains("cannot fold the event at position 0 (activity.added"), "\(activities.stderr)")
         let tail = try run("tail", damaged.path, "--from", "0", "--json")
         #expect(tail.status == 3)
         #expect(tail.stdout.split(separator: "\n").count == 2)

@@ -326,7 +326,7 @@ private func streamVersions(_ lines: [NSDictionary]) -> [String: Int] {
                 if json {
                     text = String(decoding: try JSONEncoder().encode(entity), as: UTF8.self)
                 } else {
-                    EntityJSON.json(try BinaryEntityValue.decode(try BinaryEntityEncoder().encode(entity))).write(to: &text)
+                    text = EntityJSON.json(try BinaryEntityValue.decode(try BinaryEntityEncoder().encode(entity))).text
                 }
                 #expect((row["state"] as? NSObject)?.isEqual(try jsonValue(text)) == true, "\(name)/\(id): \(row["state"] ?? "nil") vs \(text)")
             }

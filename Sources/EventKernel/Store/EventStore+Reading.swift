@@ -28,8 +28,17 @@ extension EventStore {
     public func forEachEnvelope(
         from start: LogPosition, through end: LogPosition?, _ body: (consuming EventEnvelope) throws -> Bool
     ) throws {
+        try Self.forEachEnvelope(in: log, from: start, through: end, body)
+    }
+
+    /// ``forEachEnvelope(from:through:_:)`` of a log read without a store (`export` of events
+    /// needs no projection, nor the version table a store builds when it opens).
+    /// - Throws: ``RepositoryError/storage(_:)``, or what `body` throws.
+    package static func forEachEnvelope(
+        in log: any RecordLog, from start: LogPosition, through end: LogPosition?, _ body: (consuming EventEnvelope) throws -> Bool
+    ) throws {
         var strings = StringInterner()
-        try Self.readingRecords {
+        try readingRecords {
             try log.forEachRecord(from: start, through: end) { view in try body(try EventEnvelope(view, strings: &strings)) }
         }
     }

@@ -26,7 +26,11 @@ struct ExportCommand: AsyncParsableCommand {
     var output: String?
 
     func run() async throws {
-        let repository = try await StoreLocation.openReadOnly(store)
+        // Events need only the log: no projection (its snapshot restored or the log replayed)
+        // and no version table.
+        let repository = format == .activities ? try await StoreLocation.openReadOnly(store) : nil
+        let log = format == .events ? try await StoreLocation.openLog(store) : nil
+        if format == .events, store.postgresURL == nil { LogDamage.warnIfDamaged(store.url) }
         var sink: FileHandle = .standardOutput
         if let output {
             guard FileManager.default.createFile(atPath: output, contents: nil) else {
@@ -35,53 +39,63 @@ struct ExportCommand: AsyncParsableCommand {
             guard let handle = FileHandle(forWritingAtPath: output) else { throw ToolError(.io, "cannot open \(output) for writing") }
             sink = handle
         }
-        var buffer = ""
-        buffer.reserveCapacity(1 << 20)
+        // Lines are formatted as bytes into one buffer, written out a megabyte at a time.
+        var buffer = JSONBuffer(capacity: 1 << 20 + 4096)
         var lines = 0
         var opaque = OpaquePayloads()
-        func emit(_ line: String) {
-            buffer += line
-            buffer += "\n"
+        func endLine() throws {
+            buffer.appendByte(0x0A)
             lines += 1
-            if buffer.utf8.count >= 1 << 20 { sink.write(Data(buffer.utf8)); buffer.removeAll(keepingCapacity: true) }
+            if buffer.bytes.count >= 1 << 20 { try flush() }
+        }
+        func flush() throws {
+            do { try sink.write(contentsOf: buffer.bytes) } catch {
+                throw ToolError(.io, "cannot write to \(output ?? "standard output"): \(error.localizedDescription)")
+            }
+            buffer.removeAll()
         }
         // What was formatted before a failure is written too: the lines are whole events.
         do {
         switch format {
         case .activities:
-            for model in repository.projection.read({ $0.all(sortedBy: .oldestFirst) }) { emit(ActivityJSON.activity(model)) }
+            for model in repository!.projection.read({ $0.all(sortedBy: .oldestFirst) }) {
+                ActivityJSON.write(model, to: &buffer)
+                try endLine()
+            }
         case .events:
             let codec = ActivityEventCodec()
             try withToolErrorsSync(store: store.url) {
-                try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
+                try EventStore.forEachEnvelope(in: log!, from: 0, through: nil) { envelope in
                     // A kernel tombstone, of any type, is written as the kernel's event it is
                     // (`"event":"$purged"`), never as an activity's `deleted`: import takes it
                     // back as the same tombstone, so a purge survives the round trip.
                     guard ActivityEventCodec.isActivityEvent(envelope), Tombstone(eventType: envelope.eventType) == nil else {
                         // Every other entity type's event, decoded without its code (EntityJSON).
-                        let (line, payload) = EntityJSON.line(envelope)
-                        emit(line)
+                        let payload = EntityJSON.write(envelope, to: &buffer)
+                        try endLine()
                         if case .bytes(let reason, let damaged) = payload { opaque.note(envelope, reason: reason, damaged: damaged) }
                         return true
                     }
                     do {
-                        emit(ActivityJSON.event(try codec.decode(envelope), position: envelope.position, recordedAt: envelope.timestamp, metadata: envelope.metadata))
+                        let event = try codec.decode(envelope)
+                        ActivityJSON.write(event, position: envelope.position, recordedAt: envelope.timestamp, metadata: envelope.metadata, to: &buffer)
                     } catch {
                         // Written with its bytes and why, then exit 3 at the end (as tail does):
                         // the events after it are exported too.
                         let reason = "activity event does not decode: \(EntityJSON.describe(error))"
-                        emit(EntityJSON.line(envelope, payload: .bytes(reason: reason, damaged: true)).text)
+                        EntityJSON.write(envelope, payload: .bytes(reason: reason, damaged: true), to: &buffer)
                         opaque.note(envelope, reason: reason, damaged: true)
                     }
+                    try endLine()
                     return true
                 }
             }
         }
         } catch {
-            sink.write(Data(buffer.utf8))
+            try? flush()
             throw error
         }
-        sink.write(Data(buffer.utf8))
+        try flush()
         if let output {
             try? sink.close()
             Output.note("exported \(Output.count(lines)) \(format == .events ? "events" : "activities") to \(output)")
@@ -113,7 +127,7 @@ struct OpaquePayloads {
     func report() {
         guard count > 0 else { return }
         if let firstDamaged {
-            Output.error("\(Output.count(damaged)) event payload\(damaged == 1 ? "" : "s") do not decode and were written as base64 with a reason; first at \(firstDamaged)")
+            Output.error("\(Output.count(damaged)) event payload\(damaged == 1 ? " does not decode and was" : "s do not decode and were") written as base64 with a reason; first at \(firstDamaged)")
             DeferredExit.record(.damage)
         }
         if count > damaged, let first {

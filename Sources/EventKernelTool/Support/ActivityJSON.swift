@@ -5,43 +5,70 @@ import Foundation
 
 /// The JSON Lines schema of import and export (Docs/CLI.md, "JSON Lines").
 enum ActivityJSON {
+    /// `s` as a JSON string, quoted and escaped (``JSONBuffer/appendString(_:)-(String)``).
     static func escape(_ s: String) -> String {
-        // Most strings (ids, dates, type names) need no escaping: one pass over the bytes.
-        if !s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) { return "\"" + s + "\"" }
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case let c where c.value < 0x20: out += String(format: "\\u%04x", c.value)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
+        var buffer = JSONBuffer(capacity: s.utf8.count + 2)
+        buffer.appendString(s)
+        return buffer.text
     }
 
     /// `{"id":…,"startDate":…,"endDate":…|null,"type":…}` with a fixed key order.
     static func activity(_ model: ActivityModel) -> String {
-        let end = model.endDate.map { escape(ISODate.format($0)) } ?? "null"
-        return "{\"id\":\(escape(model.id.uuidString)),\"startDate\":\(escape(ISODate.format(model.startDate))),\"endDate\":\(end),\"type\":\(escape(model.type.rawValue))}"
+        var buffer = JSONBuffer(capacity: 128)
+        write(model, to: &buffer)
+        return buffer.text
+    }
+
+    /// Appends ``activity(_:)``'s object to `buffer`.
+    static func write(_ model: ActivityModel, to buffer: inout JSONBuffer) {
+        buffer.appendRaw("{\"id\":")
+        buffer.appendString(model.id)
+        buffer.appendRaw(",\"startDate\":")
+        buffer.appendString(model.startDate)
+        buffer.appendRaw(",\"endDate\":")
+        if let end = model.endDate { buffer.appendString(end) } else { buffer.appendRaw("null") }
+        buffer.appendRaw(",\"type\":")
+        buffer.appendString(model.type.rawValue)
+        buffer.appendByte(0x7D)
     }
 
     /// One event line; `position` and `recordedAt` lead when given (export).
     static func event(_ event: ActivityEvent, position: UInt64? = nil, recordedAt: LogTimestamp? = nil, version: UInt64? = nil, metadata: EventMetadata = .none) -> String {
-        var fields: [String] = []
-        if let position { fields.append("\"position\":\(position)") }
-        if let recordedAt { fields.append("\"recordedAt\":\(escape(ISODate.format(recordedAt)))") }
-        if let version { fields.append("\"version\":\(version)") }
-        switch event {
-        case .added(let model): fields += ["\"event\":\"added\"", "\"activity\":\(activity(model))"]
-        case .updated(let model): fields += ["\"event\":\"updated\"", "\"activity\":\(activity(model))"]
-        case .ended(let id, let at): fields += ["\"event\":\"ended\"", "\"id\":\(escape(id.uuidString))", "\"at\":\(escape(ISODate.format(at)))"]
-        case .deleted(let id): fields += ["\"event\":\"deleted\"", "\"id\":\(escape(id.uuidString))"]
+        var buffer = JSONBuffer(capacity: 256)
+        write(event, position: position, recordedAt: recordedAt, version: version, metadata: metadata, to: &buffer)
+        return buffer.text
+    }
+
+    /// Appends ``event(_:position:recordedAt:version:metadata:)``'s line to `buffer`.
+    static func write(_ event: ActivityEvent, position: UInt64? = nil, recordedAt: LogTimestamp? = nil, version: UInt64? = nil, metadata: EventMetadata = .none, to buffer: inout JSONBuffer) {
+        buffer.appendByte(0x7B)
+        var first = true
+        func key(_ name: StaticString) {
+            if !first { buffer.appendByte(0x2C) }
+            first = false
+            buffer.appendRaw(name)
         }
-        return "{" + fields.joined(separator: ",") + metadata.jsonField + "}"
+        if let position { key("\"position\":"); buffer.appendInteger(position) }
+        if let recordedAt { key("\"recordedAt\":"); buffer.appendString(recordedAt) }
+        if let version { key("\"version\":"); buffer.appendInteger(version) }
+        switch event {
+        case .added(let model):
+            key("\"event\":\"added\",\"activity\":")
+            write(model, to: &buffer)
+        case .updated(let model):
+            key("\"event\":\"updated\",\"activity\":")
+            write(model, to: &buffer)
+        case .ended(let id, let at):
+            key("\"event\":\"ended\",\"id\":")
+            buffer.appendString(id)
+            buffer.appendRaw(",\"at\":")
+            buffer.appendString(at)
+        case .deleted(let id):
+            key("\"event\":\"deleted\",\"id\":")
+            buffer.appendString(id)
+        }
+        metadata.writeJSONField(to: &buffer)
+        buffer.appendByte(0x7D)
     }
 
     /// For JSONSerialization-based output.
@@ -80,30 +107,52 @@ enum ActivityJSON {
         "ended": ["event", "id", "at"], "deleted": ["event", "id"],
     ]
 
+    /// An object's members, looked up by a linear search: a line has a handful, and hashing
+    /// each key into a dictionary cost more than comparing it.
+    struct Fields {
+        var members: [(key: String, value: JSONTree)]
+
+        init(_ members: [(key: String, value: JSONTree)]) { self.members = members }
+
+        subscript(key: String) -> JSONTree? {
+            for member in members where member.key == key { return member.value }
+            return nil
+        }
+    }
+
     /// Parses one import line: an event object (with `"event"`) or a bare activity (an add).
+    /// The line is read by the tool's strict JSON parser (``JSONParser``: a key given twice is
+    /// refused, not silently resolved).
     /// - Parameters:
     ///   - line: One line of JSON, without its newline.
     ///   - lenient: Ignore fields the schema does not know. Off by default: a misspelt
     ///     `"enddate"` would otherwise store a finished activity as running, without a word.
     /// - Throws: ``LineError`` saying what is wrong with the line.
     static func parseLine(_ line: Substring, lenient: Bool = false) throws(LineError) -> ActivityEvent {
-        let object: Any
-        do { object = try JSONSerialization.jsonObject(with: Data(line.utf8)) } catch {
-            throw LineError(message: "bad JSON: \((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "not valid JSON")")
+        if let event = scanLine(line) { return event }
+        return try parseLineByTree(line, lenient: lenient)
+    }
+
+    /// ``parseLine(_:lenient:)`` through the JSON tree: every line ``scanLine(_:)`` leaves, and
+    /// the one that says what is wrong with a line.
+    static func parseLineByTree(_ line: Substring, lenient: Bool = false) throws(LineError) -> ActivityEvent {
+        let dict: Fields
+        do { dict = Fields(try JSONParser.members(Array(line.utf8)).map { ($0.key, $0.value) }) } catch {
+            throw LineError(message: error.description)
         }
-        guard let dict = object as? [String: Any] else { throw LineError(message: "bad JSON: expected an object") }
         guard let kind = dict["event"] else {
             if !lenient { try requireKnownFields(dict, known: activityFields + exportOnlyFields, in: "the activity line") }
             return .added(try model(dict, context: "activity"))
         }
-        guard let kind = kind as? String else { throw LineError(message: "field \"event\" must be a string") }
+        guard case .string(let kind) = kind else { throw LineError(message: "field \"event\" must be a string") }
         if !lenient, let known = eventFields[kind] {
             try requireKnownFields(dict, known: known + exportOnlyFields, in: "the \(kind) event")
         }
         switch kind {
         case "added", "updated":
             guard let inner = dict["activity"] else { throw LineError(message: "missing field \"activity\" for a \(kind) event") }
-            guard let innerDict = inner as? [String: Any] else { throw LineError(message: "field \"activity\" must be an object") }
+            guard case .object(let innerMembers) = inner else { throw LineError(message: "field \"activity\" must be an object") }
+            let innerDict = Fields(innerMembers)
             if !lenient { try requireKnownFields(innerDict, known: activityFields, in: "\"activity\"") }
             let m = try model(innerDict, context: "activity")
             return kind == "added" ? .added(m) : .updated(m)
@@ -118,35 +167,36 @@ enum ActivityJSON {
 
     /// Refuses the first field (in sorted order, so that the message is stable) not in `known`,
     /// naming the field meant when only its case differs.
-    private static func requireKnownFields(_ dict: [String: Any], known: [String], in place: String) throws(LineError) {
-        guard let unknown = dict.keys.filter({ !known.contains($0) }).sorted().first else { return }
+    private static func requireKnownFields(_ dict: Fields, known: [String], in place: String) throws(LineError) {
+        guard dict.members.contains(where: { !known.contains($0.key) }) else { return }
+        guard let unknown = dict.members.map(\.key).filter({ !known.contains($0) }).sorted().first else { return }
         let meant = known.first { $0.lowercased() == unknown.lowercased() }.map { " (did you mean \"\($0)\"?)" } ?? ""
         throw LineError(message: "unknown field \"\(unknown)\" in \(place)\(meant); known fields: \(known.joined(separator: ", ")) (pass --lenient to ignore unknown fields)")
     }
 
-    private static func string(_ dict: [String: Any], _ key: String) throws(LineError) -> String {
-        guard let value = dict[key], !(value is NSNull) else { throw LineError(message: "missing field \"\(key)\"") }
-        guard let text = value as? String else { throw LineError(message: "field \"\(key)\" must be a string") }
+    private static func string(_ dict: Fields, _ key: String) throws(LineError) -> String {
+        guard let value = dict[key], value != .null else { throw LineError(message: "missing field \"\(key)\"") }
+        guard case .string(let text) = value else { throw LineError(message: "field \"\(key)\" must be a string") }
         return text
     }
 
-    private static func uuid(_ dict: [String: Any], _ key: String) throws(LineError) -> UUID {
+    private static func uuid(_ dict: Fields, _ key: String) throws(LineError) -> UUID {
         let text = try string(dict, key)
         guard let id = UUID(uuidString: text) else { throw LineError(message: "field \"\(key)\": \"\(text)\" is not a UUID") }
         return id
     }
 
-    private static func date(_ dict: [String: Any], _ key: String) throws(LineError) -> Date {
+    private static func date(_ dict: Fields, _ key: String) throws(LineError) -> Date {
         let text = try string(dict, key)
         guard let date = ISODate.tryParse(text) else { throw LineError(message: "bad date in \"\(key)\": \"\(text)\" is not ISO 8601") }
         return date
     }
 
-    private static func model(_ dict: [String: Any], context: String) throws(LineError) -> ActivityModel {
+    private static func model(_ dict: Fields, context: String) throws(LineError) -> ActivityModel {
         let id = try uuid(dict, "id")
         let start = try date(dict, "startDate")
         var end: Date? = nil
-        if let value = dict["endDate"], !(value is NSNull) {
+        if let value = dict["endDate"], value != .null {
             end = try date(dict, "endDate")
         }
         let type = try string(dict, "type")

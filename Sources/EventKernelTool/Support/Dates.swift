@@ -23,6 +23,12 @@ enum ISODate {
     }
 
     static func tryParse(_ text: String) -> Date? {
+        var text = text
+        return text.withUTF8 { tryParse(utf8: $0) }
+    }
+
+    /// ``tryParse(_:)`` of UTF-8 bytes (import reads dates from its lines' bytes).
+    static func tryParse(utf8 text: UnsafeBufferPointer<UInt8>) -> Date? {
         guard let (whole, fraction) = components(text) else { return nil }
         // Built on the reference date (2001), which is what a Date stores: the whole seconds
         // are an exact integer shift from 1970, and adding the fraction back rounds once, so
@@ -48,7 +54,12 @@ enum ISODate {
     /// Whole seconds since 1970 (UTC) and the fraction's decimal digits, or `nil` when `text` is
     /// not ISO 8601.
     private static func components(_ text: String) -> (whole: Int, fraction: [UInt8])? {
-        let b = Array(text.utf8)
+        var text = text
+        return text.withUTF8 { components($0) }
+    }
+
+    /// ``components(_:)-(String)`` of UTF-8 bytes.
+    private static func components(_ b: UnsafeBufferPointer<UInt8>) -> (whole: Int, fraction: [UInt8])? {
         var i = 0
         func number(_ digits: Int) -> Int? {
             guard i + digits <= b.count else { return nil }
@@ -104,53 +115,17 @@ enum ISODate {
     static let referenceEpochSince1970 = 978_307_200
 
     static func format(_ date: Date) -> String {
-        let r = date.timeIntervalSinceReferenceDate
-        guard r.isFinite, abs(r) < 1e15 else { return "invalid" }
-        // Whole seconds and the fraction, both exact: r - floor(r) loses no bits.
-        let wholeSinceReference = r.rounded(.down)
-        let fractionValue = r - wholeSinceReference
-        let whole = Int(wholeSinceReference) + referenceEpochSince1970
-        let fraction = fractionValue > 0 ? shortestDecimalFraction(fractionValue) : ""
-        return format(wholeSecondsSince1970: whole, fraction: fraction)
+        var buffer = JSONBuffer(capacity: 32)
+        buffer.appendISO(date)
+        return buffer.text
     }
 
     /// A log timestamp exactly as stored: nanoseconds, trailing zeros trimmed
     /// (`2025-03-01T08:30:15.000000123Z`).
     static func format(_ timestamp: LogTimestamp) -> String {
-        let nanos = timestamp.nanosecondsSince1970
-        let whole = Int(nanos >= 0 ? nanos / 1_000_000_000 : (nanos + 1) / 1_000_000_000 - 1)
-        var remainder = Int(nanos - Int64(whole) * 1_000_000_000)
-        var fraction = ""
-        if remainder > 0 {
-            var digits = 9
-            while remainder % 10 == 0 { remainder /= 10; digits -= 1 }
-            let text = String(remainder)
-            fraction = "." + String(repeating: "0", count: digits - text.count) + text
-        }
-        return format(wholeSecondsSince1970: whole, fraction: fraction)
-    }
-
-    private static func format(wholeSecondsSince1970 whole: Int, fraction: String) -> String {
-        let days = Int((Double(whole) / 86_400).rounded(.down))
-        let secs = whole - days * 86_400
-        let (y, m, d) = civilFromDays(days)
-        // Digits by hand: String(format:) was half of `export`'s time (varargs and casts).
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(20 + fraction.utf8.count + 1)
-        func digits(_ value: Int, _ count: Int) {
-            var value = value, buffer: [UInt8] = Array(repeating: 48, count: count)
-            for index in stride(from: count - 1, through: 0, by: -1) {
-                buffer[index] = UInt8(48 + value % 10)
-                value /= 10
-            }
-            bytes += buffer
-        }
-        if y < 0 || y > 9999 { bytes += Array(String(y).utf8) } else { digits(y, 4) }
-        bytes.append(45); digits(m, 2); bytes.append(45); digits(d, 2)
-        bytes.append(84); digits(secs / 3600, 2); bytes.append(58); digits(secs / 60 % 60, 2); bytes.append(58); digits(secs % 60, 2)
-        bytes += fraction.utf8
-        bytes.append(90)
-        return String(decoding: bytes, as: UTF8.self)
+        var buffer = JSONBuffer(capacity: 32)
+        buffer.appendISO(timestamp)
+        return buffer.text
     }
 
     /// The shortest decimal that reads back as the same `Double` (Swift's own shortest form),

@@ -34,33 +34,54 @@ indirect enum JSONTree: Equatable {
 
     /// Compact JSON text: members in order, no spaces.
     var text: String {
-        var out = ""
-        write(to: &out)
-        return out
+        var buffer = JSONBuffer()
+        write(to: &buffer)
+        return buffer.text
     }
 
-    func write(to out: inout String) {
+    /// The same JSON laid out for reading: each member and element on its own line, indented
+    /// by two spaces a level (empty objects and arrays stay `{}` and `[]`).
+    var indentedText: String {
+        var buffer = JSONBuffer()
+        write(to: &buffer, indentation: 0)
+        return buffer.text
+    }
+
+    /// Appends ``text`` to `buffer`.
+    func write(to buffer: inout JSONBuffer) { write(to: &buffer, indentation: nil) }
+
+    /// Appends ``text`` (`indentation` nil) or ``indentedText`` at that depth to `buffer`.
+    private func write(to buffer: inout JSONBuffer, indentation depth: Int?) {
+        func newline(_ level: Int) {
+            buffer.appendByte(0x0A)
+            for _ in 0..<level { buffer.appendRaw("  ") }
+        }
         switch self {
-        case .null: out += "null"
-        case .bool(let b): out += b ? "true" : "false"
-        case .number(let n): out += n
-        case .string(let s): out += ActivityJSON.escape(s)
+        case .null: buffer.appendRaw("null")
+        case .bool(let b): if b { buffer.appendRaw("true") } else { buffer.appendRaw("false") }
+        case .number(let n): buffer.appendRaw(n)
+        case .string(let s): buffer.appendString(s)
         case .array(let values):
-            out += "["
+            buffer.appendByte(0x5B)
             for (i, v) in values.enumerated() {
-                if i > 0 { out += "," }
-                v.write(to: &out)
+                if i > 0 { buffer.appendByte(0x2C) }
+                if let depth { newline(depth + 1) }
+                v.write(to: &buffer, indentation: depth.map { $0 + 1 })
             }
-            out += "]"
+            if let depth, !values.isEmpty { newline(depth) }
+            buffer.appendByte(0x5D)
         case .object(let members):
-            out += "{"
+            buffer.appendByte(0x7B)
             for (i, m) in members.enumerated() {
-                if i > 0 { out += "," }
-                out += ActivityJSON.escape(m.key)
-                out += ":"
-                m.value.write(to: &out)
+                if i > 0 { buffer.appendByte(0x2C) }
+                if let depth { newline(depth + 1) }
+                buffer.appendString(m.key)
+                buffer.appendByte(0x3A)
+                if depth != nil { buffer.appendByte(0x20) }
+                m.value.write(to: &buffer, indentation: depth.map { $0 + 1 })
             }
-            out += "}"
+            if let depth, !members.isEmpty { newline(depth) }
+            buffer.appendByte(0x7D)
         }
     }
 }

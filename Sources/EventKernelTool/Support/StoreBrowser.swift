@@ -355,7 +355,7 @@ actor StoreBrowser: StoreBrowsing {
                 state = ViewerState(moment: momentText, version: entry.envelope.entityVersion, json: nil,
                                     note: "unknown: " + (entry.note ?? "an event the viewer cannot fold") + (entry.knownAfter.version > 0 ? "; the last state known is version \(entry.knownAfter.version)'s" : ""))
             } else if let known = entry.knownAfter.state {
-                state = ViewerState(moment: momentText, version: entry.envelope.entityVersion, json: Self.indented(known), note: nil)
+                state = ViewerState(moment: momentText, version: entry.envelope.entityVersion, json: known.indentedText, note: nil)
             } else {
                 state = ViewerState(moment: momentText, version: entry.envelope.entityVersion, json: nil, note: "none: the entity was deleted (or not yet added)")
             }
@@ -435,14 +435,14 @@ actor StoreBrowser: StoreBrowsing {
             codec = "activity"
             do {
                 let event = try ActivityEventCodec().decode(envelope)
-                payload = (try? JSONParser.parse(Array(ActivityJSON.event(event).utf8))).map(Self.indented)
+                payload = (try? JSONParser.parse(Array(ActivityJSON.event(event).utf8))).map(\.indentedText)
             } catch {
                 note = "the activity event does not decode: \(EntityJSON.describe(error))"
             }
         } else {
             let decoded = EntityJSON.payload(envelope.payload)
             codec = decoded.codec
-            payload = decoded.value.map(Self.indented)
+            payload = decoded.value.map(\.indentedText)
             switch decoded {
             case .bytes(let reason, _): note = "not decoded: \(reason)"
             case .none: note = "no payload"
@@ -489,36 +489,6 @@ actor StoreBrowser: StoreBrowsing {
     private func unknownType(_ type: String) -> ViewerError {
         let known = types.isEmpty ? "it holds no events" : "its entity types: \(types.keys.sorted().joined(separator: ", "))"
         return ViewerError(.notFound, "no events of entity type \"\(type)\" in \(name); \(known)")
-    }
-
-    /// JSON text indented by two spaces per level, members in their order.
-    static func indented(_ tree: JSONTree) -> String {
-        var out = ""
-        func write(_ value: JSONTree, _ depth: Int) {
-            let pad = String(repeating: "  ", count: depth + 1), closing = String(repeating: "  ", count: depth)
-            switch value {
-            case .array(let values) where !values.isEmpty:
-                out += "[\n"
-                for (i, v) in values.enumerated() {
-                    out += pad
-                    write(v, depth + 1)
-                    out += i + 1 < values.count ? ",\n" : "\n"
-                }
-                out += closing + "]"
-            case .object(let members) where !members.isEmpty:
-                out += "{\n"
-                for (i, m) in members.enumerated() {
-                    out += pad + ActivityJSON.escape(m.key) + ": "
-                    write(m.value, depth + 1)
-                    out += i + 1 < members.count ? ",\n" : "\n"
-                }
-                out += closing + "}"
-            default:
-                value.write(to: &out)
-            }
-        }
-        write(tree, 0)
-        return out
     }
 
     /// How many of a payload's bytes the event page shows (a page stays small).
