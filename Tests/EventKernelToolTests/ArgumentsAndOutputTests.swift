@@ -400,9 +400,13 @@ struct ArgumentsAndOutputTests {
         try write(goodLines, to: file)
         #expect(try run(["import", "demo", file.path], in: temp.url).status == 0)
         let readOnly: Set<String> = ["query", "replay", "history", "streams", "tail", "verify", "inspect", "export", "snapshot", "repair"]
+        // A pipeline's reader of standard input (`export demo | import demo-copy -`) is given
+        // what the writer before it writes, as a file: never the test process's own stdin.
+        let exported = temp.file("exported.jsonl")
+        #expect(try run(["export", "demo", "--output", exported.path], in: temp.url).status == 0)
         for command in EventKernelCommand.configuration.subcommands where readOnly.contains(command.configuration.commandName ?? "") {
             for arguments in examples(command) where !arguments.contains("--follow") {
-                let result = try run(arguments, in: temp.url)
+                let result = try run(arguments, stdin: arguments.last == "-" ? exported : nil, in: temp.url)
                 #expect(result.status == 0, "\(arguments): \(result.stderr)")
             }
         }

@@ -129,6 +129,27 @@ struct ChecksumAndCompressionTests {
         #expect(restored == original)
     }
 
+    @Test("LZ4 into an array of its own: the same bytes as appending, of random and empty inputs")
+    func lz4Compressed() throws {
+        var state: UInt64 = 0x5EED
+        for count in [0, 1, 17, 4_096, 300_000] {
+            let original = (0..<count).map { i -> UInt8 in
+                state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                return i % 3 == 0 ? UInt8(truncatingIfNeeded: state >> 56) : UInt8(i % 7)
+            }
+            let compressed = try original.withUnsafeBytes { (raw) throws(CompressionError) in try LZ4Block.compressed(raw) }
+            var appended: [UInt8] = []
+            _ = try original.withUnsafeBytes { (raw) throws(CompressionError) in try LZ4Block.compress(raw, appendingTo: &appended) }
+            #expect(compressed == appended, "\(count) bytes")
+            #expect(compressed.isEmpty == original.isEmpty)
+            var restored = [UInt8](repeating: 0, count: original.count)
+            try compressed.withUnsafeBytes { src in
+                try restored.withUnsafeMutableBytes { dst in try LZ4Block.decompress(src, into: dst) }
+            }
+            #expect(restored == original)
+        }
+    }
+
     @Test("LZ4 rejects malformed input and a wrong length with a typed error")
     func lz4Malformed() throws {
         var out = [UInt8](repeating: 0, count: 100)

@@ -106,7 +106,7 @@ package struct SnapshotDirectory: Sendable {
     /// - Throws: ``RepositoryError/storage(_:)`` when a file operation fails.
     @discardableResult
     package func write(_ snapshot: SnapshotFile, keep: Int) throws -> String {
-        let bytes = try snapshot.encoded()
+        let (header, stored) = try snapshot.encodedParts()
         do { try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true) } catch {
             throw RepositoryError.storage(StorageFailure("cannot create the snapshot directory \(url.path)", cause: error))
         }
@@ -114,7 +114,7 @@ package struct SnapshotDirectory: Sendable {
         // A periodic snapshot and the one at close may write the same name at once: each
         // write gets its own temporary file.
         do {
-            try StoreDirectory.writeAtomically(bytes, directory: url.path, name: name,
+            try StoreDirectory.writeAtomically(parts: [header, stored], directory: url.path, name: name,
                                                temporaryName: ".\(name).\(UUID().uuidString).tmp", io: fileIO)
         } catch {
             throw RepositoryError.storage(StorageFailure("writing the snapshot \(name) failed", cause: error))

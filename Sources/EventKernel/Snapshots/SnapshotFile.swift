@@ -76,17 +76,25 @@ package struct SnapshotFile: Hashable, Sendable {
     /// Encodes the file, LZ4-compressing the body when that makes it smaller.
     /// - Throws: `LogError` when compression fails.
     package func encoded() throws -> [UInt8] {
-        var compressed: [UInt8] = []
-        try body.withBytes { (raw) throws(LogError) in
+        let (header, stored) = try encodedParts()
+        return header + stored
+    }
+
+    /// The file in two parts, its header and its stored body (the body LZ4-compressed when that
+    /// makes it smaller), written one after the other: a writer need not copy a large body
+    /// into one array with its header (``SnapshotDirectory/write(_:keep:)``).
+    /// - Throws: `LogError` when compression fails.
+    package func encodedParts() throws -> (header: [UInt8], stored: [UInt8]) {
+        let compressed = try body.withBytes { (raw) throws(LogError) -> [UInt8] in
             do throws(CompressionError) {
-                _ = try LZ4Block.compress(raw, appendingTo: &compressed)
+                return try LZ4Block.compressed(raw)
             } catch {
                 throw LogError(error)
             }
         }
         let useLZ4 = !body.isEmpty && compressed.count < body.count
         let stored = useLZ4 ? compressed : body
-        var writer = BinaryWriter(capacity: 64 + stored.count)
+        var writer = BinaryWriter(capacity: 64 + projectionName.utf8.count)
         writer.writeRaw(Self.magic)
         writer.writeFixed(Self.formatVersion)
         writer.writeUInt8(useLZ4 ? 1 : 0)
@@ -106,8 +114,7 @@ package struct SnapshotFile: Hashable, Sendable {
         writer.writeFixed(UInt64(stored.count))
         writer.writeFixed(CRC32C.checksum(stored))
         writer.writeFixed(CRC32C.checksum(writer.bytes))
-        writer.writeRaw(stored)
-        return writer.bytes
+        return (writer.bytes, stored)
     }
 
     /// What a snapshot file's header holds: enough to know what the snapshot covers without

@@ -135,12 +135,27 @@ package enum StoreDirectory {
         _ bytes: [UInt8], directory: String, name: String, temporaryName: String? = nil, io: any LogFileIO,
         synchronizingDirectory: Bool = true
     ) throws(LogError) {
+        try writeAtomically(parts: [bytes], directory: directory, name: name, temporaryName: temporaryName, io: io,
+                            synchronizingDirectory: synchronizingDirectory)
+    }
+
+    /// ``writeAtomically(_:directory:name:temporaryName:io:synchronizingDirectory:)`` of a file
+    /// given in parts, written one after the other: a large file (a snapshot's header and its
+    /// body) is never copied into one array, which would double its memory while it is written.
+    package static func writeAtomically(
+        parts: [[UInt8]], directory: String, name: String, temporaryName: String? = nil, io: any LogFileIO,
+        synchronizingDirectory: Bool = true
+    ) throws(LogError) {
         let temporary = directory + "/" + (temporaryName ?? name + ".tmp")
         let final = directory + "/" + name
         do throws(LogError) {
             let file = try OpenFile.open(temporary, flags: O_WRONLY | O_CREAT | O_TRUNC)
-            try bytes.withBytes { (raw) throws(LogError) in
-                try io.writeAll(raw, toAbsoluteOffset: 0, descriptor: file.descriptor, path: temporary)
+            var offset: Int64 = 0
+            for part in parts {
+                try part.withBytes { (raw) throws(LogError) in
+                    try io.writeAll(raw, toAbsoluteOffset: offset, descriptor: file.descriptor, path: temporary)
+                }
+                offset += Int64(part.count)
             }
             try io.synchronize(descriptor: file.descriptor, path: temporary)
             do throws(SystemCallError) {

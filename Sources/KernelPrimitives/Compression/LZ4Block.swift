@@ -42,11 +42,8 @@ package enum LZ4Block {
     ///   ``maxInputSize``, ``CompressionError/Kind/failed`` if liblz4 fails.
     @discardableResult
     package static func compress(_ source: UnsafeRawBufferPointer, appendingTo destination: inout [UInt8]) throws(CompressionError) -> Int {
-        guard source.count <= maxInputSize else {
-            throw CompressionError(.tooLarge, "\(source.count) bytes exceed LZ4's input limit of \(maxInputSize)")
-        }
+        let bound = try compressBound(source)
         if source.isEmpty { return 0 }
-        let bound = Int(LZ4_compressBound(Int32(source.count)))
         let start = destination.count
         destination.append(contentsOf: repeatElement(0, count: bound))
         let written = destination.withUnsafeMutableBytes { out -> Int32 in
@@ -61,6 +58,35 @@ package enum LZ4Block {
         }
         destination.removeLast(bound - Int(written))
         return Int(written)
+    }
+
+    /// `source` compressed, in an array of its own whose bytes past those written are never
+    /// touched: a large input's compressed copy (a snapshot body) costs the memory of its
+    /// compressed size, where ``compress(_:appendingTo:)`` zero-fills LZ4's whole bound first.
+    /// - Parameter source: The bytes to compress.
+    /// - Throws: ``CompressionError`` as ``compress(_:appendingTo:)``.
+    package static func compressed(_ source: UnsafeRawBufferPointer) throws(CompressionError) -> [UInt8] {
+        let bound = try compressBound(source)
+        if source.isEmpty { return [] }
+        var written: Int32 = 0
+        let output = [UInt8](unsafeUninitializedCapacity: bound) { out, count in
+            written = LZ4_compress_default(
+                source.baseAddress!.assumingMemoryBound(to: CChar.self),
+                UnsafeMutableRawPointer(out.baseAddress!).assumingMemoryBound(to: CChar.self),
+                Int32(source.count), Int32(bound))
+            count = max(0, Int(written))
+        }
+        guard written > 0 else { throw CompressionError(.failed, "LZ4 compression of \(source.count) bytes failed") }
+        return output
+    }
+
+    /// LZ4's bound on the compressed size of `source`.
+    /// - Throws: ``CompressionError`` of kind ``CompressionError/Kind/tooLarge`` beyond ``maxInputSize``.
+    private static func compressBound(_ source: UnsafeRawBufferPointer) throws(CompressionError) -> Int {
+        guard source.count <= maxInputSize else {
+            throw CompressionError(.tooLarge, "\(source.count) bytes exceed LZ4's input limit of \(maxInputSize)")
+        }
+        return Int(LZ4_compressBound(Int32(source.count)))
     }
 
     /// Decompresses `source` into `destination`, which must be exactly the original length.
