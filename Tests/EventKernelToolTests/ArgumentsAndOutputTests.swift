@@ -368,6 +368,30 @@ struct ArgumentsAndOutputTests {
         #expect(try run("tail", store, "--follow", "--format", "json").status == 1)
     }
 
+    /// `export --output` writes into the path as a shell's `>` does: through a symbolic link,
+    /// into the same file (a hard link sees it), never a new file renamed over it, which turned a
+    /// link into a file and, run as root with `--output /dev/null`, the null device into a file.
+    @Test func exportOutputWritesIntoTheFileThePathNames() throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)
+        let target = temp.file("target.jsonl"), link = temp.file("link.jsonl"), hardLink = temp.file("hard.jsonl")
+        try write(["stale"], to: target)
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
+        try FileManager.default.linkItem(at: target, to: hardLink)
+        let result = try run("export", store, "--output", link.path)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link.path) == target.path)
+        let written = try String(contentsOf: target, encoding: .utf8)
+        #expect(written.split(separator: "\n").count == goodLines.count, "\(written)")
+        #expect(!written.contains("stale"))
+        #expect(try String(contentsOf: hardLink, encoding: .utf8) == written)
+        // A path that cannot be opened: exit 4, naming it and why.
+        let missing = temp.file("no-such-directory/out.jsonl")
+        let failed = try run("export", store, "--output", missing.path)
+        #expect(failed.status == 4)
+        #expect(failed.stderr.contains("cannot open \(missing.path) for writing: No such file or directory"), "\(failed.stderr)")
+    }
+
     @Test func queryJSONLinesImportBack() throws {
         let temp = TemporaryDirectory()
         let store = try importedStore(temp)

@@ -2,6 +2,7 @@ import Activities
 import ArgumentParser
 import EventKernel
 import Foundation
+import KernelPrimitives
 
 struct ExportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -33,11 +34,16 @@ struct ExportCommand: AsyncParsableCommand {
         if format == .events, store.postgresURL == nil { LogDamage.warnIfDamaged(store.url) }
         var sink: FileHandle = .standardOutput
         if let output {
-            guard FileManager.default.createFile(atPath: output, contents: nil) else {
-                throw ToolError(.io, "cannot create \(output)")
+            // Opened as a shell's `>` opens it: created when missing, else truncated in place.
+            // Never `FileManager.createFile`, which writes a new file and renames it over the
+            // path: it replaced a symbolic link with a file, and `--output /dev/null`, run as
+            // root, replaced the null device with a regular file (every later reader of
+            // /dev/null on the machine got what was written to it).
+            let descriptor: Int32
+            do { descriptor = try SystemCall.open(output, flags: O_WRONLY | O_CREAT | O_TRUNC, mode: 0o666) } catch {
+                throw ToolError(.io, "cannot open \(output) for writing: \(String(cString: strerror(error.errorNumber)))")
             }
-            guard let handle = FileHandle(forWritingAtPath: output) else { throw ToolError(.io, "cannot open \(output) for writing") }
-            sink = handle
+            sink = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         }
         // Lines are formatted as bytes into one buffer, written out a megabyte at a time.
         var buffer = JSONBuffer(capacity: 1 << 20 + 4096)
