@@ -65,6 +65,10 @@ struct JSONBufferTests {
         }
         let timestamp = LogTimestamp(nanosecondsSince1970: -1)
         #expect(text { $0.appendString(timestamp) } == "\"1969-12-31T23:59:59.999999999Z\"")
+        // The ends of a timestamp's range (the earliest is what `--as-of` clamps a date before 1678 to).
+        #expect(ISODate.format(LogTimestamp(nanosecondsSince1970: .min)) == "1677-09-21T00:12:43.145224192Z")
+        #expect(ISODate.format(LogTimestamp(nanosecondsSince1970: .max)) == "2262-04-11T23:47:16.854775807Z")
+        #expect(ISODate.format(LogTimestamp(nanosecondsSince1970: -1_000_000_000)) == "1969-12-31T23:59:59Z")
     }
 
     @Test("indented JSON is the same document, laid out")

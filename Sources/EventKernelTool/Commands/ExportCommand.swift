@@ -54,8 +54,13 @@ struct ExportCommand: AsyncParsableCommand {
             lines += 1
             if buffer.bytes.count >= 1 << 20 { try flush() }
         }
+        // A write that failed may have written part of the buffer: nothing is written after it
+        // (writing the buffer again would repeat that part).
+        var sinkFailed = false
         func flush() throws {
+            guard !sinkFailed else { return }
             do { try sink.write(contentsOf: buffer.bytes) } catch {
+                sinkFailed = true
                 throw ToolError(.io, "cannot write to \(output ?? "standard output"): \(error.localizedDescription)")
             }
             buffer.removeAll()

@@ -143,15 +143,16 @@ struct JSONBuffer {
     /// A log timestamp as ISO 8601, unquoted, exactly as stored: nanoseconds, trailing zeros
     /// trimmed (`2025-03-01T08:30:15.000000123Z`).
     mutating func appendISO(_ timestamp: LogTimestamp) {
-        let nanos = timestamp.nanosecondsSince1970
-        let whole = Int(nanos >= 0 ? nanos / 1_000_000_000 : (nanos + 1) / 1_000_000_000 - 1)
-        var remainder = Int(nanos - Int64(whole) * 1_000_000_000)
-        appendISO(wholeSecondsSince1970: whole)
+        // Floor division without forming whole * 10^9, which overflows near Int64.min (the
+        // earliest recording time `--as-of` clamps to).
+        var (whole, remainder) = timestamp.nanosecondsSince1970.quotientAndRemainder(dividingBy: 1_000_000_000)
+        if remainder < 0 { whole -= 1; remainder += 1_000_000_000 }
+        appendISO(wholeSecondsSince1970: Int(whole))
         if remainder > 0 {
             var digits = 9
             while remainder % 10 == 0 { remainder /= 10; digits -= 1 }
             bytes.append(0x2E)
-            appendDigits(remainder, digits)
+            appendDigits(Int(remainder), digits)
         }
         bytes.append(0x5A)
     }
