@@ -2,6 +2,7 @@ import Activities
 @testable import EventKernelTool
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 /// Import's byte scanner of activity lines (``ActivityJSON/scanLine(_:)``) answers only where
 /// the tree reader gives the same event; every other line is the tree reader's. The fuzz target
@@ -69,11 +70,8 @@ struct ActivityLineScanTests {
 
     @Test("what export writes, the scanner reads back to the same event")
     func exportedLinesRoundTrip() throws {
-        var state: UInt64 = 0xDEAD_BEEF
-        func next() -> UInt64 {
-            state ^= state << 13; state ^= state >> 7; state ^= state << 17
-            return state
-        }
+        var random = SplitMix64(seed: 0xDEAD_BEEF)
+        func next() -> UInt64 { random.next() }
         for i in 0..<2_000 {
             let start = Date(timeIntervalSinceReferenceDate: Double(next() % 1_000_000_000) + (i % 3 == 0 ? Double(next() % 1_000) / 1_000 : 0))
             let model = ActivityModel(id: UUID(), startDate: start, endDate: i % 2 == 0 ? nil : start.addingTimeInterval(Double(next() % 10_000)),

@@ -2,6 +2,7 @@
 import EventLog
 import Foundation
 import Testing
+import EventKernelTestSupport
 
 /// The byte writer behind every JSON line the tool prints: each value checked against a reader
 /// or formatter it does not share code with.
@@ -19,11 +20,8 @@ struct JSONBufferTests {
         #expect(text { $0.appendString("a\"b\\c\nd\re\tf") } == #""a\"b\\c\nd\re\tf""#)
         #expect(text { $0.appendString("\u{01}\u{1f}\u{7f}") } == "\"\\u0001\\u001f\u{7f}\"")
         #expect(text { $0.appendString("") } == "\"\"")
-        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
-        func next() -> UInt64 {
-            state ^= state << 13; state ^= state >> 7; state ^= state << 17
-            return state
-        }
+        var random = SplitMix64(seed: 0x9E37_79B9_7F4A_7C15)
+        func next() -> UInt64 { random.next() }
         let alphabet: [Character] = ["a", "\"", "\\", "\n", "\u{0}", "\u{1b}", "é", "€", "😀", " ", "/", "\u{2028}"]
         for _ in 0..<2_000 {
             let s = String((0..<Int(next() % 12)).map { _ in alphabet[Int(next() % UInt64(alphabet.count))] })

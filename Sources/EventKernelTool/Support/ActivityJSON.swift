@@ -71,12 +71,6 @@ enum ActivityJSON {
         buffer.appendByte(0x7D)
     }
 
-    /// For JSONSerialization-based output.
-    static func object(_ model: ActivityModel) -> [String: Any] {
-        ["id": model.id.uuidString, "startDate": ISODate.format(model.startDate),
-         "endDate": model.endDate.map { ISODate.format($0) as Any } ?? NSNull(), "type": model.type.rawValue]
-    }
-
     static func name(_ event: ActivityEvent) -> String {
         switch event {
         case .added: "added"

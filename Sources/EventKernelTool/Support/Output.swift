@@ -129,14 +129,35 @@ indirect enum JSONValue: Sendable {
 
     /// Compact JSON text.
     var text: String {
+        var buffer = JSONBuffer()
+        write(to: &buffer)
+        return buffer.text
+    }
+
+    /// Appends ``text`` to `buffer` (the tool's one JSON writer).
+    func write(to buffer: inout JSONBuffer) {
         switch self {
-        case .string(let s): ActivityJSON.escape(s)
-        case .int(let n): String(n)
-        case .bool(let b): b ? "true" : "false"
-        case .null: "null"
-        case .array(let values): "[" + values.map(\.text).joined(separator: ",") + "]"
-        case .object(let pairs): "{" + pairs.map { ActivityJSON.escape($0.0) + ":" + $0.1.text }.joined(separator: ",") + "}"
-        case .raw(let text): text
+        case .string(let s): buffer.appendString(s)
+        case .int(let n): buffer.appendInteger(n)
+        case .bool(let b): if b { buffer.appendRaw("true") } else { buffer.appendRaw("false") }
+        case .null: buffer.appendRaw("null")
+        case .array(let values):
+            buffer.appendByte(0x5B)
+            for (i, value) in values.enumerated() {
+                if i > 0 { buffer.appendByte(0x2C) }
+                value.write(to: &buffer)
+            }
+            buffer.appendByte(0x5D)
+        case .object(let pairs):
+            buffer.appendByte(0x7B)
+            for (i, pair) in pairs.enumerated() {
+                if i > 0 { buffer.appendByte(0x2C) }
+                buffer.appendString(pair.0)
+                buffer.appendByte(0x3A)
+                pair.1.write(to: &buffer)
+            }
+            buffer.appendByte(0x7D)
+        case .raw(let text): buffer.appendRaw(text)
         }
     }
 
