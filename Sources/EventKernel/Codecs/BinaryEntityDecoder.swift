@@ -20,25 +20,39 @@ public struct BinaryEntityDecoder: Sendable {
     /// and the untyped reader (`BinaryEntityValue`) both start from.
     /// - Throws: `DecodingError.dataCorrupted` with the byte offset.
     static func checked(_ bytes: [UInt8]) throws -> BinaryDecodingState {
-        guard BinaryEntityFormat.isBinary(bytes) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not a binary entity payload (first byte \(bytes.first.map { String($0, radix: 16) } ?? "none"))"))
-        }
-        let state = BinaryDecodingState(bytes)
+        let state = try BinaryDecodingState(binary: bytes)
         var offset = 1
         try state.skip(&offset, depth: 0, register: true)
-        guard offset == bytes.count else {
-            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "\(bytes.count - offset) trailing bytes at offset \(offset)"))
-        }
+        try state.requireEnd(at: offset)
         return state
     }
 }
 
 final class BinaryDecodingState {
     let bytes: [UInt8]
-    var keys: [String] = []
-    var keyIndex: [String: Int] = [:]
+    /// The payload's key names in order of definition (a key's number is its index).
+    /// Unchecked for exclusivity: only this state's methods change it, none while reading it,
+    /// and the runtime's check of each access was a tenth of a walk (`perf` of an export).
+    @exclusivity(unchecked) private(set) var keys: [String] = []
+    /// The numbers of `keys` by name, once there are more than ``scannedKeys``.
+    @exclusivity(unchecked) private var keyIndex: [String: Int] = [:]
 
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    /// The state of `bytes`, which must start with the format's first byte.
+    /// - Throws: `DecodingError.dataCorrupted` when they do not.
+    init(binary bytes: [UInt8]) throws {
+        guard BinaryEntityFormat.isBinary(bytes) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "not a binary entity payload (first byte \(bytes.first.map { String($0, radix: 16) } ?? "none"))"))
+        }
+        self.bytes = bytes
+    }
+
+    /// Checks that the payload's value ends at `offset`, the end of its bytes.
+    /// - Throws: `DecodingError.dataCorrupted` naming the trailing bytes.
+    func requireEnd(at offset: Int) throws {
+        guard offset == bytes.count else {
+            throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "\(bytes.count - offset) trailing bytes at offset \(offset)"))
+        }
+    }
 
     func corrupted(_ what: String, at offset: Int, _ codingPath: [any CodingKey] = []) -> DecodingError {
         .dataCorrupted(.init(codingPath: codingPath, debugDescription: "\(what) at byte offset \(offset)"))
@@ -69,7 +83,7 @@ final class BinaryDecodingState {
     func string(_ offset: inout Int) throws -> String {
         let n = try length(&offset)
         defer { offset += n }
-        guard let s = bytes.withUnsafeBufferPointer({ String(validating: UnsafeBufferPointer(rebasing: $0[offset..<offset + n]), as: UTF8.self) }) else {
+        guard let s = bytes.withUnsafeBufferPointer({ String(utf8Validating: UnsafeBufferPointer(rebasing: $0[offset..<offset + n])) }) else {
             throw corrupted("invalid UTF-8", at: offset)
         }
         return s
@@ -83,17 +97,41 @@ final class BinaryDecodingState {
         case 1:
             let at = offset
             let name = try string(&offset)
-            if register {
-                guard keyIndex[name] == nil else { throw corrupted("key \"\(name)\" defined twice", at: at) }
-                keyIndex[name] = keys.count
-                keys.append(name)
-            }
-            guard let index = keyIndex[name] else { throw corrupted("unknown key", at: at) }
+            if register { return try define(name, at: at) }
+            guard let index = number(ofKey: name) else { throw corrupted("unknown key", at: at) }
             return index
-        default:
-            guard reference - 2 < UInt64(keys.count) else { throw corrupted("key reference \(reference - 2) before its definition", at: offset) }
-            return Int(reference - 2)
+        default: return try key(reference: reference, at: offset)
         }
+    }
+
+    /// Adds `name` to the key table, defined at byte `at`, and returns its number.
+    /// - Throws: `DecodingError.dataCorrupted` when it is defined already.
+    func define(_ name: String, at: Int) throws -> Int {
+        guard number(ofKey: name) == nil else { throw corrupted("key \"\(name)\" defined twice", at: at) }
+        keys.append(name)
+        if keys.count == Self.scannedKeys + 1 {
+            for (i, key) in keys.enumerated() { keyIndex[key] = i }
+        } else if keys.count > Self.scannedKeys {
+            keyIndex[name] = keys.count - 1
+        }
+        return keys.count - 1
+    }
+
+    /// The number a key reference (2 and above) names, read ending at `offset`.
+    /// - Throws: `DecodingError.dataCorrupted` for a key not defined yet.
+    func key(reference: UInt64, at offset: Int) throws -> Int {
+        guard reference - 2 < UInt64(keys.count) else { throw corrupted("key reference \(reference - 2) before its definition", at: offset) }
+        return Int(reference - 2)
+    }
+
+    /// Up to this many key names are found by a scan: an entity's handful compare faster than
+    /// they hash (hashing each name into a dictionary was a tenth of a generic store's export,
+    /// `perf`), as the encoder finds them (`BinaryEncodingState.scannedKeys`).
+    static let scannedKeys = 16
+
+    /// The number of the key `name`, if defined.
+    func number(ofKey name: String) -> Int? {
+        keys.count > Self.scannedKeys ? keyIndex[name] : keys.firstIndex(of: name)
     }
 
     /// Moves `offset` past one value (registering key names on the first pass).

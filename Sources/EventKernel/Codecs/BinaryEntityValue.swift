@@ -52,12 +52,14 @@ package indirect enum BinaryEntityValue: Equatable, Sendable {
 
     /// Reads a binary entity payload (starting with the format's `0xFF`) into its tree.
     /// - Throws: `DecodingError.dataCorrupted` for bytes that are not a whole, well-formed
-    ///   payload (with the byte offset), as ``BinaryEntityDecoder`` does.
+    ///   payload (with the byte offset), as ``BinaryEntityDecoder`` does, and for a keyed
+    ///   container holding a key twice (the typed decoder reads the first, a JSON reader the
+    ///   last: no one answer).
     package static func decode(_ bytes: [UInt8]) throws -> BinaryEntityValue {
-        // The checking pass of the typed decoder: bounds, tags, nesting, and the key table.
-        let state = try BinaryEntityDecoder.checked(bytes)
-        var offset = 1
-        return try state.untypedValue(&offset)
+        // The one walker of the format's values (`walk(_:into:)`), building the tree.
+        var builder = TreeBuilder()
+        _ = try walk(bytes, into: &builder)
+        return builder.result!
     }
 
     /// The deepest nesting of values the binary format reads (``BinaryDecodingState/skip``).
@@ -78,57 +80,35 @@ package indirect enum BinaryEntityValue: Equatable, Sendable {
     package func encoded() throws -> [UInt8] { try BinaryEntityEncoder().encode(self) }
 }
 
-extension BinaryDecodingState {
-    /// Reads the value at `offset` (already checked by `skip`) as a tree, moving past it.
-    /// - Throws: `DecodingError.dataCorrupted` for a keyed container holding a key twice (the
-    ///   typed decoder reads the first, a JSON reader the last: no one answer), or what the
-    ///   decoding helpers throw.
-    func untypedValue(_ offset: inout Int) throws -> BinaryEntityValue {
-        let start = offset
-        let tag = bytes[start]
-        if tag != BinaryEntityFormat.keyed && tag != BinaryEntityFormat.unkeyed {
-            // A scalar's end is where `skip` (the one walker of the format) puts it; its body is
-            // read by the typed decoder's helpers.
-            var end = start
-            try skip(&end, depth: 0, register: false)
-            defer { offset = end }
-            var body = start + 1
-            switch tag {
-            case BinaryEntityFormat.null: return .null
-            case BinaryEntityFormat.false: return .bool(false)
-            case BinaryEntityFormat.true: return .bool(true)
-            case BinaryEntityFormat.int: return .int(try decodeInt(at: start, []))
-            case BinaryEntityFormat.uint: return .uint(try varint(&body))
-            case BinaryEntityFormat.double: return .double(try decodeDouble(at: start, []))
-            case BinaryEntityFormat.float: return .float(Float(try decodeDouble(at: start, [])))
-            case BinaryEntityFormat.date: return .date(try decodeValue(Date.self, at: start, codingPath: []))
-            case BinaryEntityFormat.uuid: return .uuid(try decodeValue(UUID.self, at: start, codingPath: []))
-            case BinaryEntityFormat.string: return .string(try string(&body))
-            case BinaryEntityFormat.url: return .url(try string(&body))
-            case BinaryEntityFormat.data:
-                let n = try length(&body)
-                return .data(Array(bytes[body..<body + n]))
-            case BinaryEntityFormat.decimal, BinaryEntityFormat.decimalParts: return .decimal(try decodeDecimal(at: start, []))
-            default: throw corrupted("unknown tag 0x\(String(tag, radix: 16))", at: start)
-            }
-        }
-        offset += 1
-        if tag == BinaryEntityFormat.keyed {
-            var entries: [(key: String, value: BinaryEntityValue)] = []
-            var seen: Set<String> = []
-            while let key = try keyReference(&offset, register: false) {
-                guard seen.insert(keys[key]).inserted else {
-                    throw corrupted("key \"\(keys[key])\" twice in one keyed container (an encode(to:) wrote it twice; the application's decoder reads the first)", at: start)
-                }
-                entries.append((keys[key], try untypedValue(&offset)))
-            }
-            return .keyed(entries)
-        }
-        var values: [BinaryEntityValue] = []
-        while bytes[offset] != BinaryEntityFormat.end { values.append(try untypedValue(&offset)) }
-        offset += 1
-        return .unkeyed(values)
+/// Builds a ``BinaryEntityValue`` from a walk: the containers open so far, innermost last.
+private struct TreeBuilder: BinaryEntityVisitor {
+    private var open: [(keys: [String], values: [BinaryEntityValue])] = []
+    private(set) var result: BinaryEntityValue?
+
+    private mutating func put(_ value: BinaryEntityValue) {
+        if open.isEmpty { result = value } else { open[open.count - 1].values.append(value) }
     }
+
+    mutating func visitNull() { put(.null) }
+    mutating func visitBool(_ value: Bool) { put(.bool(value)) }
+    mutating func visitInt(_ value: Int64) { put(.int(value)) }
+    mutating func visitUInt(_ value: UInt64) { put(.uint(value)) }
+    mutating func visitDouble(_ value: Double) { put(.double(value)) }
+    mutating func visitFloat(_ value: Float) { put(.float(value)) }
+    mutating func visitString(_ value: String) { put(.string(value)) }
+    mutating func visitUUID(_ value: UUID) { put(.uuid(value)) }
+    mutating func visitDate(_ value: Date) { put(.date(value)) }
+    mutating func visitData(_ bytes: UnsafeBufferPointer<UInt8>) { put(.data(Array(bytes))) }
+    mutating func visitDecimal(_ value: Decimal) { put(.decimal(value)) }
+    mutating func visitURL(_ text: String) { put(.url(text)) }
+    mutating func beginKeyed() { open.append(([], [])) }
+    mutating func visitKey(_ key: String) { open[open.count - 1].keys.append(key) }
+    mutating func endKeyed(count: Int) {
+        let container = open.removeLast()
+        put(.keyed(zip(container.keys, container.values).map { (key: $0, value: $1) }))
+    }
+    mutating func beginUnkeyed() { open.append(([], [])) }
+    mutating func endUnkeyed(count: Int) { put(.unkeyed(open.removeLast().values)) }
 }
 
 extension BinaryEntityValue: Encodable {

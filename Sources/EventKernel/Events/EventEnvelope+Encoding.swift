@@ -182,7 +182,7 @@ extension EventEnvelope {
             guard lengthOffset - headerLength >= length else {
                 throw BinaryDecodingError(.truncated(needed: length - (lengthOffset - headerLength)), at: headerLength)
             }
-            let string = bytes.withUnsafeBufferPointer { String(validating: UnsafeBufferPointer(rebasing: $0[(lengthOffset - length)..<lengthOffset]), as: UTF8.self) }
+            let string = bytes.withUnsafeBufferPointer { String(utf8Validating: UnsafeBufferPointer(rebasing: $0[(lengthOffset - length)..<lengthOffset])) }
             guard let string else { throw BinaryDecodingError(.invalidUTF8, at: lengthOffset - length) }
             return (.string(string), length + 5)
         case let tag:

@@ -82,9 +82,9 @@ struct ExportCommand: AsyncParsableCommand {
                     // back as the same tombstone, so a purge survives the round trip.
                     guard ActivityEventCodec.isActivityEvent(envelope), Tombstone(eventType: envelope.eventType) == nil else {
                         // Every other entity type's event, decoded without its code (EntityJSON).
-                        let payload = EntityJSON.write(envelope, to: &buffer)
+                        let undecoded = EntityJSON.write(envelope, to: &buffer)
                         try endLine()
-                        if case .bytes(let reason, let damaged) = payload { opaque.note(envelope, reason: reason, damaged: damaged) }
+                        if let undecoded { opaque.note(envelope, reason: undecoded.reason, damaged: undecoded.damaged) }
                         return true
                     }
                     do {

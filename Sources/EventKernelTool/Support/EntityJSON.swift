@@ -172,10 +172,7 @@ enum EntityJSON {
             guard d.isFinite else { return tagged("$double", .string(nonFiniteText(d))) }
             return .number(doubleText(d))
         case .float(let f):
-            guard f.isFinite else {
-                let text = f.isNaN && f.bitPattern != Float.nan.bitPattern ? "nan:" + hex(UInt64(f.bitPattern), digits: 8) : f.isNaN ? "nan" : f < 0 ? "-inf" : "inf"
-                return tagged("$float", .string(text))
-            }
+            guard f.isFinite else { return tagged("$float", .string(nonFiniteText(f))) }
             return tagged("$float", .number(doubleText(Double(f), float: f)))
         case .string(let s): return .string(s)
         case .uuid(let u): return tagged("$uuid", .string(u.uuidString))
@@ -199,9 +196,15 @@ enum EntityJSON {
 
     /// A non-finite double's text: `inf`, `-inf`, `nan` for the NaN `Double.nan` is, and any
     /// other NaN with its bits (`nan:fff8000000000000`, the sign and payload of `0.0 / 0.0`).
-    private static func nonFiniteText(_ d: Double) -> String {
+    static func nonFiniteText(_ d: Double) -> String {
         guard d.isNaN else { return d < 0 ? "-inf" : "inf" }
         return d.bitPattern == Double.nan.bitPattern ? "nan" : "nan:" + hex(d.bitPattern, digits: 16)
+    }
+
+    /// ``nonFiniteText(_:)-(Double)`` of a float: a NaN other than `Float.nan` with its 8 hex digits.
+    static func nonFiniteText(_ f: Float) -> String {
+        guard f.isNaN else { return f < 0 ? "-inf" : "inf" }
+        return f.bitPattern == Float.nan.bitPattern ? "nan" : "nan:" + hex(UInt64(f.bitPattern), digits: 8)
     }
 
     private static func hex(_ value: UInt64, digits: Int) -> String {
@@ -211,7 +214,7 @@ enum EntityJSON {
 
     /// A finite double as JSON text that reads back as the same double and always shows it is
     /// one (a `.` or an exponent).
-    private static func doubleText(_ d: Double, float: Float? = nil) -> String {
+    static func doubleText(_ d: Double, float: Float? = nil) -> String {
         let text = float.map { "\($0)" } ?? "\(d)"
         return text.contains(".") || text.contains("e") ? text : text + ".0"
     }
@@ -365,34 +368,66 @@ enum EntityJSON {
 
     /// One export line of an event that is not an activity event (or an activity event that
     /// does not decode), and its payload.
-    /// - Parameters:
-    ///   - envelope: The event.
-    ///   - payload: How to show the payload, when the caller knows better than its bytes do
-    ///     (an activity event its codec refuses: bytes, with why).
-    static func line(_ envelope: EventEnvelope, payload known: Payload? = nil) -> (text: String, payload: Payload) {
+    static func line(_ envelope: EventEnvelope) -> (text: String, payload: Payload) {
         var buffer = JSONBuffer()
-        let payload = write(envelope, payload: known, to: &buffer)
+        let payload = payload(envelope.payload)
+        write(envelope, payload: payload, to: &buffer)
         return (buffer.text, payload)
     }
 
-    /// Appends ``line(_:payload:)``'s line to `buffer`.
-    /// - Returns: How the payload was shown.
+    /// Appends ``line(_:)``'s line to `buffer`.
+    /// - Parameters:
+    ///   - envelope: The event.
+    ///   - payload: How to show the payload, when the caller knows (an activity event its codec
+    ///     refuses: bytes, with why); `nil`: as its bytes are (``payload(_:)``), a binary entity
+    ///     payload written as it is walked (``appendBinary(_:to:)``), without a tree.
+    /// - Returns: Why the payload was written as bytes, if it was.
     @discardableResult
-    static func write(_ envelope: EventEnvelope, payload known: Payload? = nil, to buffer: inout JSONBuffer) -> Payload {
+    static func write(_ envelope: EventEnvelope, payload known: Payload? = nil, to buffer: inout JSONBuffer) -> (reason: String, damaged: Bool)? {
+        if known == nil, BinaryEntityValue.isBinary(envelope.payload) {
+            let mark = buffer.count
+            writeHead(envelope, codec: "binary", to: &buffer)
+            if appendBinary(envelope.payload, to: &buffer) {
+                envelope.metadata.writeJSONField(to: &buffer)
+                buffer.appendByte(0x7D)
+                return nil
+            }
+            // Damaged, or not the encoder's form: the tree says which, and why.
+            buffer.truncate(to: mark)
+        }
         let payload = known ?? payload(envelope.payload)
+        writeHead(envelope, codec: payload.codec, to: &buffer)
+        var undecoded: (reason: String, damaged: Bool)?
+        switch payload {
+        case .none: buffer.appendRaw("null")
+        case .binary(let value): value.write(to: &buffer)
+        case .json(let text, _): buffer.appendRaw(text)
+        case .bytes(let reason, let damaged):
+            buffer.appendRaw("null,\"base64\":")
+            buffer.appendString(Data(envelope.payload).base64EncodedString())
+            buffer.appendRaw(",\"reason\":")
+            buffer.appendString(reason)
+            undecoded = (reason, damaged)
+        }
+        envelope.metadata.writeJSONField(to: &buffer)
+        buffer.appendByte(0x7D)
+        return undecoded
+    }
+
+    /// A line's fields up to `"data":`, the payload's codec named.
+    private static func writeHead(_ envelope: EventEnvelope, codec: String, to buffer: inout JSONBuffer) {
         buffer.appendRaw("{\"position\":")
         buffer.appendInteger(envelope.position)
         buffer.appendRaw(",\"recordedAt\":")
         buffer.appendString(envelope.timestamp)
         buffer.appendRaw(",\"stream\":{\"type\":")
         buffer.appendString(envelope.stream.entityType)
+        buffer.appendRaw(",\"id\":")
         switch envelope.stream.entityID {
         case .uuid(let u):
-            buffer.appendRaw(",\"id\":")
             buffer.appendString(u)
             buffer.appendRaw(",\"idType\":\"uuid\"}")
         case .string(let s):
-            buffer.appendRaw(",\"id\":")
             buffer.appendString(s)
             buffer.appendRaw(",\"idType\":\"string\"}")
         }
@@ -403,21 +438,8 @@ enum EntityJSON {
         buffer.appendRaw(",\"schemaVersion\":")
         buffer.appendInteger(envelope.schemaVersion)
         buffer.appendRaw(",\"codec\":\"")
-        buffer.appendRaw(payload.codec)
+        buffer.appendRaw(codec)
         buffer.appendRaw("\",\"data\":")
-        switch payload {
-        case .none: buffer.appendRaw("null")
-        case .binary(let value): value.write(to: &buffer)
-        case .json(let text, _): buffer.appendRaw(text)
-        case .bytes(let reason, _):
-            buffer.appendRaw("null,\"base64\":")
-            buffer.appendString(Data(envelope.payload).base64EncodedString())
-            buffer.appendRaw(",\"reason\":")
-            buffer.appendString(reason)
-        }
-        envelope.metadata.writeJSONField(to: &buffer)
-        buffer.appendByte(0x7D)
-        return payload
     }
 
     /// The metadata a line's `"metadata"` field holds (`.none` without one).

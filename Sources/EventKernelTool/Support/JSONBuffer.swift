@@ -19,6 +19,22 @@ struct JSONBuffer {
     /// Empties the buffer, keeping its capacity.
     mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
 
+    /// The number of bytes so far: a mark to ``truncate(to:)`` back to.
+    var count: Int { bytes.count }
+
+    /// Removes the bytes after the first `count` (a value written and then withdrawn).
+    mutating func truncate(to count: Int) { bytes.removeSubrange(count...) }
+
+    /// Inserts `text` before the byte at `index` (moving what follows).
+    mutating func insert(_ text: StaticString, at index: Int) {
+        text.withUTF8Buffer { bytes.insert(contentsOf: $0, at: index) }
+    }
+
+    /// Calls `body` with the bytes in `start..<end`.
+    func withBytes<R>(from start: Int, upTo end: Int, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        bytes.withUnsafeBufferPointer { body(UnsafeBufferPointer(rebasing: $0[start..<end])) }
+    }
+
     /// Appends `text` as it is (JSON syntax, or text known to need no escaping).
     mutating func appendRaw(_ text: StaticString) {
         text.withUTF8Buffer { bytes.append(contentsOf: $0) }

@@ -132,7 +132,7 @@ public import Foundation
     /// - Throws: ``BinaryDecodingError`` when truncated or not UTF-8.
     @inlinable
     package mutating func readString() throws(BinaryDecodingError) -> String {
-        try readString { String(validating: $0, as: UTF8.self) }
+        try readString { String(utf8Validating: $0) }
     }
 
     /// Reads a length-prefixed UTF-8 string, reusing one of `strings` with the same bytes

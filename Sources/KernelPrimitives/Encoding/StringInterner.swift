@@ -67,7 +67,7 @@
         let words = Words(bytes)
         if let first, first.words == words, Self.is(first.string, spelledBy: bytes) { return first.string }
         for kept in more where kept.words == words && Self.is(kept.string, spelledBy: bytes) { return kept.string }
-        guard let string = String(validating: bytes, as: UTF8.self) else { return nil }
+        guard let string = String(utf8Validating: bytes) else { return nil }
         let kept = Kept(string: string, words: words)
         if first == nil {
             first = kept
