@@ -89,6 +89,29 @@ struct RecoveryRuleTests {
             #expect(performing: { _ = try SegmentedLog.open(at: dir.url) }, throws: { Self.isCorruption($0, file: segment) })
             #expect(try !SegmentedLog.verify(at: dir.url).isIntact)
         }
+        // The active segment cut to nothing, or wholly zeroed (header included): it looks like a
+        // segment whose creation a crash cut short, but its checkpoint lists batches.
+        for zeroed in [false, true] {
+            let dir = TemporaryDirectory(zeroed ? "rule-zeroed-whole" : "rule-emptied")
+            let (segment, batches) = try await Self.closedStore(dir)
+            let handle = try FileHandle(forUpdating: URL(filePath: segment))
+            if zeroed { try handle.write(contentsOf: Data(count: Int(batches.last!.endOffset))) } else { try handle.truncate(atOffset: 0) }
+            try handle.close()
+            let size = try fileSize(segment)
+            #expect(performing: { _ = try SegmentedLog.open(at: dir.url) }, throws: { Self.isCorruption($0, file: segment, position: 0) })
+            #expect(performing: { _ = try SegmentedLog.openReadOnly(at: dir.url) }, throws: { Self.isCorruption($0, file: segment, position: 0) })
+            let report = try SegmentedLog.verify(at: dir.url)
+            #expect(!report.isIntact && report.problems.contains { $0.severity == .damage && $0.error.file == segment }, "\(report)")
+            // The failed opens changed nothing: the file is as it was and the checkpoint is kept.
+            #expect(try fileSize(segment) == size)
+            #expect(StoreDirectory.exists(dir.file(SegmentName.checkpoint(0)).path))
+            // Repair accepts the loss, saying how much.
+            let repair = try SegmentedLog.repair(at: dir.url)
+            #expect(repair.droppedRecords == 18, "\(repair)")
+            let reopened = try SegmentedLog.open(at: dir.url)
+            #expect(reopened.bounds.nextPosition == 0 && reopened.historyEpoch == 1)
+            try await reopened.close()
+        }
         // The active segment deleted: its checkpoint remembers it.
         do {
             let dir = TemporaryDirectory("rule-deleted")

@@ -352,7 +352,7 @@ struct SegmentTests {
             return
         }
         #expect(error.file == path && error.position == 7 && error.offset == 0)
-        #expect(try Segment.isUnfinishedCreation(of: file, base: 7))
+        #expect(try Segment.isUnfinishedCreation(of: file, base: 7, directory: dir.path))
         try Segment.finishCreation(of: file, base: 7, io: PosixFileIO())
         try Segment.checkHeader(of: file, base: 7)
     }

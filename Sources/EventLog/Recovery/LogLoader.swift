@@ -124,7 +124,7 @@ struct LogLoader {
             // A segment header that is not valid: harmless if the file holds nothing else and
             // the header is a prefix of the right one (a crash while the segment was being
             // created), damage otherwise.
-            guard try Segment.isUnfinishedCreation(of: file, base: base) else { throw error }
+            guard try Segment.isUnfinishedCreation(of: file, base: base, directory: directory) else { throw error }
             if writable {
                 try Segment.finishCreation(of: file, base: base, io: io)
                 report.reinitializedSegments.append(file.path)

@@ -44,9 +44,29 @@ extension Segment {
         return onlyHeaderSpace && headerIsPartialWrite
     }
 
-    /// ``isUnfinishedCreation(_:base:)`` of the whole of `file`.
-    static func isUnfinishedCreation(of file: OpenFile, base: LogPosition) throws(LogError) -> Bool {
-        isUnfinishedCreation(try file.read(fromAbsoluteOffset: 0, count: Int(try file.size())), base: base)
+    /// Whether the last segment `file`, whose header is invalid, is a segment whose creation
+    /// was cut short by a crash (``isUnfinishedCreation(_:base:)`` of the whole file) that no
+    /// checkpoint says held data: the one rule recovery and `verify` apply before calling such
+    /// a file harmless.
+    ///
+    /// Why the checkpoint: a checkpoint is written at a clean close, after the segment's header
+    /// was written and synced, so a valid one that lists batches says they were acknowledged.
+    /// A file cut to nothing or overwritten with zeros afterwards looks like an unfinished
+    /// creation, and calling it one lost those batches without a word (a newcomer's
+    /// `truncate -s 0` of a store's only segment: `verify` said intact, a snapshot then
+    /// removed the checkpoint, the last trace).
+    /// - Parameter directory: The store directory (where the segment's checkpoint is).
+    /// - Throws: ``LogError``: corruption when a valid checkpoint lists batches the file does
+    ///   not hold (naming the checkpoint and the first position lost); an I/O failure.
+    static func isUnfinishedCreation(of file: OpenFile, base: LogPosition, directory: String) throws(LogError) -> Bool {
+        guard isUnfinishedCreation(try file.read(fromAbsoluteOffset: 0, count: Int(try file.size())), base: base) else { return false }
+        let checkpointPath = directory + "/" + Name.checkpoint(base)
+        if let checkpoint = try readCheckpoint(at: checkpointPath), let first = checkpoint.batches.first {
+            throw LogError(.corruption,
+                "the segment's header is missing or zeroed and it holds no batches, but its checkpoint (\(checkpointPath)) lists acknowledged batches at positions \(first.firstPosition)..<\(checkpoint.nextPosition) up to byte \(checkpoint.dataLength): acknowledged records are missing",
+                file: file.path, offset: 0, position: first.firstPosition)
+        }
+        return true
     }
 
     /// Completes a creation cut short: writes the header and syncs the file.

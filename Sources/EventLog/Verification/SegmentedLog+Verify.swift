@@ -75,13 +75,21 @@ extension SegmentedLog {
                 scan = try scanner.scan()
             } catch {
                 // The last segment's creation cut short by a crash (a partial header, then
-                // zeros): no data, rewritten by the next writer open, as recovery does.
-                if isLast, let file = try? OpenFile.open(segmentPath, flags: O_RDONLY),
-                   (try? Segment.isUnfinishedCreation(of: file, base: base)) == true {
-                    var note = error
-                    note.message = "segment whose creation was never finished (a crash while rolling; it holds no data and the next writer open rewrites it): " + error.message
-                    report.problems.append(.init(severity: .warning, error: note))
-                    continue
+                // zeros, and no checkpoint listing batches): no data, rewritten by the next
+                // writer open, as recovery does.
+                if isLast, let file = try? OpenFile.open(segmentPath, flags: O_RDONLY) {
+                    do throws(LogError) {
+                        if try Segment.isUnfinishedCreation(of: file, base: base, directory: path) {
+                            var note = error
+                            note.message = "segment whose creation was never finished (a crash while rolling; it holds no data and the next writer open rewrites it): " + error.message
+                            report.problems.append(.init(severity: .warning, error: note))
+                            continue
+                        }
+                    } catch let claimed {
+                        report.problems.append(.init(severity: .damage, error: claimed))
+                        expected = nil
+                        continue
+                    }
                 }
                 report.problems.append(.init(severity: .damage, error: error))
                 expected = nil
