@@ -392,6 +392,27 @@ struct ArgumentsAndOutputTests {
         #expect(failed.stderr.contains("cannot open \(missing.path) for writing: No such file or directory"), "\(failed.stderr)")
     }
 
+    /// A newcomer's probe: `export --output STORE/<its segment>` truncated the store's only
+    /// segment and exited 0. Every way of naming a file inside the store is refused before
+    /// anything is opened: the segment itself, a new file in its snapshots directory, a
+    /// symbolic link to the segment from outside, the store directory itself.
+    @Test func exportNeverWritesIntoTheStore() throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)
+        let segment = URL(filePath: store).appending(path: "00000000000000000000.log")
+        let before = try Data(contentsOf: segment)
+        let link = temp.file("innocent.jsonl")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: segment)
+        for output in [segment.path, store + "/snapshots/new.jsonl", link.path, store, store + "/../" + URL(filePath: store).lastPathComponent + "/x.jsonl"] {
+            let result = try run("export", store, "--output", output)
+            #expect(result.status == 1, "\(output): \(result.stderr)")
+            #expect(result.stderr.contains("is inside the store"), "\(output): \(result.stderr)")
+        }
+        #expect(try Data(contentsOf: segment) == before)
+        #expect(!FileManager.default.fileExists(atPath: store + "/snapshots/new.jsonl"))
+        #expect(try run("verify", store).status == 0)
+    }
+
     @Test func queryJSONLinesImportBack() throws {
         let temp = TemporaryDirectory()
         let store = try importedStore(temp)

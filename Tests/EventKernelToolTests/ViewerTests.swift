@@ -263,6 +263,27 @@ struct ViewerNote: Identifiable, Codable, Sendable, Equatable {
         try await store.close()
     }
 
+    /// A newcomer's probe: the entity page of a stream purged and compacted while the viewer
+    /// ran crashed the server (the catalog listed positions the log no longer held).
+    @Test func aStreamCompactedAwayWhileTheViewerRunsIsNotThere() async throws {
+        let temp = TemporaryDirectory("ek-viewer")
+        let directory = temp.file("notes")
+        let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+        let notes = try EventSourcedRepository<ViewerNote>(store: store, typeName: "Note")
+        try await notes.addAll([ViewerNote(id: "gone", title: "one", tags: []), ViewerNote(id: "kept", title: "two", tags: [])])
+        try await notes.update(ViewerNote(id: "gone", title: "uno", tags: []))
+        try await withViewer(directory) { client in
+            #expect(try await page(client, "/entity?type=Note&id=gone").contains("&quot;uno&quot;"))
+            _ = try await store.purge(stream: StreamID("Note", .string("gone")))
+            let report = try await store.compact()
+            #expect(report.eventsRemoved > 0, "\(report)")
+            let body = try await page(client, "/entity?type=Note&id=gone", status: .notFound)
+            #expect(body.contains("no stream Note gone"), "\(body)")
+            #expect(try await page(client, "/entity?type=Note&id=kept").contains("&quot;two&quot;"))
+        }
+        try await store.close()
+    }
+
     @Test func theIntegrityCheckSaysWhatIsDamaged() async throws {
         let temp = TemporaryDirectory("ek-viewer")
         let directory = temp.file("notes")

@@ -34,6 +34,12 @@ struct ExportCommand: AsyncParsableCommand {
         if format == .events, store.postgresURL == nil { LogDamage.warnIfDamaged(store.url) }
         var sink: FileHandle = .standardOutput
         if let output {
+            // A read-only command never writes into the store: an output among its files (a
+            // segment, a snapshot) was truncated and written over, and `verify` then found the
+            // store damaged.
+            if store.postgresURL == nil, StoreLocation.isWithin(output, directory: store.url) {
+                throw ToolError(.badInput, "--output \(output) is inside the store \(store.url.path): export would write over the store's own files; write it outside the store's directory")
+            }
             // Opened as a shell's `>` opens it: created when missing, else truncated in place.
             // Never `FileManager.createFile`, which writes a new file and renames it over the
             // path: it replaced a symbolic link with a file, and `--output /dev/null`, run as

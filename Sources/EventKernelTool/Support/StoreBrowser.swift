@@ -72,11 +72,19 @@ actor StoreBrowser: StoreBrowsing {
         self.integrity = integrity
     }
 
-    /// Reads what was appended since the last call into the catalog.
+    /// The history epoch the catalog was read in (a `repair` advances it).
+    private var epoch: UInt64?
+
+    /// Reads what was appended since the last call into the catalog; reads the log again from
+    /// its start when it was cut since (a `repair`: a new history epoch, or fewer positions),
+    /// since what the catalog holds from then may name events that are gone, or positions that
+    /// now hold others.
     /// - Throws: ``ViewerError`` with ``ViewerError/Code/storage`` for damage or a failed read.
     func catchUp() throws(ViewerError) {
         do {
             let end = try log.refresh().nextPosition
+            if let epoch, epoch != log.historyEpoch || end < next { forgetCatalog() }
+            epoch = log.historyEpoch
             guard next < end else { return }
             try log.forEachRecord(from: next, through: end - 1) { view in
                 let envelope = try EventEnvelope(view)
@@ -87,6 +95,18 @@ actor StoreBrowser: StoreBrowsing {
         } catch {
             throw ViewerError(.storage, "reading \(name) from position \(next)", underlying: error)
         }
+    }
+
+    /// Empties the catalog, so that the next ``catchUp()`` reads the whole log again.
+    private func forgetCatalog() {
+        next = 0
+        types = [:]
+        eventTypes = [:]
+        hours = [:]
+        minutes = [:]
+        events = 0
+        first = nil
+        last = nil
     }
 
     private func record(_ envelope: EventEnvelope) {
@@ -326,10 +346,22 @@ actor StoreBrowser: StoreBrowsing {
         // The id as typed, and as a UUID when it reads as one (the UUID stream first, as history)
         // unless the string stream is asked for.
         let candidates: [EntityID] = stringID ? [.string(id)] : UUID(uuidString: id).map { [.uuid($0), .string(id)] } ?? [.string(id)]
-        guard let entityID = candidates.first(where: { counts.streams[$0] != nil }), let stream = counts.streams[entityID] else {
+        guard let entityID = candidates.first(where: { counts.streams[$0] != nil }), var stream = counts.streams[entityID] else {
             throw ViewerError(.notFound, "no stream \(type) \(id) in \(name)")
         }
-        let envelopes = try read(stream.positions)
+        var envelopes = try read(stream.positions)
+        if !Self.areAll(envelopes, of: type, entityID, at: stream.positions) {
+            // Events the catalog lists are gone (a compaction removed them while the viewer
+            // ran): read the log again, then answer from what it holds now.
+            forgetCatalog()
+            try catchUp()
+            guard let current = types[type]?.streams[entityID] else { throw ViewerError(.notFound, "no stream \(type) \(id) in \(name)") }
+            stream = current
+            envelopes = try read(stream.positions)
+            guard Self.areAll(envelopes, of: type, entityID, at: stream.positions) else {
+                throw ViewerError(.storage, "the events of \(type) \(id) in \(name) changed while they were read (a compaction or repair at work?); load the page again")
+            }
+        }
         let entries = type == ActivityEventCodec.entityType ? activityEntries(envelopes) : StreamHistory.entries(envelopes, type: type).entries
         // The moment: a version, or the last event recorded at or before a time.
         var shown: Int?  // index of the entry whose state is shown; nil: before the first
@@ -461,6 +493,13 @@ actor StoreBrowser: StoreBrowsing {
             byteCount: envelope.payload.count)
         if case .string(let text) = envelope.entityID, UUID(uuidString: text) != nil { event.stringLookingLikeUUID = true }
         return event
+    }
+
+    /// Whether `envelopes` are the events of stream `type`/`id` at exactly `positions`: what the
+    /// catalog says a stream holds, still in the log.
+    private static func areAll(_ envelopes: [EventEnvelope], of type: String, _ id: EntityID, at positions: [LogPosition]) -> Bool {
+        envelopes.count == positions.count && !envelopes.isEmpty
+            && zip(envelopes, positions).allSatisfy { $0.position == $1 && $0.stream.entityType == type && $0.entityID == id }
     }
 
     /// The events at `positions` (ascending), each read by position: a run of neighbours in
