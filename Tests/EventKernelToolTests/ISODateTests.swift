@@ -53,6 +53,29 @@ struct ISODateTests {
         }
     }
 
+    /// A newcomer's probe: 2025-03-01T08:30:15.1Z was exported as `…15.10000002384185791Z`,
+    /// the fraction's own shortest digits, though `.1` reads back as the same date.
+    @Test("a date prints with the fewest fraction digits that read back as it")
+    func fewestDigits() throws {
+        let date = try ISODate.parse("2025-03-01T08:30:15.1Z")
+        #expect(ISODate.format(date) == "2025-03-01T08:30:15.1Z")
+        var rng = SplitMix64(seed: 0xF4AC)
+        for _ in 0..<20_000 {
+            // A date in 1900...2100 given with 1 to 9 fraction digits: printed with at most as many.
+            let digits = Int(rng.next() % 9) + 1
+            var fractionText = String(rng.next() % 1_000_000_000)
+            fractionText = String(repeating: "0", count: 9 - fractionText.count) + fractionText
+            let whole = Int64(rng.next() % 6_300_000_000) - 3_150_000_000 + Int64(ISODate.referenceEpochSince1970)
+            let text = ISODate.format(LogTimestamp(nanosecondsSince1970: whole * 1_000_000_000)).dropLast() + "." + fractionText.prefix(digits) + "Z"
+            let parsed = try ISODate.parse(String(text))
+            let printed = ISODate.format(parsed)
+            #expect(try ISODate.parse(printed) == parsed, "\(text) printed \(printed)")
+            let printedDigits = printed.split(separator: ".").dropFirst().first.map { $0.count - 1 } ?? 0
+            #expect(printedDigits <= digits, "\(text) printed \(printed)")
+            if printedDigits > digits { return }
+        }
+    }
+
     @Test("log timestamps print exactly as stored, to the nanosecond")
     func exactTimestamps() {
         #expect(ISODate.format(LogTimestamp(nanosecondsSince1970: 1_740_818_415_000_000_123)) == "2025-03-01T08:40:15.000000123Z")

@@ -152,8 +152,40 @@ struct JSONBuffer {
         let wholeSinceReference = r.rounded(.down)
         let fraction = r - wholeSinceReference
         appendISO(wholeSecondsSince1970: Int(wholeSinceReference) + ISODate.referenceEpochSince1970)
-        if fraction > 0 { appendRaw(ISODate.shortestDecimalFraction(fraction)) }
+        if fraction > 0 { appendFraction(of: r, whole: wholeSinceReference) }
         bytes.append(0x5A)  // Z
+    }
+
+    /// Appends `.ddd`, the fewest fraction digits that the parser (``ISODate/tryParse(utf8:)``:
+    /// the whole seconds plus the fraction's correctly rounded value) turns back into `r`.
+    ///
+    /// Why not the fraction's own shortest form: the fraction `r - whole` is exact, and its
+    /// shortest digits can be many more than the date needs (15.1 s past a minute in 2025
+    /// printed as `15.10000002384185791`, since the date's `Double` holds the whole seconds
+    /// too). For k digits the nearest candidates are tried: an integer n below 10^15 and 10^k
+    /// are exact `Double`s, so n / 10^k is correctly rounded, the value the parser reads.
+    private mutating func appendFraction(of r: Double, whole: Double) {
+        let fraction = r - whole
+        var scale = 1.0
+        for digits in 1...15 {
+            scale *= 10
+            let nearest = (fraction * scale).rounded()
+            for candidate in [nearest, nearest - 1, nearest + 1] where candidate >= 1 && candidate < scale {
+                guard whole + candidate / scale == r else { continue }
+                bytes.append(0x2E)  // .
+                let value = UInt64(candidate)
+                var width = 1
+                var power: UInt64 = 10
+                while width < digits && value >= power { width += 1; power *= 10 }
+                for _ in width..<digits { bytes.append(0x30) }
+                appendInteger(value)
+                while bytes.last == 0x30 { bytes.removeLast() }
+                return
+            }
+        }
+        // More than 15 digits (a fraction near the Double's last bits): its own shortest form,
+        // exact since whole + fraction is r.
+        appendRaw(ISODate.shortestDecimalFraction(fraction))
     }
 
     /// A log timestamp as ISO 8601, unquoted, exactly as stored: nanoseconds, trailing zeros
