@@ -74,7 +74,7 @@ struct ArgumentsAndOutputTests {
         #expect(try run("verify", store).status == 0)
         #expect(try run("inspect", store).status == 0)
         #expect(try run("snapshot", store).status == 0)
-        #expect(try run("repair", store, "--yes").stdout.contains("no damage found"))
+        #expect(try run("repair", store, "--yes").stdout.contains("no damage in the log: nothing was dropped"))
         let byArgument = try run("query", store, "--json")
         #expect(byArgument.status == 0, "\(byArgument.stderr)")
         #expect(byArgument.stdout == (try run("query", "--dir", store, "--json")).stdout)
@@ -390,6 +390,30 @@ struct ArgumentsAndOutputTests {
         let failed = try run("export", store, "--output", missing.path)
         #expect(failed.status == 4)
         #expect(failed.stderr.contains("cannot open \(missing.path) for writing: No such file or directory"), "\(failed.stderr)")
+    }
+
+    /// A newcomer's probe: a damaged snapshot made verify send the user to `repair`, which
+    /// found nothing to do, and verify failed again: a loop. Verify now says the log is intact
+    /// and to mend the file as its message says; doing so makes the store verify.
+    @Test func verifyOfDamageOutsideTheLogDoesNotSendTheUserToRepair() throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)
+        #expect(try run("snapshot", store).status == 0)
+        let snapshots = URL(filePath: store).appending(path: "snapshots")
+        let files = try FileManager.default.contentsOfDirectory(atPath: snapshots.path).filter { $0.hasSuffix(".snap") }
+        let damaged = snapshots.appending(path: try #require(files.first))
+        var bytes = try Data(contentsOf: damaged)
+        bytes[bytes.count - 3] ^= 0xFF
+        try bytes.write(to: damaged)
+        let verify = try run("verify", store)
+        #expect(verify.status == 3)
+        #expect(verify.stdout.contains("DAMAGED: the log is intact; mend each file named above as its message says"), "\(verify.stdout)")
+        #expect(!verify.stdout.contains("repair --yes"), "\(verify.stdout)")
+        #expect(verify.stdout.contains("delete the file, then run `eventkernel snapshot`"), "\(verify.stdout)")
+        let repair = try run("repair", store, "--yes")
+        #expect(repair.status == 0 && repair.stdout.contains("repair mends only the log"), "\(repair.stdout)")
+        try FileManager.default.removeItem(at: damaged)
+        #expect(try run("verify", store).status == 0)
     }
 
     /// A newcomer's probe: `export --output STORE/<its segment>` truncated the store's only

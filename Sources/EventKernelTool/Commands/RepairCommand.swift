@@ -33,7 +33,7 @@ struct RepairCommand: AsyncParsableCommand {
                 print("accepted the loss: started history epoch \(epoch); such snapshots are no longer used, and the next writer removes them")
                 return
             }
-            print("no damage found: nothing was dropped")
+            print("no damage in the log: nothing was dropped (repair mends only the log; damage `eventkernel verify` reports in a snapshot or a consumer's file is mended as its message says)")
             return
         }
         print("cut at: \(cut)")

@@ -208,7 +208,12 @@ struct VerifyCommand: AsyncParsableCommand {
         } else {
             print("verified \(store.url.path): \(check.log.segments.count) segments, \(Output.count(check.log.batches)) batches, \(Output.count(check.log.records)) events, \(check.snapshots.count) snapshots")
             for problem in check.problems { print(problem.text) }
-            print(check.isIntact ? "intact" : "DAMAGED: run `eventkernel repair --yes` to cut the log at the first damage (removed bytes are kept under recovered/)")
+            // `repair` mends only the log: sending a user there for a damaged snapshot or
+            // consumer file sent them round in a loop (repair found nothing to do, verify still
+            // failed).
+            print(check.isIntact ? "intact"
+                  : check.log.isIntact ? "DAMAGED: the log is intact; mend each file named above as its message says (`eventkernel repair` mends only the log)"
+                  : "DAMAGED: run `eventkernel repair --yes` to cut the log at the first damage (removed bytes are kept under recovered/)")
         }
         if !check.isIntact { throw ExitCode(ToolExit.damage.rawValue) }
     }
