@@ -134,6 +134,35 @@ struct ConsumersCLITests {
         #expect(try ConsumerDirectory(storeDirectory: URL(filePath: store)).checkpoint(named: "feed")?.committed == 0)
     }
 
+    /// A newcomer's probe: with standard output a pipe whose reader has gone, `tail --consumer`
+    /// exited 0 (its SIGPIPE handler ended the process as a plain tail's does), where the docs
+    /// promise exit 4 and nothing committed; a plain tail writing to a full disk exited 0 too.
+    @Test func aTailWritingToAClosedPipeOrAFullDiskFails() throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)
+        let err = temp.file("err")
+        let pipe = Pipe()
+        try pipe.fileHandleForReading.close()
+        let process = try makeProcess(["tail", store, "--consumer", "feed", "--from", "0"], stdout: temp.file("unused"), stderr: err)
+        process.standardOutput = pipe.fileHandleForWriting
+        try process.run()
+        try pipe.fileHandleForWriting.close()
+        process.waitUntilExit()
+        closeOutputFiles(of: process)
+        let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+        #expect(process.terminationReason == .exit && process.terminationStatus == 4, "\(process.terminationReason) \(process.terminationStatus): \(stderr)")
+        #expect(stderr.contains("standard output"), "\(stderr)")
+        #expect(try ConsumerDirectory(storeDirectory: URL(filePath: store)).checkpoint(named: "feed")?.committed == 0)
+        // A plain tail to a full disk: exit 4, saying so.
+        let full = try makeProcess(["tail", store], stdout: temp.file("unused2"), stderr: err)
+        full.standardOutput = FileHandle(forWritingAtPath: "/dev/full")
+        try full.run()
+        full.waitUntilExit()
+        closeOutputFiles(of: full)
+        let fullError = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+        #expect(full.terminationStatus == 4 && fullError.contains("standard output"), "\(full.terminationStatus): \(fullError)")
+    }
+
     @Test func aConsumerInUseRefusesTheCLIsResetSkipAndTail() async throws {
         let temp = TemporaryDirectory()
         let storePath = try importedStore(temp)

@@ -73,7 +73,10 @@ struct TailCommand: AsyncParsableCommand {
     func run() async throws {
         let log = try await StoreLocation.openLog(store)
         signal(SIGINT) { _ in terminate(0) }
-        signal(SIGPIPE) { _ in terminate(0) }
+        // A reader that stopped reading (`tail | head -1`) ends a plain tail quietly, as
+        // tail(1); a consumer's tail must say that its output failed (exit 4, nothing more
+        // committed), so the write fails with EPIPE instead of ending the process.
+        if consumer == nil { signal(SIGPIPE) { _ in terminate(0) } } else { signal(SIGPIPE, SIG_IGN) }
         let codec = ActivityEventCodec()
         let format = resolvedFormat
         let bounds = log.bounds
@@ -144,8 +147,8 @@ struct TailCommand: AsyncParsableCommand {
                 // Printed and flushed: only now is it committed (json prints once, at the end).
                 if format != .json, let consumer, let checkpoints {
                     try commitPrinted(next, consumer: consumer, in: checkpoints, log: log)
-                } else {
-                    Output.flush()
+                } else if format != .json {
+                    try flushPrinted()
                 }
             }
             guard follow else { break }
@@ -158,8 +161,17 @@ struct TailCommand: AsyncParsableCommand {
             if let consumer, let checkpoints {
                 try commitPrinted(next, consumer: consumer, in: checkpoints, log: log)
             } else {
-                Output.flush()
+                try flushPrinted()
             }
+        }
+    }
+
+    /// Flushes what was printed.
+    /// - Throws: ``ToolError`` (exit 4) when standard output failed (a full disk): a tail that
+    ///   printed only part of what it read must not exit 0.
+    private func flushPrinted() throws {
+        guard Output.flushStandardOutput() else {
+            throw ToolError(.io, "writing to standard output failed (\(String(cString: strerror(errno))))")
         }
     }
 
