@@ -392,6 +392,21 @@ struct ArgumentsAndOutputTests {
         #expect(failed.stderr.contains("cannot open \(missing.path) for writing: No such file or directory"), "\(failed.stderr)")
     }
 
+    /// A newcomer's probe: `inspect` of a damaged log said DAMAGED but exited 0, with totals
+    /// that stop at the damage. Damage is exit 3 wherever a command meets it.
+    @Test func inspectOfADamagedLogExits3() throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)
+        try flipBit(in: store + "/00000000000000000000.log", at: 40)
+        for arguments in [["inspect", store], ["inspect", store, "--json"], ["inspect", store, "--format", "csv"]] {
+            let result = try run(arguments)
+            #expect(result.status == 3, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.contains("the log is damaged"), "\(arguments): \(result.stderr)")
+        }
+        let json = try #require(try jsonObject(try run("inspect", store, "--json").stdout) as? [String: Any])
+        #expect(json["intact"] as? Bool == false)
+    }
+
     /// A newcomer's probe: a damaged snapshot made verify send the user to `repair`, which
     /// found nothing to do, and verify failed again: a loop. Verify now says the log is intact
     /// and to mend the file as its message says; doing so makes the store verify.

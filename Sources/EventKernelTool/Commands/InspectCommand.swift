@@ -38,6 +38,12 @@ struct InspectCommand: AsyncParsableCommand {
         let first = report.segments.compactMap(\.minTimestamp).min()
         let last = report.segments.compactMap(\.maxTimestamp).max()
         let format = output.resolved
+        // Damage is exit 3 wherever a command meets it: the totals below count only what the
+        // check read before it, so exit 0 would pass them off as the store's.
+        if !report.isIntact {
+            DeferredExit.record(.damage)
+            Output.warning("the log is damaged: the figures count what was read before the damage (`eventkernel verify` says where)")
+        }
         if format == .jsonl || format == .csv {
             Output.print(Listing(columns: [
                 Column("file"), Column("basePosition", right: true), Column("nextPosition", right: true), Column("batches", right: true),
