@@ -457,6 +457,27 @@ struct CLITests {
         #expect(json.stdout.split(separator: "\n").count == 2)
     }
 
+    /// A newcomer's probe: after a repair cut the log under `tail --follow` and new events took
+    /// the cut positions, tail went on from where it was and skipped them without a word. It
+    /// now stops, exit 3, saying the history changed.
+    @Test func tailFollowStopsWhenTheLogIsCutUnderIt() async throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)
+        let out = temp.file("tail.out"), err = temp.file("tail.err")
+        let process = try makeProcess(["tail", "--dir", store, "--follow"], stdout: out, stderr: err)
+        try process.run()
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(process.isRunning)
+        try SegmentedLog.startNewHistoryEpoch(at: URL(filePath: store))
+        for _ in 0..<100 where process.isRunning { try await Task.sleep(for: .milliseconds(100)) }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        closeOutputFiles(of: process)
+        let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+        #expect(process.terminationStatus == 3, "\(stderr)")
+        #expect(stderr.contains("the log was cut while tail followed it"), "\(stderr)")
+    }
+
     @Test func tailFollowSeesNewEvents() async throws {
         let temp = TemporaryDirectory()
         let store = try importedStore(temp)

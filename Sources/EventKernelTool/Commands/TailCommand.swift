@@ -107,6 +107,10 @@ struct TailCommand: AsyncParsableCommand {
             next = bounds.nextPosition - min(count, bounds.nextPosition - bounds.firstPosition)
         }
         defer { withExtendedLifetime(lock) {} }
+        // The history the positions printed belong to: a repair (or a writer's recovery of a
+        // torn tail) cuts the log and starts another, whose events may take the positions of
+        // those printed; following on from `next` skipped them without a word.
+        let epoch = log.historyEpoch
         if format == .csv { print(Output.csvHeader(EventRows.listing), terminator: "") }
         var collected = EventRows.listing  // --format json: one array at the end
         while true {
@@ -155,6 +159,9 @@ struct TailCommand: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(200))
             // A directory is read again; a PostgreSQL log also learns by notification.
             _ = try withToolErrorsSync(store: store.url) { try log.refresh() }
+            if log.historyEpoch != epoch {
+                throw ToolError(.damage, "the log was cut while tail followed it (a repair, or a writer's recovery of a torn tail, started history epoch \(log.historyEpoch); tail began in epoch \(epoch)): positions from the cut on now hold other events, and what was printed after the cut is no longer in the log. Run tail again to follow the new history")
+            }
         }
         if format == .json {
             Output.print(collected, as: .json)
