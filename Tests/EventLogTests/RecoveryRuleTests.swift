@@ -78,6 +78,27 @@ struct RecoveryRuleTests {
             #expect(performing: { _ = try SegmentedLog.openReadOnly(at: dir.url) }, throws: { Self.isCorruption($0, file: segment) })
             #expect(try !SegmentedLog.verify(at: dir.url).isIntact)
         }
+        // Cut inside the third batch (a newcomer's `truncate -s 2000`): the damage is located at
+        // that batch's start, and repair cuts there, keeping its bytes, so the store is clean
+        // after it (it cut at the file's end before: nothing saved, a torn batch left behind).
+        do {
+            let dir = TemporaryDirectory("rule-cut-inside")
+            let (segment, batches) = try await Self.closedStore(dir)
+            let cut = batches[2].offset + 20
+            let handle = try FileHandle(forUpdating: URL(filePath: segment))
+            try handle.truncate(atOffset: UInt64(cut))
+            try handle.close()
+            #expect(performing: { _ = try SegmentedLog.open(at: dir.url) }, throws: {
+                Self.isCorruption($0, file: segment, offset: batches[2].offset, position: batches[2].firstPosition)
+            })
+            let repair = try SegmentedLog.repair(at: dir.url)
+            #expect(repair.firstDroppedPosition == batches[2].firstPosition && repair.droppedBytes == 20, "\(repair)")
+            let after = try SegmentedLog.verify(at: dir.url)
+            #expect(after.isIntact && after.problems.isEmpty, "\(after)")
+            let reopened = try SegmentedLog.open(at: dir.url)
+            #expect(try Self.holdsExactly(reopened, Int(batches[2].firstPosition)))
+            try await reopened.close()
+        }
         // The last two batches zeroed (as a lost write-back would leave them).
         do {
             let dir = TemporaryDirectory("rule-zero")

@@ -284,7 +284,8 @@ struct SegmentTests {
         case .shorter:
             let cut = last.offset + 10
             try PosixFileIO().truncate(descriptor: segment.file.descriptor, path: segment.file.path, length: cut)
-            (file, base, damage) = (segment.file, 0, { Self.isCorruption($0, file: segment.file.path, offset: cut, position: last.firstPosition) })
+            // Located where the loss begins, the start of the batch cut short (where repair cuts).
+            (file, base, damage) = (segment.file, 0, { Self.isCorruption($0, file: segment.file.path, offset: last.offset, position: last.firstPosition) })
         case .lastBatchHeader:
             try flipBit(in: segment.file.path, at: last.offset + 9)
             (file, base, damage) = (segment.file, 0, { Self.isCorruption($0, file: segment.file.path, offset: last.offset, position: last.firstPosition) })

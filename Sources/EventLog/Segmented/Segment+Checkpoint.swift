@@ -56,9 +56,13 @@ extension Segment {
         }
         let size = try file.size()
         guard checkpoint.dataLength <= size else {
+            // Located at the first listed batch the file no longer holds whole: where the loss
+            // begins, and where `repair` cuts (at the file's end it cut nothing, leaving that
+            // batch's first bytes as a torn tail for the next writer to find).
+            let lost = checkpoint.batches.first { $0.endOffset > size }
             throw LogError(.corruption,
                 "the segment is \(size) bytes but its checkpoint (\(checkpointPath)) lists acknowledged batches up to byte \(checkpoint.dataLength): acknowledged records are missing",
-                file: file.path, offset: size, position: checkpoint.batches.last(where: { $0.endOffset > size })?.firstPosition ?? checkpoint.nextPosition)
+                file: file.path, offset: lost?.offset ?? size, position: lost?.firstPosition ?? checkpoint.nextPosition)
         }
         guard let last = checkpoint.batches.last else { return }
         let header = try file.read(fromAbsoluteOffset: last.offset, count: BatchHeader.size)
