@@ -109,6 +109,26 @@ func writeStays(_ directory: URL) async throws {
     }
 
     /// Numbers are compared exactly as decimals wherever both are one, never read as 0.
+    /// A newcomer's probe: `query ledger --type Account --after 2025-01-01` printed "0
+    /// activities" and exited 0, though Account is an entity type of the store; a type the
+    /// store does not hold did not list the store's types; `--type activity --where …` said to
+    /// give the type once, though it was.
+    @Test func anActivityQueryOfAnotherEntityTypeIsRefusedNotAnsweredEmpty() async throws {
+        let temp = TemporaryDirectory("ek-query")
+        let store = temp.file("ledger").path
+        try await writeLedger(URL(filePath: store))
+        for arguments in [["--after", "2025-01-01"], ["--oldest-first"], ["--type", "Transfer"]] {
+            let result = try run(["query", store, "--type", "Account"] + arguments)
+            #expect(result.status == 1, "\(arguments): \(result.stdout)")
+            #expect(result.stderr.contains("\"Account\" is an entity type of this store, not an activity type"), "\(arguments): \(result.stderr)")
+        }
+        let unknown = try run("query", store, "--type", "Nope", "--after", "2025-01-01")
+        #expect(unknown.status == 0)
+        #expect(unknown.stderr.contains("the store's other entity types") && unknown.stderr.contains("\"Account\""), "\(unknown.stderr)")
+        let activity = try run("query", store, "--type", "activity", "--where", "type=sleep")
+        #expect(activity.status == 1 && activity.stderr.contains("activities are queried with their own flags"), "\(activity.stderr)")
+    }
+
     @Test func numbersCompareExactly() throws {
         func order(_ a: String, _ b: String) throws -> ComparisonResult {
             let x = try #require(GenericQuery.Number(a), "\(a)"), y = try #require(GenericQuery.Number(b), "\(b)")

@@ -48,8 +48,11 @@ struct QueryCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard isGeneric else { return }
-        guard query.types.count == 1, query.types[0] != ActivityEventCodec.entityType else {
-            throw ValidationError("--where, --order, --as-of and --valid-at query one generic entity type: give it as --type TYPE (once)")
+        if query.types == [ActivityEventCodec.entityType] {
+            throw ValidationError("--where, --order, --as-of and --valid-at query another entity type than activities: activities are queried with their own flags (--type as an activity's type, such as sleep; --after, --before, --starting-in, --overlapping)")
+        }
+        guard query.types.count == 1 else {
+            throw ValidationError("--where, --order, --as-of and --valid-at query one generic entity type: give it as --type TYPE, once (\(query.types.count) were given)")
         }
         if query.after != nil || query.before != nil || query.startingIn != nil || query.overlapping != nil || query.oldestFirst {
             throw ValidationError("--after, --before, --starting-in, --overlapping and --oldest-first are the activities' flags: for a generic type use --where and --valid-at")
@@ -63,7 +66,29 @@ struct QueryCommand: AsyncParsableCommand {
         if isGeneric { return try await runGeneric(repository, folded: nil) }
         if let entities = try entityTypeAlone(in: repository) { return try await runGeneric(repository, folded: entities) }
         let answer = try repository.projection.read { try query.run(on: $0) }
+        if answer.matched == 0, !query.types.isEmpty { try refuseEntityTypes(in: repository) }
         query.print(answer)
+    }
+
+    /// An activity query by types that matched nothing: a type that names another entity type
+    /// of the store is an error (its entities are not activities, so "0 activities" would be a
+    /// wrong answer), and the warning about unknown types gains the store's other types.
+    /// One scan of the log's envelopes, only on this path.
+    private func refuseEntityTypes(in repository: EventSourcedActivityRepository) throws {
+        var types: Set<String> = []
+        try withToolErrorsSync(store: store.url) {
+            try EventStore.forEachEnvelope(in: repository.store.log, from: 0, through: nil) { envelope in
+                types.insert(envelope.stream.entityType)
+                return true
+            }
+        }
+        types.remove(ActivityEventCodec.entityType)
+        if let type = query.types.first(where: types.contains) {
+            throw ToolError(.badInput, "\"\(type)\" is an entity type of this store, not an activity type: the activity flags (--after, --before, --starting-in, --overlapping, --oldest-first, several --type) do not apply to it; query its entities with --type \(type) alone, or with --where FIELD=VALUE, --order, --as-of or --valid-at")
+        }
+        if !types.isEmpty {
+            Output.warning("the store's other entity types (queried with --type TYPE alone or with --where): " + types.sorted().map { "\"\($0)\"" }.joined(separator: ", "))
+        }
     }
 
     /// `--type TYPE` alone (no activity flag) naming an entity type of the store that no
