@@ -131,7 +131,22 @@ struct ArgumentsAndOutputTests {
         #expect(history.status == 0, "\(history.stderr)")
         try FileManager.default.createDirectory(at: temp.file("Transfer"), withIntermediateDirectories: true)
         let directory = try run(["history", "--dir", "ledger", "Transfer", accountIDs[2].uuidString], in: temp.url)
-        #expect(directory.status == 1 && directory.stderr.contains("given twice"), "\(directory.stderr)")
+        #expect(directory.status == 1 && directory.stderr.contains("given twice, differently"), "\(directory.stderr)")
+        // The same directory twice is not "differently" (a newcomer's probe).
+        let same = try run(["history", "--dir", "ledger", "ledger", accountIDs[0].uuidString], in: temp.url)
+        #expect(same.status == 1 && same.stderr.contains("the store is given twice: 'ledger' and --dir 'ledger'; give it once"), "\(same.stderr)")
+    }
+
+    /// A newcomer's probe: an empty file was "no events (1 lines, 1 blank)".
+    @Test func importOfAnEmptyOrBlankFileSaysWhatItHolds() throws {
+        let temp = TemporaryDirectory()
+        let empty = temp.file("empty.jsonl"), blank = temp.file("blank.jsonl")
+        try Data().write(to: empty)
+        try Data("\n\n \n".utf8).write(to: blank)
+        let first = try run("import", temp.file("a").path, empty.path)
+        #expect(first.status == 0 && first.stdout.contains("has no events (it is empty)"), "\(first.stdout)\(first.stderr)")
+        let second = try run("import", temp.file("b").path, blank.path)
+        #expect(second.status == 0 && second.stdout.contains("has no events (3 lines, all blank)"), "\(second.stdout)\(second.stderr)")
     }
 
     /// Review 3.4: with --postgres, history's first argument is the type, never the store

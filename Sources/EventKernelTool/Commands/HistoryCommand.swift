@@ -50,7 +50,8 @@ struct HistoryCommand: AsyncParsableCommand {
         if let type = store.leadingType,
            type.contains("/") || FileManager.default.fileExists(atPath: type, isDirectory: &isDirectory) && isDirectory.boolValue {
             let option = store.local.dirOption.map { "--dir '\($0)'" } ?? "--postgres"
-            throw ValidationError("the store is given twice, differently: '\(type)' and \(option); give one (with \(option), two arguments are TYPE ID)")
+            let same = store.local.dirOption.map { URL(filePath: $0).standardizedFileURL.path == URL(filePath: type).standardizedFileURL.path } ?? false
+            throw ValidationError("the store is given twice\(same ? "" : ", differently"): '\(type)' and \(option); give it once (with \(option), two arguments are TYPE ID)")
         }
         if idType != nil, target.type == nil || target.type == ActivityEventCodec.entityType {
             throw ValidationError("--id-type is for a stream of another entity type (TYPE ID); an activity's id is a UUID")

@@ -91,7 +91,8 @@ struct ImportCommand: AsyncParsableCommand {
             if importedEarlier > 0 {
                 print("nothing to import: every event of \(name) (lines 1–\(importedEarlier)) was imported into \(directory.path) earlier (the store recognises the input by its content)")
             } else {
-                print("nothing to import: \(name) has no events (\(checked.lines) lines, \(checked.blank) blank)")
+                // An empty input reads as one blank line; "1 lines, 1 blank" said so literally.
+                print("nothing to import: \(name) has no events (" + (input.count == 0 ? "it is empty" : "\(Output.count(checked.lines)) line\(checked.lines == 1 ? "" : "s"), all blank") + ")")
             }
             return
         }
