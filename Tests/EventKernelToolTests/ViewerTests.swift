@@ -284,6 +284,44 @@ struct ViewerNote: Identifiable, Codable, Sendable, Equatable {
         try await store.close()
     }
 
+    /// A newcomer's probe: `serve` of a store whose log is damaged warned, then failed (exit
+    /// 4) without serving. It serves the events before the damage and says where it is.
+    @Test func aDamagedLogIsServedUpToItsDamage() async throws {
+        let temp = TemporaryDirectory("ek-viewer")
+        let directory = temp.file("notes")
+        let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+        let notes = try EventSourcedRepository<ViewerNote>(store: store, typeName: "Note")
+        try await notes.addAll((0..<5).map { ViewerNote(id: "a\($0)", title: "first", tags: []) })
+        try await notes.addAll((0..<5).map { ViewerNote(id: "b\($0)", title: "second", tags: []) })
+        try await store.close()
+        let segment = directory.appending(path: "00000000000000000000.log").path
+        let size = try FileManager.default.attributesOfItem(atPath: segment)[.size] as! Int
+        try flipBit(in: segment, at: Int64(size - 8))
+        try await withViewer(directory) { client in
+            let overview = try await page(client, "/")
+            #expect(overview.contains("<span id=\"integrity\">DAMAGED: "), "\(overview)")
+            #expect(overview.contains("<dd id=\"event-count\">5</dd>"), "\(overview)")
+            #expect(try await page(client, "/entity?type=Note&id=a3").contains("&quot;first&quot;"))
+            _ = try await page(client, "/entity?type=Note&id=b3", status: .notFound)
+        }
+        // The command serves it too, warning once.
+        let out = temp.file("serve.out"), err = temp.file("serve.err")
+        let serve = try makeProcess(["serve", directory.path, "--port", "0"], stdout: out, stderr: err)
+        try serve.run()
+        var served = false
+        for _ in 0..<100 {
+            if ((try? String(contentsOf: out, encoding: .utf8)) ?? "").contains("serving") { served = true; break }
+            if !serve.isRunning { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        serve.terminate()
+        serve.waitUntilExit()
+        closeOutputFiles(of: serve)
+        let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+        #expect(served, "\(stderr)")
+        #expect(stderr.contains("the log is damaged") && !stderr.contains("exit status 3"), "\(stderr)")
+    }
+
     @Test func theIntegrityCheckSaysWhatIsDamaged() async throws {
         let temp = TemporaryDirectory("ek-viewer")
         let directory = temp.file("notes")

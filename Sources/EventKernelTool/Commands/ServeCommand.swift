@@ -38,12 +38,17 @@ struct ServeCommand: AsyncParsableCommand {
         var directory: URL?
         if store.postgresURL == nil {
             directory = store.url
-            LogDamage.warnIfDamaged(store.url)
             integrity = "not checked yet"
         }
         let browser = StoreBrowser(log: log, directory: directory, name: store.name, integrity: integrity)
         await browser.check()
         do { try await browser.catchUp() } catch { throw ToolError(.io, error.description) }
+        // Served all the same (an audit of a damaged store is what the viewer is for); said
+        // here, as the overview says it. Not the read commands' "exit status 3": serve runs
+        // until it is stopped.
+        if let damage = await browser.damagedAt {
+            Output.warning("the log is damaged: \(damage); the pages show the events before the first damaged batch, and the overview says where it is (`eventkernel verify` for details)")
+        }
         var logger = Logger(label: "eventkernel.serve")
         logger.logLevel = .warning
         let shownHost = host.contains(":") ? "[\(host)]" : host

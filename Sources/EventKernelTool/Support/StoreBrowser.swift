@@ -92,10 +92,18 @@ actor StoreBrowser: StoreBrowsing {
                 return true
             }
             next = end
+            damagedAt = nil
+        } catch let error as LogError where error.code == .corruption {
+            // A damaged log is what an audit looks at: the catalog holds what comes before the
+            // damage (each page tries again from there), and the overview says where it is.
+            damagedAt = error
         } catch {
             throw ViewerError(.storage, "reading \(name) from position \(next)", underlying: error)
         }
     }
+
+    /// The damage that stopped the last ``catchUp()``, if it did: the catalog ends before it.
+    private(set) var damagedAt: LogError?
 
     /// Empties the catalog, so that the next ``catchUp()`` reads the whole log again.
     private func forgetCatalog() {
@@ -156,7 +164,7 @@ actor StoreBrowser: StoreBrowsing {
             }
             let damagedSnapshots = snapshots.filter { $0.error != nil }.count
             if !report.isIntact {
-                integrity = "DAMAGED: \(report.problems.first.map { "\($0)" } ?? "see `eventkernel verify`") (checked \(checked))"
+                integrity = "DAMAGED: \(report.problems.first.map { "\($0)" } ?? "see `eventkernel verify`") (checked \(checked)); the pages show the events before the first damaged batch"
             } else if damagedSnapshots > 0 {
                 integrity = "the log has no damage; \(damagedSnapshots) snapshot file\(damagedSnapshots == 1 ? " does" : "s do") not decode (an open replays instead; checked \(checked))"
             } else {
