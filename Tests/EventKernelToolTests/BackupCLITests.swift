@@ -349,6 +349,90 @@ struct BackupCLITests {
         #expect(BackupManifest.state(of: new) == .complete)
     }
 
+    /// A small store, for the tests that only need one to exist.
+    static func smallDemo(_ temp: TemporaryDirectory, _ name: String, activities: Int) throws -> String {
+        let store = temp.file(name).path
+        let result = try run("demo", store, "--activities", "\(activities)", "--repetitions", "1")
+        #expect(result.status == 0, "\(result.stderr)")
+        return store
+    }
+
+    /// Every entry under `directory`, with each regular file's size: what a refusal must leave as it was.
+    static func listing(_ directory: String) -> [String] {
+        guard let walker = FileManager.default.enumerator(atPath: directory) else { return [] }
+        return walker.compactMap { $0 as? String }.map { name in
+            let size = (try? FileManager.default.attributesOfItem(atPath: directory + "/" + name)[.size] as? Int) ?? -1
+            return "\(name):\(size)"
+        }.sorted()
+    }
+
+    /// Newcomer probe, item 1: a directory is a backup only by its manifest (or the marker of
+    /// one cut short). A store, live or not, empty-looking or written by a writer now, is never
+    /// written into, and `--restart --yes` never empties it; nor is the store itself or a
+    /// directory inside it (by real path) a destination.
+    @Test func aStoreIsNeverABackupDestinationNotEvenWithRestart() async throws {
+        let temp = TemporaryDirectory()
+        let a = try Self.smallDemo(temp, "a", activities: 200)
+        let b = try Self.smallDemo(temp, "b", activities: 50)
+        let before = Self.listing(b), exported = try run("export", b).stdout
+
+        let plain = try run("backup", a, b)
+        #expect(plain.status == 1)
+        #expect(plain.stderr.contains("\(b) is a store, not a backup"), "\(plain.stderr)")
+        #expect(!plain.stderr.contains("use --restart"), "a store is never to be restarted over: \(plain.stderr)")
+        let restarted = try run("backup", a, b, "--restart", "--yes")
+        #expect(restarted.status == 1)
+        #expect(restarted.stderr.contains("\(b) is a store, not a backup") && restarted.stderr.contains("new or empty directory"), "\(restarted.stderr)")
+        #expect(Self.listing(b) == before)
+        #expect(try run("export", b).stdout == exported)
+
+        // A store a writer holds open now: refused as a store (status 1), not as a held lock.
+        let writer = try SegmentedLog.open(at: URL(filePath: b))
+        let live = try run("backup", a, b, "--restart", "--yes")
+        try await writer.close()
+        #expect(live.status == 1)
+        #expect(live.stderr.contains("is a store, not a backup"), "\(live.stderr)")
+        #expect(try run("export", b).stdout == exported)
+
+        // An empty-looking store: its store file, no event.
+        let empty = temp.file("empty")
+        try await SegmentedLog.open(at: empty).close()
+        let emptyBefore = Self.listing(empty.path)
+        let overEmpty = try run("backup", a, empty.path, "--restart", "--yes")
+        #expect(overEmpty.status == 1)
+        #expect(overEmpty.stderr.contains("is a store, not a backup"), "\(overEmpty.stderr)")
+        #expect(Self.listing(empty.path) == emptyBefore)
+
+        // The store itself, a directory inside it (new or not), and one reached through a link to it.
+        try FileManager.default.createSymbolicLink(atPath: temp.file("link").path, withDestinationPath: a)
+        let storeBefore = Self.listing(a)
+        for destination in [a, a + "/inside", a + "/snapshots", temp.file("link").path + "/inside"] {
+            let refused = try run("backup", a, destination)
+            #expect(refused.status == 1, "\(destination): \(refused.stderr)")
+            #expect(refused.stderr.contains("a backup must go outside the store"), "\(destination): \(refused.stderr)")
+        }
+        #expect(Self.listing(a) == storeBefore)
+        #expect(try run("verify", a).status == 0)
+    }
+
+    /// Newcomer probe, item 2: a refused backup leaves the user's directory as it was, no
+    /// `LOCK` in it; and the refusal does not suggest `--restart` for a directory that is no backup.
+    @Test func aRefusedDestinationIsLeftAsItWas() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.smallDemo(temp, "ex", activities: 50)
+        let mine = temp.file("bu")
+        try FileManager.default.createDirectory(at: mine, withIntermediateDirectories: false)
+        try Data("mine\n".utf8).write(to: mine.appending(path: "notes.txt"))
+        for extra in [[], ["--restart", "--yes"]] {
+            let refused = try run(["backup", store, mine.path] + extra)
+            #expect(refused.status == 1, "\(extra): \(refused.stderr)")
+            #expect(refused.stderr.contains("holds no backup (notes.txt"), "\(extra): \(refused.stderr)")
+            #expect(!refused.stderr.contains("use --restart"), "\(refused.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: mine.path) == ["notes.txt"], "\(extra)")
+        }
+        #expect(try String(contentsOf: mine.appending(path: "notes.txt"), encoding: .utf8) == "mine\n")
+    }
+
     @Test func usageErrors() throws {
         let temp = TemporaryDirectory()
         let store = try Self.demo(temp)
