@@ -433,6 +433,43 @@ struct BackupCLITests {
         #expect(try String(contentsOf: mine.appending(path: "notes.txt"), encoding: .utf8) == "mine\n")
     }
 
+    /// Newcomer probe, items 3 and 4: `restore` and `copy` into a directory share one rule,
+    /// judged before any work: a symbolic link (even to an empty directory) and a file are
+    /// refused at once, each said as what it is; nothing is written beside them.
+    @Test func restoreAndCopyRefuseALinkOrAFileBeforeAnyWork() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.smallDemo(temp, "s", activities: 50)
+        let backup = temp.file("backup").path
+        #expect(try run("backup", store, backup).status == 0)
+        let target = temp.file("empty")
+        try FileManager.default.createDirectory(at: target, withIntermediateDirectories: false)
+        let link = temp.file("lnk").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target.path)
+        let file = temp.file("afile").path
+        try Data("x".utf8).write(to: URL(filePath: file))
+        let runs: [(String, [String])] = [
+            ("restore", ["restore", backup, link]), ("copy", ["copy", "--from", store, "--to", link]),
+            ("restore", ["restore", backup, file]), ("copy", ["copy", "--from", store, "--to", file]),
+        ]
+        for (name, arguments) in runs {
+            let refused = try run(arguments)
+            #expect(refused.status == 1, "\(name): \(refused.stderr)")
+            if arguments.last == link {
+                #expect(refused.stderr.contains("\(link) is a symbolic link (to \(target.path))"), "\(name): \(refused.stderr)")
+            } else {
+                #expect(refused.stderr.contains("\(file) is a file, not a directory"), "\(name): \(refused.stderr)")
+                #expect(!refused.stderr.contains("is not empty"), "\(name): \(refused.stderr)")
+            }
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: target.path).isEmpty)
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == target.path)
+        #expect(try String(contentsOf: URL(filePath: file), encoding: .utf8) == "x")
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: temp.url.path).filter { $0.contains(".restoring-") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+        // The link's target itself is a fine destination.
+        #expect(try run("restore", backup, target.path).status == 0)
+    }
+
     @Test func usageErrors() throws {
         let temp = TemporaryDirectory()
         let store = try Self.demo(temp)
