@@ -470,6 +470,37 @@ struct BackupCLITests {
         #expect(try run("restore", backup, target.path).status == 0)
     }
 
+    /// Newcomer probe, item 5: every command that writes into a store refuses a backup (it would
+    /// no longer match its manifest), saying to restore it first; reads go on working on it.
+    @Test func writeCommandsRefuseABackupAndReadsWork() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.smallDemo(temp, "s", activities: 50)
+        let backup = temp.file("backup").path
+        #expect(try run("backup", store, backup).status == 0)
+        let events = temp.file("events.jsonl")
+        try run("export", store).stdout.write(to: events, atomically: true, encoding: .utf8)
+        let before = Self.listing(backup)
+        let id = "00000000-0000-4000-8000-000000000001"
+        let writes: [[String]] = [
+            ["import", backup, events.path], ["demo", backup, "--reset", "--activities", "10", "--repetitions", "1"],
+            ["delete", backup, id], ["purge", backup, id, "--yes"], ["compact", backup, "--yes"], ["snapshot", backup],
+            ["repair", backup, "--yes"], ["consumers", "reset", backup, "mailer", "--to", "0"],
+            ["tail", backup, "--consumer", "mailer"],
+        ]
+        for arguments in writes {
+            let refused = try run(arguments)
+            #expect(refused.status == 1, "\(arguments[0]): \(refused.stderr)")
+            #expect(refused.stderr.contains("\(backup) is a backup") && refused.stderr.contains("eventkernel restore \(backup)"),
+                    "\(arguments[0]): \(refused.stderr)")
+        }
+        #expect(Self.listing(backup) == before)
+        for read in [["verify", backup], ["export", backup], ["query", backup], ["backups", "list", backup]] {
+            let result = try run(read)
+            #expect(result.status == 0, "\(read[0]): \(result.stderr)")
+        }
+        #expect(try run("restore", backup, temp.file("restored").path).status == 0)
+    }
+
     @Test func usageErrors() throws {
         let temp = TemporaryDirectory()
         let store = try Self.demo(temp)
