@@ -349,6 +349,158 @@ struct BackupCLITests {
         #expect(BackupManifest.state(of: new) == .complete)
     }
 
+    /// A small store, for the tests that only need one to exist.
+    static func smallDemo(_ temp: TemporaryDirectory, _ name: String, activities: Int) throws -> String {
+        let store = temp.file(name).path
+        let result = try run("demo", store, "--activities", "\(activities)", "--repetitions", "1")
+        #expect(result.status == 0, "\(result.stderr)")
+        return store
+    }
+
+    /// Every entry under `directory`, with each regular file's size: what a refusal must leave as it was.
+    static func listing(_ directory: String) -> [String] {
+        guard let walker = FileManager.default.enumerator(atPath: directory) else { return [] }
+        return walker.compactMap { $0 as? String }.map { name in
+            let size = (try? FileManager.default.attributesOfItem(atPath: directory + "/" + name)[.size] as? Int) ?? -1
+            return "\(name):\(size)"
+        }.sorted()
+    }
+
+    /// Newcomer probe, item 1: a directory is a backup only by its manifest (or the marker of
+    /// one cut short). A store, live or not, empty-looking or written by a writer now, is never
+    /// written into, and `--restart --yes` never empties it; nor is the store itself or a
+    /// directory inside it (by real path) a destination.
+    @Test func aStoreIsNeverABackupDestinationNotEvenWithRestart() async throws {
+        let temp = TemporaryDirectory()
+        let a = try Self.smallDemo(temp, "a", activities: 200)
+        let b = try Self.smallDemo(temp, "b", activities: 50)
+        let before = Self.listing(b), exported = try run("export", b).stdout
+
+        let plain = try run("backup", a, b)
+        #expect(plain.status == 1)
+        #expect(plain.stderr.contains("\(b) is a store, not a backup"), "\(plain.stderr)")
+        #expect(!plain.stderr.contains("use --restart"), "a store is never to be restarted over: \(plain.stderr)")
+        let restarted = try run("backup", a, b, "--restart", "--yes")
+        #expect(restarted.status == 1)
+        #expect(restarted.stderr.contains("\(b) is a store, not a backup") && restarted.stderr.contains("new or empty directory"), "\(restarted.stderr)")
+        #expect(Self.listing(b) == before)
+        #expect(try run("export", b).stdout == exported)
+
+        // A store a writer holds open now: refused as a store (status 1), not as a held lock.
+        let writer = try SegmentedLog.open(at: URL(filePath: b))
+        let live = try run("backup", a, b, "--restart", "--yes")
+        try await writer.close()
+        #expect(live.status == 1)
+        #expect(live.stderr.contains("is a store, not a backup"), "\(live.stderr)")
+        #expect(try run("export", b).stdout == exported)
+
+        // An empty-looking store: its store file, no event.
+        let empty = temp.file("empty")
+        try await SegmentedLog.open(at: empty).close()
+        let emptyBefore = Self.listing(empty.path)
+        let overEmpty = try run("backup", a, empty.path, "--restart", "--yes")
+        #expect(overEmpty.status == 1)
+        #expect(overEmpty.stderr.contains("is a store, not a backup"), "\(overEmpty.stderr)")
+        #expect(Self.listing(empty.path) == emptyBefore)
+
+        // The store itself, a directory inside it (new or not), and one reached through a link to it.
+        try FileManager.default.createSymbolicLink(atPath: temp.file("link").path, withDestinationPath: a)
+        let storeBefore = Self.listing(a)
+        for destination in [a, a + "/inside", a + "/snapshots", temp.file("link").path + "/inside"] {
+            let refused = try run("backup", a, destination)
+            #expect(refused.status == 1, "\(destination): \(refused.stderr)")
+            #expect(refused.stderr.contains("a backup must go outside the store"), "\(destination): \(refused.stderr)")
+        }
+        #expect(Self.listing(a) == storeBefore)
+        #expect(try run("verify", a).status == 0)
+    }
+
+    /// Newcomer probe, item 2: a refused backup leaves the user's directory as it was, no
+    /// `LOCK` in it; and the refusal does not suggest `--restart` for a directory that is no backup.
+    @Test func aRefusedDestinationIsLeftAsItWas() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.smallDemo(temp, "ex", activities: 50)
+        let mine = temp.file("bu")
+        try FileManager.default.createDirectory(at: mine, withIntermediateDirectories: false)
+        try Data("mine\n".utf8).write(to: mine.appending(path: "notes.txt"))
+        for extra in [[], ["--restart", "--yes"]] {
+            let refused = try run(["backup", store, mine.path] + extra)
+            #expect(refused.status == 1, "\(extra): \(refused.stderr)")
+            #expect(refused.stderr.contains("holds no backup (notes.txt"), "\(extra): \(refused.stderr)")
+            #expect(!refused.stderr.contains("use --restart"), "\(refused.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: mine.path) == ["notes.txt"], "\(extra)")
+        }
+        #expect(try String(contentsOf: mine.appending(path: "notes.txt"), encoding: .utf8) == "mine\n")
+    }
+
+    /// Newcomer probe, items 3 and 4: `restore` and `copy` into a directory share one rule,
+    /// judged before any work: a symbolic link (even to an empty directory) and a file are
+    /// refused at once, each said as what it is; nothing is written beside them.
+    @Test func restoreAndCopyRefuseALinkOrAFileBeforeAnyWork() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.smallDemo(temp, "s", activities: 50)
+        let backup = temp.file("backup").path
+        #expect(try run("backup", store, backup).status == 0)
+        let target = temp.file("empty")
+        try FileManager.default.createDirectory(at: target, withIntermediateDirectories: false)
+        let link = temp.file("lnk").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target.path)
+        let file = temp.file("afile").path
+        try Data("x".utf8).write(to: URL(filePath: file))
+        let runs: [(String, [String])] = [
+            ("restore", ["restore", backup, link]), ("copy", ["copy", "--from", store, "--to", link]),
+            ("restore", ["restore", backup, file]), ("copy", ["copy", "--from", store, "--to", file]),
+        ]
+        for (name, arguments) in runs {
+            let refused = try run(arguments)
+            #expect(refused.status == 1, "\(name): \(refused.stderr)")
+            if arguments.last == link {
+                #expect(refused.stderr.contains("\(link) is a symbolic link (to \(target.path))"), "\(name): \(refused.stderr)")
+            } else {
+                #expect(refused.stderr.contains("\(file) is a file, not a directory"), "\(name): \(refused.stderr)")
+                #expect(!refused.stderr.contains("is not empty"), "\(name): \(refused.stderr)")
+            }
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: target.path).isEmpty)
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == target.path)
+        #expect(try String(contentsOf: URL(filePath: file), encoding: .utf8) == "x")
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: temp.url.path).filter { $0.contains(".restoring-") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+        // The link's target itself is a fine destination.
+        #expect(try run("restore", backup, target.path).status == 0)
+    }
+
+    /// Newcomer probe, item 5: every command that writes into a store refuses a backup (it would
+    /// no longer match its manifest), saying to restore it first; reads go on working on it.
+    @Test func writeCommandsRefuseABackupAndReadsWork() throws {
+        let temp = TemporaryDirectory()
+        let store = try Self.smallDemo(temp, "s", activities: 50)
+        let backup = temp.file("backup").path
+        #expect(try run("backup", store, backup).status == 0)
+        let events = temp.file("events.jsonl")
+        try run("export", store).stdout.write(to: events, atomically: true, encoding: .utf8)
+        let before = Self.listing(backup)
+        let id = "00000000-0000-4000-8000-000000000001"
+        let writes: [[String]] = [
+            ["import", backup, events.path], ["demo", backup, "--reset", "--activities", "10", "--repetitions", "1"],
+            ["delete", backup, id], ["purge", backup, id, "--yes"], ["compact", backup, "--yes"], ["snapshot", backup],
+            ["repair", backup, "--yes"], ["consumers", "reset", backup, "mailer", "--to", "0"],
+            ["tail", backup, "--consumer", "mailer"],
+        ]
+        for arguments in writes {
+            let refused = try run(arguments)
+            #expect(refused.status == 1, "\(arguments[0]): \(refused.stderr)")
+            #expect(refused.stderr.contains("\(backup) is a backup") && refused.stderr.contains("eventkernel restore \(backup)"),
+                    "\(arguments[0]): \(refused.stderr)")
+        }
+        #expect(Self.listing(backup) == before)
+        for read in [["verify", backup], ["export", backup], ["query", backup], ["backups", "list", backup]] {
+            let result = try run(read)
+            #expect(result.status == 0, "\(read[0]): \(result.stderr)")
+        }
+        #expect(try run("restore", backup, temp.file("restored").path).status == 0)
+    }
+
     @Test func usageErrors() throws {
         let temp = TemporaryDirectory()
         let store = try Self.demo(temp)

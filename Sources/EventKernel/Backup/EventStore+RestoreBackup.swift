@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 public import EventLog
 public import Foundation
 
@@ -59,8 +64,9 @@ extension EventStore {
     /// - Throws: ``RepositoryError/storage(_:)`` wrapping a `LogError`:
     ///   `LogError/Code/backupMismatch` when `backup` holds no complete backup,
     ///   `LogError/Code/corruption` naming a file that does not match the manifest,
-    ///   `LogError/Code/invalidArgument` for a destination that is not empty or a position
-    ///   past the backup's end, `LogError/Code/io` when a write fails.
+    ///   `LogError/Code/invalidArgument` for a destination that is not a new path or an empty
+    ///   directory (one holding anything, a file, a symbolic link), judged before any work, or a
+    ///   position past the backup's end, `LogError/Code/io` when a write fails.
     public static func restore(from backup: URL, to destination: URL, at point: RestorePoint = .end) async throws -> RestoreResult {
         let dest = destination.standardizedFileURL.path
         let staging: String
@@ -137,7 +143,8 @@ extension EventStore {
     ///   - destination: A new or empty directory.
     /// - Returns: The restored store's next position (the last batch's end) and the requested one.
     /// - Throws: ``RepositoryError/storage(_:)`` wrapping a `LogError`: `invalidArgument` for a
-    ///   destination that is not empty or batches that are not contiguous from 0,
+    ///   destination that is not a new path or an empty directory (as ``restore(from:to:at:)``)
+    ///   or batches that are not contiguous from 0,
     ///   `corruption` when the source holds fewer records than a batch says, `io`.
     package static func restore(records source: any RecordLog, in batches: [Range<LogPosition>], requestedPosition: LogPosition,
                                 to destination: URL) async throws -> RestoreResult {
@@ -168,11 +175,29 @@ extension EventStore {
         }
     }
 
-    /// Refuses a destination that exists and holds anything: a restore goes into a new or
-    /// empty directory only (both restores' rule).
-    /// - Throws: `LogError/Code/invalidArgument` naming it.
+    /// Refuses, before any work, a destination a restore cannot end in: a restore goes into a
+    /// new path or an empty directory only, because it renames its sibling into place, which
+    /// only those can take (the rule of every restore and of `eventkernel copy`). A symbolic
+    /// link is refused, even to an empty directory: the rename would have to replace the link
+    /// (and fails), never fill its target, so the whole restore would be done for nothing.
+    /// - Throws: `LogError/Code/invalidArgument` naming it (a symbolic link, with its target; a
+    ///   file; a directory that is not empty); `LogError/Code/io` when it cannot be examined.
     private static func requireEmpty(_ dest: String) throws(LogError) {
-        guard FileManager.default.fileExists(atPath: dest) else { return }
+        var st = stat()
+        guard lstat(dest, &st) == 0 else {
+            let number = errno
+            if number == ENOENT { return }
+            throw LogError(.io, "cannot examine the destination \(dest): \(String(cString: strerror(number)))", file: dest, systemErrorNumber: number)
+        }
+        switch st.st_mode & S_IFMT {
+        case S_IFDIR:
+            break
+        case S_IFLNK:
+            let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: dest)) ?? "?"
+            throw LogError(.invalidArgument, "\(dest) is a symbolic link (to \(target)), not a directory: the restored store is renamed into place, which replaces a link rather than filling its target; give the target's path, or a new path", file: dest)
+        default:
+            throw LogError(.invalidArgument, "\(dest) is a file, not a directory: the destination must be a new or empty directory", file: dest)
+        }
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: dest)) ?? ["?"]
         guard entries.isEmpty else {
             throw LogError(.invalidArgument, "\(dest) is not empty: the destination must be a new or empty directory", file: dest)

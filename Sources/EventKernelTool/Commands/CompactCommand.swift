@@ -40,7 +40,7 @@ struct CompactCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let repository = try StoreLocation.openWriter(store.url, create: false)
+        let repository = try StoreLocation.openWriter(store.url, command: "compact", create: false)
         let report: CompactionReport
         do {
             report = try await repository.store.compact()

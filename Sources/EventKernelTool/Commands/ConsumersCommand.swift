@@ -58,6 +58,7 @@ struct ConsumersCommand: AsyncParsableCommand {
         _ body: (_ storage: any ConsumerStorage, _ log: any RecordLog, _ end: LogPosition, _ files: URL?) throws -> T
     ) async throws -> T {
         guard store.postgresURL != nil else {
+            if writing { try StoreLocation.refuseBackup(store.url, command: "consumers") }
             let (log, end) = try logEnd(store.url)
             return try body(ConsumerDirectory(storeDirectory: store.url), log, end, store.url)
         }
@@ -80,6 +81,7 @@ struct ConsumersCommand: AsyncParsableCommand {
     ) async throws -> T {
         guard store.postgresURL != nil else {
             try StoreLocation.requireStore(store.url)
+            if writing { try StoreLocation.refuseBackup(store.url, command: "consumers") }
             return try body(ConsumerDirectory(storeDirectory: store.url), store.url)
         }
         return try await withConsumers(store, writing: writing) { storage, _, _, files in try body(storage, files) }

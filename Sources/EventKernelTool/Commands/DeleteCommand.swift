@@ -153,7 +153,7 @@ struct StreamDeletionArguments: ParsableArguments {
             }
         }
         let directory = storeURL
-        let repository = try StoreLocation.openWriter(directory, create: false)
+        let repository = try StoreLocation.openWriter(directory, command: tombstone == .deleted ? "delete" : "purge", create: false)
         let store = repository.store
         var outcomes: [Outcome] = []
         do {

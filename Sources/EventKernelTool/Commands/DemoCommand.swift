@@ -43,6 +43,8 @@ struct DemoCommand: AsyncParsableCommand {
             // Hidden files (.DS_Store, .keep) are no store's and in no store's way.
             let contents = ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).filter { !$0.hasPrefix(".") }
             if !contents.isEmpty {
+                // Before --reset: a backup's files are a store's, and removing them would lose it.
+                try StoreLocation.refuseBackup(directory, command: "demo")
                 guard reset else {
                     throw ToolError(.badInput, "\(directory.path) is not empty; the demo needs a fresh directory (pass --reset to delete the store there first, or another --dir)")
                 }
@@ -159,7 +161,7 @@ struct DemoCommand: AsyncParsableCommand {
         -> (events: Int, live: Int, appendSeconds: Double) {
         var configuration = EventStore.Configuration()
         if buffered { configuration.log.durability = .buffered }
-        let repository = try StoreLocation.openWriter(directory, create: true, configuration: configuration)
+        let repository = try StoreLocation.openWriter(directory, command: "demo", create: true, configuration: configuration)
         print("Generating \(Output.count(activities)) activities (seed \(seed)) into \(directory.path), \(buffered ? "buffered" : "synced") durability, batches of \(Output.count(batchSize)) events")
         Output.flush()
         var progress = ProgressBar("appending", total: activities)

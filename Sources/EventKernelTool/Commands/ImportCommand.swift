@@ -59,7 +59,7 @@ struct ImportCommand: AsyncParsableCommand {
         let directory = store.url
         let storeExists = FileManager.default.fileExists(atPath: directory.path)
         // Open first when the store exists: a locked store fails before any work.
-        var repository = storeExists ? try StoreLocation.openWriter(directory, create: true) : nil
+        var repository = storeExists ? try StoreLocation.openWriter(directory, command: "import", create: true) : nil
         var start = ImportStart()
         if let existing = repository {
             do {
@@ -99,7 +99,7 @@ struct ImportCommand: AsyncParsableCommand {
 
         // 2. Read the input again and append in atomic batches, each tagged with the input and
         // its last line.
-        if repository == nil { repository = try StoreLocation.openWriter(directory, create: true) }
+        if repository == nil { repository = try StoreLocation.openWriter(directory, command: "import", create: true) }
         guard let repository else { return }
         let lineNumber = checked.lines
         var progress = ProgressBar("importing", total: checked.events)

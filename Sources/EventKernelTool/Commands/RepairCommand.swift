@@ -21,6 +21,7 @@ struct RepairCommand: AsyncParsableCommand {
 
     func run() async throws {
         try StoreLocation.requireStore(store.url)
+        try StoreLocation.refuseBackup(store.url, command: "repair")
         guard yes else {
             throw ToolError(.badInput, "repair removes every event from the first damaged batch to the end of the log (the removed bytes are kept under \(store.url.path)/recovered/). Run `eventkernel verify` to see the damage, then `eventkernel repair --yes` to proceed")
         }

@@ -13,7 +13,7 @@ struct SnapshotCommand: AsyncParsableCommand {
     @OptionGroup var store: StoreOptions
 
     func run() async throws {
-        let repository = try StoreLocation.openWriter(store.url, create: false)
+        let repository = try StoreLocation.openWriter(store.url, command: "snapshot", create: false)
         let position = repository.store.log.bounds.nextPosition
         try await withToolErrors(store: store.url) {
             try await repository.store.writeSnapshots()

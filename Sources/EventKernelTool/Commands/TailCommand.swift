@@ -86,6 +86,7 @@ struct TailCommand: AsyncParsableCommand {
         var lock: ConsumerLock?
         if let consumer {
             if store.postgresURL != nil { throw ToolError(.badInput, "--consumer keeps its position in the store directory: it cannot be used with a PostgreSQL log yet") }
+            try StoreLocation.refuseBackup(store.url, command: "tail --consumer")
             let directory = ConsumerDirectory(storeDirectory: store.url)
             let committed = try withToolErrorsSync(store: store.url) { () throws -> LogPosition in
                 // Held until tail exits: no application or other tail commits this consumer meanwhile.

@@ -263,9 +263,24 @@ enum StoreLocation {
         return try withToolErrorsSync(store: store.url) { try SegmentedLog.openReadOnly(at: store.url) }
     }
 
+    /// Refuses a backup directory to a command that writes into a store (`import`, `demo`,
+    /// `delete`, `purge`, `compact`, `snapshot`, `repair`, a consumer's commit): every command
+    /// that writes into a directory calls this first, so the rule lives here. A backup is a store
+    /// for reading (its manifest lists every file's size and CRC32C), and any write (an append, a
+    /// snapshot, a checkpoint, a cut) makes it no longer match its manifest: it would stop being
+    /// a backup that restores. A backup cut short (its partial marker) is refused by the log itself.
+    /// - Throws: ``ToolError`` with status 1 naming the directory, and saying to restore it first.
+    static func refuseBackup(_ directory: URL, command: String) throws {
+        guard FileManager.default.fileExists(atPath: directory.appending(path: BackupManifest.fileName).path) else { return }
+        throw ToolError(.badInput, "\(directory.path) is a backup (it holds \(BackupManifest.fileName)), not a store to write into: \(command) would change its files, and it would no longer match its manifest nor restore. Read commands (verify, query, export, history) work on it as it is; to write, restore it first: `eventkernel restore \(directory.path) NEW_DIR`, then `eventkernel \(command)` on NEW_DIR")
+    }
+
+    /// Opens the store for writing (a directory's writer), refusing a backup directory
+    /// (``refuseBackup(_:command:)``).
     static func openWriter(
-        _ directory: URL, create: Bool, configuration: EventStore.Configuration = .init()
+        _ directory: URL, command: String, create: Bool, configuration: EventStore.Configuration = .init()
     ) throws -> EventSourcedActivityRepository {
+        try refuseBackup(directory, command: command)
         if !create { try requireStore(directory) }
         do { return try EventSourcedActivityRepository.open(at: directory, configuration: configuration, logger: logger) }
         catch { throw ToolError.from(error, store: directory) }

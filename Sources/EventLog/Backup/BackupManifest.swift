@@ -141,7 +141,8 @@ public struct BackupOptions: Sendable {
     /// Start over: nothing in the destination is trusted, every file is written again and the
     /// files of the backup there that the new one does not hold are removed. A destination
     /// holding another store's (or another history's) backup, or a damaged manifest, is then
-    /// taken over instead of refused; one holding files that are not a backup's still is refused.
+    /// taken over instead of refused; one holding files that are not a backup's still is refused,
+    /// and so is one holding no backup (no manifest, nor the marker of one cut short: a store).
     public var restart: Bool
     /// The system-call layer for the backup's writes and syncs (fault injection in tests).
     public var fileIO: any LogFileIO

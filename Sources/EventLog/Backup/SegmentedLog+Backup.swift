@@ -46,7 +46,10 @@ extension SegmentedLog {
     /// - Throws: ``LogError``: ``LogError/Code/locked`` when another backup (or a writer) holds
     ///   the destination's lock; ``LogError/Code/backupMismatch`` for a destination holding
     ///   another store's or another history's backup, or files that are not a backup (unless
-    ///   ``BackupOptions/restart``, which still never removes files that are not a backup's);
+    ///   ``BackupOptions/restart``, which still never removes files that are not a backup's),
+    ///   and, `restart` or not, for a directory that holds something but no backup (a store:
+    ///   ``refuseUnlessBackupOrEmpty(_:names:restart:)``), left as it was;
+    ///   ``LogError/Code/invalidArgument`` for the store itself or a directory inside it;
     ///   ``LogError/Code/corruption`` with the source file, offset and position when a batch
     ///   fails its checksums on the way; ``LogError/Code/io`` when a read, write or sync fails.
     ///   The destination then holds no manifest, but a restart over a complete backup (written
@@ -55,6 +58,9 @@ extension SegmentedLog {
         to destination: URL, options: BackupOptions = BackupOptions(),
         extraFiles: (LogPosition, UInt64) throws -> [BackupExtraFile] = { _, _ in [] }
     ) throws -> BackupReport {
+        // Judged before anything is made or locked in it: a refused destination is left exactly
+        // as it was (no directory, no `LOCK`).
+        try Self.requireBackupDestination(destination.path, source: core.directory, restart: options.restart)
         // Over a complete backup, a restart writes beside it and exchanges the two: the
         // destination is never without a complete backup.
         if options.restart, let report = try backupBesideAndExchange(to: destination, options: options, extraFiles: extraFiles) {
@@ -80,10 +86,18 @@ extension SegmentedLog {
         // One backup at a time per directory: two would share temporary names and each
         // remove the other's files, and the last manifest would describe bytes the other wrote.
         // Held to the end (released when `lock` goes); a store's writer takes the same lock.
+        let lockExisted = StoreDirectory.exists(dest + "/" + DirectoryLock.fileName)
         let lock = try Self.lockDestination(dest, onWait: options.onLockWait)
         defer { lock.unlock() }
         let identity = try Self.storeIdentity(segments)
-        let previous = try Self.previousBackup(in: destination, identity: identity, epoch: epoch, segments: segments, options: options)
+        let previous: BackupManifest?
+        do throws(LogError) {
+            previous = try Self.previousBackup(in: destination, identity: identity, epoch: epoch, segments: segments, options: options)
+        } catch {
+            // Refused: the directory is left as it was found, without the lock file this made.
+            if !lockExisted { unlink(dest + "/" + DirectoryLock.fileName) }
+            throw error
+        }
         // From here until the new manifest, the directory is a backup in progress. The earlier
         // manifest stays: no file it lists changes before the new one replaces it (files only
         // grow past their listed size, new ones get new names, superseded ones go after), so a
@@ -392,6 +406,9 @@ extension SegmentedLog {
     ) throws(LogError) -> BackupManifest? {
         let dest = destination.path
         let names = try StoreDirectory.list(dest)
+        // Judged again under the lock (``requireBackupDestination(_:source:restart:)`` judged it
+        // before): something may have been put there since.
+        try Self.refuseUnlessBackupOrEmpty(dest, names: names, restart: options.restart)
         let foreign = names.filter { !isBackupOwned($0) }.sorted()
         if options.restart {
             // Starting over: nothing there is trusted (every file is written again, then the
@@ -415,10 +432,63 @@ extension SegmentedLog {
             }
             return manifest
         }
-        // No manifest: a backup cut short is redone whole; anything else is not ours to fill.
-        if names.contains(BackupManifest.partialFileName) || names.allSatisfy({ $0 == DirectoryLock.fileName }) { return nil }
-        let shown = (foreign.isEmpty ? names.filter { $0 != DirectoryLock.fileName }.sorted() : foreign).prefix(3).joined(separator: ", ")
-        throw LogError(.backupMismatch, "\(dest) is not empty and holds no backup (\(shown)): back up into a new directory\(foreign.isEmpty ? " or use --restart" : "")", file: dest)
+        // No manifest: a backup cut short (or an empty directory: judged above) is written whole.
+        return nil
+    }
+
+    /// Refuses a destination a backup must not write into, before anything is made or locked
+    /// in it: the store itself or a directory inside it (by real paths: a backup there would
+    /// copy itself into itself), and a directory that holds something but is neither a backup
+    /// nor one cut short (``refuseUnlessBackupOrEmpty(_:names:restart:)``). A destination
+    /// that does not exist yet, or is not a directory, is left to the backup's own create.
+    /// - Throws: ``LogError/Code/invalidArgument`` for the store or a directory inside it,
+    ///   ``LogError/Code/backupMismatch`` for a directory that is not a backup.
+    static func requireBackupDestination(_ dest: String, source: String, restart: Bool) throws(LogError) {
+        if let target = realPath(ofPossiblyMissing: dest), let store = realPath(ofPossiblyMissing: source),
+           target == store || target.hasPrefix(store == "/" ? "/" : store + "/") {
+            let what = target == store ? "is the store \(source) itself" : "is inside the store \(source) (\(target))"
+            throw LogError(.invalidArgument, "\(dest) \(what): a backup must go outside the store it backs up; back up into another directory (best on another disk)", file: dest)
+        }
+        var st = stat()
+        guard stat(dest, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return }
+        try refuseUnlessBackupOrEmpty(dest, names: try StoreDirectory.list(dest), restart: restart)
+    }
+
+    /// The one rule for what a backup may write into: a directory is a backup's only when it
+    /// carries a backup's own mark, its manifest (``BackupManifest/fileName``) or the marker of
+    /// one cut short (``BackupManifest/partialFileName``); an empty one (or one holding only a
+    /// lock file) becomes one. Anything else is not the backup's to fill or, with `restart`,
+    /// to empty: a store's own files (`eventkernel.store`, segments, checkpoints, snapshots)
+    /// have the names a backup's have, so the names alone never make a directory a backup.
+    /// - Parameter names: The destination's entries.
+    /// - Throws: ``LogError/Code/backupMismatch`` naming the directory and what it holds.
+    static func refuseUnlessBackupOrEmpty(_ dest: String, names: [String], restart: Bool) throws(LogError) {
+        if names.contains(BackupManifest.fileName) || names.contains(BackupManifest.partialFileName) { return }
+        let held = names.filter { $0 != DirectoryLock.fileName }.sorted()
+        guard !held.isEmpty else { return }
+        let shown = held.prefix(3).joined(separator: ", ") + (held.count > 3 ? ", ..." : "")
+        let restarting = restart ? " (--restart starts over only a directory holding a backup: it never removes a store's files or anyone else's)" : ""
+        if names.contains(StoreManifest.fileName) || Segment.Name.containsSegment(names) {
+            throw LogError(.backupMismatch, "\(dest) is a store, not a backup: it holds \(shown) and no backup manifest (\(BackupManifest.fileName))\(restarting); back up into a new or empty directory", file: dest)
+        }
+        throw LogError(.backupMismatch, "\(dest) is not empty and holds no backup (\(shown); no backup manifest, \(BackupManifest.fileName))\(restarting): back up into a new or empty directory", file: dest)
+    }
+
+    /// `path` with every symbolic link resolved: its nearest existing ancestor's real path,
+    /// then the components that do not exist yet; `nil` when even `/` cannot be resolved.
+    private static func realPath(ofPossiblyMissing path: String) -> String? {
+        var existing = URL(filePath: path).standardizedFileURL.path
+        var missing: [String] = []
+        while true {
+            if let resolved = realpath(existing, nil) {
+                defer { free(resolved) }
+                let base = String(cString: resolved)
+                return missing.reversed().reduce(base) { $0 == "/" ? "/" + $1 : $0 + "/" + $1 }
+            }
+            guard existing != "/", !existing.isEmpty else { return nil }
+            missing.append((existing as NSString).lastPathComponent)
+            existing = (existing as NSString).deletingLastPathComponent
+        }
     }
 
     /// Why a backup cannot be continued from this log, or `nil` when it can.
