@@ -1,6 +1,7 @@
 import Activities
 import ArgumentParser
 import EventKernel
+import EventLog
 import Foundation
 import KernelPrimitives
 
@@ -37,7 +38,7 @@ struct ExportCommand: AsyncParsableCommand {
             // A read-only command never writes into the store: an output among its files (a
             // segment, a snapshot) was truncated and written over, and `verify` then found the
             // store damaged.
-            if store.postgresURL == nil, StoreLocation.isWithin(output, directory: store.url) {
+            if store.postgresURL == nil, StoreDirectory.isWithin(output, directory: store.url.path) {
                 throw ToolError(.badInput, "--output \(output) is inside the store \(store.url.path): export would write over the store's own files; write it outside the store's directory")
             }
             // Opened as a shell's `>` opens it: created when missing, else truncated in place.

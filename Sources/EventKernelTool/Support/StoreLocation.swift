@@ -189,22 +189,6 @@ enum StoreLocation {
         return Int(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
-    /// Whether `path` names the directory `directory` or anything inside it, symbolic links
-    /// resolved (a path that does not exist yet by its parent's real path): the one test of
-    /// "would writing there touch the store's own files".
-    static func isWithin(_ path: String, directory: URL) -> Bool {
-        func real(_ url: URL) -> String {
-            // An existing path resolves whole; a new file by its parent, then its name.
-            if FileManager.default.fileExists(atPath: url.path) { return url.resolvingSymlinksInPath().standardizedFileURL.path }
-            let parent = url.deletingLastPathComponent()
-            guard parent.path != url.path else { return url.standardizedFileURL.path }
-            return real(parent) + "/" + url.lastPathComponent
-        }
-        let target = real(URL(filePath: path).standardizedFileURL)
-        let root = real(directory.standardizedFileURL)
-        return target == root || target.hasPrefix(root.hasSuffix("/") ? root : root + "/")
-    }
-
     /// Fails with exit status 2 unless `directory` holds a store (segment files).
     static func requireStore(_ directory: URL) throws {
         var isDirectory: ObjCBool = false

@@ -444,8 +444,8 @@ extension SegmentedLog {
     /// - Throws: ``LogError/Code/invalidArgument`` for the store or a directory inside it,
     ///   ``LogError/Code/backupMismatch`` for a directory that is not a backup.
     static func requireBackupDestination(_ dest: String, source: String, restart: Bool) throws(LogError) {
-        if let target = realPath(ofPossiblyMissing: dest), let store = realPath(ofPossiblyMissing: source),
-           target == store || target.hasPrefix(store == "/" ? "/" : store + "/") {
+        if let target = StoreDirectory.realPath(ofPossiblyMissing: dest), StoreDirectory.isWithin(dest, directory: source) {
+            let store = StoreDirectory.realPath(ofPossiblyMissing: source)
             let what = target == store ? "is the store \(source) itself" : "is inside the store \(source) (\(target))"
             throw LogError(.invalidArgument, "\(dest) \(what): a backup must go outside the store it backs up; back up into another directory (best on another disk)", file: dest)
         }
@@ -472,23 +472,6 @@ extension SegmentedLog {
             throw LogError(.backupMismatch, "\(dest) is a store, not a backup: it holds \(shown) and no backup manifest (\(BackupManifest.fileName))\(restarting); back up into a new or empty directory", file: dest)
         }
         throw LogError(.backupMismatch, "\(dest) is not empty and holds no backup (\(shown); no backup manifest, \(BackupManifest.fileName))\(restarting): back up into a new or empty directory", file: dest)
-    }
-
-    /// `path` with every symbolic link resolved: its nearest existing ancestor's real path,
-    /// then the components that do not exist yet; `nil` when even `/` cannot be resolved.
-    private static func realPath(ofPossiblyMissing path: String) -> String? {
-        var existing = URL(filePath: path).standardizedFileURL.path
-        var missing: [String] = []
-        while true {
-            if let resolved = realpath(existing, nil) {
-                defer { free(resolved) }
-                let base = String(cString: resolved)
-                return missing.reversed().reduce(base) { $0 == "/" ? "/" + $1 : $0 + "/" + $1 }
-            }
-            guard existing != "/", !existing.isEmpty else { return nil }
-            missing.append((existing as NSString).lastPathComponent)
-            existing = (existing as NSString).deletingLastPathComponent
-        }
     }
 
     /// Why a backup cannot be continued from this log, or `nil` when it can.

@@ -4,9 +4,36 @@ import Glibc
 import Darwin
 #endif
 import KernelPrimitives
+import Foundation
 
 /// Directory-level operations: creation, listing, atomic replacement of small files.
 package enum StoreDirectory {
+    /// `path` with every symbolic link resolved: its nearest existing ancestor's real path,
+    /// then the components that do not exist yet; `nil` when even `/` cannot be resolved.
+    package static func realPath(ofPossiblyMissing path: String) -> String? {
+        var existing = URL(filePath: path).standardizedFileURL.path
+        var missing: [String] = []
+        while true {
+            if let resolved = realpath(existing, nil) {
+                defer { free(resolved) }
+                let base = String(cString: resolved)
+                return missing.reversed().reduce(base) { $0 == "/" ? "/" + $1 : $0 + "/" + $1 }
+            }
+            guard existing != "/", !existing.isEmpty else { return nil }
+            missing.append((existing as NSString).lastPathComponent)
+            existing = (existing as NSString).deletingLastPathComponent
+        }
+    }
+
+    /// Whether `path` is the directory `directory` or anything inside it, by real paths
+    /// (``realPath(ofPossiblyMissing:)``: a link into the directory counts): the one test of
+    /// "writing there would touch a store's own files" (a backup's destination, an export's
+    /// output).
+    package static func isWithin(_ path: String, directory: String) -> Bool {
+        guard let target = realPath(ofPossiblyMissing: path), let root = realPath(ofPossiblyMissing: directory) else { return false }
+        return target == root || target.hasPrefix(root == "/" ? "/" : root + "/")
+    }
+
     /// Creates `path` and its parents; fails if it exists as something other than a directory.
     static func create(_ path: String) throws(LogError) {
         var st = stat()
