@@ -1,6 +1,7 @@
 #if Viewer
 package import Hummingbird
 package import Logging
+import Foundation
 import NIOCore
 
 /// `eventkernel serve`: a read-only web viewer of a store (Docs/Auditing.md).
@@ -27,6 +28,16 @@ package enum Viewer {
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "eventkernel"),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? configuration.port) },
             logger: logger)
+    }
+
+    /// Why the server could not start listening, said as a person reads it ("cannot listen on
+    /// 127.0.0.1:8080: Address already in use"), when `error` is the system's refusal; `nil`
+    /// for any other error. SwiftNIO's own text names its call and its arguments
+    /// (`bind(descriptor:ptr:bytes:): Address already in use) (errno: 98)`), not the address.
+    package static func listenFailure(_ error: any Error, configuration: ViewerConfiguration) -> String? {
+        guard let error = error as? IOError else { return nil }
+        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        return "cannot listen on \(host):\(configuration.port): \(String(cString: strerror(error.errnoCode)))"
     }
 
     /// The routes, for ``application(browser:configuration:logger:onListening:)`` and tests.

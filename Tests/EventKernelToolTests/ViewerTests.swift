@@ -322,6 +322,30 @@ struct ViewerNote: Identifiable, Codable, Sendable, Equatable {
         #expect(stderr.contains("the log is damaged") && !stderr.contains("exit status 3"), "\(stderr)")
     }
 
+    /// A newcomer's probe: a port in use was `error: bind(descriptor:ptr:bytes:): Address
+    /// already in use) (errno: 98)`, naming no address. It names the address and the reason.
+    @Test func aPortInUseIsSaidWithItsAddress() async throws {
+        let temp = TemporaryDirectory("ek-viewer")
+        let directory = temp.file("notes")
+        let store = try EventStore.open(at: directory, snapshotPolicy: .never)
+        try await EventSourcedRepository<ViewerNote>(store: store, typeName: "Note").add(ViewerNote(id: "a", title: "one", tags: []))
+        try await store.close()
+        let out = temp.file("first.out")
+        let first = try makeProcess(["serve", directory.path, "--port", "0"], stdout: out, stderr: temp.file("first.err"))
+        try first.run()
+        var port: String?
+        for _ in 0..<100 where port == nil {
+            let text = (try? String(contentsOf: out, encoding: .utf8)) ?? ""
+            if let range = text.range(of: "http://127.0.0.1:") { port = String(text[range.upperBound...].prefix { $0.isNumber }) }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        defer { first.terminate(); first.waitUntilExit(); closeOutputFiles(of: first) }
+        let taken = try #require(port)
+        let second = try run("serve", directory.path, "--port", taken)
+        #expect(second.status == 4, "\(second.stderr)")
+        #expect(second.stderr.contains("cannot listen on 127.0.0.1:\(taken): Address already in use"), "\(second.stderr)")
+    }
+
     @Test func theIntegrityCheckSaysWhatIsDamaged() async throws {
         let temp = TemporaryDirectory("ek-viewer")
         let directory = temp.file("notes")

@@ -58,7 +58,10 @@ struct ServeCommand: AsyncParsableCommand {
         }
         signal(SIGINT) { _ in terminate(0) }
         signal(SIGTERM) { _ in terminate(0) }
-        try await application.runService()
+        do { try await application.runService() } catch {
+            guard let message = Viewer.listenFailure(error, configuration: viewer) else { throw error }
+            throw ToolError(.io, message)
+        }
     }
 }
 #endif
