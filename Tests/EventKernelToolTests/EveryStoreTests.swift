@@ -351,6 +351,13 @@ func object(_ line: String) throws -> [String: Any] {
         #expect(changes[1]["path"] as? String == "tags[1]")
         #expect(changes[1]["op"] as? String == "added")
         #expect(changes[1]["to"] as? String == "gold")
+        // CSV has the same changes, as the JSON array in their column (a newcomer's probe:
+        // the column was missing).
+        let csv = try run("history", store, "Account", id, "--format", "csv")
+        #expect(csv.status == 0, "\(csv.stderr)")
+        let header = csv.stdout.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+        #expect(header == "position,recordedAt,version,event,schemaVersion,codec,state,data,changes", "\(header)")
+        #expect(csv.stdout.contains("tags[1]") && csv.stdout.contains("100.25"), "\(csv.stdout)")
         // The add: every field added.
         let added = try #require(events[0]["changes"] as? [[String: Any]])
         #expect(added.map { $0["path"] as? String } == ["id", "name", "balance", "opened", "tags", "website"])

@@ -169,7 +169,9 @@ enum StreamHistory {
     static let columns: [Column] = [
         Column("position", right: true), Column("recordedAt", header: "recorded at"), Column("version", right: true),
         Column("event"), Column("schemaVersion", inTable: false), Column("codec", inTable: false),
-        Column("state", inTable: false), Column("data", inTable: false), Column("changes", inMachineFormats: false, tableNull: ""),
+        Column("state", inTable: false), Column("data", inTable: false),
+        // CSV has what JSON has (the changes as their JSON array); the table a summary of them.
+        Column("changes", inTable: false), Column("summary", header: "changes", inMachineFormats: false, tableNull: ""),
     ]
 
     /// Prints the history of the stream `type`/`id`.
@@ -222,6 +224,7 @@ enum StreamHistory {
                 ("schemaVersion", .int(Int64(envelope.schemaVersion))), ("codec", .string(payload.codec)),
                 ("state", state.map { .raw($0.text) } ?? .null), ("data", data.map { .raw($0.text) } ?? .null),
             ]
+            var changesCell: JSONValue = .null
             if case .bytes(let reason, _) = payload {
                 object += [("base64", .string(Data(envelope.payload).base64EncodedString())), ("reason", .string(reason)), ("changes", .null)]
             } else if entry.fieldEvent != nil {
@@ -229,13 +232,16 @@ enum StreamHistory {
             } else if !entry.repositoryEvent {
                 object.append(("changes", .null))
             } else {
-                object.append(("changes", .array(entry.changes.map(\.json))))
+                let changes = JSONValue.array(entry.changes.map(\.json))
+                object.append(("changes", changes))
+                changesCell = .raw(changes.text)
                 if let since = entry.since { object.append(("changesSince", .uint(since))) }
             }
             listing.rows.append(Listing.Row([
                 .uint(envelope.position), .string(ISODate.format(envelope.timestamp)), .uint(envelope.entityVersion),
                 .string(envelope.eventType), .int(Int64(envelope.schemaVersion)), .string(payload.codec),
-                state.map { .raw($0.text) } ?? .null, data.map { .raw($0.text) } ?? .null, .string(summary),
+                state.map { .raw($0.text) } ?? .null, data.map { .raw($0.text) } ?? .null,
+                changesCell, .string(summary),
             ], object: .object(object)))
         }
         let unknownSince = entries.last?.unknownAfter ?? false
