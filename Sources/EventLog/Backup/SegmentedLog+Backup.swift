@@ -48,7 +48,7 @@ extension SegmentedLog {
     ///   another store's or another history's backup, or files that are not a backup (unless
     ///   ``BackupOptions/restart``, which still never removes files that are not a backup's),
     ///   and, `restart` or not, for a directory that holds something but no backup (a store:
-    ///   ``refuseUnlessBackupOrEmpty(_:names:restart:)``), left as it was;
+    ///   `refuseUnlessBackupOrEmpty(_:names:restart:)`), left as it was;
     ///   ``LogError/Code/invalidArgument`` for the store itself or a directory inside it;
     ///   ``LogError/Code/corruption`` with the source file, offset and position when a batch
     ///   fails its checksums on the way; ``LogError/Code/io`` when a read, write or sync fails.
