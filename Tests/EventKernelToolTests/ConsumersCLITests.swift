@@ -244,6 +244,9 @@ struct ConsumersCLITests {
         // A mistyped consumer is no consumer: exit 1, not "0 marked".
         let mistyped = try run("consumers", "parked", store, "mailre", "--retry", "all")
         #expect(mistyped.status == 1 && mistyped.stderr.contains("no consumer named \"mailre\""), "\(mistyped.stderr)")
+        // Listing it too (a newcomer's probe: "consumer mailre has no parked events", exit 0).
+        let listedMistyped = try run("consumers", "parked", store, "mailre")
+        #expect(listedMistyped.status == 1 && listedMistyped.stderr.contains("no consumer named \"mailre\""), "\(listedMistyped.stdout)\(listedMistyped.stderr)")
         #expect(try directory.parked(named: "mailer").map(\.retryRequested) == [false, false, true])
         let listed = try run("consumers", "parked", store, "mailer", "--format", "jsonl")
         let lines = listed.stdout.split(separator: "\n").compactMap { try? jsonObject(String($0)) as? [String: Any] }

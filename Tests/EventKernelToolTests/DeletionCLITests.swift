@@ -129,6 +129,9 @@ import EventKernelTestSupport
         let report = try Self.json(deleted.stdout)
         #expect((report["deleted"] as? [[String: Any]])?.first?["id"] as? String == "n0")
         #expect(report["unknown"] as? [String] == ["n2"])
+        // A misspelt type: every id unknown, and the store's types said (a newcomer's probe).
+        let misspelt = try run(["delete", store.url.path, "n0", "--type", "Nots"])
+        #expect(misspelt.status == 1 && misspelt.stderr.contains("the store holds no events of type \"Nots\"; its entity types: ") && misspelt.stderr.contains("\"Note\""), "\(misspelt.stderr)")
         // A purge releases a soft-deleted entity's history.
         let purged = try run(["purge", store.url.path, "n2", "n1", "nobody", "--type", "Note", "--yes", "--json"])
         #expect(purged.status == 1)

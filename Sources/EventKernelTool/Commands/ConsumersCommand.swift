@@ -283,7 +283,14 @@ struct ConsumersCommand: AsyncParsableCommand {
                 return
             }
             let parked = try await ConsumersCommand.withStorage(store) { directory, files in
-                try withToolErrorsSync(store: files) { try directory.parked(named: name) }
+                try withToolErrorsSync(store: files) { () throws -> [ParkedEvent] in
+                    // A mistyped name is no consumer, not one with nothing parked (exit 1), as
+                    // --retry and --skip say.
+                    guard try directory.names().contains(name) else {
+                        throw ToolError(.badInput, "no consumer named \"\(name)\" in \(store.name): it has no committed position and no parked events")
+                    }
+                    return try directory.parked(named: name)
+                }
             }
             if output.resolved == .table && parked.isEmpty {
                 print("consumer \(name) has no parked events")

@@ -156,6 +156,8 @@ struct StreamDeletionArguments: ParsableArguments {
         let repository = try StoreLocation.openWriter(directory, command: tombstone == .deleted ? "delete" : "purge", create: false)
         let store = repository.store
         var outcomes: [Outcome] = []
+        // The store's entity types, when it holds none of `entityType` (said with the unknown ids).
+        var knownTypes: [String]?
         do {
             // One id is one stream, however it is spelled (a UUID in upper or lower case): the
             // store refuses a batch that changes a stream twice.
@@ -182,6 +184,17 @@ struct StreamDeletionArguments: ParsableArguments {
                 for (entry, result) in zip(batch, results) { outcomes[entry.index].deletion = result }
                 start += batch.count
             }
+            // Every id unknown: a misspelt --type, most likely; the store's types say so.
+            if !outcomes.isEmpty, outcomes.allSatisfy({ $0.deletion == .absent }) {
+                var types: Set<String> = []
+                try EventStore.forEachEnvelope(in: store.log, from: 0, through: nil) { envelope in
+                    types.insert(envelope.stream.entityType)
+                    return true
+                }
+                if !types.contains(entityType) {
+                    knownTypes = types.sorted()
+                }
+            }
             try await repository.close()
         } catch {
             try? await repository.close()
@@ -192,6 +205,9 @@ struct StreamDeletionArguments: ParsableArguments {
             throw ToolError(message.exit, message.message + (written > 0 ? "\n\(Output.count(written)) ids were \(tombstone == .deleted ? "deleted" : "purged") before the failure (atomic batches of \(Output.count(Self.batchSize)))" : "\nnothing was written"))
         }
         report(outcomes, tombstone: tombstone, type: entityType, store: directory)
+        if let knownTypes {
+            Output.error("the store holds no events of type \"\(entityType)\"; " + (knownTypes.isEmpty ? "it holds no events" : "its entity types: " + knownTypes.map { "\"\($0)\"" }.joined(separator: ", ")))
+        }
     }
 
     /// The ids without a second spelling of one stream (the first kept): compared as resolved
