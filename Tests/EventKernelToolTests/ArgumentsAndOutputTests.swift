@@ -137,6 +137,17 @@ struct ArgumentsAndOutputTests {
         #expect(same.status == 1 && same.stderr.contains("the store is given twice: 'ledger' and --dir 'ledger'; give it once"), "\(same.stderr)")
     }
 
+    /// A newcomer's probe: with EVENTKERNEL_STORE set, `streams Account` read Account as the
+    /// store and advised setting EVENTKERNEL_STORE.
+    @Test func aStoreArgumentBesideEVENTKERNEL_STOREIsSaidToWin() throws {
+        let temp = TemporaryDirectory()
+        let store = try importedStore(temp)
+        let result = try run(["streams", "Account"], in: temp.url, environment: ["EVENTKERNEL_STORE": store])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("EVENTKERNEL_STORE (\(store)) is used only when no store is given"), "\(result.stderr)")
+        #expect(!result.stderr.contains("set EVENTKERNEL_STORE"), "\(result.stderr)")
+    }
+
     /// A newcomer's probe: an empty file was "no events (1 lines, 1 blank)".
     @Test func importOfAnEmptyOrBlankFileSaysWhatItHolds() throws {
         let temp = TemporaryDirectory()

@@ -193,6 +193,12 @@ enum StoreLocation {
     static func requireStore(_ directory: URL) throws {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory.path, isDirectory: &isDirectory) else {
+            // With EVENTKERNEL_STORE set, "set EVENTKERNEL_STORE" is no advice: the store was
+            // taken from an argument (`streams Account` reads Account as the store).
+            if let environment = ProcessInfo.processInfo.environment["EVENTKERNEL_STORE"], !environment.isEmpty,
+               URL(filePath: environment).standardizedFileURL.path != directory.standardizedFileURL.path {
+                throw ToolError(.storeUnavailable, "no store at \(directory.path): no such directory. EVENTKERNEL_STORE (\(environment)) is used only when no store is given, and the first argument named one: give the store first (`eventkernel streams \(environment) TYPE`) or as --dir")
+            }
             throw ToolError(.storeUnavailable, "no store at \(directory.path): no such directory (pass --dir, set EVENTKERNEL_STORE, or create one with `eventkernel import` or `eventkernel demo`)")
         }
         guard isDirectory.boolValue else {
