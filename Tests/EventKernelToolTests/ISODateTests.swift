@@ -76,6 +76,43 @@ struct ISODateTests {
         }
     }
 
+    /// A newcomer's probe: `--where 'opened<=2024-12-31T23:59:59.999999999Z'` matched an entity
+    /// opened at midnight the next day (the text rounded to the same `Date`). An instant is
+    /// compared with its text exactly.
+    @Test("a date-time argument compares with stored dates exactly as written")
+    func exactComparison() throws {
+        let midnight = try ISODate.parse("2025-01-01T00:00:00Z")
+        let before = try ISODate.parseMoment("2024-12-31T23:59:59.999999999Z")
+        #expect(before.start == midnight, "the Double cannot tell them apart")
+        #expect(before.order(of: midnight) == .orderedDescending)
+        #expect(try ISODate.parseMoment("2025-01-01T00:00:00.000000001Z").order(of: midnight) == .orderedAscending)
+        #expect(try ISODate.parseMoment("2025-01-01T00:00:00Z").order(of: midnight) == .orderedSame)
+        #expect(try ISODate.parseMoment("2025-01-01T00:00:00.000Z").order(of: midnight) == .orderedSame)
+        // Against a reference: dates whose fraction is m / 2^k (k ≤ 20) have at most 20 decimal
+        // digits, which Decimal holds exactly; literals of 1 to 24 digits around them.
+        var rng = SplitMix64(seed: 0xE4AC7)
+        let posix = Locale(identifier: "en_US_POSIX")
+        for _ in 0..<5_000 {
+            let k = Int(rng.next() % 21)
+            let m = rng.next() % (1 << UInt64(k))
+            let whole = Int(rng.next() % 2_000_000_000)
+            let seconds = Double(whole) + Double(m) / Double(1 << UInt64(k))
+            let exact = Decimal(whole) + Decimal(m) / Decimal(sign: .plus, exponent: 0, significand: Decimal(1 << UInt64(k)))
+            var digits = (0..<Int(rng.next() % 24 + 1)).map { _ in UInt8(rng.next() % 10) }
+            if rng.next() % 3 == 0 {
+                // The stored value's own digits, sometimes cut or extended.
+                let text = "\(exact)"
+                digits = text.split(separator: ".").dropFirst().first.map { $0.compactMap { $0.wholeNumberValue.map(UInt8.init) } } ?? []
+                if rng.next() % 2 == 0, !digits.isEmpty { digits.removeLast() }
+            }
+            let written = Decimal(string: "\(whole)." + digits.map(String.init).joined(), locale: posix) ?? Decimal(whole)
+            let expected: ComparisonResult = exact < written ? .orderedAscending : exact > written ? .orderedDescending : .orderedSame
+            let got = ISODate.compare(seconds, toWhole: whole, fraction: digits)
+            #expect(got == expected, "\(exact) against \(whole).\(digits.map(String.init).joined())")
+            if got != expected { return }
+        }
+    }
+
     @Test("log timestamps print exactly as stored, to the nanosecond")
     func exactTimestamps() {
         #expect(ISODate.format(LogTimestamp(nanosecondsSince1970: 1_740_818_415_000_000_123)) == "2025-03-01T08:40:15.000000123Z")

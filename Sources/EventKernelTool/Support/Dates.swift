@@ -224,11 +224,18 @@ extension ISODate {
         var start: Date
         /// The next day's midnight for a bare date; `nil` for an instant.
         var dayEnd: Date?
+        /// An instant exactly as written: whole seconds since 2001 and the fraction's decimal
+        /// digits. A `Date` holds about a tenth of a microsecond today, so `start` alone made
+        /// `<= 2024-12-31T23:59:59.999999999Z` true of midnight, the next day.
+        var exact: (whole: Int, fraction: [UInt8])?
 
         /// Where `date` falls: before (`orderedAscending`), within the day or at the instant
         /// (`orderedSame`), after (`orderedDescending`). So `<=` a day is "by its end", `<` "before
-        /// it began", `=` "on it".
+        /// it began", `=` "on it". An instant is compared with its text exactly.
         func order(of date: Date) -> ComparisonResult {
+            if dayEnd == nil, let exact {
+                return ISODate.compare(date.timeIntervalSinceReferenceDate, toWhole: exact.whole, fraction: exact.fraction)
+            }
             if date < start { return .orderedAscending }
             if let dayEnd { return date < dayEnd ? .orderedSame : .orderedDescending }
             return date == start ? .orderedSame : .orderedDescending
@@ -237,8 +244,9 @@ extension ISODate {
         /// Whether something true from `from` until `until` (exclusive; `nil`: still true) was
         /// true at the instant, or at some time of the day.
         func overlaps(from: Date, until: Date?) -> Bool {
-            guard dayEnd.map({ from < $0 }) ?? (from <= start) else { return false }
-            return until.map { $0 > start } ?? true
+            guard dayEnd.map({ from < $0 }) ?? (order(of: from) != .orderedDescending) else { return false }
+            guard let until else { return true }
+            return dayEnd == nil ? order(of: until) == .orderedDescending : until > start
         }
     }
 
@@ -246,7 +254,40 @@ extension ISODate {
     /// - Throws: ``ParseError`` when `text` is not an ISO 8601 date or date-time.
     static func parseMoment(_ text: String) throws(ParseError) -> Moment {
         let date = try parse(text)
-        return Moment(start: date, dayEnd: isBareDate(text) ? date.addingTimeInterval(86_400) : nil)
+        if isBareDate(text) { return Moment(start: date, dayEnd: date.addingTimeInterval(86_400)) }
+        let exact = components(text).map { (whole: $0.whole - referenceEpochSince1970, fraction: $0.fraction) }
+        return Moment(start: date, dayEnd: nil, exact: exact)
+    }
+
+    /// How `seconds` (since 2001, as a `Date` stores them) compares with `whole` seconds and the
+    /// decimal `fraction` digits, exactly: the `Double` is a binary fraction, whose decimal
+    /// digits end, and are produced one at a time from its integer significand.
+    static func compare(_ seconds: Double, toWhole whole: Int, fraction: [UInt8]) -> ComparisonResult {
+        guard seconds.isFinite else { return seconds < 0 ? .orderedAscending : .orderedDescending }
+        let floor = seconds.rounded(.down)
+        if floor < Double(whole) { return .orderedAscending }
+        if floor > Double(whole) { return .orderedDescending }
+        let part = seconds - floor  // exact, in [0, 1)
+        guard part > 0 else { return fraction.contains { $0 != 0 } ? .orderedAscending : .orderedSame }
+        // part = significand * 2^-shift, with the significand an integer.
+        let shift = -Int(part.exponent) + Double.significandBitCount
+        guard shift <= 120 else {
+            // A fraction below 2^-68 s: no date text names one; compare as doubles.
+            let written = Double("0." + String(fraction.map { Character(Unicode.Scalar(48 + $0)) })) ?? 0
+            return part < written ? .orderedAscending : part > written ? .orderedDescending : .orderedSame
+        }
+        var remainder = UInt128(part.significandBitPattern | (part.isNormal ? 1 << UInt64(Double.significandBitCount) : 0))
+        let mask = (UInt128(1) << UInt128(shift)) - 1
+        var i = 0
+        while remainder != 0 || i < fraction.count {
+            remainder *= 10
+            let digit = UInt8(truncatingIfNeeded: remainder >> UInt128(shift))
+            remainder &= mask
+            let written = i < fraction.count ? fraction[i] : 0
+            if digit != written { return digit < written ? .orderedAscending : .orderedDescending }
+            i += 1
+        }
+        return .orderedSame
     }
 
     /// ``parseMoment(_:)``, `nil` for text that is not ISO 8601.
