@@ -292,6 +292,26 @@ def shortest_fraction(value):
     return "." + "0" * max(0, -int(exponent) - 1) + mantissa.replace(".", "")
 
 
+def fewest_fraction(r, whole_ref):
+    """The fewest fraction digits (".ddd") that a reader turns back into r: the whole seconds
+    plus the fraction's correctly rounded value. For k digits the nearest k-digit candidates
+    are tried (n / 10**k is correctly rounded for n < 10**15, as a reader's parse is); beyond
+    15 digits, the fraction's own shortest form (exact, since whole + fraction is r)."""
+    frac = r - whole_ref
+    scale = 1.0
+    for digits in range(1, 16):
+        scale *= 10
+        # Rounded half away from zero, as the tool rounds (Python's round() halves to even).
+        x = frac * scale
+        nearest = math.floor(x)
+        if x - nearest >= 0.5:
+            nearest += 1
+        for n in (nearest, nearest - 1, nearest + 1):
+            if 1 <= n < scale and whole_ref + n / scale == r:
+                return ("." + ("%0*d" % (digits, n))).rstrip("0")
+    return shortest_fraction(frac)
+
+
 def format_date_text(r):
     """A date (seconds since 2001, a double) with the fewest fraction digits that give its
     double back; and whether parsing the text gives exactly that double again."""
@@ -299,7 +319,7 @@ def format_date_text(r):
         return "invalid", False
     whole_ref = math.floor(r)
     frac = r - whole_ref
-    fraction = shortest_fraction(frac) if frac > 0 else ""
+    fraction = fewest_fraction(r, float(whole_ref)) if frac > 0 else ""
     text = format_seconds(int(whole_ref) + REFERENCE_1970, fraction)
     # Parsed back as a reader of the text does: the whole seconds, plus the fraction.
     back = float(int(whole_ref)) + (float("0" + fraction) if fraction else 0.0)

@@ -32,7 +32,7 @@ private func url(schema: String) throws -> String {
 /// `eventkernel consumers --postgres` commands that only read leave the log's schema as it is.
 @Suite("eventkernel consumers on PostgreSQL: reading never migrates")
 struct PostgresConsumersReadOnlyTests {
-    @Test("consumers list and parked --postgres only read: a version 1 log is not migrated (no consumers, exit 0); a mistyped schema is refused, not created")
+    @Test("consumers list and parked --postgres only read: a version 1 log is not migrated (no consumers: list exits 0, parked of a name 1); a mistyped schema is refused, not created")
     func readOnlyCommandsDoNotMigrate() async throws {
         let configuration = try PostgresTestDatabase.configuration()
         defer { Task { await PostgresTestDatabase.drop(configuration) } }
@@ -42,8 +42,9 @@ struct PostgresConsumersReadOnlyTests {
 
         let listed = try eventkernel("consumers", "list", "--postgres", try url(schema: s))
         #expect(listed.status == 0 && listed.stdout.contains("no consumers"), "\(listed.stderr)")
+        // No consumer "mail": exit 1, saying so (as on a directory), and nothing migrated.
         let parked = try eventkernel("consumers", "parked", "--postgres", try url(schema: s), "mail", "--json")
-        #expect(parked.status == 0, "\(parked.stderr)")
+        #expect(parked.status == 1 && parked.stderr.contains("no consumer named \"mail\""), "\(parked.stderr)")
         #expect(try await sql(configuration, "SELECT count(*) FROM pg_tables WHERE schemaname = '\(s)' AND tablename = 'consumers'", as: Int64.self) == [0])
         #expect(try await sql(configuration, #"SELECT value FROM "\#(s)".meta WHERE key = 'schema_version'"#, as: String.self) == ["1"])
 
