@@ -437,7 +437,8 @@ struct ImportAndSafetyTests {
     /// A store whose first (sealed) segment, covered by the snapshot, has a flipped byte in its
     /// second batch (positions 10…19), and a recording time between the first batch and the
     /// second (`replay --as-of` it needs only the first).
-    private func storeWithDamageUnderTheSnapshot(_ temp: TemporaryDirectory, sealed: Bool) async throws -> (URL, String, between: Date) {
+    /// - Parameter byte: The flipped byte's offset in the batch (default: in its payload).
+    private func storeWithDamageUnderTheSnapshot(_ temp: TemporaryDirectory, sealed: Bool, byte: Int64 = 64 + 8) async throws -> (URL, String, between: Date) {
         let store = temp.file("store")
         let configuration = EventStore.Configuration(log: SegmentedLog.Configuration(segmentSize: sealed ? 4096 : 64 << 20))
         let repository = try EventSourcedActivityRepository.open(at: store, configuration: configuration)
@@ -460,7 +461,7 @@ struct ImportAndSafetyTests {
         // A payload byte of the second batch: neither a header nor the active segment's tail.
         let batch = scan.batches[1]
         #expect(batch.firstPosition == 10)
-        try flipBit(in: first.path, at: batch.offset + 64 + 8)
+        try flipBit(in: first.path, at: batch.offset + byte)
         return (store, first.path, between)
     }
 
@@ -532,5 +533,19 @@ struct ImportAndSafetyTests {
         }
         try expectAnswer(["streams", "activity", "--json"]) { (try? jsonObject($0) as? [Any])?.count == 10 }
         try expectDamageError(["streams", "Person"])
+    }
+
+    /// A damaged batch header is not trusted for its recording time: `replay --as-of` a time
+    /// after every event before the batch stops with the damage, for the batch's events may
+    /// have been recorded at or before it.
+    @Test func replayAsOfDoesNotTrustADamagedBatchHeader() async throws {
+        let temp = TemporaryDirectory()
+        // A byte of the header's minimum record timestamp (offset 32).
+        let (store, damaged, between) = try await storeWithDamageUnderTheSnapshot(temp, sealed: true, byte: 32)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let result = try run(["replay", "--as-of", formatter.string(from: between), "--dir", store.path])
+        #expect(result.status == 3 && result.stdout.isEmpty, "\(result.stdout)")
+        #expect(result.stderr.contains("error:") && result.stderr.contains(damaged) && result.stderr.contains("header checksum"), "\(result.stderr)")
     }
 }
