@@ -434,16 +434,25 @@ struct ImportAndSafetyTests {
 
     // MARK: read commands on a damaged log
 
-    /// A store whose first (sealed) segment, covered by the snapshot, has a flipped byte.
-    private func storeWithDamageUnderTheSnapshot(_ temp: TemporaryDirectory, sealed: Bool) async throws -> (URL, String) {
+    /// A store whose first (sealed) segment, covered by the snapshot, has a flipped byte in its
+    /// second batch (positions 10…19), and a recording time between the first batch and the
+    /// second (`replay --as-of` it needs only the first).
+    /// - Parameter byte: The flipped byte's offset in the batch (default: in its payload).
+    private func storeWithDamageUnderTheSnapshot(_ temp: TemporaryDirectory, sealed: Bool, byte: Int64 = 64 + 8) async throws -> (URL, String, between: Date) {
         let store = temp.file("store")
         let configuration = EventStore.Configuration(log: SegmentedLog.Configuration(segmentSize: sealed ? 4096 : 64 << 20))
         let repository = try EventSourcedActivityRepository.open(at: store, configuration: configuration)
+        var between = Date()
         for batch in 0..<40 {
             try await repository.apply((0..<10).map { k in
                 .added(ActivityModel(id: batch == 0 && k == 0 ? ids[0] : UUID(), startDate: t0 + Double(batch * 10 + k) * 600,
                                      endDate: t0 + Double(batch * 10 + k) * 600 + 300, type: "diaper"))
             })
+            if batch == 0 {
+                try await Task.sleep(for: .milliseconds(20))
+                between = Date()
+                try await Task.sleep(for: .milliseconds(20))
+            }
         }
         try await repository.close()   // a snapshot at 400: opens read no log before it
         let first = store.appending(path: "00000000000000000000.log")
@@ -451,14 +460,15 @@ struct ImportAndSafetyTests {
         #expect(scan.batches.count > 3)
         // A payload byte of the second batch: neither a header nor the active segment's tail.
         let batch = scan.batches[1]
-        try flipBit(in: first.path, at: batch.offset + 64 + 8)
-        return (store, first.path)
+        #expect(batch.firstPosition == 10)
+        try flipBit(in: first.path, at: batch.offset + byte)
+        return (store, first.path, between)
     }
 
     @Test(arguments: [true, false])
     func readCommandsWarnAndExit3OnADamagedLog(sealed: Bool) async throws {
         let temp = TemporaryDirectory()
-        let (store, damaged) = try await storeWithDamageUnderTheSnapshot(temp, sealed: sealed)
+        let (store, damaged, _) = try await storeWithDamageUnderTheSnapshot(temp, sealed: sealed)
         let query = try run(["query", "--dir", store.path, "--json"])
         #expect(query.status == 3, "\(query.stderr)")
         #expect(query.stderr.contains("warning: the log is damaged") && query.stderr.contains(damaged), "\(query.stderr)")
@@ -475,5 +485,67 @@ struct ImportAndSafetyTests {
         #expect(try run(["repair", "--dir", store.path, "--yes"]).status == 0)
         let after = try run(["query", "--dir", store.path])
         #expect(after.status == 0 && !after.stderr.contains("warning"), "\(after.stderr)")
+    }
+
+    /// The read commands that scan the log from its start (`replay --as-of`, `history`,
+    /// `streams`) answer from the events before the damaged batch when the question needs
+    /// nothing of it, with the warning and exit 3, and stop with the damage (exit 3, never an
+    /// exit 1 "not found") when it does.
+    @Test(arguments: [true, false])
+    func readCommandsAnswerFromTheEventsBeforeTheDamage(sealed: Bool) async throws {
+        let temp = TemporaryDirectory()
+        let (store, damaged, between) = try await storeWithDamageUnderTheSnapshot(temp, sealed: sealed)
+        func expectAnswer(_ arguments: [String], _ stdout: (String) -> Bool, sourceLocation: SourceLocation = #_sourceLocation) throws {
+            let result = try run(arguments + ["--dir", store.path])
+            #expect(result.status == 3, "\(arguments): \(result.stderr)", sourceLocation: sourceLocation)
+            #expect(result.stderr.contains("warning: the log is damaged") && result.stderr.contains(damaged)
+                    && !result.stderr.contains("error:"), "\(arguments): \(result.stderr)", sourceLocation: sourceLocation)
+            #expect(stdout(result.stdout), "\(arguments): \(result.stdout)", sourceLocation: sourceLocation)
+        }
+        func expectDamageError(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
+            let result = try run(arguments + ["--dir", store.path])
+            #expect(result.status == 3 && result.stdout.isEmpty, "\(arguments): \(result.stdout)", sourceLocation: sourceLocation)
+            #expect(result.stderr.contains("error:") && result.stderr.contains(damaged) && result.stderr.contains("position 10"),
+                    "\(arguments): \(result.stderr)", sourceLocation: sourceLocation)
+        }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        // Each answer is checked apart (no throw ends the test early), so that each fails on
+        // code that stops with the damage. Before the damaged batch was recorded (its header,
+        // intact, says when): the first batch's ten activities.
+        try expectAnswer(["replay", "--as-of", formatter.string(from: between), "--json"]) { stdout in
+            let summary = (try? jsonObject(stdout) as? [String: Any])?["summary"] as? [String: Any]
+            return summary?["activities"] as? Int == 10
+        }
+        // Now: the state takes in the damaged batch.
+        try expectDamageError(["replay", "--as-of", formatter.string(from: Date())])
+        // An activity of the first batch: its event, and the warning that later ones may exist.
+        let history = try run(["history", ids[0].uuidString, "--dir", store.path, "--json"])
+        #expect(history.stderr.contains("later events"), "\(history.stderr)")
+        try expectAnswer(["history", ids[0].uuidString, "--json"]) { (try? jsonObject($0) as? [Any])?.count == 1 }
+        // An activity with no event before the damage may have some in it: not "no such activity".
+        try expectDamageError(["history", UUID().uuidString])
+        try expectDamageError(["history", "Person", "someone"])
+        // The entity types and the streams as the first batch has them, saying so.
+        try expectAnswer(["streams", "--json"]) { stdout in
+            let rows = try? jsonObject(stdout) as? [[String: Any]]
+            return rows?.count == 1 && rows?.first?["type"] as? String == "activity" && rows?.first?["events"] as? Int == 10
+        }
+        try expectAnswer(["streams", "activity", "--json"]) { (try? jsonObject($0) as? [Any])?.count == 10 }
+        try expectDamageError(["streams", "Person"])
+    }
+
+    /// A damaged batch header is not trusted for its recording time: `replay --as-of` a time
+    /// after every event before the batch stops with the damage, for the batch's events may
+    /// have been recorded at or before it.
+    @Test func replayAsOfDoesNotTrustADamagedBatchHeader() async throws {
+        let temp = TemporaryDirectory()
+        // A byte of the header's minimum record timestamp (offset 32).
+        let (store, damaged, between) = try await storeWithDamageUnderTheSnapshot(temp, sealed: true, byte: 32)
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let result = try run(["replay", "--as-of", formatter.string(from: between), "--dir", store.path])
+        #expect(result.status == 3 && result.stdout.isEmpty, "\(result.stdout)")
+        #expect(result.stderr.contains("error:") && result.stderr.contains(damaged) && result.stderr.contains("header checksum"), "\(result.stderr)")
     }
 }

@@ -26,10 +26,12 @@ public struct ActivityHistoryEntry: Hashable, Sendable {
 
 extension EventSourcedActivityRepository {
     /// Every event of one activity, oldest first, with positions and timestamps.
+    /// - Parameter end: The last position to read (`nil`: the end), as in
+    ///   ``EventStore/history(of:through:)``.
     /// - Throws: `RepositoryError.storage` if the log cannot be read or an event does not decode.
     /// - Complexity: O(n) in the events of the store (a full scan).
-    public func history(of id: UUID) throws -> [ActivityHistoryEntry] {
-        try store.history(of: ActivityEventCodec.stream(of: id)).map { envelope in
+    public func history(of id: UUID, through end: LogPosition? = nil) throws -> [ActivityHistoryEntry] {
+        try store.history(of: ActivityEventCodec.stream(of: id), through: end).map { envelope in
             ActivityHistoryEntry(position: envelope.position, timestamp: envelope.timestamp,
                                  entityVersion: envelope.entityVersion, metadata: envelope.metadata, schemaVersion: envelope.schemaVersion,
                                  event: try codec.decode(envelope), tombstone: Tombstone(eventType: envelope.eventType))

@@ -44,11 +44,13 @@ extension EventStore {
     }
 
     /// Every event of one stream, oldest first.
+    /// - Parameter end: The last position to read (`nil`: the end): a reader that knows where
+    ///   the log is damaged reads the history before the damage.
     /// - Throws: ``RepositoryError/storage(_:)``.
     /// - Complexity: O(n) over the whole log (a scan; streams are not indexed by the log).
-    public func history(of stream: StreamID) throws -> [EventEnvelope] {
+    public func history(of stream: StreamID, through end: LogPosition? = nil) throws -> [EventEnvelope] {
         var out: [EventEnvelope] = []
-        try forEachEnvelope(from: 0, through: nil) { envelope in
+        try forEachEnvelope(from: 0, through: end) { envelope in
             if envelope.stream == stream { out.append(consume envelope) }
             return true
         }
@@ -149,10 +151,14 @@ extension EventStore {
 
     /// ``lastPosition(recordedAtOrBefore:)-(LogTimestamp)`` of any log (a restore cuts a
     /// backup's log by it): the one place the rule is written.
-    package static func lastPosition(in log: any RecordLog, recordedAtOrBefore limit: LogTimestamp) throws -> LogPosition? {
+    /// - Parameter end: The last position to read (`nil`: the end). A reader that knows where
+    ///   the log is damaged reads only before it: an answer of `end` then means the prefix may
+    ///   go on past it, which only the damaged batch could say.
+    package static func lastPosition(in log: any RecordLog, recordedAtOrBefore limit: LogTimestamp,
+                                     through end: LogPosition? = nil) throws -> LogPosition? {
         var found: LogPosition?
         try Self.readingRecords {
-            try log.forEachRecord(from: 0, through: nil) { view in
+            try log.forEachRecord(from: 0, through: end) { view in
                 guard view.timestamp <= limit else { return false }
                 found = view.position
                 return true

@@ -67,8 +67,21 @@ struct HistoryCommand: AsyncParsableCommand {
         }
         guard let uuid = UUID(uuidString: id) else { throw ToolError(.badInput, "\"\(id)\" is not a UUID") }
         let repository = try await StoreLocation.openReadOnly(store)
-        let entries = try withToolErrorsSync(store: store.url) { try repository.history(of: uuid) }
-        guard !entries.isEmpty else { throw ToolError(.badInput, "no activity with id \(uuid.uuidString) has any event in \(store.name)") }
+        // Up to a damaged batch: the events before it are the history's start, and what is in
+        // it and after it is not known (LogDamage.swift).
+        let damage = LogDamage.first
+        let entries: [ActivityHistoryEntry]
+        switch LogDamage.intactEnd {
+        case .none: entries = try withToolErrorsSync(store: store.url) { try repository.history(of: uuid) }
+        case .some(.none): entries = []
+        case .some(.some(let end)): entries = try withToolErrorsSync(store: store.url) { try repository.history(of: uuid, through: end) }
+        }
+        guard !entries.isEmpty else {
+            // "No such activity" would be a wrong answer: its events may be in the damaged batch or after it.
+            if let damage { throw LogDamage.error(damage, "activity \(uuid.uuidString) has no event before the damaged batch, and its events may be in it or after it", store: store.url) }
+            throw ToolError(.badInput, "no activity with id \(uuid.uuidString) has any event in \(store.name)")
+        }
+        if let damage { LogDamage.warnPartial("the history of \(uuid.uuidString)", missing: "the activity may have later events there", damage) }
         var listing = EventRows.listing
         // One activity: its id heads the table instead of filling a column.
         if let id = listing.columns.firstIndex(where: { $0.key == "id" }) { listing.columns[id].inTable = false }

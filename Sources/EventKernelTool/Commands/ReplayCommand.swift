@@ -107,7 +107,8 @@ struct ReplayCommand: AsyncParsableCommand {
                 do { limit = try ISODate.parseRecordingTimeUpperBound(asOf) } catch { throw ToolError(.badInput, "--as-of: \(error)") }
                 Self.warnOutsideRecordedSpan(limit, text: asOf, bounds: bounds)
                 // Compared in the log's nanoseconds: `--as-of` an event's own recordedAt includes it.
-                return (try events.lastPosition(recordedAtOrBefore: limit),
+                // Before a damaged batch, when the answer is there (LogDamage.swift).
+                return (try LogDamage.lastPosition(events, recordedAtOrBefore: limit, question: "--as-of \(asOf)", store: store.url),
                         "as recorded at or before \(asOf)\(ISODate.isBareDate(asOf) ? " (the whole day, UTC)" : "")", limit)
             }
             let next = bounds.nextPosition

@@ -73,15 +73,18 @@ struct StreamsCommand: AsyncParsableCommand {
         if let type = store.operand {
             var streams: [EntityID: StreamInfo] = [:]
             var types: Set<String> = []
-            try withToolErrorsSync(store: store.url) {
-                try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
-                    types.insert(envelope.stream.entityType)
-                    guard envelope.stream.entityType == type else { return true }
-                    streams[envelope.entityID, default: StreamInfo(id: envelope.entityID)].record(envelope)
-                    return true
-                }
+            // Up to a damaged batch (LogDamage.swift): the streams as the events before it have them.
+            let damage = try LogDamage.forEachIntactEnvelope(repository.store, store: store.url) { envelope in
+                types.insert(envelope.stream.entityType)
+                guard envelope.stream.entityType == type else { return true }
+                streams[envelope.entityID, default: StreamInfo(id: envelope.entityID)].record(envelope)
+                return true
             }
-            guard !streams.isEmpty else { throw Self.unknownType(type, types: types, store: store.name) }
+            guard !streams.isEmpty else {
+                if let damage { throw LogDamage.error(damage, "no event of entity type \"\(type)\" is before the damaged batch, and its events may be in it or after it", store: store.url) }
+                throw Self.unknownType(type, types: types, store: store.name)
+            }
+            if let damage { LogDamage.warnPartial("the streams of \(type)", missing: "more streams, and later events of these, may be there", damage) }
             // A UUID is listed upper case: --after of a UUID stream in lower case names the same place.
             let cursor = after.map { text in
                 (idType == .uuid ? UUID(uuidString: text)?.uuidString ?? text : text, idType ?? .uuid)
@@ -123,11 +126,15 @@ struct StreamsCommand: AsyncParsableCommand {
             return
         }
         var counts: [String: TypeCount] = [:]
-        try withToolErrorsSync(store: store.url) {
-            try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
-                counts[envelope.stream.entityType, default: TypeCount()].record(envelope)
-                return true
-            }
+        // Up to a damaged batch (LogDamage.swift): the types as the events before it have them.
+        let damage = try LogDamage.forEachIntactEnvelope(repository.store, store: store.url) { envelope in
+            counts[envelope.stream.entityType, default: TypeCount()].record(envelope)
+            return true
+        }
+        if let damage {
+            // "Holds no events" would be a wrong answer.
+            if counts.isEmpty { throw LogDamage.error(damage, "no event is before the damaged batch", store: store.url) }
+            LogDamage.warnPartial("the entity types and their counts", missing: "more types and events may be there", damage)
         }
         var listing = Listing(columns: [
             Column("type"), Column("events", right: true), Column("streams", right: true),

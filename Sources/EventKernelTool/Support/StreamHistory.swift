@@ -190,16 +190,18 @@ enum StreamHistory {
         var events: [EventEnvelope] = []
         var typeSeen = false
         var types: Set<String> = []
-        try withToolErrorsSync(store: store.url) {
-            try repository.store.forEachEnvelope(from: 0, through: nil) { envelope in
-                types.insert(envelope.stream.entityType)
-                guard envelope.stream.entityType == type else { return true }
-                typeSeen = true
-                if candidates.contains(envelope.entityID) { events.append(envelope) }
-                return true
-            }
+        // Up to a damaged batch (LogDamage.swift): what is in it and after it is not known.
+        let damage = try LogDamage.forEachIntactEnvelope(repository.store, store: store.url) { envelope in
+            types.insert(envelope.stream.entityType)
+            guard envelope.stream.entityType == type else { return true }
+            typeSeen = true
+            if candidates.contains(envelope.entityID) { events.append(envelope) }
+            return true
         }
-        guard typeSeen else { throw StreamsCommand.unknownType(type, types: types, store: store.name) }
+        guard typeSeen else {
+            if let damage { throw LogDamage.error(damage, "no event of entity type \"\(type)\" is before the damaged batch, and its events may be in it or after it", store: store.url) }
+            throw StreamsCommand.unknownType(type, types: types, store: store.name)
+        }
         // A UUID-shaped id names the UUID stream when both exist; the string one otherwise.
         if let first = candidates.first(where: { c in events.contains { $0.entityID == c } }) {
             if events.contains(where: { $0.entityID != first }) {
@@ -208,8 +210,10 @@ enum StreamHistory {
             events.removeAll { $0.entityID != first }
         }
         guard let stream = events.first?.stream else {
+            if let damage { throw LogDamage.error(damage, "the stream \(type)/\(id) has no event before the damaged batch, and its events may be in it or after it", store: store.url) }
             throw ToolError(.badInput, "no stream \(type)/\(id) in \(store.name) (`eventkernel streams \(store.name) \(type)` lists them)")
         }
+        if let damage { LogDamage.warnPartial("the history of \(stream)", missing: "the stream may have later events there", damage) }
         let (entries, ownEvents) = Self.entries(events, type: type)
         var listing = Listing(columns: columns)
         var opaque = OpaquePayloads()
