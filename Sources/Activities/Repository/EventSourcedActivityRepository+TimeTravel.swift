@@ -26,8 +26,10 @@ public struct ActivityHistoryEntry: Hashable, Sendable {
 
 extension EventSourcedActivityRepository {
     /// Every event of one activity, oldest first, with positions and timestamps.
-    /// - Parameter end: The last position to read (`nil`: the end), as in
-    ///   ``EventStore/history(of:through:)``.
+    /// - Parameters:
+    ///   - id: The activity's id.
+    ///   - end: The last position to read (`nil`: the end), as in
+    ///     `EventStore.history(of:through:)`.
     /// - Throws: `RepositoryError.storage` if the log cannot be read or an event does not decode.
     /// - Complexity: O(n) in the events of the store (a full scan).
     public func history(of id: UUID, through end: LogPosition? = nil) throws -> [ActivityHistoryEntry] {

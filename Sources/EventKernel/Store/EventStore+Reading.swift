@@ -44,8 +44,10 @@ extension EventStore {
     }
 
     /// Every event of one stream, oldest first.
-    /// - Parameter end: The last position to read (`nil`: the end): a reader that knows where
-    ///   the log is damaged reads the history before the damage.
+    /// - Parameters:
+    ///   - stream: The stream.
+    ///   - end: The last position to read (`nil`: the end): a reader that knows where the log
+    ///     is damaged reads the history before the damage.
     /// - Throws: ``RepositoryError/storage(_:)``.
     /// - Complexity: O(n) over the whole log (a scan; streams are not indexed by the log).
     public func history(of stream: StreamID, through end: LogPosition? = nil) throws -> [EventEnvelope] {
