@@ -447,10 +447,11 @@ struct BackupCLITests {
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target.path)
         let file = temp.file("afile").path
         try Data("x".utf8).write(to: URL(filePath: file))
-        let runs: [(String, [String])] = [
-            ("restore", ["restore", backup, link]), ("copy", ["copy", "--from", store, "--to", link]),
-            ("restore", ["restore", backup, file]), ("copy", ["copy", "--from", store, "--to", file]),
-        ]
+        var runs: [(String, [String])] = [("restore", ["restore", backup, link]), ("restore", ["restore", backup, file])]
+        #if PostgreSQL
+        // `copy` is a command of the PostgreSQL trait (the sanitizer builds have none).
+        runs += [("copy", ["copy", "--from", store, "--to", link]), ("copy", ["copy", "--from", store, "--to", file])]
+        #endif
         for (name, arguments) in runs {
             let refused = try run(arguments)
             #expect(refused.status == 1, "\(name): \(refused.stderr)")
