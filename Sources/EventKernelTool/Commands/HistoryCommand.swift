@@ -70,12 +70,7 @@ struct HistoryCommand: AsyncParsableCommand {
         // Up to a damaged batch: the events before it are the history's start, and what is in
         // it and after it is not known (LogDamage.swift).
         let damage = LogDamage.first
-        let entries: [ActivityHistoryEntry]
-        switch LogDamage.intactEnd {
-        case .none: entries = try withToolErrorsSync(store: store.url) { try repository.history(of: uuid) }
-        case .some(.none): entries = []
-        case .some(.some(let end)): entries = try withToolErrorsSync(store: store.url) { try repository.history(of: uuid, through: end) }
-        }
+        let entries = try LogDamage.readIntact(store: store.url, nothing: []) { end in try repository.history(of: uuid, through: end) }
         guard !entries.isEmpty else {
             // "No such activity" would be a wrong answer: its events may be in the damaged batch or after it.
             if let damage { throw LogDamage.error(damage, "activity \(uuid.uuidString) has no event before the damaged batch, and its events may be in it or after it", store: store.url) }

@@ -177,9 +177,10 @@ struct TailCommand: AsyncParsableCommand {
     /// Flushes what was printed.
     /// - Throws: ``ToolError`` (exit 4) when standard output failed (a full disk): a tail that
     ///   printed only part of what it read must not exit 0.
-    private func flushPrinted() throws {
+    /// - Parameter consequence: What the failure means, after the message (a consumer's commit).
+    private func flushPrinted(consequence: String = "") throws {
         guard Output.flushStandardOutput() else {
-            throw ToolError(.io, "writing to standard output failed (\(String(cString: strerror(errno))))")
+            throw ToolError(.io, "writing to standard output failed (\(String(cString: strerror(errno))))\(consequence)")
         }
     }
 
@@ -187,9 +188,7 @@ struct TailCommand: AsyncParsableCommand {
     /// printed so far has reached standard output; if it has not, nothing is committed.
     /// - Throws: ``ToolError`` (exit 4) when standard output failed, or the commit's error.
     private func commitPrinted(_ position: LogPosition, consumer: String, in checkpoints: ConsumerDirectory, log: any RecordLog) throws {
-        guard Output.flushStandardOutput() else {
-            throw ToolError(.io, "writing to standard output failed (\(String(cString: strerror(errno)))): nothing past the last commit of consumer \"\(consumer)\" was committed")
-        }
+        try flushPrinted(consequence: ": nothing past the last commit of consumer \"\(consumer)\" was committed")
         // For tests: a window between the flush and the commit, to kill the process in.
         if let pause = ProcessInfo.processInfo.environment["EVENTKERNEL_TEST_TAIL_PAUSE_BEFORE_COMMIT"], let seconds = Double(pause) {
             Thread.sleep(forTimeInterval: seconds)

@@ -75,15 +75,20 @@ enum LogDamage {
     @discardableResult
     static func forEachIntactEnvelope(_ events: EventStore, store: URL, _ body: (consuming EventEnvelope) throws -> Bool) throws -> (error: LogError, position: LogPosition)? {
         let damage = first
-        switch intactEnd {
-        case .none:
-            try withToolErrorsSync(store: store) { try events.forEachEnvelope(from: 0, through: nil, body) }
-        case .some(.none):
-            break
-        case .some(.some(let end)):
-            try withToolErrorsSync(store: store) { try events.forEachEnvelope(from: 0, through: end, body) }
-        }
+        try readIntact(store: store, nothing: ()) { end in try events.forEachEnvelope(from: 0, through: end, body) }
         return damage
+    }
+
+    /// Runs `read` with the last position a scan from the log's start may read (`nil`: the
+    /// end; ``intactEnd``), or returns `nothing` when no event is before the damage: the one
+    /// place that turns the first damage into a scan's bound.
+    /// - Throws: ``ToolError``: what `read` throws, mapped.
+    static func readIntact<T>(store: URL, nothing: T, _ read: (LogPosition?) throws -> T) throws -> T {
+        switch intactEnd {
+        case .none: try withToolErrorsSync(store: store) { try read(nil) }
+        case .some(.none): nothing
+        case .some(.some(let end)): try withToolErrorsSync(store: store) { try read(end) }
+        }
     }
 
     /// The damage as the error of a question only the damaged batch can answer (exit 3):

@@ -444,9 +444,10 @@ extension SegmentedLog {
     /// - Throws: ``LogError/Code/invalidArgument`` for the store or a directory inside it,
     ///   ``LogError/Code/backupMismatch`` for a directory that is not a backup.
     static func requireBackupDestination(_ dest: String, source: String, restart: Bool) throws(LogError) {
-        if let target = StoreDirectory.realPath(ofPossiblyMissing: dest), StoreDirectory.isWithin(dest, directory: source) {
-            let store = StoreDirectory.realPath(ofPossiblyMissing: source)
-            let what = target == store ? "is the store \(source) itself" : "is inside the store \(source) (\(target))"
+        if StoreDirectory.isWithin(dest, directory: source) {
+            // Resolved again only for the message: which of the two it is, and where.
+            let target = StoreDirectory.realPath(ofPossiblyMissing: dest) ?? dest
+            let what = target == StoreDirectory.realPath(ofPossiblyMissing: source) ? "is the store \(source) itself" : "is inside the store \(source) (\(target))"
             throw LogError(.invalidArgument, "\(dest) \(what): a backup must go outside the store it backs up; back up into another directory (best on another disk)", file: dest)
         }
         var st = stat()
