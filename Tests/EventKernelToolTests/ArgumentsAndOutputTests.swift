@@ -358,6 +358,34 @@ struct ArgumentsAndOutputTests {
         #expect(records == [["id", "type", "startDate", "endDate"], [ids[0].uuidString, odd, "2025-01-01T20:00:00Z", ""]])
     }
 
+    /// A type name holding control characters (a NUL, a tab, an escape sequence) shows escaped
+    /// in a table, one row per activity and nothing sent to the terminal raw, and stays exact in
+    /// CSV (quoted) and JSON.
+    @Test func controlCharactersAreEscapedInTablesAndExactInMachineFormats() throws {
+        #expect(Output.visible("plain é") == "plain é")
+        #expect(Output.visible("a\u{0}b\tc\u{1B}[31m\u{7F}\u{85}") == "a\\u{0}b\\u{9}c\\u{1B}[31m\\u{7F}\\u{85}")
+        #expect(Output.csvField("a\u{0}b") == "\"a\u{0}b\"")
+        #expect(Output.csvField("tab\there") == "\"tab\there\"")
+
+        let temp = TemporaryDirectory()
+        let store = temp.file("store").path
+        let file = temp.file("odd.jsonl")
+        let odd = "nap\u{0}\u{1B}[2J\tnow"
+        try write([
+            "{\"id\":\"\(ids[0].uuidString)\",\"startDate\":\"2025-01-01T20:00:00Z\",\"endDate\":null,\"type\":\(ActivityJSON.escape(odd))}",
+        ], to: file)
+        #expect(try run("import", store, file.path).status == 0)
+        let table = try run("query", store)
+        #expect(table.status == 0 && table.stdout.contains("nap\\u{0}\\u{1B}[2J\\u{9}now"), "\(table.stdout)")
+        #expect(!table.stdout.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "\(table.stdout)")
+        let csv = try run("query", store, "--format", "csv")
+        #expect(parseCSV(csv.stdout) == [["id", "type", "startDate", "endDate"], [ids[0].uuidString, odd, "2025-01-01T20:00:00Z", ""]])
+        let json = try #require(try jsonObject(try run("query", store, "--json").stdout) as? [[String: Any]])
+        #expect(json.first?["type"] as? String == odd)
+        let tail = try run("tail", store)
+        #expect(tail.status == 0 && !tail.stdout.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "\(tail.stdout)")
+    }
+
     @Test func everyListingCommandTakesEveryFormat() throws {
         let temp = TemporaryDirectory()
         let store = try importedStore(temp)

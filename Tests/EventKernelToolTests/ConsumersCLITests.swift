@@ -55,6 +55,9 @@ struct ConsumersCLITests {
         #expect(try run("tail", store, "--consumer", "feed", "-n", "2").status == 1)
         let nonsense = try run("consumers", "reset", store, "feed", "--to", "yesterday")
         #expect(nonsense.status == 1 && nonsense.stderr.contains("--to"), "\(nonsense.stderr)")
+        // A negative position reaches the check (not read as a flag: "Missing value").
+        let negative = try run("consumers", "reset", store, "feed", "--to", "-1")
+        #expect(negative.status == 1 && negative.stderr.contains("--to \"-1\" is not a position"), "\(negative.stderr)")
     }
 
     @Test func aTailKilledBetweenItsFlushAndItsCommitPrintsThoseEventsAgain() throws {

@@ -282,10 +282,34 @@ struct ImportStreamingTests {
         let result = try run("import", file.path, "--dir", store)
         #expect(result.status == 1, "\(result.stdout)")
         #expect(result.stderr.contains("crlf.jsonl:1: bad JSON"), "\(result.stderr)")
+        #expect(result.stderr.contains("CR LF line ends") && result.stderr.contains("tr -d"), "\(result.stderr)")
         // One line ended by CR LF is a line (the CR is white space around it).
         try Data((goodLines[0] + "\r\n").utf8).write(to: file)
         let one = try run("import", file.path, "--dir", store)
         #expect(one.status == 0 && one.stdout.contains("imported 1 event from"), "\(one.stderr)")
+    }
+
+    /// A UTF-8 byte order mark before the first line is not part of it: the file imports as
+    /// the same file without it, resumes as itself, and a mark anywhere else is refused.
+    @Test func aByteOrderMarkBeforeTheFirstLineIsSkipped() throws {
+        let temp = TemporaryDirectory()
+        let file = temp.file("bom.jsonl")
+        try Data([0xEF, 0xBB, 0xBF] + Array((goodLines.joined(separator: "\n") + "\n").utf8)).write(to: file)
+        let store = temp.file("store").path
+        let result = try run("import", file.path, "--dir", store, "--batch-size", "2")
+        #expect(result.status == 0 && result.stdout.contains("imported 5 events"), "\(result.stderr)")
+        let reference = TemporaryDirectory()
+        let expected = try eventsOf(try importedStore(reference))
+        #expect(try eventsOf(store) == expected)
+        // Run again: the markers name this file (its mark included), so nothing is added.
+        let again = try run("import", file.path, "--dir", store)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try eventsOf(store) == expected)
+        // On a later line, the mark is text before the JSON.
+        let second = temp.file("second.jsonl")
+        try Data(Array((goodLines[0] + "\n").utf8) + [0xEF, 0xBB, 0xBF] + Array((goodLines[1] + "\n").utf8)).write(to: second)
+        let refused = try run("import", second.path, "--dir", temp.file("other").path)
+        #expect(refused.status == 1 && refused.stderr.contains("second.jsonl:2: bad JSON"), "\(refused.stderr)")
     }
 
     /// Standard input is read once, into an unlinked copy in $TMPDIR that both passes read:

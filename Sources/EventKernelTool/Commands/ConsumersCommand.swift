@@ -174,7 +174,9 @@ struct ConsumersCommand: AsyncParsableCommand {
                 """)
 
         @OptionGroup var store: ReadableStoreArguments<NameOperand>
-        @Option(help: ArgumentHelp("POSITION, DATE (ISO 8601), beginning or end.", valueName: "TO")) var to: String
+        // Unconditional, as replay's --position: `--to -1` reaches the check below and its
+        // message, rather than being read as a flag.
+        @Option(parsing: .unconditional, help: ArgumentHelp("POSITION, DATE (ISO 8601), beginning or end.", valueName: "TO")) var to: String
         @OptionGroup var output: OutputOptions
 
         /// The starting point `--to` names.

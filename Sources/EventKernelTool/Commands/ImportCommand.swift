@@ -230,7 +230,7 @@ struct ImportCommand: AsyncParsableCommand {
         while let (lineNumber, text) = try lines.next(interruption: interruption) {
             let item: ImportItem
             do { item = try ImportItem(parsing: text, lenient: lenient, storableOnly: true) } catch {
-                throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)")
+                throw ToolError(.badInput, "\(name):\(lineNumber): \(error.message)" + ImportEventLines.carriageReturnHint(text))
             }
             // A purged stream takes no event (the store's append path would refuse it midway):
             // refused here, naming the line, before anything is written.
@@ -395,12 +395,23 @@ struct ImportEventLines {
             if let report = interruption?.report {
                 throw ToolError(report.exit, "interrupted (\(report.name)) while checking \(lines.inputName), before anything was written")
             }
-            guard let line = try lines.next() else { return nil }
+            guard var line = try lines.next() else { return nil }
+            // A UTF-8 byte order mark (what Windows editors write first) is no JSON: the first
+            // line is read without it, as JSON readers may (RFC 8259 §8.1). The input's
+            // checksum, which import markers name, still covers it.
+            if lines.number == 1, line.unicodeScalars.first == "\u{FEFF}" { line.unicodeScalars.removeFirst() }
             let trimmed = Self.trimmed(line)
             if trimmed.isEmpty { blank += 1; continue }
             if lines.number <= importedEarlier { continue }
             return (lines.number, trimmed)
         }
+    }
+
+    /// What a refused line's message adds when the line holds a CR LF: the input has Windows
+    /// line ends, which import reads as no line break (Docs/CLI.md), so its lines ran together.
+    static func carriageReturnHint(_ line: Substring) -> String {
+        guard line.utf8.contains(0x0D) else { return "" }
+        return "\n(the input has CR LF line ends, which import does not read as line breaks: convert it first, for example with tr -d '\\r')"
     }
 
     /// `line` without the white space and line breaks around it. JSON begins and ends with a

@@ -31,6 +31,7 @@ enum Output {
     static func table(_ header: [String], _ rows: [[String]]) -> String {
         let right = header.map { $0.hasPrefix(">") }
         let header = header.map { $0.hasPrefix(">") ? String($0.dropFirst()) : $0 }
+        let rows = rows.map { $0.map(visible) }
         var widths = header.map(\.count)
         for row in rows {
             for (i, cell) in row.enumerated() where i < widths.count { widths[i] = max(widths[i], cell.count) }
@@ -49,7 +50,28 @@ enum Output {
     /// A key/value table.
     static func keyValues(_ pairs: [(String, String)]) -> String {
         let width = pairs.map(\.0.count).max() ?? 0
-        return pairs.map { $0.0 + String(repeating: " ", count: width - $0.0.count) + "  " + $0.1 }.joined(separator: "\n")
+        return pairs.map { $0.0 + String(repeating: " ", count: width - $0.0.count) + "  " + visible($0.1) }.joined(separator: "\n")
+    }
+
+    /// `text` as a table shows it: each control character (C0, DEL, C1) as `\u{XX}`. A type
+    /// name or an id is the application's text, and a store may hold any: raw, a NUL or a line
+    /// feed would break the table's rows, and an escape sequence would drive the terminal of
+    /// whoever audits the store. The machine formats (JSON, CSV) keep the exact text.
+    static func visible(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var out = ""
+        for scalar in text.unicodeScalars {
+            if isControl(scalar) {
+                out += "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
     }
 
     /// Pretty, key-sorted JSON of a JSON-compatible value (dictionaries, arrays, strings, numbers, NSNull).
@@ -229,9 +251,12 @@ struct Listing: Sendable {
 
 extension Output {
     /// RFC 4180: a field is quoted when it holds a comma, a double quote, CR or LF (or starts or
-    /// ends with a space, which some readers trim); a quote inside is doubled.
+    /// ends with a space, which some readers trim); a quote inside is doubled. A field holding
+    /// any other control character (a NUL, a tab) is quoted too: RFC 4180 has no place for
+    /// them outside quotes, and the text is kept exact, as in JSON.
     static func csvField(_ text: String) -> String {
         let needsQuotes = text.contains { $0 == "," || $0 == "\"" || $0 == "\r" || $0 == "\n" || $0 == "\r\n" }
+            || text.unicodeScalars.contains(where: isControl)
             || text.first == " " || text.last == " "
         guard needsQuotes else { return text }
         return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
@@ -269,7 +294,7 @@ extension Output {
     static func lines(_ listing: Listing) -> String {
         let shown = listing.columns.indices.filter { listing.columns[$0].inTable }
         return listing.rows.map { row in
-            shown.map { i in row.cells[i].isNull ? listing.columns[i].tableNull : row.cells[i].cellText }
+            shown.map { i in row.cells[i].isNull ? listing.columns[i].tableNull : visible(row.cells[i].cellText) }
                 .filter { !$0.isEmpty }.joined(separator: "  ") + "\n"
         }.joined()
     }
