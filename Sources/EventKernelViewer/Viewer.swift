@@ -44,7 +44,9 @@ package enum Viewer {
     /// - Parameter token: The bearer token every request must carry, or `nil`.
     package static func router(browser: any StoreBrowsing, token: String?) -> Router<BasicRequestContext> {
         let pages = ViewerPages()
-        let router = Router()
+        // HEAD answers as GET would, without the body (a link checker's or monitor's probe;
+        // ReadOnlyMiddleware lets both through).
+        let router = Router(options: .autoGenerateHeadEndpoints)
         router.middlewares.add(ViewerErrorMiddleware(pages: pages))
         router.middlewares.add(ReadOnlyMiddleware())
         if let token { router.middlewares.add(TokenMiddleware(token: token)) }

@@ -431,6 +431,23 @@ struct BackupCLITests {
             #expect(try FileManager.default.contentsOfDirectory(atPath: mine.path) == ["notes.txt"], "\(extra)")
         }
         #expect(try String(contentsOf: mine.appending(path: "notes.txt"), encoding: .utf8) == "mine\n")
+
+        // A file where a directory was meant is the user's mistake (exit 1), said as such;
+        // nothing is written.
+        let file = temp.file("afile")
+        try Data("x".utf8).write(to: file)
+        let onFile = try run("backup", store, file.path)
+        #expect(onFile.status == 1 && onFile.stderr.contains("exists and is not a directory"), "\(onFile.stderr)")
+        #expect(try Data(contentsOf: file) == Data("x".utf8))
+        // Hidden files alone (a .DS_Store) leave a directory empty, as for demo: the backup goes
+        // in beside them, and verifies.
+        let hidden = temp.file("hidden")
+        try FileManager.default.createDirectory(at: hidden, withIntermediateDirectories: false)
+        try Data().write(to: hidden.appending(path: ".DS_Store"))
+        let beside = try run("backup", store, hidden.path)
+        #expect(beside.status == 0, "\(beside.stderr)")
+        #expect(try run("verify", hidden.path).status == 0)
+        #expect(FileManager.default.fileExists(atPath: hidden.appending(path: ".DS_Store").path))
     }
 
     /// Newcomer probe, items 3 and 4: `restore` and `copy` into a directory share one rule,

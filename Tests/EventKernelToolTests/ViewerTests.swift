@@ -223,6 +223,14 @@ struct ViewerNote: Identifiable, Codable, Sendable, Equatable {
                 let response = try await client.execute(uri: "/", method: method)
                 #expect(response.status == .methodNotAllowed)
             }
+            // HEAD answers as GET does, without a body; a page that is not there is still 404.
+            for uri in ["/", "/streams?type=Account", "/events?position=1", "/events/0"] {
+                let response = try await client.execute(uri: uri, method: .head)
+                #expect(response.status == .ok, "\(uri)")
+                #expect(response.body.readableBytes == 0, "\(uri)")
+                #expect(response.headers[.contentType]?.hasPrefix("text/html") == true, "\(uri)")
+            }
+            #expect(try await client.execute(uri: "/events/6", method: .head).status == .notFound)
         }
     }
 
@@ -319,6 +327,8 @@ struct ViewerNote: Identifiable, Codable, Sendable, Equatable {
         closeOutputFiles(of: serve)
         let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
         #expect(served, "\(stderr)")
+        // SIGTERM stops it gracefully (the service group's shutdown), with status 0.
+        #expect(serve.terminationReason == .exit && serve.terminationStatus == 0, "\(serve.terminationReason) \(serve.terminationStatus)")
         #expect(stderr.contains("the log is damaged") && !stderr.contains("exit status 3"), "\(stderr)")
     }
 

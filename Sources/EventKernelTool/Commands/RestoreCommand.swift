@@ -108,7 +108,8 @@ struct RestoreCommand: AsyncParsableCommand {
                                "requestedPosition": result.requestedPosition, "roundedDown": result.roundedDown,
                                "eventsLeftOut": result.requestedPosition - end]))
         } else {
-            Output.note("restored \(Output.count(end)) events from \(source) into \(destination.path), positions 0..<\(end)")
+            // Positions, not a count of events: a compacted backup's log has gaps (Docs/Forgetting.md).
+            Output.note("restored positions 0..<\(end) from \(source) into \(destination.path)")
         }
     }
 }

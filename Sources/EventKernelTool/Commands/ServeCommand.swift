@@ -56,8 +56,9 @@ struct ServeCommand: AsyncParsableCommand {
             Swift.print("serving \(store.name) at http://\(shownHost):\(bound)/\(token == nil ? "" : "?token=…") (read-only; Ctrl-C stops)")
             Output.flush()
         }
-        signal(SIGINT) { _ in terminate(0) }
-        signal(SIGTERM) { _ in terminate(0) }
+        // Ctrl-C and SIGTERM stop it gracefully (the service group's signals): the server stops
+        // accepting, answers the requests under way, closes idle connections, and the command
+        // returns 0. Exiting in the signal handler cut responses off mid-page.
         do { try await application.runService() } catch {
             guard let message = Viewer.listenFailure(error, configuration: viewer) else { throw error }
             throw ToolError(.io, message)

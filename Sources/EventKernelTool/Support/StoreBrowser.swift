@@ -49,16 +49,42 @@ actor StoreBrowser: StoreBrowsing {
         var sorted: [EntityID]?
     }
 
-    private var next: LogPosition = 0
-    private var types: [String: TypeCounts] = [:]
-    private var eventTypes: [String: Int] = [:]
-    /// Events per hour (hours since 1970, UTC), and per minute while the log spans few enough
-    /// of them to keep (`nil` past 10,000 minutes): the chart's periods.
-    private var hours: [Int: Int] = [:]
-    private var minutes: [Int: Int]? = [:]
-    private var events = 0
-    private var first: LogTimestamp?
-    private var last: LogTimestamp?
+    /// Everything the catalog folds from the log, in one value: forgetting it is
+    /// `catalog = Catalog()`, so that a field added later cannot be left out of a reset.
+    private struct Catalog {
+        /// The position after the last event read.
+        var next: LogPosition = 0
+        var types: [String: TypeCounts] = [:]
+        var eventTypes: [String: Int] = [:]
+        /// Events per hour (hours since 1970, UTC), and per minute while the log spans few
+        /// enough of them to keep (`nil` past 10,000 minutes): the chart's periods.
+        var hours: [Int: Int] = [:]
+        var minutes: [Int: Int]? = [:]
+        var events = 0
+        var first: LogTimestamp?
+        var last: LogTimestamp?
+
+        mutating func record(_ envelope: EventEnvelope) {
+            let type = envelope.stream.entityType
+            types[type, default: TypeCounts()].events += 1
+            // In place: a copy out of the dictionary and back would copy `rest` on every append.
+            types[type]!.streams[envelope.entityID, default: Stream(first: envelope.position)].record(envelope)
+            if types[type]!.streams[envelope.entityID]!.count == 1 { types[type]!.sorted = nil }
+            eventTypes[envelope.eventType, default: 0] += 1
+            let minute = StoreBrowser.floorDivide(envelope.timestamp.nanosecondsSince1970, 60_000_000_000)
+            hours[StoreBrowser.floorDivide(Int64(minute), 60), default: 0] += 1
+            if minutes != nil {
+                minutes![minute, default: 0] += 1
+                if minutes!.count > 10_000 { minutes = nil }
+            }
+            events += 1
+            if first == nil { first = envelope.timestamp }
+            last = envelope.timestamp
+            next = envelope.position + 1
+        }
+    }
+
+    private var catalog = Catalog()
 
     /// - Parameters:
     ///   - log: The store's log, opened read-only (or a PostgreSQL log).
@@ -83,58 +109,26 @@ actor StoreBrowser: StoreBrowsing {
     func catchUp() throws(ViewerError) {
         do {
             let end = try log.refresh().nextPosition
-            if let epoch, epoch != log.historyEpoch || end < next { forgetCatalog() }
+            if let epoch, epoch != log.historyEpoch || end < catalog.next { catalog = Catalog() }
             epoch = log.historyEpoch
-            guard next < end else { return }
-            try log.forEachRecord(from: next, through: end - 1) { view in
-                let envelope = try EventEnvelope(view)
-                record(envelope)
+            guard catalog.next < end else { return }
+            try log.forEachRecord(from: catalog.next, through: end - 1) { view in
+                catalog.record(try EventEnvelope(view))
                 return true
             }
-            next = end
+            catalog.next = end
             damagedAt = nil
         } catch let error as LogError where error.code == .corruption {
             // A damaged log is what an audit looks at: the catalog holds what comes before the
             // damage (each page tries again from there), and the overview says where it is.
             damagedAt = error
         } catch {
-            throw ViewerError(.storage, "reading \(name) from position \(next)", underlying: error)
+            throw ViewerError(.storage, "reading \(name) from position \(catalog.next)", underlying: error)
         }
     }
 
     /// The damage that stopped the last ``catchUp()``, if it did: the catalog ends before it.
     private(set) var damagedAt: LogError?
-
-    /// Empties the catalog, so that the next ``catchUp()`` reads the whole log again.
-    private func forgetCatalog() {
-        next = 0
-        types = [:]
-        eventTypes = [:]
-        hours = [:]
-        minutes = [:]
-        events = 0
-        first = nil
-        last = nil
-    }
-
-    private func record(_ envelope: EventEnvelope) {
-        let type = envelope.stream.entityType
-        types[type, default: TypeCounts()].events += 1
-        // In place: a copy out of the dictionary and back would copy `rest` on every append.
-        types[type]!.streams[envelope.entityID, default: Stream(first: envelope.position)].record(envelope)
-        if types[type]!.streams[envelope.entityID]!.count == 1 { types[type]!.sorted = nil }
-        eventTypes[envelope.eventType, default: 0] += 1
-        let minute = Self.floorDivide(envelope.timestamp.nanosecondsSince1970, 60_000_000_000)
-        hours[Self.floorDivide(Int64(minute), 60), default: 0] += 1
-        if minutes != nil {
-            minutes![minute, default: 0] += 1
-            if minutes!.count > 10_000 { minutes = nil }
-        }
-        events += 1
-        if first == nil { first = envelope.timestamp }
-        last = envelope.timestamp
-        next = envelope.position + 1
-    }
 
     /// The segments as the last integrity check listed them.
     private var segments: [ViewerFile] = []
@@ -195,10 +189,10 @@ actor StoreBrowser: StoreBrowsing {
         }
         let (histogram, period) = histogram()
         return ViewerOverview(
-            store: name, events: events, streams: types.values.reduce(0) { $0 + $1.streams.count }, nextPosition: next,
-            firstRecordedAt: first.map(ISODate.format), lastRecordedAt: last.map(ISODate.format),
-            types: types.keys.sorted().map { ViewerTypeSummary(name: $0, events: types[$0]!.events, streams: types[$0]!.streams.count) },
-            eventTypes: eventTypes.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { ViewerCount(name: $0.key, count: $0.value) },
+            store: name, events: catalog.events, streams: catalog.types.values.reduce(0) { $0 + $1.streams.count }, nextPosition: catalog.next,
+            firstRecordedAt: catalog.first.map(ISODate.format), lastRecordedAt: catalog.last.map(ISODate.format),
+            types: catalog.types.keys.sorted().map { ViewerTypeSummary(name: $0, events: catalog.types[$0]!.events, streams: catalog.types[$0]!.streams.count) },
+            eventTypes: catalog.eventTypes.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.map { ViewerCount(name: $0.key, count: $0.value) },
             histogram: histogram, histogramPeriod: period, segments: segments, snapshots: snapshots, integrity: integrity)
     }
 
@@ -210,6 +204,7 @@ actor StoreBrowser: StoreBrowsing {
     /// needs at most 120 bars; every period in the span, empty ones too, so the bars' spacing is
     /// time.
     private func histogram() -> ([ViewerCount], String) {
+        let (hours, minutes) = (catalog.hours, catalog.minutes)
         guard let low = hours.keys.min(), let high = hours.keys.max() else { return ([], "day") }
         func name(_ hour: Int, _ length: Int) -> String {
             String(ISODate.format(LogTimestamp(nanosecondsSince1970: Int64(hour) * 3_600_000_000_000)).prefix(length))
@@ -238,9 +233,9 @@ actor StoreBrowser: StoreBrowsing {
 
     func streams(ofType type: String, matching search: String?, after cursor: String?, limit: Int) async throws -> ViewerStreamList {
         try catchUp()
-        guard types[type] != nil else { throw unknownType(type) }
-        if types[type]!.sorted == nil { types[type]!.sorted = types[type]!.streams.keys.sorted(by: Self.pageOrder) }
-        let counts = types[type]!
+        guard catalog.types[type] != nil else { throw unknownType(type) }
+        if catalog.types[type]!.sorted == nil { catalog.types[type]!.sorted = catalog.types[type]!.streams.keys.sorted(by: Self.pageOrder) }
+        let counts = catalog.types[type]!
         let sorted = counts.sorted!
         // The first stream after the cursor: a binary search by the same order.
         var low = 0
@@ -350,7 +345,7 @@ actor StoreBrowser: StoreBrowsing {
 
     func entity(type: String, id: String, stringID: Bool, fromVersion: UInt64?, at moment: ViewerMoment?) async throws -> ViewerEntity {
         try catchUp()
-        guard let counts = types[type] else { throw unknownType(type) }
+        guard let counts = catalog.types[type] else { throw unknownType(type) }
         // The id as typed, and as a UUID when it reads as one (the UUID stream first, as history)
         // unless the string stream is asked for.
         let candidates: [EntityID] = stringID ? [.string(id)] : UUID(uuidString: id).map { [.uuid($0), .string(id)] } ?? [.string(id)]
@@ -361,9 +356,9 @@ actor StoreBrowser: StoreBrowsing {
         if !Self.areAll(envelopes, of: type, entityID, at: stream.positions) {
             // Events the catalog lists are gone (a compaction removed them while the viewer
             // ran): read the log again, then answer from what it holds now.
-            forgetCatalog()
+            catalog = Catalog()
             try catchUp()
-            guard let current = types[type]?.streams[entityID] else { throw ViewerError(.notFound, "no stream \(type) \(id) in \(name)") }
+            guard let current = catalog.types[type]?.streams[entityID] else { throw ViewerError(.notFound, "no stream \(type) \(id) in \(name)") }
             stream = current
             envelopes = try read(stream.positions)
             guard Self.areAll(envelopes, of: type, entityID, at: stream.positions) else {
@@ -467,8 +462,8 @@ actor StoreBrowser: StoreBrowsing {
 
     func event(at position: UInt64) async throws -> ViewerEvent {
         try catchUp()
-        guard position < next, let envelope = try read([position]).first else {
-            throw ViewerError(.notFound, next == 0 ? "\(name) holds no events" : "no event at position \(position) in \(name): its positions run to \(next - 1)" + " (compaction leaves gaps where it removed events)")
+        guard position < catalog.next, let envelope = try read([position]).first else {
+            throw ViewerError(.notFound, catalog.next == 0 ? "\(name) holds no events" : "no event at position \(position) in \(name): its positions run to \(catalog.next - 1)" + " (compaction leaves gaps where it removed events)")
         }
         var codec = "none", payload: String?, note: String?
         if ActivityEventCodec.isActivityEvent(envelope), Tombstone(eventType: envelope.eventType) == nil {
@@ -534,7 +529,7 @@ actor StoreBrowser: StoreBrowsing {
     }
 
     private func unknownType(_ type: String) -> ViewerError {
-        let known = types.isEmpty ? "it holds no events" : "its entity types: \(types.keys.sorted().joined(separator: ", "))"
+        let known = catalog.types.isEmpty ? "it holds no events" : "its entity types: \(catalog.types.keys.sorted().joined(separator: ", "))"
         return ViewerError(.notFound, "no events of entity type \"\(type)\" in \(name); \(known)")
     }
 

@@ -440,8 +440,9 @@ extension SegmentedLog {
     /// in it: the store itself or a directory inside it (by real paths: a backup there would
     /// copy itself into itself), and a directory that holds something but is neither a backup
     /// nor one cut short (``refuseUnlessBackupOrEmpty(_:names:restart:)``). A destination
-    /// that does not exist yet, or is not a directory, is left to the backup's own create.
-    /// - Throws: ``LogError/Code/invalidArgument`` for the store or a directory inside it,
+    /// that does not exist yet is left to the backup's own create.
+    /// - Throws: ``LogError/Code/invalidArgument`` for the store or a directory inside it, or
+    ///   a destination that is not a directory,
     ///   ``LogError/Code/backupMismatch`` for a directory that is not a backup.
     static func requireBackupDestination(_ dest: String, source: String, restart: Bool) throws(LogError) {
         if StoreDirectory.isWithin(dest, directory: source) {
@@ -451,21 +452,26 @@ extension SegmentedLog {
             throw LogError(.invalidArgument, "\(dest) \(what): a backup must go outside the store it backs up; back up into another directory (best on another disk)", file: dest)
         }
         var st = stat()
-        guard stat(dest, &st) == 0, (st.st_mode & S_IFMT) == S_IFDIR else { return }
+        guard stat(dest, &st) == 0 else { return }
+        guard (st.st_mode & S_IFMT) == S_IFDIR else {
+            // The user's mistake (a file named where a directory was meant), not an I/O failure.
+            throw LogError(.invalidArgument, "\(dest) exists and is not a directory: back up into a new or empty directory", file: dest)
+        }
         try refuseUnlessBackupOrEmpty(dest, names: try StoreDirectory.list(dest), restart: restart)
     }
 
     /// The one rule for what a backup may write into: a directory is a backup's only when it
     /// carries a backup's own mark, its manifest (``BackupManifest/fileName``) or the marker of
     /// one cut short (``BackupManifest/partialFileName``); an empty one (or one holding only a
-    /// lock file) becomes one. Anything else is not the backup's to fill or, with `restart`,
+    /// lock file, or hidden files: a `.DS_Store`, as `demo` judges a directory empty) becomes
+    /// one. Anything else is not the backup's to fill or, with `restart`,
     /// to empty: a store's own files (`eventkernel.store`, segments, checkpoints, snapshots)
     /// have the names a backup's have, so the names alone never make a directory a backup.
     /// - Parameter names: The destination's entries.
     /// - Throws: ``LogError/Code/backupMismatch`` naming the directory and what it holds.
     static func refuseUnlessBackupOrEmpty(_ dest: String, names: [String], restart: Bool) throws(LogError) {
         if names.contains(BackupManifest.fileName) || names.contains(BackupManifest.partialFileName) { return }
-        let held = names.filter { $0 != DirectoryLock.fileName }.sorted()
+        let held = names.filter { $0 != DirectoryLock.fileName && !$0.hasPrefix(".") }.sorted()
         guard !held.isEmpty else { return }
         let shown = held.prefix(3).joined(separator: ", ") + (held.count > 3 ? ", ..." : "")
         let restarting = restart ? " (--restart starts over only a directory holding a backup: it never removes a store's files or anyone else's)" : ""
