@@ -152,24 +152,26 @@ extension EntityTable {
     }
 
     /// The slots matching `query`, in its order, and the cursor after the last one.
+    /// - Parameter wantsCursor: Whether to make the cursor (a page hands it on; `nil` otherwise).
     /// - Throws: ``RepositoryError/invalidQuery(_:)`` for a negative offset or a cursor from another query.
     func run(
-        _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings, cached: Bool = false
+        _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings, cached: Bool = false, wantsCursor: Bool = true
     ) throws -> (slots: [Int32], next: QueryCursor?) {
-        run(try compile(query, defaultOrder: defaultOrder, cached: cached), query, defaultOrder: defaultOrder)
+        run(try compile(query, defaultOrder: defaultOrder, cached: cached), query, defaultOrder: defaultOrder, wantsCursor: wantsCursor)
     }
 
     /// Runs `query` as `compiled` (its checks passed): the slots, in its order, and the cursor.
     private func run(
-        _ compiled: CompiledQuery, _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings
+        _ compiled: CompiledQuery, _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings, wantsCursor: Bool = true
     ) -> (slots: [Int32], next: QueryCursor?) {
         if compiled.filters.contains(where: { $0.values?.isEmpty == true }) { return ([], nil) }
         let limit = query.effectiveLimit ?? Int.max
         let accept = acceptor(compiled, query)
         let plan = compiled.plan
         if plan.servesOrder {
-            return rows.orderedSlots(plan, filters: compiled.filters, offset: query.offset, limit: limit,
-                                     cursor: query.cursor, accept: accept)
+            let slots = rows.orderedSlots(plan, filters: compiled.filters, offset: query.offset, limit: limit,
+                                          cursor: query.cursor, accept: accept)
+            return (slots, wantsCursor ? slots.last.map { rows.cursor(after: $0, plan) } : nil)
         }
         // The index (if any) narrows the candidates; the matches are then sorted.
         let candidates = rows.candidateSlots(plan, filters: compiled.filters, accept: accept)
@@ -209,7 +211,7 @@ extension EntityTable {
         // Key ranges alone count only when they apply every condition: an overlap condition
         // is never applied by them alone (an overlap plan checks ends as it scans).
         if query.predicate == nil && compiled.overlaps.isEmpty, let n = rows.count(compiled.plan, filters: compiled.filters) { return n }
-        return run(compiled, all, defaultOrder: EntityQuery<Entity>.Orderings()).slots.count
+        return run(compiled, all, defaultOrder: EntityQuery<Entity>.Orderings(), wantsCursor: false).slots.count
     }
 
     /// A description of the plan for `query`, for ``EventSourcedRepository/explain(_:)``.

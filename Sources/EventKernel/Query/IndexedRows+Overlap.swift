@@ -56,8 +56,8 @@ extension IndexedRows {
     }
 
     /// The slots of an overlap plan that serves the query's order (by start, either way),
-    /// after `cursor`, skipping `offset` accepted rows, at most `limit`; and the cursor after
-    /// the last one. The offset is skipped one match at a time (ended entries in the window
+    /// after `cursor`, skipping `offset` accepted rows, at most `limit` (``cursor(after:_:)``
+    /// continues after the last one). The offset is skipped one match at a time (ended entries in the window
     /// need their end checked). Several key ranges (`IN` on the prefix) each give at most their
     /// first `offset + limit` matches, which are merged by (start, insertion) in the query's
     /// direction: the same order a sort of every match gives, without collecting every match.
@@ -65,11 +65,8 @@ extension IndexedRows {
     ///   for r key ranges O(r log n + m + r (offset + k) log(r (offset + k))).
     func overlapOrderedSlots(
         _ plan: Plan, _ scan: OverlapScan, offset: Int, limit: Int, cursor: QueryCursor?, accept: ((Int32) -> Bool)?
-    ) -> (slots: [Int32], next: QueryCursor?) {
-        let interval = intervals[scan.interval], number = interval.number, tag = planTag(plan)
-        func cursorAfter(_ slot: Int32?) -> QueryCursor? {
-            slot.map { QueryCursor(key: key($0, number).values, sequence: heads.sequence(Int($0)), plan: tag) }
-        }
+    ) -> [Int32] {
+        let interval = intervals[scan.interval]
         guard plan.prefixes.count > 1 else {
             var skip = offset
             var out: [Int32] = []
@@ -80,7 +77,7 @@ extension IndexedRows {
                 out.append(slot)
                 return out.count < limit
             }
-            return (out, cursorAfter(out.last))
+            return out
         }
         let wanted = limit == Int.max ? Int.max : offset.addingReportingOverflow(limit).overflow ? Int.max : offset + limit
         var gathered: [(start: IndexValue, sequence: UInt64, slot: Int32)] = []
@@ -103,7 +100,6 @@ extension IndexedRows {
             return reversed ? a.sequence > b.sequence : a.sequence < b.sequence
         }
         let from = min(offset, gathered.count)
-        let out = gathered[from..<(limit >= gathered.count - from ? gathered.count : from + limit)].map(\.slot)
-        return (out, cursorAfter(out.last))
+        return gathered[from..<(limit >= gathered.count - from ? gathered.count : from + limit)].map(\.slot)
     }
 }

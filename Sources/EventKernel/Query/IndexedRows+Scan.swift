@@ -45,18 +45,26 @@ extension IndexedRows {
         return (lo, max(lo, hi))
     }
 
+    /// The cursor after `slot` in a plan that serves the query's order: the index's whole key
+    /// (none in insertion order) and the row's sequence. The one rule of every ordered scan's
+    /// cursor (one range, merged ranges, overlaps), computed only for a page that hands it on:
+    /// reading a key back from its column allocates its values, and a plain fetch drops it.
+    func cursor(after slot: Int32, _ plan: Plan) -> QueryCursor {
+        QueryCursor(key: plan.index.map { key(slot, $0).values } ?? [], sequence: heads.sequence(Int(slot)), plan: planTag(plan))
+    }
+
     /// The slots of a plan that serves the query's order, in that order, after `cursor`,
-    /// skipping `offset` accepted rows, at most `limit`; and the cursor after the last one.
+    /// skipping `offset` accepted rows, at most `limit` (``cursor(after:_:)`` continues after
+    /// the last one).
     /// - Parameter accept: Checks a candidate's residual conditions; `nil` when there are none.
     /// - Complexity: O(log n + offset / c + k) without `accept`, for chunks of c entries.
     func orderedSlots(
         _ plan: Plan, filters: [FieldFilter], offset: Int, limit: Int, cursor: QueryCursor?,
         accept: ((Int32) -> Bool)?
-    ) -> (slots: [Int32], next: QueryCursor?) {
+    ) -> [Int32] {
         if let scan = plan.overlapScan {
             return overlapOrderedSlots(plan, scan, offset: offset, limit: limit, cursor: cursor, accept: accept)
         }
-        let tag = planTag(plan)
         var skip = offset
         var out: [Int32] = []
         if limit != Int.max { out.reserveCapacity(limit) }
@@ -74,7 +82,7 @@ extension IndexedRows {
                 out.append(entry.slot)
                 return out.count < limit
             }
-            return (out, out.last.map { QueryCursor(key: [], sequence: heads.sequence(Int($0)), plan: tag) })
+            return out
         }
         if plan.prefixes.count > 1 {
             return mergedOrderedSlots(plan, number: number, filters: filters, offset: offset, limit: limit, cursor: cursor, accept: accept)
@@ -101,8 +109,7 @@ extension IndexedRows {
             out.append(entry.slot)
             return out.count < limit
         }
-        let next = out.last.map { QueryCursor(key: key($0, number).values, sequence: heads.sequence(Int($0)), plan: tag) }
-        return (out, next)
+        return out
     }
 
     /// The slots of a plan with several key ranges (`IN` on a fixed component) that serves the
@@ -123,7 +130,7 @@ extension IndexedRows {
     private func mergedOrderedSlots(
         _ plan: Plan, number: Int, filters: [FieldFilter], offset: Int, limit: Int, cursor: QueryCursor?,
         accept: ((Int32) -> Bool)?
-    ) -> (slots: [Int32], next: QueryCursor?) {
+    ) -> [Int32] {
         let index = indexes[number], keys = keysOf(index: number), components = fields[number]
         let fixed = plan.prefixes[0].count
         let wanted = limit == Int.max ? Int.max : offset.addingReportingOverflow(limit).overflow ? Int.max : offset + limit
@@ -218,7 +225,6 @@ extension IndexedRows {
         var heads = runs.map(\.lowerBound)
         var merged = 0
         var out: [Int32] = []
-        var last: Int?
         if limit != Int.max { out.reserveCapacity(limit) }
         while out.count < limit {
             var best = -1
@@ -229,13 +235,9 @@ extension IndexedRows {
             let i = heads[best]
             heads[best] += 1
             merged += 1
-            if merged > offset {
-                out.append(slots[i])
-                last = i
-            }
+            if merged > offset { out.append(slots[i]) }
         }
-        let tag = planTag(plan)
-        return (out, last.map { QueryCursor(key: key(slots[$0], number).values, sequence: sequences[$0], plan: tag) })
+        return out
     }
 
     /// The accepted slots of a plan that does not serve the order, in no particular order:

@@ -28,7 +28,7 @@ extension EventSourcedRepository {
     ///   equality or `IN` value, or a cursor taken from another query (or under another
     ///   declaration of the indexes).
     public func fetch(_ query: EntityQuery<Entity>) throws -> [Entity] {
-        let (table, slots, _) = try run(query)
+        let (table, slots, _) = try run(query, wantsCursor: false)
         return table.entities(at: slots)
     }
 
@@ -37,10 +37,11 @@ extension EventSourcedRepository {
     var publishedTable: State { projection.read { $0 } }
 
     /// Runs `query` on the published table: the one path of every query.
-    private func run(_ query: EntityQuery<Entity>) throws -> (table: State, slots: [Int32], next: QueryCursor?) {
+    /// - Parameter wantsCursor: Whether to make the cursor after the last match (a page's).
+    private func run(_ query: EntityQuery<Entity>, wantsCursor: Bool) throws -> (table: State, slots: [Int32], next: QueryCursor?) {
         try queryLatency.time {
             let table = publishedTable
-            let (slots, next) = try table.run(query, defaultOrder: defaultOrder, cached: true)
+            let (slots, next) = try table.run(query, defaultOrder: defaultOrder, cached: true, wantsCursor: wantsCursor)
             return (table, slots, next)
         }
     }
@@ -53,7 +54,7 @@ extension EventSourcedRepository {
     /// A page of `query` and the cursor to continue after it.
     /// - Throws: As ``fetch(_:)``.
     public func fetchPage(_ query: EntityQuery<Entity>) throws -> QueryPage<Entity> {
-        let (table, slots, next) = try run(query)
+        let (table, slots, next) = try run(query, wantsCursor: true)
         let complete = query.effectiveLimit.map { slots.count < $0 } ?? true
         return QueryPage(entities: table.entities(at: slots), nextCursor: complete ? nil : next)
     }
@@ -75,7 +76,7 @@ extension EventSourcedRepository {
 
     /// The entities matching `query`, with their ids and versions.
     func matches(_ query: EntityQuery<Entity>) throws -> [Match] {
-        let (table, slots, _) = try run(query)
+        let (table, slots, _) = try run(query, wantsCursor: false)
         return zip(slots, table.entities(at: slots)).map { slot, entity in
             let head = table.rows.heads[Int(slot)]
             return Match(entity: entity, id: head.id, version: head.version)
@@ -119,7 +120,7 @@ extension EventSourcedRepository {
     ///   force-unwrapped `nil`); no partial result is returned.
     /// - Complexity: O(n) evaluations.
     public func fetch(matching predicate: Predicate<Entity>) throws -> [Entity] {
-        let (table, slots, _) = try run(EntityQuery<Entity>())
+        let (table, slots, _) = try run(EntityQuery<Entity>(), wantsCursor: false)
         var matches: [Int32] = []
         for slot in slots
         where try predicate.evaluate(table.bySlot[Int(slot)]!) {
