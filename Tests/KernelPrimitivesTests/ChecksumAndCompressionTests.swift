@@ -27,6 +27,30 @@ struct ChecksumAndCompressionTests {
         }
     }
 
+    @Test("CRC32C of two pieces combines from each piece's checksum and the second's length")
+    func combine() {
+        var generator = SystemRandomNumberGenerator()
+        for length in [0, 1, 7, 8, 64, 4_095, 12_288, 100_003] {
+            let bytes = (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let whole = CRC32C.checksum(bytes)
+            for split in Set([0, length / 3, length / 2, max(0, length - 1), length]) {
+                let first = CRC32C.checksum(bytes[..<split])
+                let second = CRC32C.checksum(bytes[split...])
+                #expect(CRC32C.combine(first, second, secondCount: length - split) == whole, "\(length) split at \(split)")
+            }
+        }
+        // Many pieces, as a backup combines a segment's batches: header, payload, header, ...
+        let bytes = (0..<50_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        var combined = CRC32C.checksum(bytes[..<32])
+        var at = 32
+        for piece in [1, 900, 3, 12_288, 0, 20_000] {
+            combined = CRC32C.combine(combined, CRC32C.checksum(bytes[at..<(at + piece)]), secondCount: piece)
+            at += piece
+        }
+        #expect(combined == CRC32C.checksum(bytes[..<at]))
+        #expect(CRC32C.combine(0x1234_5678, 0, secondCount: 0) == 0x1234_5678, "an empty second piece changes nothing")
+    }
+
     /// The processor's instruction (three streams over 12 KiB blocks, combined) and the tables
     /// give the same checksum at every length around the block's edges, at every alignment,
     /// and in pieces; the large values are from a bitwise implementation in Python

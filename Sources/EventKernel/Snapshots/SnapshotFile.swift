@@ -184,27 +184,42 @@ package struct SnapshotFile: Hashable, Sendable {
                       storedLength: storedLength, bodyCRC: bodyCRC, bodyOffset: reader.offset)
     }
 
+    /// Checks a whole file's bytes as they were written, without decompressing its body: the
+    /// header against its checksum, the stored body's length and CRC32C, and the lengths its
+    /// codec allows. What a copy of the file (a backup) must keep, at the speed of a checksum;
+    /// ``init(decoding:)`` checks the same, then decompresses.
+    /// - Parameter bytes: The whole file.
+    /// - Returns: The header, and the CRC32C of the stored body (``Header/bodyCRC``, checked).
+    /// - Throws: ``BinaryDecodingError`` (with the byte offset) for bad magic, an unknown
+    ///   version or codec, a checksum mismatch, or a length that does not fit.
+    static func checkedHeader(ofFile bytes: [UInt8]) throws(BinaryDecodingError) -> Header {
+        let header = try decodeHeader(bytes)
+        let bodyOffset = header.bodyOffset
+        guard header.storedLength == UInt64(bytes.count - bodyOffset) else {
+            throw BinaryDecodingError(.invalidValue("stored length \(header.storedLength) but \(bytes.count - bodyOffset) byte(s) follow the header"), at: bodyOffset)
+        }
+        guard CRC32C.checksum(bytes[bodyOffset...]) == header.bodyCRC else {
+            throw BinaryDecodingError(.invalidValue("snapshot body checksum mismatch"), at: bodyOffset)
+        }
+        guard header.uncompressedLength <= UInt64(LZ4Block.maxInputSize) else {
+            throw BinaryDecodingError(.invalidValue("uncompressed length \(header.uncompressedLength) is too large"), at: bodyOffset)
+        }
+        guard header.codec == 1 || header.uncompressedLength == header.storedLength else {
+            throw BinaryDecodingError(.invalidValue("uncompressed body with differing lengths"), at: bodyOffset)
+        }
+        return header
+    }
+
     /// Decodes and verifies a file.
     /// - Throws: ``BinaryDecodingError`` (with the byte offset) for bad magic, an unknown
     ///   version or codec, a checksum mismatch, truncation or a failed decompression.
     package init(decoding bytes: [UInt8]) throws(BinaryDecodingError) {
-        let header = try Self.decodeHeader(bytes)
+        let header = try Self.checkedHeader(ofFile: bytes)
         let (codec, name, schemaVersion, nextPosition, historyEpoch, anchor) =
             (header.codec, header.projectionName, header.schemaVersion, header.nextPosition, header.historyEpoch, header.anchor)
-        let (uncompressedLength, storedLength, bodyCRC) = (header.uncompressedLength, header.storedLength, header.bodyCRC)
-        var reader = BinaryReader(bytes)
-        _ = try reader.readRaw(count: header.bodyOffset)
-        let bodyOffset = reader.offset
-        guard storedLength == UInt64(reader.remaining) else {
-            throw BinaryDecodingError(.invalidValue("stored length \(storedLength) but \(reader.remaining) byte(s) follow the header"), at: bodyOffset)
-        }
-        let stored = reader.readRemaining()
-        guard CRC32C.checksum(stored) == bodyCRC else {
-            throw BinaryDecodingError(.invalidValue("snapshot body checksum mismatch"), at: bodyOffset)
-        }
-        guard uncompressedLength <= UInt64(LZ4Block.maxInputSize) else {
-            throw BinaryDecodingError(.invalidValue("uncompressed length \(uncompressedLength) is too large"), at: bodyOffset)
-        }
+        let uncompressedLength = header.uncompressedLength
+        let bodyOffset = header.bodyOffset
+        let stored = bytes[bodyOffset...]
         if codec == 1 {
             var body = [UInt8](repeating: 0, count: Int(uncompressedLength))
             let failure = Self.decompress(stored, into: &body)
@@ -213,10 +228,7 @@ package struct SnapshotFile: Hashable, Sendable {
             }
             self.body = body
         } else {
-            guard uncompressedLength == storedLength else {
-                throw BinaryDecodingError(.invalidValue("uncompressed body with differing lengths"), at: bodyOffset)
-            }
-            self.body = stored
+            self.body = Array(stored)
         }
         self.projectionName = name
         self.schemaVersion = schemaVersion
@@ -225,7 +237,7 @@ package struct SnapshotFile: Hashable, Sendable {
         self.anchor = anchor
     }
 
-    private static func decompress(_ stored: [UInt8], into body: inout [UInt8]) -> CompressionError? {
+    private static func decompress(_ stored: ArraySlice<UInt8>, into body: inout [UInt8]) -> CompressionError? {
         do {
             try stored.withUnsafeBytes { source in
                 try body.withUnsafeMutableBytes { destination in try LZ4Block.decompress(source, into: destination) }

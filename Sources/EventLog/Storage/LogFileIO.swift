@@ -178,12 +178,14 @@ final class OpenFile: Sendable {
 
     /// Reads `count` bytes at `offset` into a new array; fewer only at end of file.
     func read(fromAbsoluteOffset offset: Int64, count: Int) throws(LogError) -> [UInt8] {
-        var bytes = [UInt8](repeating: 0, count: count)
-        let result: Result<Int, LogError> = bytes.withUnsafeMutableBytes { buffer in
-            Result { () throws(LogError) -> Int in try read(fromAbsoluteOffset: offset, into: buffer) }
+        // Not zeroed first: the read writes every byte it returns, and zeroing a whole segment
+        // (a backup reads each at once) touched every page a second time (perf: 2% of a backup).
+        var result: Result<Int, LogError> = .success(0)
+        let bytes = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            result = Result { () throws(LogError) -> Int in try read(fromAbsoluteOffset: offset, into: UnsafeMutableRawBufferPointer(buffer)) }
+            initialized = (try? result.get()) ?? 0
         }
-        let n = try result.get()
-        if n < count { bytes.removeLast(count - n) }
+        _ = try result.get()
         return bytes
     }
 }
