@@ -111,6 +111,43 @@ import Testing
         try await reopened.close()
     }
 
+    /// The manifest's CRC32C of each file is combined from the checks the backup makes (each
+    /// batch, a snapshot's header and body) rather than read again: it must be the checksum of
+    /// the file's bytes exactly, for batches of either kind (under and over the 4 KiB from
+    /// which a payload's checksum is combined), in a full backup and in an incremental one
+    /// that appends a tail.
+    @Test func theManifestsChecksumsAreThoseOfTheFilesBytes() async throws {
+        let temp = TemporaryDirectory()
+        let source = temp.url.appending(path: "store"), destination = temp.url.appending(path: "backup")
+        let store = try EventStore.open(at: source, log: SegmentedLog.Configuration(segmentSize: 64 << 10), snapshotPolicy: .never)
+        func appendMixed(from first: Int) async throws {
+            for round in 0..<6 {
+                // 10 events (about 600 bytes) and 150 (about 9 KiB, incompressible).
+                try await store.append(Self.events(first + round * 160, 10))
+                try await store.append(Self.events(first + round * 160 + 10, 150))
+            }
+        }
+        try await appendMixed(from: 0)
+        try await store.writeSnapshots()
+        func expectChecksums(_ report: BackupReport) throws {
+            #expect(!report.manifest.files.isEmpty)
+            for file in report.manifest.files {
+                let bytes = try Array(Data(contentsOf: destination.appending(path: file.name)))
+                #expect(Int64(bytes.count) == file.size, "\(file.name)")
+                #expect(CRC32C.checksum(bytes) == file.crc32c, "\(file.name)")
+            }
+        }
+        let full = try await store.backup(to: destination)
+        #expect(!full.incremental)
+        try expectChecksums(full)
+        try await appendMixed(from: 10_000)
+        let incremental = try await store.backup(to: destination)
+        #expect(incremental.incremental)
+        try expectChecksums(incremental)
+        try await store.close()
+        _ = try BackupManifest.check(in: destination)
+    }
+
     @Test func incrementalBackupWritesOnlyNewAndChangedFiles() async throws {
         let scratch = TemporaryDirectory("backup")
         let source = scratch.file("store"), destination = scratch.file("backup")

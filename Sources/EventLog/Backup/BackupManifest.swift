@@ -193,6 +193,9 @@ public struct BackupExtraFile: Sendable {
     public var name: String
     /// The file's bytes (empty for a file given by ``earlierCopy``).
     public var bytes: [UInt8]
+    /// The CRC32C of ``bytes`` when the caller computed it while checking them (the backup
+    /// then lists it without reading the bytes again); `nil`: the backup computes it.
+    public var crc32c: UInt32?
     /// For a file the caller found unchanged in the backup the round builds on: what the
     /// earlier copy's size must be, and how to read the file when the round cannot keep it.
     public var earlierCopy: EarlierCopy?
@@ -218,9 +221,11 @@ public struct BackupExtraFile: Sendable {
     /// - Parameters:
     ///   - name: The path relative to the backup directory.
     ///   - bytes: The contents.
-    public init(name: String, bytes: [UInt8]) {
+    ///   - crc32c: Their CRC32C, when the caller computed it; `nil` (the default): the backup does.
+    public init(name: String, bytes: [UInt8], crc32c: UInt32? = nil) {
         self.name = name
         self.bytes = bytes
+        self.crc32c = crc32c
     }
 
     /// Creates an extra file that the backup the round builds on holds unchanged: the round

@@ -204,7 +204,7 @@ extension SegmentedLog {
             }
             for extra in try extraFiles(position, epoch) {
                 guard let earlier = extra.earlierCopy else {
-                    files.append(try writer.put(extra.name, bytes: extra.bytes, linkFrom: nil, report: &report))
+                    files.append(try writer.put(extra.name, bytes: extra.bytes, checksum: extra.crc32c, linkFrom: nil, report: &report))
                     continue
                 }
                 if let old = writer.earlierCopy(of: extra.name, size: earlier.size) {
