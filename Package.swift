@@ -131,6 +131,7 @@ let package = Package(
             dependencies: [
                 .product(name: "Hummingbird", package: "hummingbird", condition: .when(traits: ["Viewer"])),
                 .product(name: "Mustache", package: "swift-mustache", condition: .when(traits: ["Viewer"])),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: .when(traits: ["Viewer"])),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings

@@ -1,6 +1,7 @@
 #if Viewer
 package import Hummingbird
 package import Logging
+import ServiceLifecycle
 import Foundation
 import NIOCore
 
@@ -28,6 +29,26 @@ package enum Viewer {
             configuration: ApplicationConfiguration(address: .hostname(configuration.host, port: configuration.port), serverName: "eventkernel"),
             onServerRunning: { channel in await onListening(channel.localAddress?.port ?? configuration.port) },
             logger: logger)
+    }
+
+    /// Runs `application` until SIGTERM or SIGINT (Ctrl-C), which stop it gracefully: the
+    /// server stops accepting, finishes the pages being sent and closes idle connections. A
+    /// shutdown that has not ended after 10 seconds (a page checking a large store, a client
+    /// that reads nothing) is cancelled, and the cancellation given 5 more. Hummingbird's
+    /// `runService()` waits for a graceful shutdown however long it takes, ignoring a second
+    /// Ctrl-C meanwhile. (Cancelling on a second signal is not offered: a service group refuses
+    /// a signal that both shuts down and cancels; and cancelling on Ctrl-C alone logged two
+    /// server errors at every stop.)
+    /// - Parameters:
+    ///   - application: The viewer (``application(browser:configuration:logger:onListening:)``).
+    ///   - logger: The service group's logger.
+    /// - Throws: What the server throws (a port in use: ``listenFailure(_:configuration:)``).
+    package static func run(_ application: some ApplicationProtocol, logger: Logger) async throws {
+        var configuration = ServiceGroupConfiguration(
+            services: [.init(service: application)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        configuration.maximumGracefulShutdownDuration = .seconds(10)
+        configuration.maximumCancellationDuration = .seconds(5)
+        try await ServiceGroup(configuration: configuration).run()
     }
 
     /// Why the server could not start listening, said as a person reads it ("cannot listen on

@@ -448,6 +448,18 @@ struct BackupCLITests {
         #expect(beside.status == 0, "\(beside.stderr)")
         #expect(try run("verify", hidden.path).status == 0)
         #expect(FileManager.default.fileExists(atPath: hidden.appending(path: ".DS_Store").path))
+        // Started over beside it too, and it stays.
+        let restarted = try run("backup", store, hidden.path, "--restart", "--yes")
+        #expect(restarted.status == 0, "\(restarted.stderr)")
+        #expect(FileManager.default.fileExists(atPath: hidden.appending(path: ".DS_Store").path))
+        // A hidden name a backup would take for its own temporary (and remove) is the user's:
+        // the directory is not empty.
+        let temporary = temp.file("temporary")
+        try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: false)
+        try Data("mine".utf8).write(to: temporary.appending(path: ".notes.tmp"))
+        let refused = try run("backup", store, temporary.path)
+        #expect(refused.status == 1 && refused.stderr.contains("holds no backup (.notes.tmp"), "\(refused.stderr)")
+        #expect(try Data(contentsOf: temporary.appending(path: ".notes.tmp")) == Data("mine".utf8))
     }
 
     /// Newcomer probe, items 3 and 4: `restore` and `copy` into a directory share one rule,

@@ -283,6 +283,10 @@ struct ImportStreamingTests {
         #expect(result.status == 1, "\(result.stdout)")
         #expect(result.stderr.contains("crlf.jsonl:1: bad JSON"), "\(result.stderr)")
         #expect(result.stderr.contains("CR LF line ends") && result.stderr.contains("tr -d"), "\(result.stderr)")
+        // CR alone (classic Mac OS): one line too, and the advice turns each CR into a line feed.
+        try Data((goodLines.joined(separator: "\r") + "\r").utf8).write(to: file)
+        let mac = try run("import", file.path, "--dir", store)
+        #expect(mac.status == 1 && mac.stderr.contains("carriage returns where lines end") && mac.stderr.contains("tr '\\r' '\\n'"), "\(mac.stderr)")
         // One line ended by CR LF is a line (the CR is white space around it).
         try Data((goodLines[0] + "\r\n").utf8).write(to: file)
         let one = try run("import", file.path, "--dir", store)

@@ -327,7 +327,8 @@ struct ViewerNote: Identifiable, Codable, Sendable, Equatable {
         closeOutputFiles(of: serve)
         let stderr = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
         #expect(served, "\(stderr)")
-        // SIGTERM stops it gracefully (the service group's shutdown), with status 0.
+        // SIGTERM stops it with status 0 (through the service group's shutdown, not a signal
+        // handler's exit; both exit 0, so this checks that the shutdown ends, not that it waits).
         #expect(serve.terminationReason == .exit && serve.terminationStatus == 0, "\(serve.terminationReason) \(serve.terminationStatus)")
         #expect(stderr.contains("the log is damaged") && !stderr.contains("exit status 3"), "\(stderr)")
     }

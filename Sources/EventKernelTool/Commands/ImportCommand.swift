@@ -407,11 +407,16 @@ struct ImportEventLines {
         }
     }
 
-    /// What a refused line's message adds when the line holds a CR LF: the input has Windows
-    /// line ends, which import reads as no line break (Docs/CLI.md), so its lines ran together.
+    /// What a refused line's message adds when the line holds a carriage return: with CR LF
+    /// (Windows) line ends, which import reads as no line break (Docs/CLI.md), its lines ran
+    /// together; with CR alone (classic Mac OS), the whole input is one line.
     static func carriageReturnHint(_ line: Substring) -> String {
-        guard line.utf8.contains(0x0D) else { return "" }
-        return "\n(the input has CR LF line ends, which import does not read as line breaks: convert it first, for example with tr -d '\\r')"
+        let bytes = line.utf8
+        guard let first = bytes.firstIndex(of: 0x0D) else { return "" }
+        if bytes.index(after: first) < bytes.endIndex, bytes[bytes.index(after: first)] == 0x0A {
+            return "\n(the input has CR LF line ends, which import does not read as line breaks: convert it first, for example with tr -d '\\r')"
+        }
+        return "\n(the input has carriage returns where lines end, which import does not read as line breaks: convert them first, for example with tr '\\r' '\\n')"
     }
 
     /// `line` without the white space and line breaks around it. JSON begins and ends with a

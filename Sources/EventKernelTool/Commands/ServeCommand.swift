@@ -56,10 +56,8 @@ struct ServeCommand: AsyncParsableCommand {
             Swift.print("serving \(store.name) at http://\(shownHost):\(bound)/\(token == nil ? "" : "?token=…") (read-only; Ctrl-C stops)")
             Output.flush()
         }
-        // Ctrl-C and SIGTERM stop it gracefully (the service group's signals): the server stops
-        // accepting, answers the requests under way, closes idle connections, and the command
-        // returns 0. Exiting in the signal handler cut responses off mid-page.
-        do { try await application.runService() } catch {
+        // SIGTERM and Ctrl-C stop it gracefully, within seconds (Viewer.run); both exit 0.
+        do { try await Viewer.run(application, logger: logger) } catch {
             guard let message = Viewer.listenFailure(error, configuration: viewer) else { throw error }
             throw ToolError(.io, message)
         }

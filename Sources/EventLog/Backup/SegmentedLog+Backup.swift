@@ -409,7 +409,8 @@ extension SegmentedLog {
         // Judged again under the lock (``requireBackupDestination(_:source:restart:)`` judged it
         // before): something may have been put there since.
         try Self.refuseUnlessBackupOrEmpty(dest, names: names, restart: options.restart)
-        let foreign = names.filter { !isBackupOwned($0) }.sorted()
+        // Hidden files (a `.DS_Store`) are left where they are, never removed: not foreign here.
+        let foreign = names.filter { !isBackupOwned($0) && !$0.hasPrefix(".") }.sorted()
         if options.restart {
             // Starting over: nothing there is trusted (every file is written again, then the
             // old backup's other files removed); files that are not a backup's are never removed.
@@ -463,15 +464,18 @@ extension SegmentedLog {
     /// The one rule for what a backup may write into: a directory is a backup's only when it
     /// carries a backup's own mark, its manifest (``BackupManifest/fileName``) or the marker of
     /// one cut short (``BackupManifest/partialFileName``); an empty one (or one holding only a
-    /// lock file, or hidden files: a `.DS_Store`, as `demo` judges a directory empty) becomes
-    /// one. Anything else is not the backup's to fill or, with `restart`,
+    /// lock file, or hidden files the backup never touches: a `.DS_Store`, as `demo` judges a
+    /// directory empty) becomes one. Anything else is not the backup's to fill or, with `restart`,
     /// to empty: a store's own files (`eventkernel.store`, segments, checkpoints, snapshots)
     /// have the names a backup's have, so the names alone never make a directory a backup.
     /// - Parameter names: The destination's entries.
     /// - Throws: ``LogError/Code/backupMismatch`` naming the directory and what it holds.
     static func refuseUnlessBackupOrEmpty(_ dest: String, names: [String], restart: Bool) throws(LogError) {
         if names.contains(BackupManifest.fileName) || names.contains(BackupManifest.partialFileName) { return }
-        let held = names.filter { $0 != DirectoryLock.fileName && !$0.hasPrefix(".") }.sorted()
+        // A hidden name the backup would take for its own (a `.x.tmp`: its temporaries) counts,
+        // since a backup removes its own leftovers: only hidden files it never touches are
+        // passed over.
+        let held = names.filter { $0 != DirectoryLock.fileName && (!$0.hasPrefix(".") || isBackupOwned($0)) }.sorted()
         guard !held.isEmpty else { return }
         let shown = held.prefix(3).joined(separator: ", ") + (held.count > 3 ? ", ..." : "")
         let restarting = restart ? " (--restart starts over only a directory holding a backup: it never removes a store's files or anyone else's)" : ""
