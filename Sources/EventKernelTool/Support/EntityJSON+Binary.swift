@@ -86,11 +86,8 @@ private struct BinaryJSONWriter: BinaryEntityVisitor {
         tagged("{\"$date\":")
         let quote = buffer.count
         buffer.appendString(value)
-        // Exact or not at all: a text that does not read back as the same Double (or no text,
-        // "invalid") gives way to the seconds, as `json(_:)` decides.
-        let exact = buffer.withBytes(from: quote + 1, upTo: buffer.count - 1) { ISODate.tryParse(utf8: $0) }?
-            .timeIntervalSinceReferenceDate.bitPattern == value.timeIntervalSinceReferenceDate.bitPattern
-        if !exact {
+        // Exact or not at all (EntityJSON.isExactText, the rule `json(_:)` follows too).
+        if !buffer.withBytes(from: quote + 1, upTo: buffer.count - 1, { EntityJSON.isExactText($0, of: value) }) {
             buffer.truncate(to: quote)
             let seconds = value.timeIntervalSinceReferenceDate
             if seconds.isFinite { buffer.appendRaw(EntityJSON.doubleText(seconds)) } else { buffer.appendString(EntityJSON.nonFiniteText(seconds)) }

@@ -177,8 +177,8 @@ enum EntityJSON {
         case .string(let s): return .string(s)
         case .uuid(let u): return tagged("$uuid", .string(u.uuidString))
         case .date(let d):
-            let text = ISODate.format(d)
-            if text == "invalid" || ISODate.tryParse(text)?.timeIntervalSinceReferenceDate.bitPattern != d.timeIntervalSinceReferenceDate.bitPattern {
+            var text = ISODate.format(d)
+            if !text.withUTF8({ isExactText($0, of: d) }) {
                 let seconds = d.timeIntervalSinceReferenceDate
                 return tagged("$date", seconds.isFinite ? .number(doubleText(seconds)) : .string(nonFiniteText(seconds)))
             }
@@ -192,6 +192,17 @@ enum EntityJSON {
             return object
         case .unkeyed(let values): return .array(values.map(json))
         }
+    }
+
+    /// The one rule for a `$date`'s form: its ISO 8601 text when that text reads back as the
+    /// same `Double` (exact), else its seconds since 2001 as a number (or a non-finite's text).
+    /// `json(_:)` and the binary walk's writer (`BinaryJSONWriter.visitDate`, which formats into
+    /// its buffer) both ask it.
+    /// - Parameters:
+    ///   - text: The date's text as `ISODate.format` wrote it (`invalid` for no date).
+    ///   - date: The date.
+    static func isExactText(_ text: UnsafeBufferPointer<UInt8>, of date: Date) -> Bool {
+        ISODate.tryParse(utf8: text)?.timeIntervalSinceReferenceDate.bitPattern == date.timeIntervalSinceReferenceDate.bitPattern
     }
 
     /// A non-finite double's text: `inf`, `-inf`, `nan` for the NaN `Double.nan` is, and any
