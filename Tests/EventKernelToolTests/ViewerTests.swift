@@ -283,8 +283,13 @@ struct ViewerNote: Identifiable, Codable, Sendable, Equatable {
         try await withViewer(directory) { client in
             #expect(try await page(client, "/entity?type=Note&id=gone").contains("&quot;uno&quot;"))
             _ = try await store.purge(stream: StreamID("Note", .string("gone")))
+            #expect(try await page(client, "/").contains("<dd id=\"event-count\">4</dd>"))
             let report = try await store.compact()
             #expect(report.eventsRemoved > 0, "\(report)")
+            // The overview's counts follow the rewritten segment (they were those before it).
+            let overview = try await page(client, "/")
+            #expect(overview.contains("<dd id=\"event-count\">\(4 - report.eventsRemoved)</dd>"), "\(report)")
+            #expect(overview.contains("$forgotten"), "the receipt's type is listed")
             let body = try await page(client, "/entity?type=Note&id=gone", status: .notFound)
             #expect(body.contains("no stream Note gone"), "\(body)")
             #expect(try await page(client, "/entity?type=Note&id=kept").contains("&quot;two&quot;"))
