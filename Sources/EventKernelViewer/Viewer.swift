@@ -33,8 +33,10 @@ package enum Viewer {
 
     /// Runs `application` until SIGTERM or SIGINT (Ctrl-C), which stop it gracefully: the
     /// server stops accepting, finishes the pages being sent and closes idle connections. A
-    /// shutdown that has not ended after 10 seconds (a page checking a large store, a client
-    /// that reads nothing) is cancelled, and the cancellation given 5 more. Hummingbird's
+    /// shutdown that has not ended after 10 seconds (a client that reads nothing) is cancelled;
+    /// what runs without looking at cancellation (a page checking a large store) finishes
+    /// first. No limit on the cancellation itself: past one, the service group ends the
+    /// process with `fatalError`. Hummingbird's
     /// `runService()` waits for a graceful shutdown however long it takes, ignoring a second
     /// Ctrl-C meanwhile. (Cancelling on a second signal is not offered: a service group refuses
     /// a signal that both shuts down and cancels; and cancelling on Ctrl-C alone logged two
@@ -47,7 +49,6 @@ package enum Viewer {
         var configuration = ServiceGroupConfiguration(
             services: [.init(service: application)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
         configuration.maximumGracefulShutdownDuration = .seconds(10)
-        configuration.maximumCancellationDuration = .seconds(5)
         try await ServiceGroup(configuration: configuration).run()
     }
 

@@ -371,6 +371,10 @@ struct SegmentRewriteTests {
         let before = try allRecords(log)
         let reader = try SegmentedLog.openReadOnly(at: dir.url)
         #expect(try allRecords(reader) == before)
+        // A refresh that finds nothing replaced (the active segment is opened again at each)
+        // counts no replacement.
+        try reader.refresh()
+        #expect(reader.segmentReplacements == 0)
         let sealed = log.sealedSegments
         _ = try log.rewriteSealedSegment(startingAt: sealed[1].lowerBound, Self.thinning)
         let expected = Self.applying(Self.thinning, to: before, in: [sealed[1]])
@@ -379,6 +383,9 @@ struct SegmentRewriteTests {
         // The reader still holds the old file's descriptor: a refresh must notice the name
         // now names another file and load it, not keep the old batches.
         try reader.refresh()
+        #expect(reader.segmentReplacements == 1, "the rewritten segment is counted (the viewer reads its catalog again)")
+        try reader.refresh()
+        #expect(reader.segmentReplacements == 1, "once")
         #expect(reader.core.state.withLock { $0.segments[0].file } === untouched, "a segment not rewritten is reused, not opened again")
         #expect(try allRecords(reader) == expected)
         let gap = sealed[1].lowerBound + 3 - sealed[1].lowerBound % 3

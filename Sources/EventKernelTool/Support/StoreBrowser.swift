@@ -100,30 +100,17 @@ actor StoreBrowser: StoreBrowsing {
 
     /// The history epoch the catalog was read in (a `repair` advances it).
     private var epoch: UInt64?
-    /// The segment files the catalog was read from (`SegmentedLog.segmentFileIdentities()`),
-    /// `nil` for a PostgreSQL log or a platform that gives no identities.
-    private var segmentFiles: [LogPosition: String]?
-
-    /// Whether a segment the catalog was read from was rewritten or removed since (a
-    /// compaction): its counts and positions may name events that are gone. Segments added
-    /// since are what the next read appends.
-    private func segmentsRewritten() throws(LogError) -> Bool {
-        guard let segmented = log as? SegmentedLog else { return false }
-        let current = try segmented.segmentFileIdentities()
-        defer { segmentFiles = current }
-        guard let before = segmentFiles, let current else { return false }
-        return before.contains { base, identity in current[base] != identity }
-    }
-
     /// Reads what was appended since the last call into the catalog; reads the log again from
     /// its start when it was cut since (a `repair`: a new history epoch, or fewer positions) or
-    /// a segment was rewritten (a compaction: ``segmentsRewritten()``), since what the catalog
+    /// a segment it read was rewritten (a compaction: `SegmentedLog.segmentReplacements`), since what the catalog
     /// holds from then may name events that are gone, or positions that now hold others.
     /// - Throws: ``ViewerError`` with ``ViewerError/Code/storage`` for damage or a failed read.
     func catchUp() throws(ViewerError) {
         do {
+            let replacementsBefore = (log as? SegmentedLog)?.segmentReplacements
             let end = try log.refresh().nextPosition
-            if try segmentsRewritten() || epoch.map({ $0 != log.historyEpoch || end < catalog.next }) == true { catalog = Catalog() }
+            let rewritten = replacementsBefore != (log as? SegmentedLog)?.segmentReplacements
+            if rewritten || epoch.map({ $0 != log.historyEpoch || end < catalog.next }) == true { catalog = Catalog() }
             epoch = log.historyEpoch
             guard catalog.next < end else { return }
             try log.forEachRecord(from: catalog.next, through: end - 1) { view in

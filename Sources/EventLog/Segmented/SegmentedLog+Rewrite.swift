@@ -41,30 +41,6 @@ extension SegmentedLog {
         }
     }
 
-    /// Each segment file's identity (device, inode and inode generation, as a backup records
-    /// it), by base position, as the directory holds them now. A rewrite puts a new file in
-    /// place of a sealed segment, so a reader that kept what it read from the log (the viewer's
-    /// catalog, in another process than the compaction) tells that segments were rewritten
-    /// since by an identity that changed or a segment that is gone; segments added since are
-    /// new bases.
-    /// - Returns: The identities; `nil` where the platform gives none (not Linux).
-    /// - Throws: ``LogError/Code/io`` when the directory cannot be listed.
-    package func segmentFileIdentities() throws(LogError) -> [LogPosition: String]? {
-        #if os(Linux)
-        var identities: [LogPosition: String] = [:]
-        for base in try Segment.bases(in: core.directory) {
-            // A segment removed between the listing and the open (a compaction's rename at that
-            // instant) has no identity: left out, read as gone.
-            guard let file = try? OpenFile.open(core.directory + "/" + Segment.Name.segment(base), flags: O_RDONLY),
-                  let identity = Self.identity(of: file) else { continue }
-            identities[base] = identity
-        }
-        return identities
-        #else
-        return nil
-        #endif
-    }
-
     /// Rewrites the sealed segment starting at `base`, record by record as `decide` says,
     /// online: appends, reads and other segments go on, and the new file replaces the old one
     /// atomically.

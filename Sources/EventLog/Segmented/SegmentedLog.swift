@@ -97,6 +97,7 @@ public final class SegmentedLog: RecordLog {
     private let lock: DirectoryLock?
     private let recovery: Locked<RecoveryReport>
     private let epoch: Locked<UInt64>
+    private let replacements = Locked<UInt64>(0)
 
     private init(directory: URL, core: LogCore, writer: GroupCommitWriter?, lock: DirectoryLock?, recovery: RecoveryReport, historyEpoch: UInt64) {
         self.directory = directory
@@ -276,11 +277,29 @@ public final class SegmentedLog: RecordLog {
         let loaded = try LogLoader(directory: core.directory, writable: false, configuration: core.configuration)
             .load(report: &report, reusingSealed: known)
         recovery.withLock { $0 = report }
+        if Self.replacesSegments(known, with: loaded.segments) { replacements.withLock { $0 += 1 } }
         return core.state.withLock { state in
             state.segments = loaded.segments
             state.recomputeBounds()
             return state.bounds
         }
+    }
+
+    /// How many ``refresh()``es found a segment this log had read replaced by another file
+    /// (a compaction renames each rewritten segment over the old one) or gone: a reader that
+    /// kept what it read (the viewer's catalog) compares the count before and after a refresh
+    /// and reads again. Judged on the files this log holds open, so no file can take the old
+    /// one's device and inode meanwhile, on every platform and file system; 0 on a writable log.
+    package var segmentReplacements: UInt64 { replacements.withLock { $0 } }
+
+    /// Whether `loaded` replaces a segment of `known`: a base whose file is another one now
+    /// (the reused sealed segments are the same objects: nothing to compare), or a base gone.
+    private static func replacesSegments(_ known: [Segment], with loaded: [Segment]) -> Bool {
+        for before in known {
+            guard let now = loaded.first(where: { $0.basePosition == before.basePosition }) else { return true }
+            if now.file !== before.file, !now.file.isSameFile(as: before.file) { return true }
+        }
+        return false
     }
 }
 

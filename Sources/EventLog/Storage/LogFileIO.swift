@@ -141,6 +141,15 @@ final class OpenFile: Sendable {
         return Int64(st.st_size)
     }
 
+    /// Whether `other` is open on the same file as this one (device and inode). Both are held
+    /// open, so neither number can have been given to another file meanwhile. `false` when
+    /// either cannot be examined.
+    func isSameFile(as other: OpenFile) -> Bool {
+        var mine = stat(), theirs = stat()
+        guard fstat(descriptor, &mine) == 0, fstat(other.descriptor, &theirs) == 0 else { return false }
+        return mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino
+    }
+
     /// Whether `path` names this very file now (same device and inode) and the file is
     /// `size` bytes long: false when the name was renamed over (a rewritten segment), removed,
     /// or the file changed length. A refresh reuses what it knows of a sealed segment only
