@@ -2,6 +2,9 @@
 // it has no intrinsics for it, and a function compiled for a target feature (SSE 4.2, the
 // AArch64 CRC extension) must be chosen at run time on processors that may lack it.
 //
+// Also the combination of two checksums (eventkernel_crc32c_combine), whose multiplication
+// modulo P the streams' shift tables are built with: one implementation of it.
+//
 // Three independent streams over thirds of each large block hide the instruction's latency
 // (3 cycles, one issued per cycle on x86-64): one stream runs at a third of the instruction's
 // throughput. The three results are combined by multiplying the earlier ones by x^(8·n) mod P
@@ -35,6 +38,37 @@ static inline EK_HW_ATTR uint32_t ek_crc_u64(uint32_t crc, uint64_t v) { return 
 #define EK_HAVE_HW 0
 #endif
 
+// Multiplies a (reflected) by b (reflected) modulo P (reflected 0x82F63B78).
+static uint32_t ek_multiply(uint32_t a, uint32_t b) {
+    uint32_t product = 0;
+    for (int i = 0; i < 32; i++) {
+        if (a & 0x80000000u) product ^= b;
+        a <<= 1;
+        b = (b & 1) ? (b >> 1) ^ 0x82F63B78u : b >> 1;
+    }
+    return product;
+}
+
+// x^(8·2^k) mod P for k = 0..<64 (reflected), for eventkernel_crc32c_combine: built once.
+static uint32_t ek_powers[64];
+static pthread_once_t ek_powers_once = PTHREAD_ONCE_INIT;
+
+static void ek_build_powers(void) {
+    ek_powers[0] = 0x00800000u; // x^8, reflected
+    for (int k = 1; k < 64; k++) ek_powers[k] = ek_multiply(ek_powers[k - 1], ek_powers[k - 1]);
+}
+
+uint32_t eventkernel_crc32c_combine(uint32_t first, uint32_t second, size_t count) {
+    // crc(A‖B) = crc(A) · x^(8·|B|) mod P  XOR  crc(B) (zlib's crc32_combine; the initial and
+    // final inversions cancel). x^(8·|B|) is the product of the powers of the bits of |B|.
+    pthread_once(&ek_powers_once, ek_build_powers);
+    uint32_t power = 0x80000000u; // x^0, reflected
+    for (int k = 0; count != 0; k++, count >>= 1) {
+        if (count & 1) power = ek_multiply(power, ek_powers[k]);
+    }
+    return ek_multiply(first, power) ^ second;
+}
+
 #if EK_HAVE_HW
 
 static int ek_known = -1;
@@ -67,17 +101,6 @@ int eventkernel_crc32c_hardware_available(void) {
 // built once.
 
 enum { EK_STREAM = 4096, EK_BLOCK = 3 * EK_STREAM };
-
-// Multiplies a (reflected) by b (reflected) modulo P (reflected 0x82F63B78).
-static uint32_t ek_multiply(uint32_t a, uint32_t b) {
-    uint32_t product = 0;
-    for (int i = 0; i < 32; i++) {
-        if (a & 0x80000000u) product ^= b;
-        a <<= 1;
-        b = (b & 1) ? (b >> 1) ^ 0x82F63B78u : b >> 1;
-    }
-    return product;
-}
 
 // The 4 tables (one per byte of a register) of "multiply by x^(8·EK_STREAM) mod P".
 static uint32_t ek_shift_table[4][256];

@@ -36,9 +36,8 @@ package enum Viewer {
     /// shutdown that has not ended after 10 seconds (a client that reads nothing) is cancelled;
     /// what runs without looking at cancellation (a page checking a large store) finishes
     /// first. No limit on the cancellation itself: past one, the service group ends the
-    /// process with `fatalError`. Hummingbird's
-    /// `runService()` waits for a graceful shutdown however long it takes, ignoring a second
-    /// Ctrl-C meanwhile. (Cancelling on a second signal is not offered: a service group refuses
+    /// process with `fatalError`. Hummingbird's `runService()` waits for a graceful shutdown
+    /// however long it takes, ignoring a second Ctrl-C meanwhile. (Cancelling on a second signal is not offered: a service group refuses
     /// a signal that both shuts down and cancels; and cancelling on Ctrl-C alone logged two
     /// server errors at every stop.)
     /// - Parameters:

@@ -335,6 +335,17 @@ struct ArgumentsAndOutputTests {
 
     // MARK: Output formats
 
+    /// A store (imported) of one running activity, `ids[0]`, whose type is `type`.
+    static func storeOfOneActivity(ofType type: String, in temp: TemporaryDirectory) throws -> String {
+        let store = temp.file("store").path
+        let file = temp.file("odd.jsonl")
+        try write([
+            "{\"id\":\"\(ids[0].uuidString)\",\"startDate\":\"2025-01-01T20:00:00Z\",\"endDate\":null,\"type\":\(ActivityJSON.escape(type))}",
+        ], to: file)
+        #expect(try run("import", store, file.path).status == 0)
+        return store
+    }
+
     @Test func csvIsRFC4180() throws {
         #expect(Output.csvField("plain") == "plain")
         #expect(Output.csvField("a,b") == "\"a,b\"")
@@ -344,13 +355,8 @@ struct ArgumentsAndOutputTests {
         #expect(Output.csvRecord(["a", "", "b c"]) == "a,,b c\r\n")
 
         let temp = TemporaryDirectory()
-        let store = temp.file("store").path
-        let file = temp.file("odd.jsonl")
         let odd = "feed, \"left\" side\nthen right"
-        try write([
-            "{\"id\":\"\(ids[0].uuidString)\",\"startDate\":\"2025-01-01T20:00:00Z\",\"endDate\":null,\"type\":\(ActivityJSON.escape(odd))}",
-        ], to: file)
-        #expect(try run("import", store, file.path).status == 0)
+        let store = try Self.storeOfOneActivity(ofType: odd, in: temp)
         let csv = try run("query", store, "--format", "csv")
         #expect(csv.status == 0)
         #expect(csv.stdout.hasPrefix("id,type,startDate,endDate\r\n"))
@@ -368,13 +374,8 @@ struct ArgumentsAndOutputTests {
         #expect(Output.csvField("tab\there") == "\"tab\there\"")
 
         let temp = TemporaryDirectory()
-        let store = temp.file("store").path
-        let file = temp.file("odd.jsonl")
         let odd = "nap\u{0}\u{1B}[2J\tnow"
-        try write([
-            "{\"id\":\"\(ids[0].uuidString)\",\"startDate\":\"2025-01-01T20:00:00Z\",\"endDate\":null,\"type\":\(ActivityJSON.escape(odd))}",
-        ], to: file)
-        #expect(try run("import", store, file.path).status == 0)
+        let store = try Self.storeOfOneActivity(ofType: odd, in: temp)
         let table = try run("query", store)
         #expect(table.status == 0 && table.stdout.contains("nap\\u{0}\\u{1B}[2J\\u{9}now"), "\(table.stdout)")
         #expect(!table.stdout.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" }, "\(table.stdout)")

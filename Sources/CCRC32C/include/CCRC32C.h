@@ -13,4 +13,8 @@ int eventkernel_crc32c_hardware_available(void);
 /// `eventkernel_crc32c_hardware_available()` returned non-zero.
 uint32_t eventkernel_crc32c_hardware_update(uint32_t crc, const void *bytes, size_t count);
 
+// The CRC-32C of A followed by B from crc(A), crc(B) and B's length in bytes (no processor
+// instruction needed: on every platform).
+uint32_t eventkernel_crc32c_combine(uint32_t first, uint32_t second, size_t count);
+
 #endif

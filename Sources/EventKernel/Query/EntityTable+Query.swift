@@ -162,7 +162,7 @@ extension EntityTable {
 
     /// Runs `query` as `compiled` (its checks passed): the slots, in its order, and the cursor.
     private func run(
-        _ compiled: CompiledQuery, _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings, wantsCursor: Bool = true
+        _ compiled: CompiledQuery, _ query: EntityQuery<Entity>, defaultOrder: EntityQuery<Entity>.Orderings, wantsCursor: Bool
     ) -> (slots: [Int32], next: QueryCursor?) {
         if compiled.filters.contains(where: { $0.values?.isEmpty == true }) { return ([], nil) }
         let limit = query.effectiveLimit ?? Int.max

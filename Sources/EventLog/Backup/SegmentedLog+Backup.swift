@@ -409,8 +409,8 @@ extension SegmentedLog {
         // Judged again under the lock (``requireBackupDestination(_:source:restart:)`` judged it
         // before): something may have been put there since.
         try Self.refuseUnlessBackupOrEmpty(dest, names: names, restart: options.restart)
-        // Hidden files (a `.DS_Store`) are left where they are, never removed: not foreign here.
-        let foreign = names.filter { !isBackupOwned($0) && !$0.hasPrefix(".") }.sorted()
+        // Files left alone (a `.DS_Store`) stay where they are, never removed: not foreign here.
+        let foreign = names.filter { !isBackupOwned($0) && !isLeftAlone($0) }.sorted()
         if options.restart {
             // Starting over: nothing there is trusted (every file is written again, then the
             // old backup's other files removed); files that are not a backup's are never removed.
@@ -472,10 +472,7 @@ extension SegmentedLog {
     /// - Throws: ``LogError/Code/backupMismatch`` naming the directory and what it holds.
     static func refuseUnlessBackupOrEmpty(_ dest: String, names: [String], restart: Bool) throws(LogError) {
         if names.contains(BackupManifest.fileName) || names.contains(BackupManifest.partialFileName) { return }
-        // A hidden name the backup would take for its own (a `.x.tmp`: its temporaries) counts,
-        // since a backup removes its own leftovers: only hidden files it never touches are
-        // passed over.
-        let held = names.filter { $0 != DirectoryLock.fileName && (!$0.hasPrefix(".") || isBackupOwned($0)) }.sorted()
+        let held = names.filter { $0 != DirectoryLock.fileName && !isLeftAlone($0) }.sorted()
         guard !held.isEmpty else { return }
         let shown = held.prefix(3).joined(separator: ", ") + (held.count > 3 ? ", ..." : "")
         let restarting = restart ? " (--restart starts over only a directory holding a backup: it never removes a store's files or anyone else's)" : ""
@@ -569,6 +566,14 @@ extension SegmentedLog {
     static func isBackupOwned(_ name: String) -> Bool {
         name == BackupManifest.fileName || name == DirectoryLock.fileName || name == BackupManifest.partialFileName || name.hasSuffix(".tmp")
             || Segment.Name.isSegmentOrSideFile(name) || name == StoreManifest.fileName || name == "snapshots"
+    }
+
+    /// Names a backup leaves alone in its directory, judging it empty beside them and never
+    /// removing them: hidden files it does not own (a `.DS_Store`). A hidden name it would take
+    /// for its own (a `.x.tmp`: its temporaries) is not left alone, since a backup removes its
+    /// own leftovers. The one rule for both judging a destination and starting one over.
+    static func isLeftAlone(_ name: String) -> Bool {
+        name.hasPrefix(".") && !isBackupOwned(name)
     }
 
     /// What a backup directory holds, read in one walk: the files a backup owns, as paths

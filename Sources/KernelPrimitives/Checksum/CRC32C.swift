@@ -86,8 +86,8 @@ package enum CRC32C {
     ///
     /// The register after `b` is linear in the register before it, so
     /// `checksum(a + b) = first · x^(8·count) mod P  XOR  second` (zlib's `crc32_combine`; the
-    /// initial and final inversions cancel). `x^(8·count)` is a product of the powers
-    /// `x^(8·2^k)`, one per bit of `count`, kept in a table.
+    /// initial and final inversions cancel). In the `CCRC32C` target, beside the multiplication
+    /// modulo P that the instruction's three streams are combined with: one implementation.
     /// - Parameters:
     ///   - first: The checksum of `a`.
     ///   - second: The checksum of `b`.
@@ -95,33 +95,8 @@ package enum CRC32C {
     /// - Complexity: O(log count) multiplications of 32 steps each.
     package static func combine(_ first: UInt32, _ second: UInt32, secondCount count: Int) -> UInt32 {
         precondition(count >= 0, "a length is not negative")
-        var power: UInt32 = 0x8000_0000  // x^0, reflected
-        var rest = UInt(count), k = 0
-        while rest != 0 {
-            if rest & 1 != 0 { power = multiply(power, powersOfX8[k]) }
-            rest >>= 1
-            k += 1
-        }
-        return multiply(first, power) ^ second
+        return eventkernel_crc32c_combine(first, second, count)
     }
-
-    /// `a · b mod P`, both reflected (bit 31 is x^0).
-    private static func multiply(_ a: UInt32, _ b: UInt32) -> UInt32 {
-        var a = a, b = b, product: UInt32 = 0
-        for _ in 0..<32 {
-            if a & 0x8000_0000 != 0 { product ^= b }
-            a <<= 1
-            b = b & 1 != 0 ? (b >> 1) ^ 0x82F6_3B78 : b >> 1
-        }
-        return product
-    }
-
-    /// `x^(8·2^k) mod P` for k = 0..<64, reflected.
-    private static let powersOfX8: [UInt32] = {
-        var powers: [UInt32] = [0x0080_0000]  // x^8
-        for _ in 1..<64 { powers.append(multiply(powers[powers.count - 1], powers[powers.count - 1])) }
-        return powers
-    }()
 
     private static let tables: [UInt32] = {
         let polynomial: UInt32 = 0x82F6_3B78
